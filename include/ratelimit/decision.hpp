@@ -1,0 +1,36 @@
+#pragma once
+
+/// @file
+/// The answer of every limiter: whether a request passes and the numbers for 429 responses and headers.
+
+#include <chrono>
+#include <cstdint>
+
+namespace ratelimit {
+
+/// The outcome of one check (`allow` or `peek`) against a key.
+///
+/// Field meanings are fixed by SPEC section 2 and identical on every backend.
+struct Decision {
+  /// The `retry_after` of a request that can never pass (its cost exceeds `limit`).
+  static constexpr std::chrono::nanoseconds never = std::chrono::nanoseconds::max();
+
+  /// True when the request was admitted (and, for cost >= 1, consumed quota).
+  bool allowed = false;
+  /// The largest value `remaining` can take: window limit, bucket capacity or GCRA burst. >= 1.
+  std::int64_t limit = 0;
+  /// How many more cost-1 requests would pass right now, after this decision. In [0, limit].
+  std::int64_t remaining = 0;
+  /// 0 when allowed; otherwise the shortest wait after which the same request would pass if no other
+  /// request came; `never` when the cost exceeds `limit`.
+  std::chrono::nanoseconds retry_after{0};
+  /// How long until the key is back to full (`remaining == limit`) if no request came; 0 if full.
+  std::chrono::nanoseconds reset_after{0};
+
+  /// Same as `allowed`, so `if (limiter.allow(key))` reads naturally.
+  explicit operator bool() const noexcept { return allowed; }
+
+  friend bool operator==(const Decision&, const Decision&) = default;
+};
+
+}  // namespace ratelimit

@@ -1,0 +1,49 @@
+#pragma once
+
+/// @file
+/// A small test-and-test-and-set lock for the store's shards: critical sections are a few dozen
+/// nanoseconds, shorter than a futex round trip, so spinning briefly wins; it yields after a while so
+/// a preempted holder (2 cores, many threads) does not starve the others.
+
+#include <atomic>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace ratelimit::detail {
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+/// Satisfies Lockable; use with `std::lock_guard`. Not recursive.
+class SpinLock {
+ public:
+  void lock() noexcept {
+    int spins = 0;
+    while (locked_.exchange(true, std::memory_order_acquire)) {
+      while (locked_.load(std::memory_order_relaxed)) {
+        if (++spins < 128) {
+          cpu_relax();
+        } else {
+          std::this_thread::yield();
+        }
+      }
+    }
+  }
+  bool try_lock() noexcept {
+    return !locked_.load(std::memory_order_relaxed) && !locked_.exchange(true, std::memory_order_acquire);
+  }
+  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> locked_{false};
+};
+
+}  // namespace ratelimit::detail

@@ -1,0 +1,151 @@
+#pragma once
+
+/// @file
+/// `MemoryLimiter`: a policy joined to the in-process sharded store and a clock.
+
+#include <bit>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "ratelimit/clock.hpp"
+#include "ratelimit/decision.hpp"
+#include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/limiter.hpp"
+#include "ratelimit/memory/options.hpp"
+#include "ratelimit/memory/sharded_store.hpp"
+#include "ratelimit/policy/policy.hpp"
+
+namespace ratelimit {
+
+/// The in-process backend: per-key state for one policy, in nanosecond ticks of `Clock`.
+///
+/// Thread-safe: every method may be called from any number of threads. Checks of one key are
+/// linearizable (each runs under that key's shard lock); checks of keys in different shards run in
+/// parallel. A present key's check does not allocate. Memory is bounded by `MemoryOptions::max_keys`
+/// (SPEC section 4): a key whose state is full again is reclaimed, and at the cap a new key evicts an
+/// approximately least recently used one.
+///
+/// @tparam P a `Policy` (`FixedWindow`, `SlidingWindowLog`, `SlidingWindowCounter`, `TokenBucket`, `Gcra`).
+/// @tparam C a `Clock`; `std::chrono::steady_clock` by default, `ManualClock` in tests.
+template <Policy P, Clock C = std::chrono::steady_clock>
+class MemoryLimiter {
+ public:
+  using policy_type = P;
+  using clock_type = C;
+  using time_point = typename C::time_point;
+
+  /// The in-memory tick: one nanosecond.
+  static constexpr std::int64_t kTickNs = 1;
+
+  /// Throws `std::invalid_argument` naming the field when the policy (e.g. `Gcra.burst`) or an option
+  /// (`MemoryOptions.max_keys`, `.max_key_bytes`, `.shards`) is out of range.
+  explicit MemoryLimiter(P policy, MemoryOptions options = {}, C clock = {})
+      : policy_(std::move(policy)), rules_(policy_.rules(kTickNs)), options_(validated(options)),
+        clock_(std::move(clock)), store_(options_.max_keys, shard_count(options_)) {}
+
+  /// Checks a request of `cost` units for `key` now and consumes them if it is admitted.
+  /// Thread-safe. Throws `std::invalid_argument` for a negative cost or a key longer than
+  /// `max_key_bytes`. Cost 0 is always allowed and reports the current state.
+  Decision allow(std::string_view key, std::int64_t cost = 1) { return allow(key, cost, clock_.now()); }
+
+  /// As `allow(key, cost)`, at a time the caller read once (e.g. for several layers of one request).
+  Decision allow(std::string_view key, std::int64_t cost, time_point now) {
+    check_key(key);
+    detail::require_cost(cost);
+    const std::int64_t t = ticks(now);
+    const TickDecision d = store_.update(
+        key, store_.hash(key), stamp(t),
+        [&](State& state, bool present) {
+          const TickDecision decision = decide(rules_, state, t, cost);
+          // A commit leaves quota in use; otherwise a present key that is full again is reclaimed.
+          const bool keep = (decision.allowed && cost > 0) || (present && !rules_.is_full(state, t));
+          return std::pair{decision, keep};
+        },
+        [&](const State& state) { return rules_.is_full(state, t); });
+    return to_decision(d, kTickNs);
+  }
+
+  /// What a cost-1 request would see now, consuming nothing (SPEC section 2). Thread-safe.
+  /// Throws `std::invalid_argument` for a key longer than `max_key_bytes`.
+  Decision peek(std::string_view key) { return peek(key, clock_.now()); }
+
+  /// As `peek(key)`, at a time the caller read.
+  Decision peek(std::string_view key, time_point now) {
+    check_key(key);
+    const std::int64_t t = ticks(now);
+    const TickDecision d =
+        store_.read(key, store_.hash(key), [&](const State& state) { return ratelimit::peek(rules_, state, t); });
+    return to_decision(d, kTickNs);
+  }
+
+  /// Forgets the key's state: it is full again. Thread-safe.
+  /// Throws `std::invalid_argument` for a key longer than `max_key_bytes`.
+  void reset(std::string_view key) {
+    check_key(key);
+    store_.erase(key, store_.hash(key));
+  }
+
+  /// Reclaims every key whose state is full now; returns how many. Thread-safe. Keys are also
+  /// reclaimed as they are touched and as new keys arrive; call this from a timer to return memory
+  /// after traffic stops.
+  std::size_t sweep() {
+    const std::int64_t t = ticks(clock_.now());
+    return store_.sweep([&](const State& state) { return rules_.is_full(state, t); });
+  }
+
+  /// Keys held now. Thread-safe (a snapshot).
+  [[nodiscard]] std::size_t size() const { return store_.size(); }
+  /// Keys evicted at `max_keys` so far. Thread-safe.
+  [[nodiscard]] std::size_t evictions() const { return store_.evictions(); }
+  /// Bytes held by the store's tables (slots and long keys). Thread-safe.
+  [[nodiscard]] std::size_t table_bytes() const { return store_.table_bytes(); }
+
+  [[nodiscard]] const P& policy() const noexcept { return policy_; }
+  [[nodiscard]] const RulesOf<P>& rules() const noexcept { return rules_; }
+  [[nodiscard]] const MemoryOptions& options() const noexcept { return options_; }
+  [[nodiscard]] C& clock() noexcept { return clock_; }
+
+ private:
+  using State = StateOf<P>;
+
+  static MemoryOptions validated(MemoryOptions o) {
+    if (o.max_keys < 1) detail::invalid("MemoryOptions.max_keys", "must be >= 1");
+    if (o.max_key_bytes > (std::size_t{1} << 31)) detail::invalid("MemoryOptions.max_key_bytes", "must be <= 2^31");
+    if (o.shards > 65536) detail::invalid("MemoryOptions.shards", "must be <= 65536");
+    return o;
+  }
+
+  /// Requested shards (64 by default) rounded up to a power of two, but at most one per 16 keys of
+  /// `max_keys` so that every shard holds a useful share of the cap.
+  static std::size_t shard_count(const MemoryOptions& o) {
+    std::size_t shards = std::bit_ceil(o.shards == 0 ? std::size_t{64} : o.shards);
+    while (shards > 1 && shards * 16 > o.max_keys) shards /= 2;
+    return shards;
+  }
+
+  void check_key(std::string_view key) const {
+    if (key.size() > options_.max_key_bytes) {
+      detail::invalid("key", std::to_string(key.size()) + " bytes exceeds max_key_bytes (" +
+                                 std::to_string(options_.max_key_bytes) + ")");
+    }
+  }
+
+  static std::int64_t ticks(time_point now) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+  }
+
+  /// About a millisecond per unit, modulo 2^32: enough to order keys for LRU.
+  static std::uint32_t stamp(std::int64_t t_ns) noexcept { return static_cast<std::uint32_t>(t_ns >> 20); }
+
+  P policy_;
+  RulesOf<P> rules_;
+  MemoryOptions options_;
+  C clock_;
+  detail::ShardedStore<State> store_;
+};
+
+}  // namespace ratelimit

@@ -1,0 +1,211 @@
+#pragma once
+
+/// @file
+/// The in-memory keyed state store: shards of flat tables, each behind its own lock, with a hard cap
+/// on the number of keys, approximate-LRU eviction and reclaiming of full keys.
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <string_view>
+#include <utility>
+
+#include "ratelimit/detail/spin_lock.hpp"
+#include "ratelimit/memory/key_table.hpp"
+
+namespace ratelimit::detail {
+
+/// Per-key state behind per-shard locks. Its one job is an atomic read-modify-write of one key's
+/// state (`update`), the in-memory counterpart of a Redis script. All methods are thread-safe.
+template <class State>
+class ShardedStore {
+ public:
+  using Table = KeyTable<State>;
+  using Slot = typename Table::Slot;
+
+  /// Keys kept in the slots a shard samples when it must evict one (Redis samples 5).
+  static constexpr int kEvictionSamples = 8;
+
+  /// `max_keys >= 1` is a hard cap over all shards; `shards` is a power of two <= max_keys.
+  ShardedStore(std::size_t max_keys, std::size_t shards)
+      : shard_count_(shards), shard_shift_(shards > 1 ? 64 - std::countr_zero(shards) : 0),
+        shards_(std::make_unique<Shard[]>(shards)) {
+    std::random_device entropy;
+    seed_ = (std::uint64_t{entropy()} << 32) | entropy();
+    for (std::size_t i = 0; i < shards; ++i) {
+      shards_[i].table.set_max_size(max_keys / shards + (i < max_keys % shards ? 1 : 0));
+      shards_[i].rng = seed_ ^ (0x9E3779B97F4A7C15ULL * (i + 1));
+    }
+  }
+
+  /// A seeded, well-mixed, non-zero hash: the high bits pick the shard, the low bits the slot.
+  /// The per-store seed keeps an attacker from aiming many keys at one shard or one probe run.
+  [[nodiscard]] std::uint64_t hash(std::string_view key) const noexcept {
+    std::uint64_t h = std::hash<std::string_view>{}(key) ^ seed_;
+    h ^= h >> 30;  // splitmix64 finaliser
+    h *= 0xBF58476D1CE4E5B9ULL;
+    h ^= h >> 27;
+    h *= 0x94D049BB133111EBULL;
+    h ^= h >> 31;
+    return h | (h == 0 ? 1 : 0);
+  }
+
+  /// Runs `fn(State& state, bool present)` under the key's lock; `fn` returns `{result, keep}`.
+  /// An absent key gets a fresh `State{}`, inserted only if `keep` (evicting at the cap); a present key
+  /// is erased if `!keep`. `is_full(const State&)` tells which keys can be dropped at no cost.
+  /// `stamp` is the coarse time of this touch, for LRU.
+  template <class Fn, class IsFull>
+  auto update(std::string_view key, std::uint64_t hash, std::uint32_t stamp, Fn&& fn, IsFull&& is_full) {
+    Shard& shard = shard_for(hash);
+    std::lock_guard guard(shard.lock);
+    if (Slot* slot = shard.table.find(hash, key)) {
+      auto [result, keep] = fn(slot->state, true);
+      if (keep) {
+        slot->last_used = stamp;
+      } else {
+        shard.table.erase(*slot);
+      }
+      return result;
+    }
+    State fresh{};
+    auto [result, keep] = fn(fresh, false);
+    if (keep) {
+      sweep_some(shard, is_full);
+      if (shard.table.size() >= shard.table.max_size()) evict_one(shard, stamp, is_full);
+      Slot& slot = shard.table.insert(hash, key);
+      slot.state = std::move(fresh);
+      slot.last_used = stamp;
+    }
+    return result;
+  }
+
+  /// Runs `fn(const State&)` under the key's lock, on `State{}` when the key is absent.
+  template <class Fn>
+  auto read(std::string_view key, std::uint64_t hash, Fn&& fn) {
+    Shard& shard = shard_for(hash);
+    std::lock_guard guard(shard.lock);
+    if (const Slot* slot = shard.table.find(hash, key)) return fn(slot->state);
+    static const State absent{};
+    return fn(absent);
+  }
+
+  /// Forgets the key; returns whether it was present.
+  bool erase(std::string_view key, std::uint64_t hash) {
+    Shard& shard = shard_for(hash);
+    std::lock_guard guard(shard.lock);
+    Slot* slot = shard.table.find(hash, key);
+    if (slot == nullptr) return false;
+    shard.table.erase(*slot);
+    return true;
+  }
+
+  /// Removes every key for which `is_full(state)` holds and shrinks mostly empty tables.
+  /// Locks one shard at a time. Returns the number of keys removed.
+  template <class IsFull>
+  std::size_t sweep(IsFull&& is_full) {
+    std::size_t removed = 0;
+    for (std::size_t i = 0; i < shard_count_; ++i) {
+      Shard& shard = shards_[i];
+      std::lock_guard guard(shard.lock);
+      for (std::size_t j = 0; j < shard.table.capacity();) {
+        Slot& slot = shard.table.at(j);
+        if (!slot.empty() && is_full(std::as_const(slot.state))) {
+          shard.table.erase(j);  // a later slot may shift into j: look at j again
+          ++removed;
+        } else {
+          ++j;
+        }
+      }
+      shard.table.shrink_to_fit();
+    }
+    return removed;
+  }
+
+  /// Keys held now (a snapshot; other threads may change it at once).
+  [[nodiscard]] std::size_t size() const {
+    return sum([](const Shard& s) { return s.table.size(); });
+  }
+  /// Keys evicted at the cap so far (keys that were not full lose their usage).
+  [[nodiscard]] std::size_t evictions() const {
+    return sum([](const Shard& s) { return s.evictions; });
+  }
+  /// Bytes held by the tables (slots and long keys), excluding state that a policy allocates itself.
+  [[nodiscard]] std::size_t table_bytes() const {
+    return sum([](const Shard& s) { return s.table.bytes(); });
+  }
+  [[nodiscard]] std::size_t shard_count() const noexcept { return shard_count_; }
+
+ private:
+  struct alignas(64) Shard {
+    mutable SpinLock lock;
+    Table table;
+    std::uint64_t rng = 0;
+    std::size_t sweep_cursor = 0;
+    std::size_t evictions = 0;
+  };
+
+  Shard& shard_for(std::uint64_t hash) noexcept { return shards_[shard_shift_ == 0 ? 0 : hash >> shard_shift_]; }
+
+  template <class Field>
+  std::size_t sum(Field field) const {
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < shard_count_; ++i) {
+      std::lock_guard guard(shards_[i].lock);
+      total += field(shards_[i]);
+    }
+    return total;
+  }
+
+  /// Looks at two slots per insertion, so full keys are reclaimed even when no one touches them again.
+  template <class IsFull>
+  static void sweep_some(Shard& shard, IsFull& is_full) {
+    const std::size_t capacity = shard.table.capacity();
+    for (int i = 0; i < 2 && capacity > 0; ++i) {
+      const std::size_t j = shard.sweep_cursor++ & (capacity - 1);
+      Slot& slot = shard.table.at(j);
+      if (!slot.empty() && is_full(std::as_const(slot.state))) shard.table.erase(j);
+    }
+  }
+
+  /// Evicts a full key if the sample has one, else the least recently used key of the sample.
+  template <class IsFull>
+  static void evict_one(Shard& shard, std::uint32_t stamp, IsFull& is_full) {
+    const std::size_t mask = shard.table.capacity() - 1;
+    shard.rng ^= shard.rng << 13;  // xorshift64
+    shard.rng ^= shard.rng >> 7;
+    shard.rng ^= shard.rng << 17;
+    std::size_t j = shard.rng & mask;
+    std::size_t victim = 0;
+    bool found = false;
+    std::uint32_t oldest_age = 0;
+    for (int seen = 0; seen < kEvictionSamples; j = (j + 1) & mask) {
+      const Slot& slot = shard.table.at(j);
+      if (slot.empty()) continue;
+      ++seen;
+      if (is_full(slot.state)) {
+        victim = j;
+        found = true;
+        break;
+      }
+      const std::uint32_t age = stamp - slot.last_used;  // modular: right for ages under ~50 days
+      if (!found || age > oldest_age) {
+        victim = j;
+        oldest_age = age;
+        found = true;
+      }
+    }
+    shard.table.erase(victim);
+    ++shard.evictions;
+  }
+
+  std::size_t shard_count_;
+  int shard_shift_;
+  std::unique_ptr<Shard[]> shards_;
+  std::uint64_t seed_ = 0;
+};
+
+}  // namespace ratelimit::detail

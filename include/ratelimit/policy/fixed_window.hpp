@@ -1,0 +1,88 @@
+#pragma once
+
+/// @file
+/// Fixed window: at most `limit` per window of length `window`, windows aligned to the clock's epoch.
+
+#include <chrono>
+#include <cstdint>
+#include <string_view>
+
+#include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/policy/policy.hpp"
+
+namespace ratelimit {
+
+/// Fixed window counter (SPEC section 3): a count per aligned window, reset at each window edge.
+///
+/// Cheapest and simplest; allows up to `2 * limit` across a window edge (the boundary burst).
+/// Example: `FixedWindow{.limit = 100, .window = std::chrono::minutes(1)}`.
+struct FixedWindow {
+  static constexpr std::string_view kind = "fixed_window";
+
+  /// Requests (cost units) admitted per window; >= 1.
+  std::int64_t limit = 0;
+  /// Window length; > 0 and a whole number of the backend's ticks.
+  std::chrono::nanoseconds window{0};
+
+  /// Validated parameters in ticks and the pure decision functions.
+  class Rules {
+   public:
+    /// Per-key state: the time of the latest write (its window is `floor(written / W)`) and the count.
+    struct State {
+      std::int64_t written = detail::kInt64Min;
+      std::int64_t count = 0;
+    };
+
+    Rules(std::int64_t limit, std::int64_t window) : limit_(limit), window_(window) {}
+
+    [[nodiscard]] std::int64_t limit() const noexcept { return limit_; }
+    [[nodiscard]] std::int64_t window() const noexcept { return window_; }
+
+    [[nodiscard]] TickDecision evaluate(const State& s, std::int64_t now, std::int64_t cost) const noexcept {
+      const View v = view(s, now);
+      TickDecision d{.allowed = cost <= limit_ - v.count, .limit = limit_};
+      const std::int64_t after = d.allowed ? v.count + cost : v.count;
+      d.remaining = limit_ - after;
+      d.reset_after = after > 0 ? window_ - v.offset : 0;
+      if (cost > limit_) return detail::never_passes(d);
+      d.retry_after = d.allowed ? 0 : window_ - v.offset;
+      return d;
+    }
+
+    void commit(State& s, std::int64_t now, std::int64_t cost) const noexcept {
+      const View v = view(s, now);
+      s.written = v.now;
+      s.count = v.count + cost;
+    }
+
+    [[nodiscard]] bool is_full(const State& s, std::int64_t now) const noexcept { return view(s, now).count == 0; }
+
+   private:
+    struct View {
+      std::int64_t now;     // effective time: never before the latest write
+      std::int64_t offset;  // r = t - k*W
+      std::int64_t count;   // c after rolling over to the current window
+    };
+
+    [[nodiscard]] View view(const State& s, std::int64_t now) const noexcept {
+      const std::int64_t t = detail::clamp_time(now > s.written ? now : s.written, window_);
+      const std::int64_t k = detail::floor_div(t, window_);
+      const bool same_window = s.count > 0 && detail::floor_div(s.written, window_) == k;
+      return View{t, t - k * window_, same_window ? s.count : 0};
+    }
+
+    std::int64_t limit_;
+    std::int64_t window_;
+  };
+
+  /// Validates for a backend whose tick is `tick_ns` nanoseconds.
+  /// Throws `std::invalid_argument` naming `FixedWindow.limit` or `FixedWindow.window`.
+  [[nodiscard]] Rules rules(std::int64_t tick_ns) const {
+    detail::require_positive(limit, "FixedWindow.limit");
+    const std::int64_t w = detail::to_ticks(window, tick_ns, "FixedWindow.window");
+    detail::require_horizon(w, tick_ns, "FixedWindow.window");
+    return Rules(limit, w);
+  }
+};
+
+}  // namespace ratelimit

@@ -1,0 +1,111 @@
+#pragma once
+
+/// @file
+/// GCRA, the generic cell rate algorithm.
+
+#include <chrono>
+#include <cstdint>
+#include <string_view>
+
+#include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/policy/policy.hpp"
+
+namespace ratelimit {
+
+/// Generic cell rate algorithm (SPEC section 3), from ATM traffic shaping (ITU-T I.371, the "virtual
+/// scheduling" form): one theoretical arrival time (TAT) per key.
+///
+/// `limit` requests per `period` on average, with up to `burst` at once from idle. Emission interval
+/// `T = ceil(period / limit)` ticks (rounded up so the rate is never exceeded), tolerance `tau = burst * T`.
+/// Exact, smooth, and the smallest state of all: one TAT (plus the latest write time for clock steps).
+struct Gcra {
+  static constexpr std::string_view kind = "gcra";
+
+  /// Requests (cost units) per `period` in the long run; >= 1.
+  std::int64_t limit = 0;
+  /// The period `limit` refers to; > 0, a whole number of ticks, and `period / limit >= 1 tick`.
+  std::chrono::nanoseconds period{0};
+  /// Requests that may pass at once from idle; >= 1.
+  std::int64_t burst = 0;
+
+  class Rules {
+   public:
+    /// Per-key state: the theoretical arrival time and the time of the latest write. Both absent
+    /// (`kInt64Min`) for a full key: `TAT = max(TAT, t)` is then `t`.
+    struct State {
+      std::int64_t tat = detail::kInt64Min;
+      std::int64_t written = detail::kInt64Min;
+    };
+
+    Rules(std::int64_t burst, std::int64_t emission_interval)
+        : burst_(burst), emission_interval_(emission_interval), tolerance_(burst * emission_interval) {}
+
+    [[nodiscard]] std::int64_t limit() const noexcept { return burst_; }
+    /// T, in ticks.
+    [[nodiscard]] std::int64_t emission_interval() const noexcept { return emission_interval_; }
+    /// tau = burst * T, in ticks.
+    [[nodiscard]] std::int64_t tolerance() const noexcept { return tolerance_; }
+
+    [[nodiscard]] TickDecision evaluate(const State& s, std::int64_t now, std::int64_t cost) const noexcept {
+      const std::int64_t t = effective_now(s, now);
+      const std::int64_t backlog = s.tat > t ? s.tat - t : 0;  // max(TAT, t) - t, in [0, tau]
+      TickDecision d{.limit = burst_};
+      const bool fits = cost <= burst_;
+      const std::int64_t new_backlog = fits ? backlog + cost * emission_interval_ : 0;  // <= 2 tau
+      d.allowed = fits && new_backlog <= tolerance_;
+      const std::int64_t after = d.allowed ? new_backlog : backlog;
+      d.remaining = (tolerance_ - after) / emission_interval_;
+      d.reset_after = after;
+      if (!fits) return detail::never_passes(d);
+      d.retry_after = d.allowed ? 0 : new_backlog - tolerance_;
+      return d;
+    }
+
+    void commit(State& s, std::int64_t now, std::int64_t cost) const noexcept {
+      const std::int64_t t = effective_now(s, now);
+      s.tat = (s.tat > t ? s.tat : t) + cost * emission_interval_;
+      s.written = t;
+    }
+
+    [[nodiscard]] bool is_full(const State& s, std::int64_t now) const noexcept {
+      return s.tat <= effective_now(s, now);
+    }
+
+   private:
+    [[nodiscard]] std::int64_t effective_now(const State& s, std::int64_t now) const noexcept {
+      return detail::clamp_time(now > s.written ? now : s.written, 2 * tolerance_);
+    }
+
+    std::int64_t burst_;
+    std::int64_t emission_interval_;
+    std::int64_t tolerance_;
+  };
+
+  /// Validates for a backend whose tick is `tick_ns` nanoseconds. Throws `std::invalid_argument`
+  /// naming `Gcra.limit`, `Gcra.period` or `Gcra.burst`.
+  [[nodiscard]] Rules rules(std::int64_t tick_ns) const { return make_rules(limit, period, burst, tick_ns, names); }
+
+  /// Field names for error messages; `TokenBucket` reuses the validation under its own names.
+  struct FieldNames {
+    std::string_view limit, period, burst;
+  };
+  static constexpr FieldNames names{"Gcra.limit", "Gcra.period", "Gcra.burst"};
+
+  /// Validation shared with `TokenBucket` (which decides exactly as GCRA).
+  [[nodiscard]] static Rules make_rules(std::int64_t limit, std::chrono::nanoseconds period, std::int64_t burst,
+                                        std::int64_t tick_ns, const FieldNames& field) {
+    detail::require_positive(limit, field.limit);
+    detail::require_positive(burst, field.burst);
+    const std::int64_t p = detail::to_ticks(period, tick_ns, field.period);
+    if (p < limit) {
+      detail::invalid(field.period, "period / limit must be at least one tick (" + std::to_string(tick_ns) +
+                                        " ns): a rate above one per tick cannot be enforced");
+    }
+    const std::int64_t emission_interval = detail::ceil_div(p, limit);
+    // Twice tau is the largest intermediate (backlog + cost * T).
+    detail::require_horizon(detail::i128{burst} * emission_interval * 2, tick_ns, field.burst);
+    return Rules(burst, emission_interval);
+  }
+};
+
+}  // namespace ratelimit

@@ -1,0 +1,108 @@
+#pragma once
+
+/// @file
+/// The `Policy` concept and the tick-level decision every policy computes.
+///
+/// A policy is a plain value (its parameters). `policy.rules(tick_ns)` validates it for a backend's
+/// tick (1 ns in memory, 1000 ns on Redis) and returns its `Rules`: the parameters in ticks plus pure
+/// functions of (state, now) that never read a clock or touch shared memory. Stores own atomicity.
+
+#include <chrono>
+#include <concepts>
+#include <cstdint>
+#include <stdexcept>
+#include <string_view>
+
+#include "ratelimit/decision.hpp"
+#include "ratelimit/detail/arithmetic.hpp"
+
+namespace ratelimit {
+
+/// A `Decision` in the backend's ticks; `never` is `kInt64Max`.
+struct TickDecision {
+  bool allowed = false;
+  std::int64_t limit = 0;
+  std::int64_t remaining = 0;
+  std::int64_t retry_after = 0;
+  std::int64_t reset_after = 0;
+
+  static constexpr std::int64_t never = detail::kInt64Max;
+
+  friend bool operator==(const TickDecision&, const TickDecision&) = default;
+};
+
+/// Validated rules of a policy, in ticks. `State{}` is the state of an absent (full) key.
+///
+/// - `evaluate(state, now, cost)`: the decision, assuming the request is committed if allowed.
+/// - `commit(state, now, cost)`: applies an allowed request with `cost >= 1` (the only state write).
+/// - `is_full(state, now)`: true when the key could be forgotten without changing any decision.
+template <class R>
+concept PolicyRules = std::copy_constructible<R> && std::default_initializable<typename R::State> &&
+    requires(const R& rules, typename R::State& state, const typename R::State& cstate, std::int64_t now,
+             std::int64_t cost) {
+      { rules.evaluate(cstate, now, cost) } -> std::same_as<TickDecision>;
+      rules.commit(state, now, cost);
+      { rules.is_full(cstate, now) } -> std::same_as<bool>;
+      { rules.limit() } -> std::same_as<std::int64_t>;
+    };
+
+/// An algorithm with its parameters: `FixedWindow`, `SlidingWindowLog`, `SlidingWindowCounter`,
+/// `TokenBucket`, `Gcra`. `P::kind` is its short name (also the Redis key component).
+template <class P>
+concept Policy = std::copy_constructible<P> && requires(const P& policy, std::int64_t tick_ns) {
+  { P::kind } -> std::convertible_to<std::string_view>;
+  { policy.rules(tick_ns) } -> PolicyRules;
+};
+
+template <Policy P>
+using RulesOf = decltype(std::declval<const P&>().rules(std::int64_t{1}));
+
+template <Policy P>
+using StateOf = typename RulesOf<P>::State;
+
+namespace detail {
+
+/// Throws `std::invalid_argument` for a negative cost (SPEC section 1).
+inline void require_cost(std::int64_t cost) {
+  if (cost < 0) invalid("cost", "must be >= 0, got " + std::to_string(cost));
+}
+
+/// The decision for a request that can never pass: nothing consumed, `retry_after = never`.
+[[nodiscard]] inline TickDecision never_passes(TickDecision current) noexcept {
+  current.allowed = false;
+  current.retry_after = TickDecision::never;
+  return current;
+}
+
+}  // namespace detail
+
+/// Checks a request of `cost` at `now` and commits it to `state` when it is admitted with cost >= 1.
+/// Throws `std::invalid_argument` for a negative cost. Not thread-safe: the store serializes calls.
+template <PolicyRules R>
+TickDecision decide(const R& rules, typename R::State& state, std::int64_t now, std::int64_t cost) {
+  detail::require_cost(cost);
+  TickDecision d = rules.evaluate(state, now, cost);
+  if (d.allowed && cost > 0) rules.commit(state, now, cost);
+  return d;
+}
+
+/// What a cost-1 request would see, consuming nothing: `allowed` and `retry_after` of cost 1,
+/// `remaining` and `reset_after` as they are now (SPEC section 2, `peek`).
+template <PolicyRules R>
+TickDecision peek(const R& rules, const typename R::State& state, std::int64_t now) {
+  TickDecision one = rules.evaluate(state, now, 1);
+  const TickDecision zero = rules.evaluate(state, now, 0);
+  one.remaining = zero.remaining;
+  one.reset_after = zero.reset_after;
+  return one;
+}
+
+/// Converts tick durations to `Decision`'s nanoseconds. Validation keeps every finite value in range.
+[[nodiscard]] inline Decision to_decision(const TickDecision& d, std::int64_t tick_ns) noexcept {
+  auto ns = [tick_ns](std::int64_t ticks) {
+    return ticks == TickDecision::never ? Decision::never : std::chrono::nanoseconds(ticks * tick_ns);
+  };
+  return Decision{d.allowed, d.limit, d.remaining, ns(d.retry_after), ns(d.reset_after)};
+}
+
+}  // namespace ratelimit

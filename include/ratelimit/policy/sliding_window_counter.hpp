@@ -1,0 +1,121 @@
+#pragma once
+
+/// @file
+/// Sliding window counter: the previous window's count, weighted by how much of it still overlaps
+/// the sliding window, plus the current window's count.
+
+#include <chrono>
+#include <cstdint>
+#include <string_view>
+
+#include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/policy/policy.hpp"
+
+namespace ratelimit {
+
+/// Sliding window counter (SPEC section 3), as popularised by Cloudflare: the estimate
+/// `prev * (W - r) / W + cur` smooths the fixed window's boundary burst with two counters per key.
+///
+/// Approximate: it assumes the previous window's requests were spread evenly. Computed exactly in
+/// 128-bit integers (no floating point).
+struct SlidingWindowCounter {
+  static constexpr std::string_view kind = "sliding_window_counter";
+
+  /// Requests (cost units) admitted per (estimated) window; >= 1.
+  std::int64_t limit = 0;
+  /// Window length; > 0 and a whole number of the backend's ticks.
+  std::chrono::nanoseconds window{0};
+
+  class Rules {
+   public:
+    /// Per-key state: the latest write (its window is `k_s = floor(written / W)`), and the counts of
+    /// window `k_s` (`current`) and of window `k_s - 1` (`previous`).
+    struct State {
+      std::int64_t written = detail::kInt64Min;
+      std::int64_t current = 0;
+      std::int64_t previous = 0;
+    };
+
+    Rules(std::int64_t limit, std::int64_t window) : limit_(limit), window_(window) {}
+
+    [[nodiscard]] std::int64_t limit() const noexcept { return limit_; }
+    [[nodiscard]] std::int64_t window() const noexcept { return window_; }
+
+    [[nodiscard]] TickDecision evaluate(const State& s, std::int64_t now, std::int64_t cost) const noexcept {
+      using detail::i128;
+      const View v = view(s, now);
+      const i128 w = window_;
+      const i128 weighted_prev = i128{v.previous} * (w - v.offset);
+      const bool fits = cost <= limit_;
+      TickDecision d{.limit = limit_};
+      d.allowed = fits && weighted_prev + i128{v.current + cost} * w <= i128{limit_} * w;
+      const std::int64_t current = d.allowed ? v.current + cost : v.current;
+      const auto room = static_cast<std::int64_t>((i128{limit_} * w - weighted_prev) / w);  // >= 0
+      d.remaining = room - current > 0 ? room - current : 0;
+      d.reset_after = current > 0 ? 2 * window_ - v.offset : (v.previous > 0 ? window_ - v.offset : 0);
+      if (!fits) return detail::never_passes(d);
+      if (!d.allowed) {
+        const std::int64_t a = limit_ - v.current - cost;
+        if (v.previous > 0 && a >= 0) {
+          const auto r1 = static_cast<std::int64_t>(w - i128{a} * w / v.previous);
+          if (r1 < window_) {
+            d.retry_after = r1 - v.offset;
+            return d;
+          }
+        }
+        const std::int64_t r2 =
+            v.current > 0 ? static_cast<std::int64_t>(w - i128{limit_ - cost} * w / v.current) : 0;
+        d.retry_after = (window_ - v.offset) + (r2 > 0 ? r2 : 0);
+      }
+      return d;
+    }
+
+    void commit(State& s, std::int64_t now, std::int64_t cost) const noexcept {
+      const View v = view(s, now);
+      s.written = v.now;
+      s.current = v.current + cost;
+      s.previous = v.previous;
+    }
+
+    [[nodiscard]] bool is_full(const State& s, std::int64_t now) const noexcept {
+      const View v = view(s, now);
+      return v.current == 0 && v.previous == 0;
+    }
+
+   private:
+    struct View {
+      std::int64_t now;  // effective time: never before the latest write
+      std::int64_t offset;
+      std::int64_t current;
+      std::int64_t previous;
+    };
+
+    [[nodiscard]] View view(const State& s, std::int64_t now) const noexcept {
+      const std::int64_t t = detail::clamp_time(now > s.written ? now : s.written, 2 * window_);
+      const std::int64_t k = detail::floor_div(t, window_);
+      const std::int64_t k_s = detail::floor_div(s.written, window_);
+      View v{t, t - k * window_, 0, 0};
+      if (k == k_s) {
+        v.current = s.current;
+        v.previous = s.previous;
+      } else if (k == k_s + 1) {
+        v.previous = s.current;
+      }
+      return v;
+    }
+
+    std::int64_t limit_;
+    std::int64_t window_;
+  };
+
+  /// Validates for a backend whose tick is `tick_ns` nanoseconds.
+  /// Throws `std::invalid_argument` naming `SlidingWindowCounter.limit` or `SlidingWindowCounter.window`.
+  [[nodiscard]] Rules rules(std::int64_t tick_ns) const {
+    detail::require_positive(limit, "SlidingWindowCounter.limit");
+    const std::int64_t w = detail::to_ticks(window, tick_ns, "SlidingWindowCounter.window");
+    detail::require_horizon(detail::i128{w} * 2, tick_ns, "SlidingWindowCounter.window");
+    return Rules(limit, w);
+  }
+};
+
+}  // namespace ratelimit

@@ -1,0 +1,136 @@
+#pragma once
+
+/// @file
+/// Sliding window log: an exact count of what was admitted in the last `window`.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/policy/policy.hpp"
+
+namespace ratelimit {
+
+/// Sliding window log (SPEC section 3): every admitted request is kept as a (timestamp, cost) entry
+/// until it leaves the window `(t - W, t]`.
+///
+/// Exact (never more than `limit` in any window of length `window`), at the price of memory that grows
+/// with the number of admitted requests per window (at most `limit` entries per key).
+struct SlidingWindowLog {
+  static constexpr std::string_view kind = "sliding_window_log";
+
+  /// Requests (cost units) admitted in any window of length `window`; >= 1.
+  std::int64_t limit = 0;
+  /// Window length; > 0 and a whole number of the backend's ticks.
+  std::chrono::nanoseconds window{0};
+
+  class Rules {
+   public:
+    /// One admitted request, or several admitted at the same tick (their costs summed: they expire
+    /// together, so this is exact and keeps at most `limit` entries).
+    struct Entry {
+      std::int64_t at;
+      std::int64_t cost;
+    };
+
+    /// Per-key state: the entries oldest first, starting at `head` (a ring-less queue that compacts).
+    struct State {
+      std::vector<Entry> entries;
+      std::size_t head = 0;
+      std::int64_t total = 0;  // sum of costs of entries[head..]
+
+      [[nodiscard]] std::int64_t written() const noexcept {
+        return head < entries.size() ? entries.back().at : detail::kInt64Min;
+      }
+    };
+
+    Rules(std::int64_t limit, std::int64_t window) : limit_(limit), window_(window) {}
+
+    [[nodiscard]] std::int64_t limit() const noexcept { return limit_; }
+    [[nodiscard]] std::int64_t window() const noexcept { return window_; }
+
+    [[nodiscard]] TickDecision evaluate(const State& s, std::int64_t now, std::int64_t cost) const noexcept {
+      const View v = view(s, now);
+      const std::int64_t count = s.total - v.expired;
+      TickDecision d{.allowed = cost <= limit_ - count, .limit = limit_};
+      d.remaining = limit_ - (d.allowed ? count + cost : count);
+      if (d.allowed && cost > 0) {
+        d.reset_after = window_;  // the newest entry is now
+      } else {
+        d.reset_after = count > 0 ? s.entries.back().at + window_ - v.now : 0;
+      }
+      if (cost > limit_) return detail::never_passes(d);
+      if (!d.allowed) {
+        // Oldest first, until the entries that leave free enough room for this request.
+        const std::int64_t need = count + cost - limit_;
+        std::int64_t freed = 0;
+        for (std::size_t i = v.first_live; i < s.entries.size(); ++i) {
+          freed += s.entries[i].cost;
+          if (freed >= need) {
+            d.retry_after = s.entries[i].at + window_ - v.now;
+            break;
+          }
+        }
+      }
+      return d;
+    }
+
+    void commit(State& s, std::int64_t now, std::int64_t cost) const {
+      const View v = view(s, now);
+      s.total -= v.expired;
+      s.head = v.first_live;
+      if (s.head == s.entries.size()) {
+        s.entries.clear();
+        s.head = 0;
+      } else if (s.head * 2 >= s.entries.size()) {
+        s.entries.erase(s.entries.begin(), s.entries.begin() + static_cast<std::ptrdiff_t>(s.head));
+        s.head = 0;
+      }
+      if (!s.entries.empty() && s.entries.back().at == v.now) {
+        s.entries.back().cost += cost;
+      } else {
+        s.entries.push_back(Entry{v.now, cost});
+      }
+      s.total += cost;
+    }
+
+    [[nodiscard]] bool is_full(const State& s, std::int64_t now) const noexcept {
+      return s.total == view(s, now).expired;
+    }
+
+   private:
+    struct View {
+      std::int64_t now;        // effective time: never before the newest entry
+      std::size_t first_live;  // index of the oldest entry inside (now - W, now]
+      std::int64_t expired;    // sum of costs of the entries before it
+    };
+
+    [[nodiscard]] View view(const State& s, std::int64_t now) const noexcept {
+      const std::int64_t written = s.written();
+      const std::int64_t t = detail::clamp_time(now > written ? now : written, window_);
+      View v{t, s.head, 0};
+      while (v.first_live < s.entries.size() && s.entries[v.first_live].at <= t - window_) {
+        v.expired += s.entries[v.first_live].cost;
+        ++v.first_live;
+      }
+      return v;
+    }
+
+    std::int64_t limit_;
+    std::int64_t window_;
+  };
+
+  /// Validates for a backend whose tick is `tick_ns` nanoseconds.
+  /// Throws `std::invalid_argument` naming `SlidingWindowLog.limit` or `SlidingWindowLog.window`.
+  [[nodiscard]] Rules rules(std::int64_t tick_ns) const {
+    detail::require_positive(limit, "SlidingWindowLog.limit");
+    const std::int64_t w = detail::to_ticks(window, tick_ns, "SlidingWindowLog.window");
+    detail::require_horizon(w, tick_ns, "SlidingWindowLog.window");
+    return Rules(limit, w);
+  }
+};
+
+}  // namespace ratelimit
