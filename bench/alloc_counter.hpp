@@ -1,0 +1,11 @@
+#pragma once
+
+// Counts the bytes the process holds on the heap, by replacing global operator new/delete
+// (alloc_counter.cpp). Used to measure memory per key exactly, without RSS noise.
+
+#include <cstddef>
+
+namespace bench {
+/// Bytes currently allocated through operator new (usable sizes, so allocator rounding counts).
+std::size_t heap_bytes() noexcept;
+}  // namespace bench

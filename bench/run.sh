@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds the benchmark suite (Release) and runs it: cost per check and memory per key of every policy beside
+# floors measured in the same run, the accuracy comparison, the summary table and the charts.
+# Output: bench/results/ (summary.md, memory.json, accuracy.csv, *.png), or $RATELIMIT_BENCH_OUT.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+out=${RATELIMIT_BENCH_OUT:-$root/bench/results}
+build=${RATELIMIT_BENCH_BUILD:-$root/build-bench}
+
+packages=(cmake g++ make libbenchmark-dev gnuplot-nox python3)
+missing=()
+for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  sudo=$([ "$(id -u)" = 0 ] || echo sudo)
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+fi
+
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DRATELIMIT_BUILD_BENCH=ON \
+  -DRATELIMIT_BUILD_TESTS=OFF -DRATELIMIT_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build "$build" -j"$(nproc)"
+mkdir -p "$out"
+
+# Three repetitions, medians reported: the machine is shared, so floors and policies interleave in one run.
+"$build/bench/bench_memory" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+  --benchmark_min_time=0.3 --benchmark_out="$out/memory.json" --benchmark_out_format=json
+"$build/bench/bench_accuracy" "$out"
+python3 "$root/bench/summarize.py" "$out"
+gnuplot -e "dir='$out'" "$root/bench/charts.gp"
+echo "bench: results in $out (summary.md, charts *.png)"

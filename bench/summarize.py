@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Turns one run of the suite into bench/results/summary.md and the data files for the charts.
+
+Every speed figure is given beside the floor measured in the same run (this machine is shared and noisy),
+as a ratio. Inputs: memory.json (Google Benchmark), accuracy.csv (bench_accuracy), optional redis.json.
+"""
+import csv
+import json
+import os
+import platform
+import sys
+
+POLICIES = ["gcra", "token_bucket", "fixed_window", "sliding_window_counter", "sliding_window_log"]
+
+
+def load_benchmarks(path):
+    if not os.path.exists(path):
+        return {}, {}
+    with open(path) as f:
+        data = json.load(f)
+    rows = {}
+    for b in data["benchmarks"]:
+        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+            continue
+        name = b.get("run_name", b["name"])
+        rows[name] = b
+    return rows, data.get("context", {})
+
+
+def ns(row):
+    """Nanoseconds per check (time unit normalised)."""
+    scale = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}[row["time_unit"]]
+    return row["real_time"] * scale if "real_time" in row else row["cpu_time"] * scale
+
+
+def find(rows, prefix):
+    for name, row in rows.items():
+        if name == prefix or name.startswith(prefix + "/"):
+            return row
+    return None
+
+
+def main():
+    results = sys.argv[1] if len(sys.argv) > 1 else "."
+    mem, context = load_benchmarks(os.path.join(results, "memory.json"))
+    redis, _ = load_benchmarks(os.path.join(results, "redis.json"))
+    out = []
+    cpu = context.get("num_cpus", "?")
+    mhz = context.get("mhz_per_cpu", "?")
+    out.append(f"Machine: {platform.system()} {platform.machine()}, {cpu} CPUs at {mhz} MHz, "
+               f"{context.get('date', '')}; library build type {context.get('library_build_type', '?')}.\n")
+
+    floor_atomic = ns(find(mem, "floor/atomic_gcra+clock"))
+    floor_map_1m = ns(find(mem, "floor/map_gcra+clock/keys:1000000"))
+    out.append("### Floors (same run)\n")
+    out.append("| floor | ns per check |")
+    out.append("|---|---:|")
+    for name in ["floor/clock", "floor/atomic_gcra", "floor/atomic_gcra+clock", "floor/map_gcra+clock/keys:1",
+                 "floor/map_gcra+clock/keys:1000000"]:
+        row = find(mem, name)
+        if row:
+            out.append(f"| `{name}` | {ns(row):.1f} |")
+
+    out.append("\n### MemoryLimiter::allow, per policy\n")
+    out.append("Ratios: hot key against `atomic_gcra+clock`; 1,000,000 keys against `map_gcra+clock/keys:1000000`; "
+               "threads against the same benchmark on one thread (throughput).\n")
+    out.append("| policy | hot key ns | x floor | caller time ns | deny ns | 1M keys ns | x map floor "
+               "| bytes/key (16-byte keys) | 2 threads, distinct keys | 2 threads, one key |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    cost_rows = []
+    for p in POLICIES:
+        hot = find(mem, f"{p}/hot_key")
+        caller = find(mem, f"{p}/hot_key_caller_time")
+        deny = find(mem, f"{p}/deny")
+        many = find(mem, f"{p}/keys:1000000")
+        d1 = find(mem, f"{p}/distinct_keys/real_time/threads:1")
+        d2 = find(mem, f"{p}/distinct_keys/real_time/threads:2")
+        h2 = find(mem, f"{p}/hot_key/real_time/threads:2")
+        if not hot:
+            continue
+        scale = d2["items_per_second"] / d1["items_per_second"] if d1 and d2 else float("nan")
+        hot_scale = h2["items_per_second"] / (1e9 / ns(hot)) if h2 else float("nan")
+        out.append(f"| {p} | {ns(hot):.1f} | {ns(hot) / floor_atomic:.2f} | {ns(caller):.1f} | {ns(deny):.1f} "
+                   f"| {ns(many):.0f} | {ns(many) / floor_map_1m:.2f} | {many['bytes_per_key']:.1f} "
+                   f"| {scale:.2f}x | {hot_scale:.2f}x |")
+        cost_rows.append((p, ns(hot), ns(many)))
+
+    if redis:
+        out.append("\n### Redis (same run, one local redis-server)\n")
+        out.append("| benchmark | checks/s | x floor |")
+        out.append("|---|---:|---:|")
+        for name, row in redis.items():
+            ips = row.get("items_per_second", 0)
+            floor = row.get("floor_items_per_second")
+            ratio = f"{ips / floor:.2f}" if floor else ""
+            out.append(f"| `{name}` | {ips:,.0f} | {ratio} |")
+
+    acc_path = os.path.join(results, "accuracy.csv")
+    if os.path.exists(acc_path):
+        out.append("\n### Accuracy (limit 100 per 1 s; GCRA and token bucket with burst 100; ManualClock)\n")
+        out.append("`admitted` against the exact sliding log (`error`), and the most admitted for one key in any "
+                   "window of 1 s.\n")
+        out.append("| pattern | policy | requests | admitted | exact | error | max in any 1 s |")
+        out.append("|---|---|---:|---:|---:|---:|---:|")
+        with open(acc_path) as f:
+            for r in csv.DictReader(f):
+                out.append(f"| {r['pattern']} | {r['policy']} | {r['requests']} | {r['admitted']} "
+                           f"| {r['reference_admitted']} | {float(r['error_percent']):+.2f}% | {r['max_in_window']} |")
+
+    with open(os.path.join(results, "cost.dat"), "w") as f:
+        f.write("# name hot_key_ns keys_1m_ns\n")
+        f.write(f'"floor: clock+atomic GCRA" {floor_atomic:.2f} NaN\n')
+        f.write(f'"floor: unordered_map+clock" NaN {floor_map_1m:.2f}\n')
+        for p, hot, many in cost_rows:
+            f.write(f'"{p}" {hot:.2f} {many:.2f}\n')
+
+    text = "\n".join(out) + "\n"
+    with open(os.path.join(results, "summary.md"), "w") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
