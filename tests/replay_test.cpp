@@ -125,7 +125,8 @@ TEST(Replay, SlidingWindowLogMatchesBruteForceRecount) {
   std::int64_t malformed = 0;
   std::map<std::string, std::vector<std::int64_t>> admitted;  // per client, admitted times
   std::map<std::string, std::int64_t> denied_by_client;
-  for (const auto& [client, at] : requests_by_regex(log, malformed)) {
+  for (const auto& [client, time] : requests_by_regex(log, malformed)) {
+    const std::int64_t at = time;  // clang 14 cannot capture a structured binding
     std::vector<std::int64_t>& times = admitted[client];
     const auto in_window = std::count_if(times.begin(), times.end(), [&](std::int64_t s) { return s > at - kWindow; });
     if (in_window < kLimit) {

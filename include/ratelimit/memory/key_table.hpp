@@ -12,11 +12,17 @@
 
 namespace ratelimit::detail {
 
-/// A linear-probing table of (key, state) slots with backward-shift deletion (no tombstones).
+/// A Robin Hood hash table of (key, state) slots with backward-shift deletion (no tombstones).
 ///
-/// Keys of up to 16 bytes live inside the slot, longer ones in one heap block, so a lookup of a short
-/// key touches one slot and no other memory. Not thread-safe: the shard's lock guards it.
-/// `hash` must not be 0 (0 marks an empty slot); the store guarantees that.
+/// - Keys of up to 16 bytes live inside the slot, longer ones in one heap block, so a lookup of a short
+///   key touches one slot (two adjacent at most) and no other memory.
+/// - Robin Hood probing keeps probe sequences short at a high load factor (up to 7/8), and lets a
+///   lookup of an absent key stop early: a key flood costs few probes.
+/// - Capacity grows by a quarter, not by doubling, and slots map to positions by multiply-shift, so any
+///   capacity works: the load stays between 0.7 and 0.875 and memory per key stays close to the slot size.
+///
+/// Not thread-safe: the shard's lock guards it. `hash` must not be 0 (0 marks an empty slot); the store
+/// guarantees that.
 template <class State>
 class KeyTable {
  public:
@@ -57,49 +63,46 @@ class KeyTable {
 
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   [[nodiscard]] std::size_t max_size() const noexcept { return max_size_; }
-  [[nodiscard]] std::size_t capacity() const noexcept { return mask_ + (slots_ ? 1 : 0); }
+  [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
   /// Bytes held by slots and long keys (for memory accounting in tests and benchmarks).
-  [[nodiscard]] std::size_t bytes() const noexcept { return capacity() * sizeof(Slot) + heap_key_bytes_; }
+  [[nodiscard]] std::size_t bytes() const noexcept { return capacity_ * sizeof(Slot) + heap_key_bytes_; }
 
   [[nodiscard]] Slot* find(std::uint64_t hash, std::string_view key) noexcept {
-    if (!slots_) return nullptr;
-    for (std::size_t i = hash & mask_;; i = (i + 1) & mask_) {
+    if (size_ == 0) return nullptr;
+    std::size_t i = home(hash);
+    for (std::size_t distance = 0;; ++distance) {
       Slot& s = slots_[i];
+      // Robin Hood invariant: a resident closer to its home than we are to ours ends our probe.
+      if (s.empty() || distance_of(s, i) < distance) return nullptr;
       if (s.hash == hash && s.key() == key) return &s;
-      if (s.empty()) return nullptr;
+      i = next(i);
     }
   }
 
   /// Inserts a key that is not present; the caller keeps `size() < max_size()`. Allocates.
   Slot& insert(std::uint64_t hash, std::string_view key) {
-    if ((size_ + 1) * 4 > capacity() * 3) rehash(capacity() == 0 ? 8 : capacity() * 2);
-    std::size_t i = hash & mask_;
-    while (!slots_[i].empty()) i = (i + 1) & mask_;
-    Slot& s = slots_[i];
+    if ((size_ + 1) * 8 > capacity_ * 7) rehash(capacity_ < 8 ? 8 : capacity_ + capacity_ / 4);
+    Slot incoming;
     if (key.size() > kInlineKeyBytes) {
-      s.heap_key = new char[key.size()];
+      incoming.heap_key = new char[key.size()];
       heap_key_bytes_ += key.size();
     }
-    std::memcpy(key.size() > kInlineKeyBytes ? s.heap_key : s.inline_key, key.data(), key.size());
-    s.key_size = static_cast<std::uint32_t>(key.size());
-    s.hash = hash;
+    std::memcpy(key.size() > kInlineKeyBytes ? incoming.heap_key : incoming.inline_key, key.data(), key.size());
+    incoming.key_size = static_cast<std::uint32_t>(key.size());
+    incoming.hash = hash;
     ++size_;
-    return s;
+    return place(incoming);
   }
 
-  /// Removes the slot at `index` and closes the gap, so probes never need tombstones.
+  /// Removes the slot at `index` and shifts the following run back, so probes never need tombstones.
   void erase(std::size_t index) noexcept {
     if (slots_[index].key_size > kInlineKeyBytes) heap_key_bytes_ -= slots_[index].key_size;
     clear_slot(slots_[index]);
     --size_;
     std::size_t hole = index;
-    for (std::size_t j = (index + 1) & mask_; !slots_[j].empty(); j = (j + 1) & mask_) {
-      const std::size_t home = slots_[j].hash & mask_;
-      // Move j into the hole unless its home lies cyclically in (hole, j].
-      if (((j - home) & mask_) >= ((j - hole) & mask_)) {
-        move_slot(slots_[hole], slots_[j]);
-        hole = j;
-      }
+    for (std::size_t j = next(hole); !slots_[j].empty() && distance_of(slots_[j], j) > 0; j = next(j)) {
+      move_slot(slots_[hole], slots_[j]);
+      hole = j;
     }
   }
 
@@ -107,14 +110,49 @@ class KeyTable {
 
   [[nodiscard]] Slot& at(std::size_t index) noexcept { return slots_[index]; }
 
-  /// Shrinks the table when it is mostly empty (after sweeps), keeping lookups short and memory bounded.
+  /// Shrinks the table when it is mostly empty (after sweeps), keeping memory bounded by live keys.
   void shrink_to_fit() {
-    std::size_t target = capacity();
-    while (target > 8 && size_ * 8 < target) target /= 2;
-    if (target < capacity()) rehash(size_ == 0 ? 0 : target);
+    if (size_ == 0) {
+      rehash(0);
+    } else if (capacity_ > 8 && size_ * 4 < capacity_) {
+      rehash(size_ * 8 / 7 + 1 + size_ / 4);
+    }
   }
 
  private:
+  /// Multiply-shift: maps the hash onto [0, capacity) using all of its bits, for any capacity.
+  [[nodiscard]] std::size_t home(std::uint64_t hash) const noexcept {
+    __extension__ using u128 = unsigned __int128;
+    return static_cast<std::size_t>((u128{hash * 0x9E3779B97F4A7C15ULL} * capacity_) >> 64);
+  }
+  [[nodiscard]] std::size_t next(std::size_t i) const noexcept { return i + 1 == capacity_ ? 0 : i + 1; }
+  [[nodiscard]] std::size_t distance_of(const Slot& s, std::size_t i) const noexcept {
+    const std::size_t h = home(s.hash);
+    return i >= h ? i - h : i + capacity_ - h;
+  }
+
+  /// Robin Hood insertion of an entry that owns its key; returns the slot where that entry ended up.
+  Slot& place(Slot& incoming) noexcept {
+    std::size_t i = home(incoming.hash);
+    Slot* placed = nullptr;
+    for (std::size_t distance = 0;; ++distance, i = next(i)) {
+      Slot& s = slots_[i];
+      if (s.empty()) {
+        move_slot(s, incoming);
+        return placed != nullptr ? *placed : s;
+      }
+      const std::size_t resident = distance_of(s, i);
+      if (resident < distance) {  // take from the rich: the resident continues the probe
+        Slot carried;
+        move_slot(carried, s);
+        move_slot(s, incoming);
+        move_slot(incoming, carried);
+        if (placed == nullptr) placed = &s;
+        distance = resident;
+      }
+    }
+  }
+
   static void clear_slot(Slot& s) noexcept {
     s.release_key();
     s.hash = 0;
@@ -122,6 +160,7 @@ class KeyTable {
     s.state = State{};
   }
 
+  /// Moves `from` into the empty `to` and leaves `from` empty.
   static void move_slot(Slot& to, Slot& from) noexcept {
     to.hash = from.hash;
     to.key_size = from.key_size;
@@ -133,20 +172,17 @@ class KeyTable {
   }
 
   void rehash(std::size_t new_capacity) {
-    const std::size_t old_capacity = capacity();
     std::unique_ptr<Slot[]> old = std::move(slots_);
+    const std::size_t old_capacity = capacity_;
     slots_ = new_capacity == 0 ? nullptr : std::make_unique<Slot[]>(new_capacity);
-    mask_ = new_capacity == 0 ? 0 : new_capacity - 1;
+    capacity_ = new_capacity;
     for (std::size_t i = 0; i < old_capacity; ++i) {
-      if (old[i].empty()) continue;
-      std::size_t j = old[i].hash & mask_;
-      while (!slots_[j].empty()) j = (j + 1) & mask_;
-      move_slot(slots_[j], old[i]);
+      if (!old[i].empty()) place(old[i]);
     }
   }
 
   std::unique_ptr<Slot[]> slots_;
-  std::size_t mask_ = 0;
+  std::size_t capacity_ = 0;
   std::size_t size_ = 0;
   std::size_t max_size_ = 0;
   std::size_t heap_key_bytes_ = 0;

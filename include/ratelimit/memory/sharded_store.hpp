@@ -165,7 +165,8 @@ class ShardedStore {
   static void sweep_some(Shard& shard, IsFull& is_full) {
     const std::size_t capacity = shard.table.capacity();
     for (int i = 0; i < 2 && capacity > 0; ++i) {
-      const std::size_t j = shard.sweep_cursor++ & (capacity - 1);
+      if (shard.sweep_cursor >= capacity) shard.sweep_cursor = 0;
+      const std::size_t j = shard.sweep_cursor++;
       Slot& slot = shard.table.at(j);
       if (!slot.empty() && is_full(std::as_const(slot.state))) shard.table.erase(j);
     }
@@ -174,15 +175,15 @@ class ShardedStore {
   /// Evicts a full key if the sample has one, else the least recently used key of the sample.
   template <class IsFull>
   static void evict_one(Shard& shard, std::uint32_t stamp, IsFull& is_full) {
-    const std::size_t mask = shard.table.capacity() - 1;
+    const std::size_t capacity = shard.table.capacity();
     shard.rng ^= shard.rng << 13;  // xorshift64
     shard.rng ^= shard.rng >> 7;
     shard.rng ^= shard.rng << 17;
-    std::size_t j = shard.rng & mask;
+    std::size_t j = shard.rng % capacity;
     std::size_t victim = 0;
     bool found = false;
     std::uint32_t oldest_age = 0;
-    for (int seen = 0; seen < kEvictionSamples; j = (j + 1) & mask) {
+    for (int seen = 0; seen < kEvictionSamples; j = j + 1 == capacity ? 0 : j + 1) {
       const Slot& slot = shard.table.at(j);
       if (slot.empty()) continue;
       ++seen;

@@ -1,0 +1,103 @@
+// The shard's Robin Hood table against std::unordered_map under random inserts, lookups and erasures.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <ratelimit/memory/key_table.hpp>
+
+namespace {
+
+struct Counter {
+  std::int64_t value = 0;
+  std::vector<int> payload;  // a state that owns memory, like the sliding log's
+};
+
+using Table = ratelimit::detail::KeyTable<Counter>;
+
+// Few distinct hashes force collisions and long Robin Hood runs; 0 is reserved for empty slots.
+std::uint64_t weak_hash(const std::string& key) { return std::hash<std::string>{}(key) % 61 + 1; }
+std::uint64_t good_hash(const std::string& key) { return std::hash<std::string>{}(key) | 1; }
+
+std::string random_key(std::mt19937_64& random) {
+  const std::size_t length = random() % 3 == 0 ? 17 + random() % 40 : random() % 17;  // inline and heap keys
+  std::string key(length, '\0');
+  for (char& c : key) c = static_cast<char>(random() % 6);  // small alphabet: many repeats
+  return key;
+}
+
+void check_against_map(std::uint64_t (*hash)(const std::string&), std::uint64_t seed) {
+  std::mt19937_64 random(seed);
+  Table table(1'000'000);
+  std::unordered_map<std::string, std::int64_t> model;
+  for (int step = 0; step < 60'000; ++step) {
+    const std::string key = random_key(random);
+    const std::uint64_t h = hash(key);
+    Table::Slot* slot = table.find(h, key);
+    const auto it = model.find(key);
+    ASSERT_EQ(slot != nullptr, it != model.end()) << "step " << step;
+    if (slot != nullptr) {
+      ASSERT_EQ(slot->state.value, it->second);
+      ASSERT_EQ(slot->key(), key);
+    }
+    switch (random() % 4) {
+      case 0:
+      case 1:
+        if (slot == nullptr) {
+          Table::Slot& added = table.insert(h, key);
+          ASSERT_EQ(added.key(), key);
+          added.state.value = step;
+          added.state.payload.assign(3, step);
+          model[key] = step;
+        } else {
+          slot->state.value = -step;
+          model[key] = -step;
+        }
+        break;
+      case 2:
+        if (slot != nullptr) {
+          table.erase(*slot);
+          model.erase(it);
+        }
+        break;
+      default:
+        if (step % 1000 == 0) table.shrink_to_fit();
+        break;
+    }
+    ASSERT_EQ(table.size(), model.size());
+    ASSERT_LE(table.size() * 8, table.capacity() * 7 + 8) << "load factor above 7/8";
+  }
+  // Every key still reachable, and nothing else: walk the slots.
+  std::size_t occupied = 0;
+  for (std::size_t i = 0; i < table.capacity(); ++i) {
+    const Table::Slot& s = table.at(i);
+    if (s.empty()) continue;
+    ++occupied;
+    const std::string key(s.key());
+    ASSERT_EQ(model.count(key), 1u);
+    ASSERT_EQ(s.state.value, model[key]);
+    ASSERT_EQ(table.find(s.hash, key), &s);
+  }
+  EXPECT_EQ(occupied, model.size());
+}
+
+TEST(KeyTable, MatchesUnorderedMapWithGoodHash) { check_against_map(good_hash, 1); }
+TEST(KeyTable, MatchesUnorderedMapWithCollidingHashes) { check_against_map(weak_hash, 2); }
+
+TEST(KeyTable, ShrinksWhenEmptiedAndAccountsForLongKeys) {
+  Table table(100'000);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 10'000; ++i) keys.push_back(std::string(40, 'k') + std::to_string(i));
+  for (const auto& k : keys) table.insert(good_hash(k), k);
+  const std::size_t full_bytes = table.bytes();
+  EXPECT_GE(full_bytes, 10'000 * (sizeof(Table::Slot) + 40));
+  for (const auto& k : keys) table.erase(*table.find(good_hash(k), k));
+  table.shrink_to_fit();
+  EXPECT_EQ(table.size(), 0u);
+  EXPECT_EQ(table.bytes(), 0u);
+}
+
+}  // namespace
