@@ -128,10 +128,11 @@ class MemoryLimiter {
   }
 
   void check_key(std::string_view key) const {
-    if (key.size() > options_.max_key_bytes) {
-      detail::invalid("key", std::to_string(key.size()) + " bytes exceeds max_key_bytes (" +
-                                 std::to_string(options_.max_key_bytes) + ")");
-    }
+    if (key.size() > options_.max_key_bytes) [[unlikely]] throw_key_too_long(key.size(), options_.max_key_bytes);
+  }
+
+  [[noreturn, gnu::cold, gnu::noinline]] static void throw_key_too_long(std::size_t size, std::size_t max) {
+    detail::invalid("key", std::to_string(size) + " bytes exceeds max_key_bytes (" + std::to_string(max) + ")");
   }
 
   static std::int64_t ticks(time_point now) {

@@ -62,9 +62,14 @@ using StateOf = typename RulesOf<P>::State;
 
 namespace detail {
 
-/// Throws `std::invalid_argument` for a negative cost (SPEC section 1).
+[[noreturn, gnu::cold, gnu::noinline]] inline void throw_negative_cost(std::int64_t cost) {
+  invalid("cost", "must be >= 0, got " + std::to_string(cost));
+}
+
+/// Throws `std::invalid_argument` for a negative cost (SPEC section 1). The throw is out of line so the
+/// check costs one compare on the hot path.
 inline void require_cost(std::int64_t cost) {
-  if (cost < 0) invalid("cost", "must be >= 0, got " + std::to_string(cost));
+  if (cost < 0) [[unlikely]] throw_negative_cost(cost);
 }
 
 /// The decision for a request that can never pass: nothing consumed, `retry_after = never`.
