@@ -39,20 +39,17 @@ struct FixedWindow {
     [[nodiscard]] std::int64_t window() const noexcept { return window_; }
 
     [[nodiscard]] TickDecision evaluate(const State& s, std::int64_t now, std::int64_t cost) const noexcept {
-      const View v = view(s, now);
-      TickDecision d{.allowed = cost <= limit_ - v.count, .limit = limit_};
-      const std::int64_t after = d.allowed ? v.count + cost : v.count;
-      d.remaining = limit_ - after;
-      d.reset_after = after > 0 ? window_ - v.offset : 0;
-      if (cost > limit_) return detail::never_passes(d);
-      d.retry_after = d.allowed ? 0 : window_ - v.offset;
-      return d;
+      return evaluate(view(s, now), cost);
     }
 
-    void commit(State& s, std::int64_t now, std::int64_t cost) const noexcept {
+    void commit(State& s, std::int64_t now, std::int64_t cost) const noexcept { commit(s, view(s, now), cost); }
+
+    /// evaluate + commit (when admitted with cost >= 1) with one look at the state.
+    TickDecision decide(State& s, std::int64_t now, std::int64_t cost) const noexcept {
       const View v = view(s, now);
-      s.written = v.now;
-      s.count = v.count + cost;
+      const TickDecision d = evaluate(v, cost);
+      if (d.allowed && cost > 0) commit(s, v, cost);
+      return d;
     }
 
     [[nodiscard]] bool is_full(const State& s, std::int64_t now) const noexcept { return view(s, now).count == 0; }
@@ -64,11 +61,27 @@ struct FixedWindow {
       std::int64_t count;   // c after rolling over to the current window
     };
 
+    [[nodiscard]] TickDecision evaluate(const View& v, std::int64_t cost) const noexcept {
+      TickDecision d{.allowed = cost <= limit_ - v.count, .limit = limit_};
+      const std::int64_t after = d.allowed ? v.count + cost : v.count;
+      d.remaining = limit_ - after;
+      d.reset_after = after > 0 ? window_ - v.offset : 0;
+      if (cost > limit_) return detail::never_passes(d);
+      d.retry_after = d.allowed ? 0 : window_ - v.offset;
+      return d;
+    }
+
+    static void commit(State& s, const View& v, std::int64_t cost) noexcept {
+      s.written = v.now;
+      s.count = v.count + cost;
+    }
+
     [[nodiscard]] View view(const State& s, std::int64_t now) const noexcept {
       const std::int64_t t = detail::clamp_time(now > s.written ? now : s.written, window_);
-      const std::int64_t k = detail::floor_div(t, window_);
-      const bool same_window = s.count > 0 && detail::floor_div(s.written, window_) == k;
-      return View{t, t - k * window_, same_window ? s.count : 0};
+      const std::int64_t start = detail::floor_div(t, window_) * window_;
+      // written <= t, so it lies in t's window exactly when it is not before the window's start.
+      const bool same_window = s.count > 0 && s.written >= start;
+      return View{t, t - start, same_window ? s.count : 0};
     }
 
     std::int64_t limit_;

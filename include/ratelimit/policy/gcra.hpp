@@ -47,7 +47,26 @@ struct Gcra {
     [[nodiscard]] std::int64_t tolerance() const noexcept { return tolerance_; }
 
     [[nodiscard]] TickDecision evaluate(const State& s, std::int64_t now, std::int64_t cost) const noexcept {
+      return evaluate_at(s, effective_now(s, now), cost);
+    }
+
+    void commit(State& s, std::int64_t now, std::int64_t cost) const noexcept { commit_at(s, effective_now(s, now), cost); }
+
+    /// evaluate + commit (when admitted with cost >= 1) with one look at the state.
+    TickDecision decide(State& s, std::int64_t now, std::int64_t cost) const noexcept {
       const std::int64_t t = effective_now(s, now);
+      const TickDecision d = evaluate_at(s, t, cost);
+      if (d.allowed && cost > 0) commit_at(s, t, cost);
+      return d;
+    }
+
+    [[nodiscard]] bool is_full(const State& s, std::int64_t now) const noexcept {
+      return s.tat <= effective_now(s, now);
+    }
+
+   private:
+    // The *_at functions take the effective time `t` already computed.
+    [[nodiscard]] TickDecision evaluate_at(const State& s, std::int64_t t, std::int64_t cost) const noexcept {
       const std::int64_t backlog = s.tat > t ? s.tat - t : 0;  // max(TAT, t) - t, in [0, tau]
       TickDecision d{.limit = burst_};
       const bool fits = cost <= burst_;
@@ -61,17 +80,11 @@ struct Gcra {
       return d;
     }
 
-    void commit(State& s, std::int64_t now, std::int64_t cost) const noexcept {
-      const std::int64_t t = effective_now(s, now);
+    void commit_at(State& s, std::int64_t t, std::int64_t cost) const noexcept {
       s.tat = (s.tat > t ? s.tat : t) + cost * emission_interval_;
       s.written = t;
     }
 
-    [[nodiscard]] bool is_full(const State& s, std::int64_t now) const noexcept {
-      return s.tat <= effective_now(s, now);
-    }
-
-   private:
     [[nodiscard]] std::int64_t effective_now(const State& s, std::int64_t now) const noexcept {
       return detail::clamp_time(now > s.written ? now : s.written, 2 * tolerance_);
     }

@@ -86,9 +86,13 @@ inline void require_cost(std::int64_t cost) {
 template <PolicyRules R>
 TickDecision decide(const R& rules, typename R::State& state, std::int64_t now, std::int64_t cost) {
   detail::require_cost(cost);
-  TickDecision d = rules.evaluate(state, now, cost);
-  if (d.allowed && cost > 0) rules.commit(state, now, cost);
-  return d;
+  if constexpr (requires { { rules.decide(state, now, cost) } -> std::same_as<TickDecision>; }) {
+    return rules.decide(state, now, cost);  // the same, looking at the state once
+  } else {
+    TickDecision d = rules.evaluate(state, now, cost);
+    if (d.allowed && cost > 0) rules.commit(state, now, cost);
+    return d;
+  }
 }
 
 /// What a cost-1 request would see, consuming nothing: `allowed` and `retry_after` of cost 1,

@@ -42,8 +42,34 @@ struct SlidingWindowCounter {
     [[nodiscard]] std::int64_t window() const noexcept { return window_; }
 
     [[nodiscard]] TickDecision evaluate(const State& s, std::int64_t now, std::int64_t cost) const noexcept {
-      using detail::i128;
+      return evaluate(view(s, now), cost);
+    }
+
+    void commit(State& s, std::int64_t now, std::int64_t cost) const noexcept { commit(s, view(s, now), cost); }
+
+    /// evaluate + commit (when admitted with cost >= 1) with one look at the state.
+    TickDecision decide(State& s, std::int64_t now, std::int64_t cost) const noexcept {
       const View v = view(s, now);
+      const TickDecision d = evaluate(v, cost);
+      if (d.allowed && cost > 0) commit(s, v, cost);
+      return d;
+    }
+
+    [[nodiscard]] bool is_full(const State& s, std::int64_t now) const noexcept {
+      const View v = view(s, now);
+      return v.current == 0 && v.previous == 0;
+    }
+
+   private:
+    struct View {
+      std::int64_t now;  // effective time: never before the latest write
+      std::int64_t offset;
+      std::int64_t current;
+      std::int64_t previous;
+    };
+
+    [[nodiscard]] TickDecision evaluate(const View& v, std::int64_t cost) const noexcept {
+      using detail::i128;
       const i128 w = window_;
       const i128 weighted_prev = i128{v.previous} * (w - v.offset);
       const bool fits = cost <= limit_;
@@ -70,35 +96,22 @@ struct SlidingWindowCounter {
       return d;
     }
 
-    void commit(State& s, std::int64_t now, std::int64_t cost) const noexcept {
-      const View v = view(s, now);
+    static void commit(State& s, const View& v, std::int64_t cost) noexcept {
       s.written = v.now;
       s.current = v.current + cost;
       s.previous = v.previous;
     }
 
-    [[nodiscard]] bool is_full(const State& s, std::int64_t now) const noexcept {
-      const View v = view(s, now);
-      return v.current == 0 && v.previous == 0;
-    }
-
-   private:
-    struct View {
-      std::int64_t now;  // effective time: never before the latest write
-      std::int64_t offset;
-      std::int64_t current;
-      std::int64_t previous;
-    };
-
     [[nodiscard]] View view(const State& s, std::int64_t now) const noexcept {
       const std::int64_t t = detail::clamp_time(now > s.written ? now : s.written, 2 * window_);
-      const std::int64_t k = detail::floor_div(t, window_);
-      const std::int64_t k_s = detail::floor_div(s.written, window_);
-      View v{t, t - k * window_, 0, 0};
-      if (k == k_s) {
+      const std::int64_t start = detail::floor_div(t, window_) * window_;
+      View v{t, t - start, 0, 0};
+      // written <= t: it is in t's window (k_s = k) when not before its start, in the one before
+      // (k_s = k - 1) when not before that one's start. The clamp keeps start - W in range.
+      if (s.written >= start) {
         v.current = s.current;
         v.previous = s.previous;
-      } else if (k == k_s + 1) {
+      } else if (s.written >= start - window_) {
         v.previous = s.current;
       }
       return v;
