@@ -2,17 +2,14 @@
 #
 # Installed layout (relative to the prefix):
 #   include/ratelimit/...                  the headers
-#   share/cmake/ratelimit/                 ratelimitConfig.cmake, ratelimitConfigVersion.cmake,
-#                                          ratelimitTargets.cmake, and one ratelimit-<component>.cmake
-#                                          per optional component (e.g. redis), loaded only on request
+#   lib/cmake/ratelimit/                   ratelimitConfig.cmake, ratelimitConfigVersion.cmake,
+#                                          ratelimitTargets.cmake; the Redis component adds its own
+#                                          export set there, loaded only for COMPONENTS redis
 #   share/doc/ratelimit/LICENSE
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-# Header-only, so architecture independent: the package files go under share/ (as nlohmann_json's do),
-# where find_package looks on every platform.
-set(RATELIMIT_INSTALL_CMAKEDIR "${CMAKE_INSTALL_DATADIR}/cmake/ratelimit"
-    CACHE STRING "Where the ratelimit package files are installed, relative to the prefix")
+set(RATELIMIT_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/ratelimit")
 
 install(TARGETS ratelimit EXPORT ratelimitTargets)
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")

@@ -3,7 +3,7 @@
 #   MODE                 find_package: install RATELIMIT_BINARY_DIR to WORK_DIR/prefix, consume that
 #                        add_subdirectory: consume RATELIMIT_SOURCE_DIR directly
 #   CONSUMER_SOURCE_DIR, RATELIMIT_SOURCE_DIR, RATELIMIT_BINARY_DIR, WORK_DIR (wiped first)
-#   EXPECTED_VERSION, INSTALL_CMAKEDIR (relative to the prefix), GENERATOR, MAKE_PROGRAM,
+#   EXPECTED_VERSION, GENERATOR, MAKE_PROGRAM,
 #   CXX_COMPILER, CXX_FLAGS, CONFIG (the build's configuration; the consumer uses the same)
 cmake_minimum_required(VERSION 3.20)
 
@@ -33,18 +33,27 @@ endif()
 
 if(MODE STREQUAL "find_package")
   step("install" "${CMAKE_COMMAND}" --install "${RATELIMIT_BINARY_DIR}" --prefix "${prefix}" ${config_arg})
-  # The package files are where the docs say, and nothing but headers, package files and the licence
-  # is installed (no tests, examples or build leftovers).
+  # Exactly one package config, in a directory find_package searches, with its version and targets
+  # files; and nothing but headers, package files and the licence is installed (no tests, examples
+  # or build leftovers).
+  file(GLOB_RECURSE configs RELATIVE "${prefix}" "${prefix}/*/ratelimitConfig.cmake")
+  list(LENGTH configs n)
+  if(NOT n EQUAL 1)
+    message(FATAL_ERROR "package test: expected one installed ratelimitConfig.cmake, found: ${configs}")
+  endif()
+  get_filename_component(cmakedir "${configs}" DIRECTORY)
+  if(NOT cmakedir MATCHES "^(lib[^/]*|lib/[^/]+|share)/cmake/ratelimit$")
+    message(FATAL_ERROR "package test: package files in ${cmakedir}, where find_package does not look")
+  endif()
   foreach(f include/ratelimit/ratelimit.hpp include/ratelimit/version.hpp
-            ${INSTALL_CMAKEDIR}/ratelimitConfig.cmake ${INSTALL_CMAKEDIR}/ratelimitConfigVersion.cmake
-            ${INSTALL_CMAKEDIR}/ratelimitTargets.cmake)
+            ${cmakedir}/ratelimitConfigVersion.cmake ${cmakedir}/ratelimitTargets.cmake share/doc/ratelimit/LICENSE)
     if(NOT EXISTS "${prefix}/${f}")
       message(FATAL_ERROR "package test: ${f} was not installed")
     endif()
   endforeach()
   file(GLOB_RECURSE installed RELATIVE "${prefix}" "${prefix}/*")
   foreach(f IN LISTS installed)
-    if(NOT f MATCHES "^(include/ratelimit/|${INSTALL_CMAKEDIR}/|share/doc/ratelimit/)")
+    if(NOT f MATCHES "^(include/ratelimit/|${cmakedir}/|share/doc/ratelimit/)")
       message(FATAL_ERROR "package test: unexpected installed file ${f}")
     endif()
   endforeach()
