@@ -35,7 +35,7 @@ TEST(EmbeddedScripts, ServerComputesTheSameSha1) {
   RATELIMIT_REQUIRE_REDIS();
   auto admin = ratelimit_test::shared_redis()->admin();
   for (const auto& s : ratelimit::redis::detail::kEmbeddedScripts) {
-    const auto r = admin.command({{"SCRIPT", "LOAD", s.body}});
+    const auto r = admin.command({"SCRIPT", "LOAD", s.body});
     EXPECT_EQ(ratelimit::redis::text(*r), s.sha1) << s.file;
   }
 }

@@ -27,7 +27,7 @@ constexpr auto never = Decision::never;
 void at(ManualClock& clock, std::chrono::nanoseconds t) { clock.set(ManualClock::time_point(t)); }
 
 std::string hgetall(ratelimit::redis::Connection& admin, const std::string& key) {
-  const auto r = admin.command({{"HGETALL", key}});
+  const auto r = admin.command({"HGETALL", key});
   std::string out;
   for (std::size_t i = 0; i < r->elements; ++i) out += std::string(ratelimit::redis::text(*r->element[i])) + ",";
   return out;
@@ -37,6 +37,19 @@ class RedisLimiterTest : public testing::Test {
  protected:
   void SetUp() override { RATELIMIT_REQUIRE_REDIS(); }
 };
+
+// Two-argument commands: written `{{"ECHO", "x"}}` C++20 would build one string_view from the two
+// pointers (the iterator-pair constructor); single braces select the argument list.
+TEST_F(RedisLimiterTest, ConnectionSendsEveryArgument) {
+  auto admin = shared_redis()->admin();
+  EXPECT_EQ(ratelimit::redis::text(*admin.command({"ECHO", "hello"})), "hello");
+  const std::string binary("a\0b{}", 5);
+  const auto r = admin.command({"ECHO", binary});
+  EXPECT_EQ(ratelimit::redis::text(*r), binary);
+  const auto err = admin.command({"NOSUCHCOMMAND", "x"});
+  EXPECT_TRUE(ratelimit::redis::is_error(*err, "ERR"));
+  EXPECT_FALSE(admin.broken());
+}
 
 TEST_F(RedisLimiterTest, FixedWindow) {
   ManualClock clock;
@@ -69,7 +82,7 @@ TEST_F(RedisLimiterTest, SlidingWindowLog) {
   EXPECT_EQ(l.allow("k"), D(true, 3, 2, 0s, 10s));
   EXPECT_EQ(l.allow("k"), D(true, 3, 1, 0s, 10s));
   auto admin = shared_redis()->admin();
-  const auto members = admin.command({{"ZRANGE", l.redis_key("k"), "0", "-1"}});
+  const auto members = admin.command({"ZRANGE", l.redis_key("k"), "0", "-1"});
   ASSERT_EQ(members->elements, 1u);
   EXPECT_EQ(ratelimit::redis::text(*members->element[0]), "20000000:2");
 }

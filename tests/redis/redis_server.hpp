@@ -96,7 +96,7 @@ class RedisServer {
       }
       try {
         auto c = admin();
-        const auto r = c.command({{"PING"}});
+        const auto r = c.command({"PING"});
         if (ratelimit::redis::text(*r) == "PONG") return;
       } catch (const ratelimit::BackendError&) {
       }

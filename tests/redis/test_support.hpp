@@ -45,7 +45,7 @@ inline std::vector<std::string> scan_keys(ratelimit::redis::Connection& admin, c
   std::vector<std::string> keys;
   std::string cursor = "0";
   do {
-    const auto r = admin.command({{"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"}});
+    const auto r = admin.command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) throw std::runtime_error("SCAN: bad reply");
     cursor = std::string(ratelimit::redis::text(*r->element[0]));
     const redisReply* batch = r->element[1];
@@ -56,7 +56,7 @@ inline std::vector<std::string> scan_keys(ratelimit::redis::Connection& admin, c
 
 /// PTTL of a key in milliseconds (-1 none, -2 absent).
 inline long long pttl(ratelimit::redis::Connection& admin, const std::string& key) {
-  const auto r = admin.command({{"PTTL", key}});
+  const auto r = admin.command({"PTTL", key});
   return r->type == REDIS_REPLY_INTEGER ? r->integer : -3;
 }
 

@@ -46,8 +46,8 @@ class Connection {
       throw BackendError(BackendErrorCause::io, "cannot set the command timeout on " + endpoint(options));
     }
     if (!options.password.empty()) {
-      const Reply r = options.user.empty() ? c.command({{"AUTH", options.password}})
-                                           : c.command({{"AUTH", options.user, options.password}});
+      const Reply r = options.user.empty() ? c.command({"AUTH", options.password})
+                                           : c.command({"AUTH", options.user, options.password});
       if (r->type == REDIS_REPLY_ERROR) {
         throw BackendError(BackendErrorCause::reply, "AUTH refused by " + endpoint(options) + ": " +
                                                          std::string(text(*r)));
@@ -55,7 +55,7 @@ class Connection {
     }
     if (options.database != 0) {
       const std::string db = std::to_string(options.database);
-      const Reply r = c.command({{"SELECT", db}});
+      const Reply r = c.command({"SELECT", db});
       if (r->type == REDIS_REPLY_ERROR) {
         throw BackendError(BackendErrorCause::reply, "SELECT " + db + ": " + std::string(text(*r)));
       }

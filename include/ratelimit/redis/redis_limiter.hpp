@@ -87,7 +87,7 @@ class RedisLimiter {
     try {
       auto lease = pool_->acquire();
       const std::string k = redis_key(key);
-      const Reply r = lease->command({{"DEL", k}});
+      const Reply r = lease->command({"DEL", k});
       if (r->type == REDIS_REPLY_ERROR) throw BackendError(BackendErrorCause::reply, std::string(text(*r)));
       if (r->type != REDIS_REPLY_INTEGER) throw BackendError(BackendErrorCause::protocol, "DEL: not an integer reply");
       return true;
@@ -229,7 +229,7 @@ class RedisLimiter {
   /// SCRIPT LOAD once per limiter (later NOSCRIPTs are answered by EVAL); checks the server's SHA1.
   void ensure_loaded(Connection& c) {
     if (loaded_.load(std::memory_order_acquire)) return;
-    const Reply r = c.command({{"SCRIPT", "LOAD", binding_.script->body}});
+    const Reply r = c.command({"SCRIPT", "LOAD", binding_.script->body});
     if (r->type == REDIS_REPLY_ERROR) throw BackendError(BackendErrorCause::reply, "SCRIPT LOAD: " + std::string(text(*r)));
     if (r->type != REDIS_REPLY_STRING || text(*r) != binding_.script->sha1) {
       throw BackendError(BackendErrorCause::protocol, "SCRIPT LOAD returned '" + std::string(text(*r)) +
