@@ -2,8 +2,11 @@
 // plus peek, cost 0, denials writing nothing, TTLs, reset, allow_many and server time.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <ratelimit/redis.hpp>
 
@@ -215,6 +218,27 @@ TEST_F(RedisLimiterTest, ServerTimeSmoke) {
   auto admin = shared_redis()->admin();
   EXPECT_EQ(ratelimit_test::expect_all_keys_expire(admin, opts.key_prefix), 2u);
   EXPECT_EQ(gcra.stats().failures + fw.stats().failures, 0u);
+}
+
+// Threads share one limiter: more threads than pooled connections (they wait for one), exact limit.
+TEST_F(RedisLimiterTest, ThreadsShareThePoolAndTheLimitExactly) {
+  ManualClock clock;
+  auto opts = client_options(*shared_redis());
+  opts.pool_size = 2;
+  RedisLimiter l(ratelimit::SlidingWindowLog{.limit = 300, .window = 1h}, opts, clock);
+  std::atomic<int> admitted{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 100; ++i) admitted += l.allow("shared") ? 1 : 0;
+      const ratelimit::redis::Request batch[] = {{"shared", 1}, {"other", 1}};
+      for (int i = 0; i < 10; ++i) admitted += l.allow_many(batch)[0].allowed ? 1 : 0;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(admitted.load(), 300);
+  EXPECT_EQ(l.stats().failures, 0u);
+  EXPECT_LE(l.stats().connects, 2u);
 }
 
 }  // namespace
