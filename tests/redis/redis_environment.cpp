@@ -25,7 +25,7 @@ class RedisEnvironment : public testing::Environment {
     const auto binary = find_redis_server();
     if (!binary) {
       if (std::getenv("CI") != nullptr) {
-        FAIL() << "redis-server not found on PATH (or $RATELIMIT_REDIS_SERVER) and CI is set: the Redis "
+        FAIL() << "CI is set but there is no redis-server on PATH (or $RATELIMIT_REDIS_SERVER): the Redis "
                   "tests must run in CI (apt-get install redis-server)";
       }
       GTEST_SKIP() << "redis-server not found on PATH (or $RATELIMIT_REDIS_SERVER): skipping every Redis "
