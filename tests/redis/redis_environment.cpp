@@ -2,6 +2,7 @@
 // every test with a clear message when there is none, except under CI where that is a failure.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 
@@ -25,8 +26,11 @@ class RedisEnvironment : public testing::Environment {
     const auto binary = find_redis_server();
     if (!binary) {
       if (std::getenv("CI") != nullptr) {
-        FAIL() << "CI is set but there is no redis-server on PATH (or $RATELIMIT_REDIS_SERVER): the Redis "
-                  "tests must run in CI (apt-get install redis-server)";
+        // Not FAIL() here: gtest would then mark every test SKIPPED (and CTest believe it). Each test's
+        // RATELIMIT_REQUIRE_REDIS() fails instead.
+        std::fprintf(stderr, "CI is set but there is no redis-server on PATH (or $RATELIMIT_REDIS_SERVER): "
+                             "every Redis test fails (apt-get install redis-server)\n");
+        return;
       }
       GTEST_SKIP() << "redis-server not found on PATH (or $RATELIMIT_REDIS_SERVER): skipping every Redis "
                       "test. Install redis-server to run them.";
