@@ -79,6 +79,29 @@ TEST(NoDrift, GcraPolledEveryFewNanosecondsOrRarely) {
   expect_no_drift(ratelimit::Gcra{.limit = 3, .period = 1000ns, .burst = 50}, 50, 334, 7, 14'000, 2'100'000);
 }
 
+// T = ceil(P / L) (SPEC section 3): 3 per 10 ns is T = 4 ns, never 3 ns (which would exceed the rate).
+// Hand-worked: B = 2 at t = 0 (TAT 8), then one at t = 4 and t = 8: 4 admitted in [0, 10].
+TEST(Ceiling, EmissionIntervalIsRoundedUp) {
+  ManualClock clock;
+  MemoryLimiter<ratelimit::Gcra, ManualClock> gcra({.limit = 3, .period = 10ns, .burst = 2}, {}, clock);
+  MemoryLimiter<ratelimit::TokenBucket, ManualClock> bucket({.capacity = 2, .refill_tokens = 3, .refill_period = 10ns},
+                                                            {}, clock);
+  EXPECT_EQ(gcra.allow("k", 2), (Decision{true, 2, 0, 0ns, 8ns}));
+  EXPECT_EQ(gcra.allow("k"), (Decision{false, 2, 0, 4ns, 8ns}));
+  std::int64_t gcra_total = 2, bucket_total = drain(bucket, "k");
+  std::vector<std::int64_t> admitted_at;
+  for (std::int64_t t = 1; t <= 10; ++t) {
+    clock.set(at(t));
+    const std::int64_t n = drain(gcra, "k");
+    gcra_total += n;
+    if (n > 0) admitted_at.push_back(t);
+    bucket_total += drain(bucket, "k");
+  }
+  EXPECT_EQ(admitted_at, (std::vector<std::int64_t>{4, 8}));
+  EXPECT_EQ(gcra_total, 4);
+  EXPECT_EQ(bucket_total, 4);
+}
+
 // ---------------------------------------------------------------------------------------------------
 // TokenBucket{C, R, P} decides exactly as Gcra{R, P, C} (SPEC section 3), field by field.
 

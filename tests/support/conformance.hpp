@@ -343,6 +343,9 @@ TYPED_TEST_P(Conformance, SlidingWindowCounterRetryBranchesWeighted) {
           peek(250, true, 1, 0, 1000),           // t=2000, r=0: prev 3, cur 0: 3000+1000 <= 4000;
                                                  // rem floor((4000-3000)/1000) - 0; reset W-0
           allow(0, 1, true, 0, 0, 2000),         // cur 1: rem 1 - 1; reset 2W-0
+          reset(0),                              //
+          peek(0, true, 4, 0, 0),                // full again
+          allow(999, 4, true, 0, 0, 1001),       // t=2999, r = W-1: cost = L from full; 2000-999
       });
 }
 
