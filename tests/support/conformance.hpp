@@ -25,6 +25,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <ratelimit/ratelimit.hpp>
@@ -98,6 +99,7 @@ void run_table(P policy, std::int64_t limit, const std::vector<Row>& rows) {
   ratelimit::ManualClock clock;
   auto holder = Backend::make(policy, clock);
   auto& limiter = deref(holder);
+  static_assert(ratelimit::Limiter<std::remove_reference_t<decltype(limiter)>>);
   const std::string key = unique_key();
   std::int64_t t_us = 0;
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -114,7 +116,7 @@ void run_table(P policy, std::int64_t limit, const std::vector<Row>& rows) {
         d = limiter.peek(key);
         break;
       case Op::allow:
-        d = limiter.allow(key, row.cost);
+        d = row.cost == 1 ? limiter.allow(key) : limiter.allow(key, row.cost);  // both overloads
         break;
     }
     EXPECT_EQ(d.allowed, row.allowed);
