@@ -29,11 +29,12 @@ constexpr auto never = Decision::never;
 
 void at(ManualClock& clock, std::chrono::nanoseconds t) { clock.set(ManualClock::time_point(t)); }
 
-std::string hgetall(ratelimit::redis::Connection& admin, const std::string& key) {
-  const auto r = admin.command({"HGETALL", key});
-  std::string out;
-  for (std::size_t i = 0; i < r->elements; ++i) out += std::string(ratelimit::redis::text(*r->element[i])) + ",";
-  return out;
+// The key's value and TTL, whatever its type (DUMP serialises any value).
+std::string snapshot(ratelimit::redis::Connection& admin, const std::string& key) {
+  const auto value = admin.command({"DUMP", key});
+  const auto ttl = admin.command({"PTTL", key});
+  return std::string(value->type == REDIS_REPLY_STRING ? ratelimit::redis::text(*value) : "(none)") + "/" +
+         std::to_string(ttl->integer > 0 ? 1 : ttl->integer);
 }
 
 class RedisLimiterTest : public testing::Test {
@@ -144,12 +145,17 @@ TEST_F(RedisLimiterTest, DenialsWriteNothing) {
   RedisLimiter l(ratelimit::Gcra{.limit = 10, .period = 1s, .burst = 1}, client_options(*shared_redis()), clock);
   auto admin = shared_redis()->admin();
   EXPECT_TRUE(l.allow("k").allowed);
-  const std::string before = hgetall(admin, l.redis_key("k"));
+  const std::string before = snapshot(admin, l.redis_key("k"));
   at(clock, 30ms);
   EXPECT_EQ(l.allow("k"), D(false, 1, 0, 70ms, 70ms));
   EXPECT_EQ(l.allow("k", 1), D(false, 1, 0, 70ms, 70ms));
-  EXPECT_EQ(hgetall(admin, l.redis_key("k")), before);
-  EXPECT_EQ(before, "tat,100000,w,0,");
+  EXPECT_EQ(snapshot(admin, l.redis_key("k")), before);
+  // TAT 100,000 us and latest write 0, as two little-endian doubles.
+  const auto state = admin.command({"EVAL", "return {struct.unpack('<dd', redis.call('GET', KEYS[1]))}", "1",
+                                    l.redis_key("k")});
+  ASSERT_GE(state->elements, 2u);
+  EXPECT_EQ(state->element[0]->integer, 100000);
+  EXPECT_EQ(state->element[1]->integer, 0);
 }
 
 TEST_F(RedisLimiterTest, TtlIsResetAfterPlusOneSecond) {
