@@ -7,7 +7,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${RATELIMIT_BENCH_OUT:-$root/bench/results}
 build=${RATELIMIT_BENCH_BUILD:-$root/build-bench}
 
-packages=(cmake g++ make libbenchmark-dev gnuplot-nox python3)
+packages=(cmake g++ make pkg-config libbenchmark-dev libhiredis-dev redis-server redis-tools gnuplot-nox python3)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -25,6 +25,12 @@ mkdir -p "$out"
 "$build/bench/bench_memory" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
   --benchmark_min_time=0.3 --benchmark_out="$out/memory.json" --benchmark_out_format=json
 "$build/bench/bench_accuracy" "$out"
+# Redis: each benchmark binary starts its own redis-server on a free loopback port and stops it.
+if [[ -x "$build/bench/bench_redis" ]]; then
+  "$build/bench/bench_redis" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+    --benchmark_min_time=1 --benchmark_out="$out/redis.json" --benchmark_out_format=json
+  "$build/bench/bench_redis_scripts" "$out/redis_scripts.csv"
+fi
 python3 "$root/bench/summarize.py" "$out"
 gnuplot -e "dir='$out'" "$root/bench/charts.gp"
 echo "bench: results in $out (summary.md, charts *.png)"

@@ -86,14 +86,32 @@ def main():
         cost_rows.append((p, ns(hot), ns(many)))
 
     if redis:
-        out.append("\n### Redis (same run, one local redis-server)\n")
-        out.append("| benchmark | checks/s | x floor |")
-        out.append("|---|---:|---:|")
-        for name, row in redis.items():
-            ips = row.get("items_per_second", 0)
-            floor = row.get("floor_items_per_second")
-            ratio = f"{ips / floor:.2f}" if floor else ""
-            out.append(f"| `{name}` | {ips:,.0f} | {ratio} |")
+        out.append("\n### Redis, client side (same run, one local redis-server)\n")
+        out.append("| benchmark | checks/s | floor (same run) | x floor |")
+        out.append("|---|---:|---|---:|")
+        pairs = [
+            ("redis/gcra/allow/real_time/threads:1", "redis_floor/evalsha_sync"),
+            ("redis/gcra/allow/real_time/threads:2", "redis/gcra/allow/real_time/threads:1"),
+            ("redis/gcra/allow_many/16", "redis_floor/evalsha_pipelined/16"),
+            ("redis/gcra/allow_many/64", "redis_floor/evalsha_pipelined/64"),
+            ("redis_floor/evalsha_sync", "redis_floor/incr"),
+        ]
+        for name, floor_name in pairs:
+            row, floor = find(redis, name), find(redis, floor_name)
+            if not row or not floor:
+                continue
+            ips, fips = row.get("items_per_second", 0), floor.get("items_per_second", 0)
+            out.append(f"| `{name}` | {ips:,.0f} | `{floor_name}` {fips:,.0f} | {ips / fips:.2f} |")
+
+    scripts_path = os.path.join(results, "redis_scripts.csv")
+    if os.path.exists(scripts_path):
+        out.append("\n### Redis, server side: each script at saturation (redis-benchmark -c 50 -P 16, 100,000 keys)\n")
+        out.append("| script | requests/s | x INCR | server us per call |")
+        out.append("|---|---:|---:|---:|")
+        with open(scripts_path) as f:
+            for r in csv.DictReader(f):
+                out.append(f"| {r['name']} | {float(r['requests_per_second']):,.0f} | "
+                           f"{float(r['ratio_to_incr']):.2f} | {float(r['server_usec_per_call']):.2f} |")
 
     acc_path = os.path.join(results, "accuracy.csv")
     if os.path.exists(acc_path):

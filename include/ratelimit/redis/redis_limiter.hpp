@@ -221,8 +221,10 @@ class RedisLimiter {
   /// {command, script, 1, key, now, cost, peek, params...}
   void fill_args(std::vector<std::string_view>& args, std::string_view command, std::string_view script,
                  std::string_view key, std::string_view now, std::string_view cost, bool peek) const {
-    args.clear();
-    args.insert(args.end(), {command, script, "1", key, now, cost, peek ? "1" : "0"});
+    // Assigned from an array, not inserted from an initializer list: GCC 12 warns falsely
+    // (-Wstringop-overflow) on the latter when optimizing, and users build with -Werror too.
+    const std::array<std::string_view, 7> fixed{command, script, "1", key, now, cost, peek ? "1" : "0"};
+    args.assign(fixed.begin(), fixed.end());
     for (const std::string& p : binding_.params) args.push_back(p);
   }
 
