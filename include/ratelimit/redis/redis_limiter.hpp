@@ -221,8 +221,14 @@ class RedisLimiter {
   /// {command, script, 1, key, now, cost, peek, params...}
   void fill_args(std::vector<std::string_view>& args, std::string_view command, std::string_view script,
                  std::string_view key, std::string_view now, std::string_view cost, bool peek) const {
+    // push_back, not insert of an initializer_list: g++ 12 at -O2 reports a false -Wstringop-overflow
+    // for the latter (which -DRATELIMIT_WERROR=ON turns into a build failure).
     args.clear();
-    args.insert(args.end(), {command, script, "1", key, now, cost, peek ? "1" : "0"});
+    args.reserve(7 + binding_.params.size());
+    for (const std::string_view a : {command, script, std::string_view("1"), key, now, cost,
+                                     std::string_view(peek ? "1" : "0")}) {
+      args.push_back(a);
+    }
     for (const std::string& p : binding_.params) args.push_back(p);
   }
 
