@@ -248,6 +248,17 @@ TEST(HostileParameters, OverflowingProductsAreRefused) {
   EXPECT_FALSE(counter.allow("k", 1).allowed);
 }
 
+// Found by tests/fuzz/policy_fuzz: the log's denial computed count + cost - limit, which overflowed int64
+// when count and cost were both near its top.
+TEST(HostileParameters, SlidingLogDenialNearInt64TopDoesNotOverflow) {
+  ManualClock clock;
+  MemoryLimiter l(ratelimit::SlidingWindowLog{.limit = kMax, .window = 1s}, {}, clock);
+  EXPECT_TRUE(l.allow("k", kMax - 2).allowed);
+  // need = (kMax - 2) + (kMax - 1) - kMax = kMax - 3: the first entry frees enough, 1 s after it was made.
+  EXPECT_EQ(l.allow("k", kMax - 1), (Decision{false, kMax, 2, 1s, 1s}));
+  EXPECT_EQ(l.allow("k", 2), (Decision{true, kMax, 0, 0s, 1s}));
+}
+
 TEST(HostileParameters, RateBeyondOnePerTickIsRefused) {
   const auto bad = [](auto policy) { return invalid_message([&] { MemoryLimiter l(policy); }); };
   // In memory the tick is 1 ns: 1000 per 999 ns is more than one per tick.

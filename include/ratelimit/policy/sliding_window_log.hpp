@@ -65,7 +65,8 @@ struct SlidingWindowLog {
       if (cost > limit_) return detail::never_passes(d);
       if (!d.allowed) {
         // Oldest first, until the entries that leave free enough room for this request.
-        const std::int64_t need = count + cost - limit_;
+        // count + cost - limit, ordered so that nothing overflows when both are near int64's top.
+        const std::int64_t need = count - (limit_ - cost);
         std::int64_t freed = 0;
         for (std::size_t i = v.first_live; i < s.entries.size(); ++i) {
           freed += s.entries[i].cost;
