@@ -9,6 +9,7 @@
 #   --build-type TYPE   or RATELIMIT_BUILD_TYPE=... RelWithDebInfo (default), Release, Debug
 #   --bench             or RATELIMIT_BENCH=ON       also build the benchmarks (they are not run)
 #   --jobs N            or RATELIMIT_JOBS=N         build and test jobs (default: nproc)
+#   RATELIMIT_SOAK_SECONDS=N                        also run the Redis soak test for N seconds (default 0: not)
 # Each configuration has its own build directory, build/<compiler>-<type>[-<sanitizers>], so runs
 # never mix objects. Our own targets build with warnings as errors (-DRATELIMIT_WERROR=ON).
 # Sanitizer runs stop at the first error (halt_on_error, -fno-sanitize-recover=all).
@@ -154,7 +155,8 @@ cmake -S "$src_dir" -B "$build_dir" \
   -DRATELIMIT_WERROR=ON \
   -DRATELIMIT_BUILD_TESTS=ON \
   -DRATELIMIT_BUILD_EXAMPLES=ON \
-  -DRATELIMIT_BUILD_BENCH="$bench"
+  -DRATELIMIT_BUILD_BENCH="$bench" \
+  -DRATELIMIT_SOAK_SECONDS="${RATELIMIT_SOAK_SECONDS:-0}"
 # The build runs the test binary to list its tests (gtest_discover_tests), so it needs the wrapper too.
 "${wrap[@]}" cmake --build "$build_dir" -j "$jobs"
 "${wrap[@]}" ctest --test-dir "$build_dir" --output-on-failure --no-tests=error -j "$jobs" --timeout 900 \

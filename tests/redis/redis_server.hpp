@@ -122,6 +122,24 @@ class RedisServer {
     pid_ = -1;
   }
 
+  /// Kills the server with SIGKILL (no shutdown, no goodbye to clients) and reaps it.
+  void kill_hard() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+
+  /// `connected_clients` of INFO clients, asked through `admin` (which counts itself).
+  static long connected_clients(ratelimit::redis::Connection& admin) {
+    const auto r = admin.command({"INFO", "clients"});
+    const std::string_view info = ratelimit::redis::text(*r);
+    const auto at = info.find("connected_clients:");
+    if (at == std::string_view::npos) throw std::runtime_error("INFO clients: no connected_clients");
+    return std::stol(std::string(info.substr(at + 18, 12)));
+  }
+
   void restart() {
     stop();
     start();

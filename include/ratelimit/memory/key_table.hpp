@@ -110,6 +110,9 @@ class KeyTable {
 
   [[nodiscard]] Slot& at(std::size_t index) noexcept { return slots_[index]; }
 
+  /// The slot where a probe for `hash` starts (its home); capacity() must be > 0.
+  [[nodiscard]] std::size_t home_of(std::uint64_t hash) const noexcept { return home(hash); }
+
   /// Shrinks the table when it is mostly empty (after sweeps), keeping memory bounded by live keys.
   void shrink_to_fit() {
     if (size_ == 0) {

@@ -41,7 +41,6 @@ class ShardedStore {
     hash_key_[1] = random64();
     for (std::size_t i = 0; i < shards; ++i) {
       shards_[i].table.set_max_size(max_keys / shards + (i < max_keys % shards ? 1 : 0));
-      shards_[i].rng = random64() | 1;
     }
   }
 
@@ -74,7 +73,7 @@ class ShardedStore {
     auto [result, keep] = fn(fresh, false);
     if (keep) {
       sweep_some(shard, is_full);
-      if (shard.table.size() >= shard.table.max_size()) evict_one(shard, stamp, is_full);
+      if (shard.table.size() >= shard.table.max_size()) evict_one(shard, hash, stamp, is_full);
       Slot& slot = shard.table.insert(hash, key);
       slot.state = std::move(fresh);
       slot.last_used = stamp;
@@ -142,7 +141,6 @@ class ShardedStore {
   struct alignas(64) Shard {
     mutable SpinLock lock;
     Table table;
-    std::uint64_t rng = 0;
     std::size_t sweep_cursor = 0;
     std::size_t evictions = 0;
   };
@@ -172,13 +170,15 @@ class ShardedStore {
   }
 
   /// Evicts a full key if the sample has one, else the least recently used key of the sample.
+  ///
+  /// The sample starts at the incoming key's home slot: a uniformly random place (the hash is keyed, so
+  /// nobody who sends keys can aim it), and the very cache lines the failed lookup has just read and the
+  /// insertion will write. Under a flood of new keys, a random start cost two more cache misses per key
+  /// (a sixteenth of the hot-key throughput on a 100,000-key table instead of a half).
   template <class IsFull>
-  static void evict_one(Shard& shard, std::uint32_t stamp, IsFull& is_full) {
+  static void evict_one(Shard& shard, std::uint64_t hash, std::uint32_t stamp, IsFull& is_full) {
     const std::size_t capacity = shard.table.capacity();
-    shard.rng ^= shard.rng << 13;  // xorshift64
-    shard.rng ^= shard.rng >> 7;
-    shard.rng ^= shard.rng << 17;
-    std::size_t j = shard.rng % capacity;
+    std::size_t j = shard.table.home_of(hash);
     std::size_t victim = 0;
     bool found = false;
     std::uint32_t oldest_age = 0;

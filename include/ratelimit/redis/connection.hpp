@@ -4,7 +4,10 @@
 /// `Connection`: one hiredis connection, owned, that knows when it is broken.
 
 #include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/time.h>
+#include <time.h>
 
 #include <cerrno>
 #include <chrono>
@@ -20,6 +23,52 @@
 #include "ratelimit/redis/reply.hpp"
 
 namespace ratelimit::redis {
+
+namespace detail {
+
+/// Keeps a write to a socket the server has closed from killing the process with SIGPIPE.
+///
+/// hiredis 0.14 writes with write(2), which raises SIGPIPE on a peer-closed socket (Redis closes
+/// connections it refuses: maxclients, a killed client, a shutdown). A library must not install a
+/// process-wide handler, so the calling thread blocks SIGPIPE for the duration of the call, and a
+/// SIGPIPE that the call itself raised is consumed before the mask is restored; the write then fails
+/// with EPIPE, which becomes a BackendError. A SIGPIPE already pending before the call is left alone.
+class SigpipeGuard {
+ public:
+  SigpipeGuard() noexcept {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigemptyset(&pending);
+    was_pending_ = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+    blocked_ = pthread_sigmask(SIG_BLOCK, &pipe_, &old_) == 0;
+  }
+  ~SigpipeGuard() {
+    if (!blocked_) return;
+    if (!was_pending_) {
+      sigset_t pending;
+      sigemptyset(&pending);
+      if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
+        const timespec zero{};
+        const int saved_errno = errno;
+        while (sigtimedwait(&pipe_, nullptr, &zero) == -1 && errno == EINTR) {
+        }
+        errno = saved_errno;
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  SigpipeGuard(const SigpipeGuard&) = delete;
+  SigpipeGuard& operator=(const SigpipeGuard&) = delete;
+
+ private:
+  sigset_t pipe_{};
+  sigset_t old_{};
+  bool was_pending_ = false;
+  bool blocked_ = false;
+};
+
+}  // namespace detail
 
 /// A blocking hiredis connection (hiredis 0.14 API) with the command timeout set on its socket.
 ///
@@ -79,8 +128,14 @@ class Connection {
   Reply command(std::span<const std::string_view> args) {
     check_usable();
     prepare(args);
-    void* raw = redisCommandArgv(ctx_.get(), static_cast<int>(argv_.size()), argv_.data(), lens_.data());
-    if (raw == nullptr) fail(errno);
+    void* raw = nullptr;
+    int saved_errno = 0;
+    {
+      const detail::SigpipeGuard no_sigpipe;  // the write may meet a socket the server closed
+      raw = redisCommandArgv(ctx_.get(), static_cast<int>(argv_.size()), argv_.data(), lens_.data());
+      saved_errno = errno;
+    }
+    if (raw == nullptr) fail(saved_errno);
     return Reply(static_cast<redisReply*>(raw));
   }
   Reply command(std::initializer_list<std::string_view> args) {
@@ -102,7 +157,14 @@ class Connection {
   Reply read_reply() {
     check_usable();
     void* raw = nullptr;
-    if (redisGetReply(ctx_.get(), &raw) != REDIS_OK || raw == nullptr) fail(errno);
+    int status = REDIS_OK;
+    int saved_errno = 0;
+    {
+      const detail::SigpipeGuard no_sigpipe;  // flushes the queued commands first
+      status = redisGetReply(ctx_.get(), &raw);
+      saved_errno = errno;
+    }
+    if (status != REDIS_OK || raw == nullptr) fail(saved_errno);
     return Reply(static_cast<redisReply*>(raw));
   }
 
