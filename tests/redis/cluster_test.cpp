@@ -208,14 +208,14 @@ ratelimit_test::differential::TraceTarget cluster_target() {
             return ratelimit_test::expect_all_cluster_keys_expire(*shared_cluster(), prefix);
           }};
 }
-TEST_F(Cluster, DifferentialFixedWindow) { ratelimit_test::differential::differential_fixed_window(cluster_target()); }
-TEST_F(Cluster, DifferentialSlidingWindowLog) {
-  ratelimit_test::differential::differential_sliding_window_log(cluster_target());
+// One test (one cluster start under ctest) for the five policies' traces.
+TEST_F(Cluster, DifferentialTraces) {
+  using namespace ratelimit_test::differential;
+  differential_fixed_window(cluster_target());
+  differential_sliding_window_log(cluster_target());
+  differential_sliding_window_counter(cluster_target());
+  differential_token_bucket(cluster_target());
+  differential_gcra(cluster_target());
 }
-TEST_F(Cluster, DifferentialSlidingWindowCounter) {
-  ratelimit_test::differential::differential_sliding_window_counter(cluster_target());
-}
-TEST_F(Cluster, DifferentialTokenBucket) { ratelimit_test::differential::differential_token_bucket(cluster_target()); }
-TEST_F(Cluster, DifferentialGcra) { ratelimit_test::differential::differential_gcra(cluster_target()); }
 
 }  // namespace
