@@ -83,7 +83,9 @@ class RedisCluster {
             server_binary, port, true,
             std::vector<std::string>{"--dir", dir_, "--cluster-enabled", "yes", "--cluster-config-file",
                                      dir_ + "/nodes-" + std::to_string(port) + ".conf", "--cluster-node-timeout",
-                                     std::to_string(node_timeout_ms), "--cluster-replica-validity-factor", "0"}));
+                                     std::to_string(node_timeout_ms), "--cluster-replica-validity-factor", "0",
+                                     // replicas sync at once (the default waits 5 s for more replicas)
+                                     "--repl-diskless-sync-delay", "0"}));
       }
       std::string cmd = cli_ + " --cluster create";
       for (const auto& s : servers_) cmd += " 127.0.0.1:" + std::to_string(s->port());
@@ -171,6 +173,9 @@ class RedisCluster {
     }
     throw std::runtime_error("no cluster node on port " + std::to_string(port));
   }
+
+  /// Every node's server (masters and replicas).
+  [[nodiscard]] const std::vector<std::unique_ptr<RedisServer>>& servers() const noexcept { return servers_; }
 
   [[nodiscard]] int any_live_port() const {
     for (const auto& s : servers_) {

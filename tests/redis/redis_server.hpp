@@ -75,6 +75,8 @@ class RedisServer {
 
   [[nodiscard]] int port() const noexcept { return port_; }
   [[nodiscard]] bool running() const noexcept { return pid_ > 0; }
+  /// The server's process id (-1 when not running), e.g. to read its CPU time.
+  [[nodiscard]] pid_t pid() const noexcept { return pid_; }
 
   void start() {
     if (pid_ > 0) return;
