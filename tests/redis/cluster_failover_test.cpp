@@ -50,7 +50,7 @@ TEST(ClusterFailover, KilledMasterIsReplacedAndTheLimiterRecovers) {
   ASSERT_TRUE(l.allow("warm-up").allowed);
   const std::vector<int> masters = cluster.master_ports();
   ASSERT_EQ(masters.size(), 3u);
-  const int victim = masters[0];
+  const int victim = masters[0];  // every master has its replica attached (RedisCluster waits for that)
   auto slot_of = [&](const std::string& k) { return ratelimit::redis::detail::key_slot(l.redis_key(k)); };
   auto port_of = [&](const std::string& k) {
     const std::string e = l.cluster()->owner_of(slot_of(k));
@@ -66,7 +66,7 @@ TEST(ClusterFailover, KilledMasterIsReplacedAndTheLimiterRecovers) {
   for (const auto& n : RedisCluster::nodes(victim)) {
     if (!n.master && n.master_id == victim_id) replica = n.port;
   }
-  ASSERT_NE(replica, 0);
+  ASSERT_NE(replica, 0) << "master " << victim << " has no replica";
   std::int64_t used = 0;  // admissions of on_victim before the kill
   for (int i = 0; i < 10; ++i) {
     ASSERT_TRUE(l.allow(on_victim).allowed);
@@ -109,11 +109,18 @@ TEST(ClusterFailover, KilledMasterIsReplacedAndTheLimiterRecovers) {
   testing::Test::RecordProperty("failover_recovery_ms", static_cast<int>(ms));
   EXPECT_GT(gap_failures, 0u) << "the dead master's key cannot have been served at once";
   EXPECT_TRUE(last.allowed);
-  EXPECT_EQ(last.remaining, kLimit - used - 1) << "the promoted replica has the state of before the kill";
+  // The promoted replica has every write of before the kill (WAIT above), so nothing is admitted twice.
+  // A gap check that reached the new master but timed out on the way back was applied while its caller
+  // got the failure decision: the count may be lower by those (the safe side), never higher.
+  const std::int64_t expected = kLimit - used - 1;
+  std::printf("failover: remaining %lld, %lld if no gap check was applied\n", static_cast<long long>(last.remaining),
+              static_cast<long long>(expected));
+  EXPECT_LE(last.remaining, expected) << "state written before the kill was lost";
+  EXPECT_GE(last.remaining, expected - static_cast<std::int64_t>(gap_failures));
   EXPECT_EQ(port_of(on_victim), replica);
 
   // Normal again, for every master, once every node agrees the cluster is whole again.
-  cluster.wait_ready(10s);
+  cluster.wait_ready(10s, {}, false);  // the promoted replica has no replica of its own
   const auto failures = l.stats().failures;
   for (int i = 0; i < 50; ++i) {
     EXPECT_TRUE(l.allow(on_victim).allowed);

@@ -71,7 +71,7 @@ class RedisCluster {
   /// become ready within 30 s. `node_timeout_ms` is cluster-node-timeout (how soon a dead master fails over).
   RedisCluster(const std::string& server_binary, std::string cli_binary, int masters = 3, int replicas = 1,
                int node_timeout_ms = 1000)
-      : cli_(std::move(cli_binary)) {
+      : cli_(std::move(cli_binary)), replicas_(replicas) {
     char pattern[] = "/tmp/rltest-cluster-XXXXXX";
     if (::mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
     dir_ = pattern;
@@ -185,12 +185,13 @@ class RedisCluster {
   }
 
   /// Polls until every running node reports cluster_state:ok and the same owner for every slot range,
-  /// and every replica's link is up; throws after `timeout`.
-  void wait_ready(std::chrono::milliseconds timeout, const std::string& context = {}) const {
+  /// and every replica's link is up (and, with `all_replicas`, every master serving slots has all its
+  /// replicas: not so after a failover); throws after `timeout`.
+  void wait_ready(std::chrono::milliseconds timeout, const std::string& context = {}, bool all_replicas = true) const {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     std::string why;
     while (std::chrono::steady_clock::now() < deadline) {
-      why = not_ready();
+      why = not_ready(all_replicas);
       if (why.empty()) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
@@ -210,7 +211,7 @@ class RedisCluster {
   }
 
   /// Empty when ready, else the first reason it is not.
-  std::string not_ready() const {
+  std::string not_ready(bool all_replicas) const {
     std::string slots_seen;
     for (const auto& s : servers_) {
       if (!s->running()) continue;
@@ -224,6 +225,12 @@ class RedisCluster {
         const std::string_view r = ratelimit::redis::text(*repl);
         if (r.find("role:slave") != std::string_view::npos && r.find("master_link_status:up") == std::string_view::npos) {
           return std::to_string(s->port()) + " replica link not up";
+        }
+        // A master serving slots has all its replicas attached (CLUSTER REPLICATE may still be on its way).
+        if (all_replicas && r.find("role:master") != std::string_view::npos && serves_slots(c)) {
+          const auto at = r.find("connected_slaves:");
+          const int attached = at == std::string_view::npos ? 0 : std::atoi(std::string(r.substr(at + 17, 4)).c_str());
+          if (attached < replicas_) return std::to_string(s->port()) + " has " + std::to_string(attached) + " replicas attached";
         }
         // Masters and their slot ranges, sorted by the node (a node's view must match the others').
         std::map<long long, long long> view;  // first slot -> master port
@@ -246,6 +253,22 @@ class RedisCluster {
     return {};
   }
 
+  /// True when the node behind `c` owns at least one slot (CLUSTER NODES, its "myself" line).
+  static bool serves_slots(ratelimit::redis::Connection& c) {
+    const auto r = c.command({"CLUSTER", "NODES"});
+    std::istringstream lines{std::string(ratelimit::redis::text(*r))};
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (line.find("myself") == std::string::npos) continue;
+      std::istringstream f(line);
+      std::string field;
+      int n = 0;
+      while (f >> field) ++n;
+      return n > 8;  // slot ranges follow the 8 fixed fields
+    }
+    return false;
+  }
+
   void cleanup() noexcept {
     servers_.clear();  // each destructor stops its server
     std::error_code ec;
@@ -253,6 +276,7 @@ class RedisCluster {
   }
 
   std::string cli_;
+  int replicas_;
   std::string dir_;
   std::vector<std::unique_ptr<RedisServer>> servers_;
 };
