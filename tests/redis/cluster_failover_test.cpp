@@ -61,10 +61,15 @@ TEST(ClusterFailover, KilledMasterIsReplacedAndTheLimiterRecovers) {
     const std::string k = "key" + std::to_string(i);
     (port_of(k) == victim ? on_victim : elsewhere) = k;
   }
+  // Its replica, from the replication link (CLUSTER NODES learns roles by gossip, possibly later).
   int replica = 0;
-  const std::string victim_id = RedisCluster::id_of(victim);
-  for (const auto& n : RedisCluster::nodes(victim)) {
-    if (!n.master && n.master_id == victim_id) replica = n.port;
+  {
+    auto admin = RedisCluster::admin(victim);
+    const auto info = admin.command({"INFO", "replication"});
+    const std::string text(ratelimit::redis::text(*info));
+    const auto at = text.find("slave0:ip=");
+    const auto port_at = at == std::string::npos ? std::string::npos : text.find("port=", at);
+    if (port_at != std::string::npos) replica = std::atoi(text.c_str() + port_at + 5);
   }
   ASSERT_NE(replica, 0) << "master " << victim << " has no replica";
   std::int64_t used = 0;  // admissions of on_victim before the kill
@@ -74,11 +79,23 @@ TEST(ClusterFailover, KilledMasterIsReplacedAndTheLimiterRecovers) {
     ++used;
   }
   ASSERT_EQ(l.stats().failures, 0u);
-  // The replica has the writes before the kill (replication is asynchronous; WAIT makes it certain here).
+  // The replica has the writes before the kill (replication is asynchronous): wait until its acknowledged
+  // offset reaches the master's. (WAIT would not do: it waits for the calling connection's own writes.)
   {
     auto admin = RedisCluster::admin(victim);
-    const auto w = admin.command({"WAIT", "1", "2000"});
-    ASSERT_EQ(w->integer, 1);
+    auto number_after = [](const std::string& text, const std::string& label, std::size_t from = 0) {
+      const auto at = text.find(label, from);
+      return at == std::string::npos ? -1LL : std::atoll(text.c_str() + at + label.size());
+    };
+    bool synced = false;
+    for (int i = 0; i < 500 && !synced; ++i) {
+      const std::string info(ratelimit::redis::text(*admin.command({"INFO", "replication"})));
+      const long long master_offset = number_after(info, "master_repl_offset:");
+      const auto slave0 = info.find("slave0:");
+      synced = slave0 != std::string::npos && number_after(info, "offset=", slave0) >= master_offset;
+      if (!synced) std::this_thread::sleep_for(10ms);
+    }
+    ASSERT_TRUE(synced) << "the replica did not catch up within 5 s";
   }
 
   cluster.server(victim).kill_now(SIGKILL);
@@ -109,7 +126,7 @@ TEST(ClusterFailover, KilledMasterIsReplacedAndTheLimiterRecovers) {
   testing::Test::RecordProperty("failover_recovery_ms", static_cast<int>(ms));
   EXPECT_GT(gap_failures, 0u) << "the dead master's key cannot have been served at once";
   EXPECT_TRUE(last.allowed);
-  // The promoted replica has every write of before the kill (WAIT above), so nothing is admitted twice.
+  // The promoted replica has every write of before the kill (offsets above), so nothing is admitted twice.
   // A gap check that reached the new master but timed out on the way back was applied while its caller
   // got the failure decision: the count may be lower by those (the safe side), never higher.
   const std::int64_t expected = kLimit - used - 1;
