@@ -81,13 +81,13 @@ end
 
 local allowed, remaining, retry, reset = evaluate(cost)
 if allowed and cost > 0 then
-  if first_live > 1 then redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", int(t - W)) end
+  -- Add before removing: the key must never be empty (deleted) between two writes. On Redis Cluster a
+  -- write to a missing key of a slot being migrated fails mid-script, and a script is not rolled back.
   local merged = cost
-  if newest == t then
-    merged = merged + costs[#costs]
-    redis.call("ZREM", KEYS[1], raw[#raw - 1])
-  end
+  if newest == t then merged = merged + costs[#costs] end
   redis.call("ZADD", KEYS[1], int(t), int(t) .. ":" .. int(merged))
+  if newest == t then redis.call("ZREM", KEYS[1], raw[#raw - 1]) end
+  if first_live > 1 then redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", int(t - W)) end
   redis.call("PEXPIRE", KEYS[1], int(ttl_ms(reset)))
 end
 return {allowed and 1 or 0, L, remaining, retry, reset}

@@ -4,6 +4,7 @@
 /// Umbrella header of the Redis backend (needs hiredis; CMake target `ratelimit::redis`).
 
 #include "ratelimit/ratelimit.hpp"
+#include "ratelimit/redis/cluster_router.hpp"
 #include "ratelimit/redis/connection.hpp"
 #include "ratelimit/redis/error.hpp"
 #include "ratelimit/redis/options.hpp"

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -19,25 +20,29 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <ratelimit/redis.hpp>
 
 namespace ratelimit_test {
 
-/// The redis-server binary: $RATELIMIT_REDIS_SERVER, else the first `redis-server` on $PATH.
-inline std::optional<std::string> find_redis_server() {
-  if (const char* explicit_path = std::getenv("RATELIMIT_REDIS_SERVER"); explicit_path && *explicit_path) {
+/// A program: $<env_var> when set, else the first `name` on $PATH.
+inline std::optional<std::string> find_program(const char* name, const char* env_var) {
+  if (const char* explicit_path = std::getenv(env_var); explicit_path && *explicit_path) {
     return std::string(explicit_path);
   }
   const char* path = std::getenv("PATH");
   std::stringstream dirs(path ? path : "/usr/local/bin:/usr/bin:/bin");
   std::string dir;
   while (std::getline(dirs, dir, ':')) {
-    const std::string candidate = (dir.empty() ? "." : dir) + "/redis-server";
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
     if (::access(candidate.c_str(), X_OK) == 0) return candidate;
   }
   return std::nullopt;
 }
+
+/// The redis-server binary: $RATELIMIT_REDIS_SERVER, else the first `redis-server` on $PATH.
+inline std::optional<std::string> find_redis_server() { return find_program("redis-server", "RATELIMIT_REDIS_SERVER"); }
 
 /// A loopback port nobody listens on right now (the kernel picks it).
 inline int free_port() {
@@ -58,9 +63,10 @@ inline int free_port() {
 
 class RedisServer {
  public:
-  /// Starts redis-server on a free port (or on `port` when given, e.g. to start late on a known port).
-  explicit RedisServer(std::string binary, int port = 0, bool start_now = true)
-      : binary_(std::move(binary)), port_(port == 0 ? free_port() : port) {
+  /// Starts redis-server on a free port (or on `port` when given, e.g. to start late on a known port),
+  /// with `extra_args` appended to the command line (later options win, e.g. `--dir`).
+  explicit RedisServer(std::string binary, int port = 0, bool start_now = true, std::vector<std::string> extra_args = {})
+      : binary_(std::move(binary)), port_(port == 0 ? free_port() : port), extra_args_(std::move(extra_args)) {
     if (start_now) start();
   }
   ~RedisServer() { stop(); }
@@ -69,10 +75,18 @@ class RedisServer {
 
   [[nodiscard]] int port() const noexcept { return port_; }
   [[nodiscard]] bool running() const noexcept { return pid_ > 0; }
+  /// The server's process id (-1 when not running), e.g. to read its CPU time.
+  [[nodiscard]] pid_t pid() const noexcept { return pid_; }
 
   void start() {
     if (pid_ > 0) return;
     const std::string port = std::to_string(port_);
+    std::vector<std::string> args{"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
+                                  "--appendonly", "no", "--dir", "/tmp", "--enable-debug-command", "local"};
+    args.insert(args.end(), extra_args_.begin(), extra_args_.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
     const pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error("fork failed");
     if (pid == 0) {
@@ -81,8 +95,9 @@ class RedisServer {
         ::dup2(devnull, 1);
         ::dup2(devnull, 2);
       }
-      ::execl(binary_.c_str(), "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1", "--save", "",
-              "--appendonly", "no", "--dir", "/tmp", "--enable-debug-command", "local", static_cast<char*>(nullptr));
+      // The server dies with the test process, even when that one crashes before its destructors run.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ::execv(binary_.c_str(), argv.data());
       ::_exit(127);
     }
     pid_ = pid;
@@ -123,9 +138,12 @@ class RedisServer {
   }
 
   /// Kills the server with SIGKILL (no shutdown, no goodbye to clients) and reaps it.
-  void kill_hard() {
+  void kill_hard() { kill_now(SIGKILL); }
+
+  /// Kills the server with `signal` (e.g. SIGKILL, a crash) and reaps it; no-op when not running.
+  void kill_now(int signal = SIGKILL) {
     if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
+    ::kill(pid_, signal);
     int status = 0;
     ::waitpid(pid_, &status, 0);
     pid_ = -1;
@@ -162,6 +180,7 @@ class RedisServer {
  private:
   std::string binary_;
   int port_;
+  std::vector<std::string> extra_args_;
   pid_t pid_ = -1;
 };
 

@@ -152,6 +152,17 @@ class Connection {
     }
   }
 
+  /// Writes every queued command to the socket without reading (so several connections can be sent to
+  /// before any is read: their servers then work in parallel). Throws `BackendError` and marks the
+  /// connection broken on failure.
+  void flush() {
+    check_usable();
+    int done = 0;
+    while (done == 0) {
+      if (redisBufferWrite(ctx_.get(), &done) != REDIS_OK) fail(errno);
+    }
+  }
+
   /// Flushes queued commands and reads the next reply, in order (bounded by the command timeout).
   /// Throws `BackendError` and marks the connection broken on failure.
   Reply read_reply() {

@@ -6,8 +6,17 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace ratelimit::redis {
+
+/// One Redis Cluster node, as a seed for discovering the cluster.
+struct ClusterNode {
+  /// Host name or address.
+  std::string host = "127.0.0.1";
+  /// TCP port, 1..65535.
+  int port = 6379;
+};
 
 /// Where the time `t` of a check comes from (SPEC section 5).
 enum class TimeSource {
@@ -63,6 +72,16 @@ struct RedisOptions {
   std::chrono::milliseconds failure_retry_after{1000};
   /// Longest key accepted, in bytes; a longer key throws `std::invalid_argument`. <= 2^20.
   std::size_t max_key_bytes = 512;
+  /// Redis Cluster: seed nodes (any few nodes of the cluster; the rest are discovered with
+  /// `CLUSTER SLOTS`). Non-empty selects cluster mode, where `host`, `port` and `unix_socket` are ignored,
+  /// `database` must be 0, and `pool_size` applies per master node.
+  std::vector<ClusterNode> cluster_nodes;
+  /// Cluster mode: most redirections (`MOVED`, `ASK`) and `NOSCRIPT` re-sends followed for one check
+  /// before it fails with cause `protocol`; 1..100.
+  int cluster_max_redirects = 5;
+  /// Cluster mode: shortest time between two slot-map refreshes triggered by errors or redirections
+  /// (the first load and `ClusterRouter::refresh` are not throttled); >= 0.
+  std::chrono::milliseconds cluster_refresh_interval{100};
 };
 
 }  // namespace ratelimit::redis

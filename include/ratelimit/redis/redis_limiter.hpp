@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -19,7 +20,9 @@
 #include "ratelimit/decision.hpp"
 #include "ratelimit/detail/arithmetic.hpp"
 #include "ratelimit/policy/policy.hpp"
+#include "ratelimit/redis/cluster_router.hpp"
 #include "ratelimit/redis/connection.hpp"
+#include "ratelimit/redis/detail/cluster_slot.hpp"
 #include "ratelimit/redis/detail/decision_reply.hpp"
 #include "ratelimit/redis/detail/key_encoding.hpp"
 #include "ratelimit/redis/detail/script_binding.hpp"
@@ -47,6 +50,11 @@ struct Request {
 /// microseconds. Thread-safe: every method may be called from any thread; calls go through a pool of
 /// `pool_size` connections. When Redis fails, `RedisOptions::on_error` decides (and `stats()` counts it).
 ///
+/// On Redis Cluster (`RedisOptions::cluster_nodes` set) each check runs on the master owning its key's
+/// slot, through a `ClusterRouter` (slot map, a pool per node, `MOVED` / `ASK` / `NOSCRIPT` handling);
+/// decisions are the same. Each key's state lives on one master and replicates asynchronously, so a
+/// failover can lose that master's last writes (those keys briefly admit again what they had consumed).
+///
 /// @tparam P a `Policy`. On Redis its durations must be whole microseconds, its rate at most one per
 ///           microsecond, its counts below 2^53, and for `SlidingWindowCounter` `limit * window_us <= 2^53`.
 /// @tparam C a `Clock`, read only with `time_source = client` (and for `fail_open` decisions);
@@ -57,18 +65,26 @@ class RedisLimiter {
   using policy_type = P;
   using clock_type = C;
 
-  /// Validates the policy for Redis and the options, and makes a connection pool; connects nothing yet,
-  /// so Redis may be down at start. Throws `std::invalid_argument` naming the field (e.g. `Gcra.period`,
-  /// `RedisOptions.key_prefix`).
+  /// Validates the policy for Redis and the options, and makes a connection pool (or, with
+  /// `cluster_nodes`, a `ClusterRouter`); connects nothing yet, so Redis may be down at start. Throws
+  /// `std::invalid_argument` naming the field (e.g. `Gcra.period`, `RedisOptions.key_prefix`).
   RedisLimiter(P policy, RedisOptions options, C clock = {})
-      : RedisLimiter(std::move(policy), std::make_shared<ConnectionPool>(std::move(options)), std::move(clock)) {}
+      : RedisLimiter(std::move(policy),
+                     options.cluster_nodes.empty() ? std::make_shared<ConnectionPool>(options) : nullptr,
+                     options.cluster_nodes.empty() ? nullptr : std::make_shared<ClusterRouter>(options),
+                     std::move(clock)) {}
 
   /// As above, sharing `pool` (and its options) with other limiters, e.g. one per policy of a layered
   /// limit. Throws `std::invalid_argument` as above.
   RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, C clock = {})
-      : policy_(std::move(policy)), rules_(policy_.rules(detail::kTickNs)),
-        binding_(detail::bind<P>(rules_)), pool_(std::move(pool)), options_(checked(pool_->options())),
-        clock_(std::move(clock)) {}
+      : RedisLimiter(std::move(policy), std::move(pool), nullptr, std::move(clock)) {}
+
+  /// On Redis Cluster, sharing `router` (its pools, slot map and options) with other limiters. Keys of
+  /// different limiters (or different user keys) usually live on different masters, so a layered limit
+  /// over them cannot be one script: check layer by layer and refund the layers already consumed when a
+  /// later one denies. Throws `std::invalid_argument` as above.
+  RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, C clock = {})
+      : RedisLimiter(std::move(policy), nullptr, std::move(router), std::move(clock)) {}
 
   /// Checks `cost` units for `key` and consumes them if admitted (cost >= 1). Thread-safe.
   /// Throws `std::invalid_argument` for a negative cost or a key longer than `max_key_bytes`;
@@ -85,6 +101,7 @@ class RedisLimiter {
     check_key(key);
     calls_.fetch_add(1, std::memory_order_relaxed);
     try {
+      if (cluster_) return cluster_reset(key);
       auto lease = pool_->acquire();
       const std::string k = redis_key(key);
       const Reply r = lease->command({"DEL", k});
@@ -115,6 +132,7 @@ class RedisLimiter {
     const std::int64_t now = now_us();
     const std::string now_arg = time_arg(now);
     calls_.fetch_add(requests.size(), std::memory_order_relaxed);
+    if (cluster_) return cluster_run(requests, false, now);
     std::vector<Reply> replies;
     try {
       auto lease = pool_->acquire();
@@ -173,8 +191,16 @@ class RedisLimiter {
     s.protocol_errors = by_cause_[2].load(std::memory_order_relaxed);
     s.reply_errors = by_cause_[3].load(std::memory_order_relaxed);
     s.script_reloads = script_reloads_.load(std::memory_order_relaxed);
-    s.connects = pool_->connects();
-    s.dropped_connections = pool_->drops();
+    if (cluster_) {
+      s.connects = cluster_->connects();
+      s.dropped_connections = cluster_->drops();
+      s.moved_redirections = cluster_->moved();
+      s.ask_redirections = cluster_->asks();
+      s.slot_map_refreshes = cluster_->refreshes();
+    } else {
+      s.connects = pool_->connects();
+      s.dropped_connections = pool_->drops();
+    }
     return s;
   }
 
@@ -189,8 +215,62 @@ class RedisLimiter {
   [[nodiscard]] C& clock() noexcept { return clock_; }
   /// The embedded Lua script this limiter runs (its body is lua/<kind>.lua byte for byte).
   [[nodiscard]] const detail::EmbeddedScript& script() const noexcept { return *binding_.script; }
+  /// The cluster router (null when not on Redis Cluster).
+  [[nodiscard]] const std::shared_ptr<ClusterRouter>& cluster() const noexcept { return cluster_; }
 
  private:
+  RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, std::shared_ptr<ClusterRouter> router, C clock)
+      : policy_(std::move(policy)), rules_(policy_.rules(detail::kTickNs)), binding_(detail::bind<P>(rules_)),
+        pool_(std::move(pool)), cluster_(std::move(router)),
+        options_(checked(cluster_ ? cluster_->options() : pool_->options())), clock_(std::move(clock)) {}
+
+  /// Cluster mode: every request as its own EVALSHA on its slot's master (grouped and pipelined per
+  /// node by the router); failures are per request. Under `raise`, the first failure is thrown after
+  /// every request was answered or failed.
+  std::vector<Decision> cluster_run(std::span<const Request> requests, bool peek, std::int64_t now) {
+    const std::string now_arg = time_arg(now);
+    std::vector<std::string> keys(requests.size());
+    std::vector<std::string> costs(requests.size());
+    std::vector<ClusterCall> calls(requests.size());
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      keys[i] = redis_key(requests[i].key);
+      costs[i] = std::to_string(requests[i].cost);
+      calls[i].slot = detail::key_slot(keys[i]);
+      fill_args(calls[i].args, "EVALSHA", binding_.script->sha1, keys[i], now_arg, costs[i], peek);
+      calls[i].script_body = binding_.script->body;
+    }
+    if (const std::size_t reloads = cluster_->execute(calls); reloads != 0) {
+      script_reloads_.fetch_add(reloads, std::memory_order_relaxed);
+    }
+    std::vector<Decision> out;
+    out.reserve(requests.size());
+    std::optional<BackendError> first;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      try {
+        if (calls[i].error) throw *calls[i].error;
+        out.push_back(to_decision(detail::parse_decision(*calls[i].reply, rules_.limit()), detail::kTickNs));
+      } catch (const BackendError& e) {
+        count_failure(e.cause(), 1);
+        if (!first) first = e;
+        out.push_back(failure_decision(now, requests[i].cost, peek));
+      }
+    }
+    if (first && options_.on_error == OnError::raise) throw *first;
+    return out;
+  }
+
+  bool cluster_reset(std::string_view key) {
+    const std::string k = redis_key(key);
+    ClusterCall call;
+    call.slot = detail::key_slot(k);
+    call.args = {"DEL", k};
+    cluster_->execute(std::span<ClusterCall>(&call, 1));
+    if (call.error) throw *call.error;
+    if (call.reply->type == REDIS_REPLY_ERROR) throw BackendError(BackendErrorCause::reply, std::string(text(*call.reply)));
+    if (call.reply->type != REDIS_REPLY_INTEGER) throw BackendError(BackendErrorCause::protocol, "DEL: not an integer reply");
+    return true;
+  }
+
   static const RedisOptions& checked(const RedisOptions& o) {
     if (o.key_prefix.find_first_of("{}") != std::string::npos) {
       ratelimit::detail::invalid("RedisOptions.key_prefix", "must not contain '{' or '}' (they delimit the hash tag)");
@@ -245,6 +325,10 @@ class RedisLimiter {
     ratelimit::detail::require_cost(cost);
     const std::int64_t now = now_us();
     calls_.fetch_add(1, std::memory_order_relaxed);
+    if (cluster_) {
+      const Request one{key, cost};
+      return cluster_run(std::span<const Request>(&one, 1), peek, now).front();
+    }
     try {
       auto lease = pool_->acquire();
       ensure_loaded(*lease);
@@ -288,7 +372,8 @@ class RedisLimiter {
   P policy_;
   RulesOf<P> rules_;
   detail::ScriptBinding binding_;
-  std::shared_ptr<ConnectionPool> pool_;
+  std::shared_ptr<ConnectionPool> pool_;     // null on Redis Cluster
+  std::shared_ptr<ClusterRouter> cluster_;  // null on a single server
   RedisOptions options_;
   C clock_;
   std::atomic<bool> loaded_{false};

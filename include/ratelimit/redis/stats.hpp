@@ -24,6 +24,11 @@ struct RedisStats {
   /// Connections opened (first connects and reconnects) and broken connections dropped, by the pool.
   std::uint64_t connects = 0;
   std::uint64_t dropped_connections = 0;
+  /// Redis Cluster only (zero otherwise), counted by the shared `ClusterRouter`: `MOVED` and `ASK`
+  /// redirections followed, and slot-map loads (`CLUSTER SLOTS`) done.
+  std::uint64_t moved_redirections = 0;
+  std::uint64_t ask_redirections = 0;
+  std::uint64_t slot_map_refreshes = 0;
 };
 
 }  // namespace ratelimit::redis

@@ -1,0 +1,448 @@
+#pragma once
+
+/// @file
+/// `ClusterRouter`: sends single-key commands to the Redis Cluster node that owns each key's slot.
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ratelimit/redis/connection.hpp"
+#include "ratelimit/redis/detail/cluster_slot.hpp"
+#include "ratelimit/redis/error.hpp"
+#include "ratelimit/redis/options.hpp"
+#include "ratelimit/redis/pool.hpp"
+#include "ratelimit/redis/reply.hpp"
+
+namespace ratelimit::redis {
+
+/// One single-key command for `ClusterRouter::execute`, and its outcome.
+struct ClusterCall {
+  /// The slot of the command's key (`detail::key_slot`).
+  std::uint16_t slot = 0;
+  /// The command and its arguments; they must outlive `execute`. For a script call: `EVALSHA <sha> ...`.
+  std::vector<std::string_view> args;
+  /// Non-empty for a script call: on `NOSCRIPT` the call is re-sent as `EVAL <script_body> ...` (args[0]
+  /// and args[1] replaced), which also caches the script on that node (SPEC section 5).
+  std::string_view script_body;
+  /// Out: the final reply (never a redirection; may be another error reply), unless `error` is set.
+  Reply reply;
+  /// Out: why the call got no reply. After a failure once the command was sent (timeout, connection
+  /// lost) the command may still have run: it is never re-sent.
+  std::optional<BackendError> error;
+};
+
+/// The routing layer of the Redis backend on Redis Cluster: not a general cluster client, only what the
+/// limiter needs (single-key commands, always on masters).
+///
+/// Keeps the slot map read with `CLUSTER SLOTS` (loaded on first use from the seed nodes, or any node
+/// known since) and one `ConnectionPool` per node. `execute` groups calls by node, pipelines each group
+/// (all groups are written before any is read, so the nodes work in parallel), and follows `MOVED`
+/// (updates the slot's owner and asks for a refresh), `ASK` (`ASKING`, then that node, once) and
+/// `NOSCRIPT` (re-send with `EVAL`), at most `cluster_max_redirects` times per call. A call whose node
+/// cannot be reached before anything is sent is retried only when a refreshed map names another owner
+/// (e.g. a replica promoted after its master died); anything already sent is never re-sent, so a check
+/// is applied at most once. Nodes are remembered for the router's lifetime (a cluster has few).
+///
+/// Thread-safe: every method may be called from any thread; the map is guarded by a shared mutex,
+/// refreshes are serialised and throttled (`cluster_refresh_interval`).
+class ClusterRouter {
+ public:
+  /// Validates the options (seed nodes, pool and timeout fields); connects nothing yet. Throws
+  /// `std::invalid_argument` naming the field (`RedisOptions.cluster_nodes`, ...).
+  explicit ClusterRouter(RedisOptions options) : options_(validated(std::move(options))) {
+    slots_.fill(-1);
+    for (const ClusterNode& seed : options_.cluster_nodes) (void)node_at(seed.host, seed.port);
+  }
+
+  ClusterRouter(const ClusterRouter&) = delete;
+  ClusterRouter& operator=(const ClusterRouter&) = delete;
+
+  /// Runs every call on the master owning its slot; outcomes land in each call's `reply` / `error`.
+  /// Returns the number of `NOSCRIPT` answered by `EVAL`. Never throws `BackendError` (failures are per
+  /// call); may throw `std::bad_alloc`.
+  std::size_t execute(std::span<ClusterCall> calls) {
+    std::size_t reloads = 0;
+    if (calls.empty()) return 0;
+    if (!map_loaded_.load(std::memory_order_acquire) && !refresh_now(Refresh::initial)) {
+      for (ClusterCall& c : calls) c.error = BackendError(BackendErrorCause::io, "no cluster slot map: " + last_refresh_error());
+      return 0;
+    }
+    std::vector<State> state(calls.size());
+    std::vector<std::size_t> pending(calls.size());
+    for (std::size_t i = 0; i < calls.size(); ++i) pending[i] = i;
+    const int rounds = options_.cluster_max_redirects + 1;
+    for (int round = 0; round < rounds && !pending.empty(); ++round) {
+      std::vector<Group> groups;
+      bool want_refresh = false;
+      for (const std::size_t i : pending) {
+        Node* node = state[i].ask != nullptr ? state[i].ask : owner(calls[i].slot);
+        if (node == nullptr) {
+          calls[i].error = BackendError(BackendErrorCause::io, "slot " + std::to_string(calls[i].slot) + " has no known owner");
+          want_refresh = true;
+          continue;
+        }
+        auto g = std::find_if(groups.begin(), groups.end(), [node](const Group& x) { return x.node == node; });
+        if (g == groups.end()) {
+          groups.emplace_back(Group{node, {}, std::nullopt});
+          g = groups.end() - 1;
+        }
+        g->calls.push_back(i);
+      }
+      std::vector<std::size_t> next;
+      std::vector<std::pair<std::size_t, Node*>> unreachable;  // nothing sent: may go elsewhere
+      // Write every group first, then read: the nodes run their parts of the batch at the same time.
+      for (Group& g : groups) {
+        try {
+          g.lease.emplace(g.node->pool->acquire());
+        } catch (const BackendError& e) {
+          for (const std::size_t i : g.calls) {
+            calls[i].error = e;
+            unreachable.emplace_back(i, g.node);
+          }
+          want_refresh = true;
+          continue;
+        }
+        try {
+          for (const std::size_t i : g.calls) send(**g.lease, calls[i], state[i]);
+          (*g.lease)->flush();
+        } catch (const BackendError& e) {
+          fail_group(calls, g, e);
+          want_refresh = true;
+        }
+      }
+      for (Group& g : groups) {
+        if (!g.lease || (*g.lease)->broken()) continue;
+        std::size_t done = 0;
+        try {
+          for (; done < g.calls.size(); ++done) {
+            const std::size_t i = g.calls[done];
+            if (state[i].ask != nullptr) {
+              const Reply ok = (*g.lease)->read_reply();
+              if (ok->type == REDIS_REPLY_ERROR) state[i].asking_refused = std::string(text(*ok));
+            }
+            Reply r = (*g.lease)->read_reply();
+            switch (classify(calls[i], state[i], std::move(r), g.node, reloads)) {
+              case Outcome::done: break;
+              case Outcome::done_refresh: want_refresh = true; break;
+              case Outcome::again: next.push_back(i); break;
+              case Outcome::again_refresh: next.push_back(i); want_refresh = true; break;
+            }
+          }
+        } catch (const BackendError& e) {
+          for (; done < g.calls.size(); ++done) calls[g.calls[done]].error = e;
+          want_refresh = true;
+        }
+      }
+      groups.clear();  // leases back to their pools before a refresh opens connections
+      if (want_refresh && refresh_now(Refresh::throttled)) {
+        for (const auto& [i, failed] : unreachable) {
+          if (state[i].ask == nullptr && owner(calls[i].slot) != failed) {
+            calls[i].error.reset();
+            next.push_back(i);
+          }
+        }
+      }
+      pending = std::move(next);
+    }
+    for (const std::size_t i : pending) {
+      calls[i].reply.reset();
+      calls[i].error = BackendError(BackendErrorCause::protocol, "more than cluster_max_redirects (" +
+                                                                     std::to_string(options_.cluster_max_redirects) +
+                                                                     ") redirections for slot " + std::to_string(calls[i].slot));
+    }
+    return reloads;
+  }
+
+  /// Reloads the slot map with `CLUSTER SLOTS` from the first known node that answers. Returns false
+  /// (keeping the old map) when none does. Thread-safe; concurrent refreshes run one at a time.
+  bool refresh() { return refresh_now(Refresh::forced); }
+
+  /// "host:port" of the master currently believed to own `slot` (empty when none is known). Thread-safe.
+  [[nodiscard]] std::string owner_of(std::uint16_t slot) const {
+    const std::shared_lock lock(mutex_);
+    const int n = slots_[slot % detail::kClusterSlots];
+    return n < 0 ? std::string() : nodes_[static_cast<std::size_t>(n)]->endpoint;
+  }
+
+  /// Counters (each read atomically). Thread-safe.
+  [[nodiscard]] std::uint64_t moved() const noexcept { return moved_.load(std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t asks() const noexcept { return asks_.load(std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t refreshes() const noexcept { return refreshes_.load(std::memory_order_relaxed); }
+  /// Connections opened and broken connections dropped, summed over the nodes' pools. Thread-safe.
+  [[nodiscard]] std::uint64_t connects() const {
+    const std::shared_lock lock(mutex_);
+    std::uint64_t n = 0;
+    for (const auto& node : nodes_) n += node->pool->connects();
+    return n;
+  }
+  [[nodiscard]] std::uint64_t drops() const {
+    const std::shared_lock lock(mutex_);
+    std::uint64_t n = 0;
+    for (const auto& node : nodes_) n += node->pool->drops();
+    return n;
+  }
+  [[nodiscard]] const RedisOptions& options() const noexcept { return options_; }
+
+ private:
+  struct Node {
+    std::string host;
+    int port = 0;
+    std::string endpoint;  // "host:port"
+    std::unique_ptr<ConnectionPool> pool;
+  };
+  struct State {
+    Node* ask = nullptr;  // ASK target for the next attempt (with ASKING first)
+    bool eval = false;    // NOSCRIPT seen: send EVAL with the body
+    std::string asking_refused;
+  };
+  struct Group {
+    Node* node;
+    std::vector<std::size_t> calls;
+    std::optional<ConnectionPool::Lease> lease;
+  };
+  enum class Outcome { done, done_refresh, again, again_refresh };
+  enum class Refresh { initial, forced, throttled };
+
+  static RedisOptions validated(RedisOptions o) {
+    auto bad = [](const char* field, const std::string& what) {
+      throw std::invalid_argument(std::string("RedisOptions.") + field + ": " + what);
+    };
+    if (o.cluster_nodes.empty()) bad("cluster_nodes", "needs at least one seed node for a ClusterRouter");
+    for (const ClusterNode& n : o.cluster_nodes) {
+      if (n.host.empty()) bad("cluster_nodes", "a seed node has an empty host");
+      if (n.port < 1 || n.port > 65535) bad("cluster_nodes", "port " + std::to_string(n.port) + " is not in 1..65535");
+    }
+    if (o.database != 0) bad("database", "must be 0 on Redis Cluster (it has only database 0)");
+    if (o.cluster_max_redirects < 1 || o.cluster_max_redirects > 100) bad("cluster_max_redirects", "must be in 1..100");
+    if (o.cluster_refresh_interval.count() < 0) bad("cluster_refresh_interval", "must be >= 0");
+    // The pool checks the remaining connection fields; check them now, not at the first node.
+    RedisOptions probe = o;
+    probe.unix_socket.clear();
+    probe.host = o.cluster_nodes.front().host;
+    probe.port = o.cluster_nodes.front().port;
+    (void)ConnectionPool(probe);
+    return o;
+  }
+
+  /// The node for host:port, made (with its pool) on first sight. Nodes are never removed, so a
+  /// `Node*` stays valid for the router's lifetime.
+  Node* node_at(const std::string& host, int port) {
+    {
+      const std::shared_lock lock(mutex_);
+      if (Node* n = find_node(host, port)) return n;
+    }
+    const std::unique_lock lock(mutex_);
+    return find_or_add(host, port).first;
+  }
+  Node* find_node(const std::string& host, int port) const {
+    for (const auto& n : nodes_) {
+      if (n->port == port && n->host == host) return n.get();
+    }
+    return nullptr;
+  }
+  /// Caller holds the unique lock. Returns the node and its index.
+  std::pair<Node*, int> find_or_add(const std::string& host, int port) {
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      if (nodes_[i]->port == port && nodes_[i]->host == host) return {nodes_[i].get(), static_cast<int>(i)};
+    }
+    RedisOptions o = options_;
+    o.unix_socket.clear();
+    o.host = host;
+    o.port = port;
+    auto node = std::make_unique<Node>(Node{host, port, host + ":" + std::to_string(port), std::make_unique<ConnectionPool>(o)});
+    nodes_.push_back(std::move(node));
+    return {nodes_.back().get(), static_cast<int>(nodes_.size() - 1)};
+  }
+
+  Node* owner(std::uint16_t slot) const {
+    const std::shared_lock lock(mutex_);
+    const int n = slots_[slot];
+    return n < 0 ? nullptr : nodes_[static_cast<std::size_t>(n)].get();
+  }
+
+  void send(Connection& c, const ClusterCall& call, const State& s) {
+    if (s.ask != nullptr) c.append(std::span<const std::string_view>(kAsking));
+    if (!s.eval) {
+      c.append(call.args);
+      return;
+    }
+    std::vector<std::string_view> args = call.args;
+    args[0] = "EVAL";
+    args[1] = call.script_body;
+    c.append(args);
+  }
+
+  static void fail_group(std::span<ClusterCall> calls, const Group& g, const BackendError& e) {
+    for (const std::size_t i : g.calls) calls[i].error = e;
+  }
+
+  /// "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381": the node named (an empty host means the
+  /// replying node's host), or null when the text does not parse.
+  Node* redirect_target(std::string_view msg, const Node* from) {
+    const auto space = msg.rfind(' ');
+    const auto colon = msg.rfind(':');
+    if (space == std::string_view::npos || colon == std::string_view::npos || colon < space) return nullptr;
+    std::string host(msg.substr(space + 1, colon - space - 1));
+    const std::string_view port_text = msg.substr(colon + 1);
+    int port = 0;
+    for (const char ch : port_text) {
+      if (ch < '0' || ch > '9' || port > 65535) return nullptr;
+      port = port * 10 + (ch - '0');
+    }
+    if (port_text.empty() || port < 1 || port > 65535) return nullptr;
+    if (host.empty()) host = from->host;
+    return node_at(host, port);
+  }
+
+  Outcome classify(ClusterCall& call, State& s, Reply r, Node* from, std::size_t& reloads) {
+    const bool was_asking = s.ask != nullptr;
+    s.ask = nullptr;  // ASK is followed once; a later redirection starts from the map again
+    if (r->type == REDIS_REPLY_ERROR) {
+      const std::string_view msg = text(*r);
+      if (msg.starts_with("MOVED ")) {
+        if (Node* target = redirect_target(msg, from)) {
+          moved_.fetch_add(1, std::memory_order_relaxed);
+          {
+            const std::unique_lock lock(mutex_);
+            const auto [node, index] = find_or_add(target->host, target->port);
+            (void)node;
+            slots_[call.slot] = index;
+          }
+          return Outcome::again_refresh;
+        }
+      } else if (msg.starts_with("ASK ")) {
+        if (Node* target = redirect_target(msg, from)) {
+          asks_.fetch_add(1, std::memory_order_relaxed);
+          s.ask = target;
+          return Outcome::again;
+        }
+      } else if (msg.starts_with("NOSCRIPT") && !call.script_body.empty() && !s.eval) {
+        ++reloads;
+        s.eval = true;
+        // Still migrating: the script must go where the key is now.
+        if (was_asking && s.asking_refused.empty()) s.ask = from;
+        return Outcome::again;
+      }
+    }
+    // CLUSTERDOWN (a master failed, no replica promoted yet) and TRYAGAIN are the caller's failures, but
+    // the map is probably changing.
+    const bool changing = is_error(*r, "CLUSTERDOWN") || is_error(*r, "TRYAGAIN");
+    call.reply = std::move(r);
+    call.error.reset();
+    return changing ? Outcome::done_refresh : Outcome::done;
+  }
+
+  std::string last_refresh_error() const {
+    const std::lock_guard lock(refresh_mutex_);
+    return last_refresh_error_;
+  }
+
+  /// One refresh at a time. `initial`: load unless another thread just did; `throttled`: at most one per
+  /// `cluster_refresh_interval`, and a thread that finds one running goes on with the map it has.
+  bool refresh_now(Refresh mode) {
+    std::unique_lock lock(refresh_mutex_, std::defer_lock);
+    if (mode != Refresh::throttled) {
+      lock.lock();
+      if (mode == Refresh::initial && map_loaded_.load(std::memory_order_acquire)) return true;
+    } else if (!lock.try_lock()) {
+      return false;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (mode == Refresh::throttled && now - last_refresh_ < options_.cluster_refresh_interval) return false;
+    last_refresh_ = now;
+    std::vector<std::pair<std::string, int>> candidates;
+    {
+      const std::shared_lock map_lock(mutex_);
+      for (const auto& n : nodes_) candidates.emplace_back(n->host, n->port);
+    }
+    // Start at a different node each time, so one dead node does not delay every refresh.
+    const std::size_t start = rotation_++ % candidates.size();
+    std::string errors;
+    for (std::size_t k = 0; k < candidates.size(); ++k) {
+      const auto& [host, port] = candidates[(start + k) % candidates.size()];
+      try {
+        load_from(host, port);
+        refreshes_.fetch_add(1, std::memory_order_relaxed);
+        map_loaded_.store(true, std::memory_order_release);
+        return true;
+      } catch (const BackendError& e) {
+        errors += (errors.empty() ? "" : "; ") + host + ":" + std::to_string(port) + ": " + e.what();
+      }
+    }
+    last_refresh_error_ = errors;
+    return false;
+  }
+
+  /// CLUSTER SLOTS from one node: [[start, end, [host, port, id...], replicas...]...]. Slots missing
+  /// from the reply keep their old owner (they answer with a redirection or CLUSTERDOWN anyway).
+  void load_from(const std::string& host, int port) {
+    RedisOptions o = options_;
+    o.unix_socket.clear();
+    o.host = host;
+    o.port = port;
+    Connection c = Connection::open(o);
+    const Reply r = c.command({"CLUSTER", "SLOTS"});
+    if (r->type == REDIS_REPLY_ERROR) throw BackendError(BackendErrorCause::reply, "CLUSTER SLOTS: " + std::string(text(*r)));
+    if (r->type != REDIS_REPLY_ARRAY) throw BackendError(BackendErrorCause::protocol, "CLUSTER SLOTS: not an array");
+    struct Range {
+      long long first, last;
+      std::string host;
+      int port;
+    };
+    std::vector<Range> ranges;
+    for (std::size_t i = 0; i < r->elements; ++i) {
+      const redisReply* e = r->element[i];
+      if (e == nullptr || e->type != REDIS_REPLY_ARRAY || e->elements < 3 || e->element[0]->type != REDIS_REPLY_INTEGER ||
+          e->element[1]->type != REDIS_REPLY_INTEGER || e->element[2]->type != REDIS_REPLY_ARRAY ||
+          e->element[2]->elements < 2 || e->element[2]->element[1]->type != REDIS_REPLY_INTEGER) {
+        throw BackendError(BackendErrorCause::protocol, "CLUSTER SLOTS: unexpected entry shape");
+      }
+      const long long first = e->element[0]->integer;
+      const long long last = e->element[1]->integer;
+      const long long p = e->element[2]->element[1]->integer;
+      if (first < 0 || last < first || last >= detail::kClusterSlots || p < 1 || p > 65535) {
+        throw BackendError(BackendErrorCause::protocol, "CLUSTER SLOTS: slot range or port out of bounds");
+      }
+      std::string h(text(*e->element[2]->element[0]));
+      if (h.empty() || h == "?") h = host;  // "unknown endpoint": the node we asked is reachable there
+      ranges.push_back(Range{first, last, std::move(h), static_cast<int>(p)});
+    }
+    if (ranges.empty()) throw BackendError(BackendErrorCause::reply, "CLUSTER SLOTS: no slot is served (cluster not formed?)");
+    const std::unique_lock lock(mutex_);
+    for (const Range& range : ranges) {
+      const int index = find_or_add(range.host, range.port).second;
+      for (long long s = range.first; s <= range.last; ++s) slots_[static_cast<std::size_t>(s)] = index;
+    }
+  }
+
+  static constexpr std::array<std::string_view, 1> kAsking{"ASKING"};
+
+  RedisOptions options_;
+  mutable std::shared_mutex mutex_;  // nodes_ and slots_
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::array<int, detail::kClusterSlots> slots_{};  // index into nodes_, -1 unknown
+  std::atomic<bool> map_loaded_{false};
+  mutable std::mutex refresh_mutex_;  // the fields below
+  std::chrono::steady_clock::time_point last_refresh_{};
+  std::size_t rotation_ = 0;
+  std::string last_refresh_error_;
+  std::atomic<std::uint64_t> moved_{0};
+  std::atomic<std::uint64_t> asks_{0};
+  std::atomic<std::uint64_t> refreshes_{0};
+};
+
+}  // namespace ratelimit::redis
