@@ -1,20 +1,30 @@
-# Install rules and the package config, so that find_package(ratelimit) works on an installed tree.
+# Install rules and the package files, so that find_package(ratelimit) works on an installed tree.
+#
+# Installed layout (relative to the prefix):
+#   include/ratelimit/...                  the headers
+#   lib/cmake/ratelimit/                   ratelimitConfig.cmake, ratelimitConfigVersion.cmake,
+#                                          ratelimitTargets.cmake; the Redis component adds its own
+#                                          export set there, loaded only for COMPONENTS redis
+#   share/doc/ratelimit/LICENSE
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
+set(RATELIMIT_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/ratelimit")
+
 install(TARGETS ratelimit EXPORT ratelimitTargets)
-install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
 install(EXPORT ratelimitTargets
   NAMESPACE ratelimit::
-  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ratelimit)
+  DESTINATION "${RATELIMIT_INSTALL_CMAKEDIR}")
 
-configure_package_config_file(cmake/ratelimitConfig.cmake.in
-  ${CMAKE_CURRENT_BINARY_DIR}/ratelimitConfig.cmake
-  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ratelimit)
-# Header-only: any architecture may use the package.
-write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/ratelimitConfigVersion.cmake
+configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/ratelimitConfig.cmake.in"
+  "${PROJECT_BINARY_DIR}/ratelimitConfig.cmake"
+  INSTALL_DESTINATION "${RATELIMIT_INSTALL_CMAKEDIR}")
+# 0.x releases may break the API between minor versions, so only the same major.minor is compatible.
+write_basic_package_version_file("${PROJECT_BINARY_DIR}/ratelimitConfigVersion.cmake"
   COMPATIBILITY SameMinorVersion ARCH_INDEPENDENT)
 install(FILES
-  ${CMAKE_CURRENT_BINARY_DIR}/ratelimitConfig.cmake
-  ${CMAKE_CURRENT_BINARY_DIR}/ratelimitConfigVersion.cmake
-  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ratelimit)
+  "${PROJECT_BINARY_DIR}/ratelimitConfig.cmake"
+  "${PROJECT_BINARY_DIR}/ratelimitConfigVersion.cmake"
+  DESTINATION "${RATELIMIT_INSTALL_CMAKEDIR}")
+install(FILES "${PROJECT_SOURCE_DIR}/LICENSE" DESTINATION "${CMAKE_INSTALL_DOCDIR}")

@@ -171,11 +171,11 @@ class KeyTable {
     clear_slot(from);
   }
 
+  /// Strong guarantee: if the new array cannot be allocated, the table is unchanged.
   void rehash(std::size_t new_capacity) {
-    std::unique_ptr<Slot[]> old = std::move(slots_);
-    const std::size_t old_capacity = capacity_;
-    slots_ = new_capacity == 0 ? nullptr : std::make_unique<Slot[]>(new_capacity);
-    capacity_ = new_capacity;
+    std::unique_ptr<Slot[]> fresh = new_capacity == 0 ? nullptr : std::make_unique<Slot[]>(new_capacity);
+    std::unique_ptr<Slot[]> old = std::exchange(slots_, std::move(fresh));
+    const std::size_t old_capacity = std::exchange(capacity_, new_capacity);
     for (std::size_t i = 0; i < old_capacity; ++i) {
       if (!old[i].empty()) place(old[i]);
     }

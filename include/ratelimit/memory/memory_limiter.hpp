@@ -26,7 +26,7 @@ namespace ratelimit {
 ///
 /// Thread-safe: every method may be called from any number of threads. Checks of one key are
 /// linearizable (each runs under that key's shard lock); checks of keys in different shards run in
-/// parallel. A present key's check does not allocate. Memory is bounded by `MemoryOptions::max_keys`
+/// parallel. A present key's check does not allocate (except a sliding log growing its entry list). Memory is bounded by `MemoryOptions::max_keys`
 /// (SPEC section 4): a key whose state is full again is reclaimed, and at the cap a new key evicts an
 /// approximately least recently used one.
 ///

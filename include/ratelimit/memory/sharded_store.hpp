@@ -14,6 +14,7 @@
 #include <string_view>
 #include <utility>
 
+#include "ratelimit/detail/siphash.hpp"
 #include "ratelimit/detail/spin_lock.hpp"
 #include "ratelimit/memory/key_table.hpp"
 
@@ -35,22 +36,20 @@ class ShardedStore {
       : shard_count_(shards), shard_shift_(shards > 1 ? 64 - std::countr_zero(shards) : 0),
         shards_(std::make_unique<Shard[]>(shards)) {
     std::random_device entropy;
-    seed_ = (std::uint64_t{entropy()} << 32) | entropy();
+    auto random64 = [&entropy] { return (std::uint64_t{entropy()} << 32) | entropy(); };
+    hash_key_[0] = random64();
+    hash_key_[1] = random64();
     for (std::size_t i = 0; i < shards; ++i) {
       shards_[i].table.set_max_size(max_keys / shards + (i < max_keys % shards ? 1 : 0));
-      shards_[i].rng = seed_ ^ (0x9E3779B97F4A7C15ULL * (i + 1));
+      shards_[i].rng = random64() | 1;
     }
   }
 
-  /// A seeded, well-mixed, non-zero hash: the high bits pick the shard, the low bits the slot.
-  /// The per-store seed keeps an attacker from aiming many keys at one shard or one probe run.
+  /// A non-zero SipHash-1-3 of the key under this store's random 128-bit key: the high bits pick the
+  /// shard, the table maps all bits to a slot. Keyed, so that nobody who sends keys can compute keys
+  /// that collide into one shard and one probe run (unkeyed hashes allow that, whatever their seed).
   [[nodiscard]] std::uint64_t hash(std::string_view key) const noexcept {
-    std::uint64_t h = std::hash<std::string_view>{}(key) ^ seed_;
-    h ^= h >> 30;  // splitmix64 finaliser
-    h *= 0xBF58476D1CE4E5B9ULL;
-    h ^= h >> 27;
-    h *= 0x94D049BB133111EBULL;
-    h ^= h >> 31;
+    const std::uint64_t h = siphash<1, 3>(hash_key_[0], hash_key_[1], key);
     return h | (h == 0 ? 1 : 0);
   }
 
@@ -223,7 +222,7 @@ class ShardedStore {
   std::size_t shard_count_;
   int shard_shift_;
   std::unique_ptr<Shard[]> shards_;
-  std::uint64_t seed_ = 0;
+  std::uint64_t hash_key_[2] = {};
 };
 
 }  // namespace ratelimit::detail

@@ -65,7 +65,7 @@ struct SlidingWindowLog {
       if (cost > limit_) return detail::never_passes(d);
       if (!d.allowed) {
         // Oldest first, until the entries that leave free enough room for this request.
-        const std::int64_t need = count + cost - limit_;
+        const std::int64_t need = cost - (limit_ - count);  // count + cost - L, without overflow
         std::int64_t freed = 0;
         for (std::size_t i = v.first_live; i < s.entries.size(); ++i) {
           freed += s.entries[i].cost;

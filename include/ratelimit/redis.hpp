@@ -1,0 +1,18 @@
+#pragma once
+
+/// @file
+/// Umbrella header of the Redis backend (needs hiredis; CMake target `ratelimit::redis`).
+
+#include "ratelimit/ratelimit.hpp"
+#include "ratelimit/redis/connection.hpp"
+#include "ratelimit/redis/error.hpp"
+#include "ratelimit/redis/options.hpp"
+#include "ratelimit/redis/pool.hpp"
+#include "ratelimit/redis/redis_limiter.hpp"
+#include "ratelimit/redis/reply.hpp"
+#include "ratelimit/redis/stats.hpp"
+
+namespace ratelimit::redis {
+static_assert(Limiter<RedisLimiter<Gcra>>);
+static_assert(Limiter<RedisLimiter<SlidingWindowLog, ManualClock>>);
+}  // namespace ratelimit::redis

@@ -1,0 +1,171 @@
+#pragma once
+
+/// @file
+/// `Connection`: one hiredis connection, owned, that knows when it is broken.
+
+#include <hiredis/hiredis.h>
+#include <sys/time.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ratelimit/redis/error.hpp"
+#include "ratelimit/redis/options.hpp"
+#include "ratelimit/redis/reply.hpp"
+
+namespace ratelimit::redis {
+
+/// A blocking hiredis connection (hiredis 0.14 API) with the command timeout set on its socket.
+///
+/// Move-only; the context is freed with `redisFree`. After any I/O or protocol failure hiredis's context
+/// is unusable (and a late reply could still arrive), so the connection marks itself broken and the pool
+/// drops it. Error replies (`-ERR ...`) leave it usable. Not thread-safe: one thread at a time (the pool
+/// hands it to one caller).
+class Connection {
+ public:
+  /// Connects, sets the command timeout, authenticates and selects the database.
+  /// Throws `BackendError` (io, timeout, or reply for a refused `AUTH` / `SELECT`).
+  static Connection open(const RedisOptions& options) {
+    const timeval connect_tv = to_timeval(options.connect_timeout);
+    redisContext* raw = options.unix_socket.empty()
+                            ? redisConnectWithTimeout(options.host.c_str(), options.port, connect_tv)
+                            : redisConnectUnixWithTimeout(options.unix_socket.c_str(), connect_tv);
+    const int saved_errno = errno;
+    if (raw == nullptr) throw BackendError(BackendErrorCause::io, "cannot allocate a hiredis context");
+    Connection c(raw);
+    if (raw->err != 0) {
+      throw BackendError(cause_of(*raw, saved_errno), "connect to " + endpoint(options) + ": " + raw->errstr);
+    }
+    if (redisSetTimeout(raw, to_timeval(options.command_timeout)) != REDIS_OK) {
+      throw BackendError(BackendErrorCause::io, "cannot set the command timeout on " + endpoint(options));
+    }
+    if (!options.password.empty()) {
+      const Reply r = options.user.empty() ? c.command({"AUTH", options.password})
+                                           : c.command({"AUTH", options.user, options.password});
+      if (r->type == REDIS_REPLY_ERROR) {
+        throw BackendError(BackendErrorCause::reply, "AUTH refused by " + endpoint(options) + ": " +
+                                                         std::string(text(*r)));
+      }
+    }
+    if (options.database != 0) {
+      const std::string db = std::to_string(options.database);
+      const Reply r = c.command({"SELECT", db});
+      if (r->type == REDIS_REPLY_ERROR) {
+        throw BackendError(BackendErrorCause::reply, "SELECT " + db + ": " + std::string(text(*r)));
+      }
+    }
+    return c;
+  }
+
+  Connection(Connection&&) noexcept = default;
+  Connection& operator=(Connection&&) noexcept = default;
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  ~Connection() = default;
+
+  /// True after an I/O, timeout or protocol failure: the connection must not be used again.
+  [[nodiscard]] bool broken() const noexcept { return broken_ || ctx_ == nullptr; }
+  /// Marks the connection unusable (e.g. a reply did not have the promised shape).
+  void mark_broken() noexcept { broken_ = true; }
+
+  /// Sends one command and waits for its reply (bounded by the command timeout). Error replies are
+  /// returned, not thrown. Throws `BackendError` (io, timeout, protocol) and marks the connection broken.
+  Reply command(std::span<const std::string_view> args) {
+    check_usable();
+    prepare(args);
+    void* raw = redisCommandArgv(ctx_.get(), static_cast<int>(argv_.size()), argv_.data(), lens_.data());
+    if (raw == nullptr) fail(errno);
+    return Reply(static_cast<redisReply*>(raw));
+  }
+  Reply command(std::initializer_list<std::string_view> args) {
+    return command(std::span<const std::string_view>(args.begin(), args.size()));
+  }
+
+  /// Queues one command in the output buffer (pipelining); sent by the next `read_reply`.
+  /// Throws `BackendError` and marks the connection broken on failure.
+  void append(std::span<const std::string_view> args) {
+    check_usable();
+    prepare(args);
+    if (redisAppendCommandArgv(ctx_.get(), static_cast<int>(argv_.size()), argv_.data(), lens_.data()) != REDIS_OK) {
+      fail(errno);
+    }
+  }
+
+  /// Flushes queued commands and reads the next reply, in order (bounded by the command timeout).
+  /// Throws `BackendError` and marks the connection broken on failure.
+  Reply read_reply() {
+    check_usable();
+    void* raw = nullptr;
+    if (redisGetReply(ctx_.get(), &raw) != REDIS_OK || raw == nullptr) fail(errno);
+    return Reply(static_cast<redisReply*>(raw));
+  }
+
+ private:
+  struct ContextDeleter {
+    void operator()(redisContext* c) const noexcept { redisFree(c); }
+  };
+
+  explicit Connection(redisContext* raw) : ctx_(raw) {}
+
+  static timeval to_timeval(std::chrono::milliseconds d) {
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+    timeval tv{};
+    tv.tv_sec = static_cast<decltype(tv.tv_sec)>(us / 1'000'000);
+    tv.tv_usec = static_cast<decltype(tv.tv_usec)>(us % 1'000'000);
+    return tv;
+  }
+
+  static std::string endpoint(const RedisOptions& o) {
+    return o.unix_socket.empty() ? o.host + ":" + std::to_string(o.port) : "unix:" + o.unix_socket;
+  }
+
+  /// hiredis reports a socket timeout as an I/O error with EAGAIN (read/write) or ETIMEDOUT (connect).
+  static BackendErrorCause cause_of(const redisContext& c, int saved_errno) noexcept {
+    if (c.err == REDIS_ERR_PROTOCOL) return BackendErrorCause::protocol;
+    if (c.err == REDIS_ERR_IO) {
+      if (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK || saved_errno == ETIMEDOUT) {
+        return BackendErrorCause::timeout;
+      }
+      const std::string_view s(c.errstr);
+      if (s.find("timed out") != std::string_view::npos || s.find("temporarily unavailable") != std::string_view::npos) {
+        return BackendErrorCause::timeout;
+      }
+    }
+    return BackendErrorCause::io;
+  }
+
+  void check_usable() const {
+    if (broken()) throw BackendError(BackendErrorCause::io, "connection is broken");
+  }
+
+  [[noreturn]] void fail(int saved_errno) {
+    broken_ = true;
+    const redisContext& c = *ctx_;
+    if (c.err == 0) throw BackendError(BackendErrorCause::protocol, "no reply");
+    const std::string what = c.err == REDIS_ERR_EOF ? "server closed the connection" : std::string(c.errstr);
+    throw BackendError(cause_of(c, saved_errno), what);
+  }
+
+  void prepare(std::span<const std::string_view> args) {
+    argv_.clear();
+    lens_.clear();
+    for (const std::string_view a : args) {
+      argv_.push_back(a.data());
+      lens_.push_back(a.size());
+    }
+  }
+
+  std::unique_ptr<redisContext, ContextDeleter> ctx_;
+  bool broken_ = false;
+  // Reused argument arrays: a pooled connection serves many calls without allocating.
+  std::vector<const char*> argv_;
+  std::vector<std::size_t> lens_;
+};
+
+}  // namespace ratelimit::redis

@@ -1,0 +1,76 @@
+#pragma once
+
+/// @file
+/// Redis key layout (SPEC section 5): `<prefix><policy kind>{<encoded key>}<suffix>`.
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ratelimit::redis::detail {
+
+/// Encodes a user key for the hash tag: `%` becomes `%25` and `}` becomes `%7D`, every other byte is
+/// kept; the empty key becomes a lone `%` (never produced otherwise, since every other `%` is followed by
+/// two hex digits).
+///
+/// Injective, never empty (Redis hashes the whole key when the tag `{}` is empty, which would split a
+/// limiter key's Redis keys across slots) and free of `}` (the tag ends at the first `}` after the first
+/// `{`). `{` may stay: only the first `{` opens the tag, and that one is ours.
+[[nodiscard]] inline std::string encode_key(std::string_view key) {
+  if (key.empty()) return "%";
+  std::string out;
+  out.reserve(key.size() + 8);
+  for (const char c : key) {
+    if (c == '%') {
+      out += "%25";
+    } else if (c == '}') {
+      out += "%7D";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+/// The inverse of `encode_key`; `std::nullopt` for a string `encode_key` never produces.
+[[nodiscard]] inline std::optional<std::string> decode_key(std::string_view encoded) {
+  if (encoded == "%") return std::string();
+  if (encoded.empty()) return std::nullopt;
+  std::string out;
+  for (std::size_t i = 0; i < encoded.size(); ++i) {
+    const char c = encoded[i];
+    if (c == '}') return std::nullopt;
+    if (c != '%') {
+      out += c;
+      continue;
+    }
+    const std::string_view esc = encoded.substr(i + 1, 2);
+    if (esc == "25") {
+      out += '%';
+    } else if (esc == "7D") {
+      out += '}';
+    } else {
+      return std::nullopt;
+    }
+    i += 2;
+  }
+  return out;
+}
+
+/// The Redis key of `key` for a policy: `<prefix><kind>{<encode_key(key)>}<suffix>`. The prefix holds no
+/// braces (checked when the limiter is made), so the hash tag is exactly the encoded key and distinct
+/// (prefix, kind, key) triples never share a Redis key.
+[[nodiscard]] inline std::string redis_key(std::string_view prefix, std::string_view kind, std::string_view key,
+                                           std::string_view suffix) {
+  std::string out;
+  out.reserve(prefix.size() + kind.size() + key.size() + suffix.size() + 8);
+  out += prefix;
+  out += kind;
+  out += '{';
+  out += encode_key(key);
+  out += '}';
+  out += suffix;
+  return out;
+}
+
+}  // namespace ratelimit::redis::detail

@@ -1,0 +1,84 @@
+#pragma once
+
+/// @file
+/// How a policy's rules reach its Lua script: the embedded script, the key suffix and the ARGV
+/// parameters in microsecond ticks, plus the bounds that keep every Lua value exact.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/policy/fixed_window.hpp"
+#include "ratelimit/policy/gcra.hpp"
+#include "ratelimit/policy/policy.hpp"
+#include "ratelimit/policy/sliding_window_counter.hpp"
+#include "ratelimit/policy/sliding_window_log.hpp"
+#include "ratelimit/policy/token_bucket.hpp"
+#include "ratelimit/redis/detail/lua_scripts.hpp"
+
+namespace ratelimit::redis::detail {
+
+/// The Redis tick: one microsecond.
+inline constexpr std::int64_t kTickNs = 1000;
+/// Lua numbers are doubles: integers up to 2^53 are exact.
+inline constexpr std::int64_t kLuaExact = std::int64_t{1} << 53;
+/// Client times are clamped to +/-2^52 us (about year 2112). `rules(1000)` bounds every policy's horizon
+/// (the longest wait it can report, e.g. 2 * tau) by the core's ~73 years, about 2.3e15 us, so a script's
+/// largest value, time plus that horizon, stays below 2^53.
+inline constexpr std::int64_t kMaxTimeUs = std::int64_t{1} << 52;
+
+/// The embedded script of a policy kind; throws `std::logic_error` if there is none (a build error).
+[[nodiscard]] inline const EmbeddedScript& script_for(std::string_view kind) {
+  for (const EmbeddedScript& s : kEmbeddedScripts) {
+    if (s.kind == kind) return s;
+  }
+  throw std::logic_error("no embedded Lua script for policy kind " + std::string(kind));
+}
+
+/// A policy validated for Redis: its script, its key suffix and its ARGV parameters (ARGV[4..]).
+struct ScriptBinding {
+  const EmbeddedScript* script = nullptr;
+  std::string_view suffix;
+  std::vector<std::string> params;
+};
+
+/// Validates `rules` (already validated at the 1 us tick by `policy.rules(1000)`) for Lua's doubles and
+/// returns the binding. Throws `std::invalid_argument` naming the field.
+template <Policy P>
+[[nodiscard]] ScriptBinding bind(const RulesOf<P>& rules) {
+  auto count_bound = [](std::int64_t v, std::string_view field) {
+    if (v >= kLuaExact) ratelimit::detail::invalid(field, "must be below 2^53 on Redis (Lua numbers are doubles)");
+  };
+  ScriptBinding b{&script_for(P::kind), ":state", {}};
+  if constexpr (std::is_same_v<P, FixedWindow> || std::is_same_v<P, SlidingWindowLog> ||
+                std::is_same_v<P, SlidingWindowCounter>) {
+    const std::string name(P::kind == FixedWindow::kind            ? "FixedWindow"
+                           : P::kind == SlidingWindowLog::kind ? "SlidingWindowLog"
+                                                                   : "SlidingWindowCounter");
+    count_bound(rules.limit(), name + ".limit");
+    if constexpr (std::is_same_v<P, SlidingWindowCounter>) {
+      // The script's products (prev * (W - r), (cur + n) * W, a * W) are all at most L * W.
+      if (ratelimit::detail::i128{rules.limit()} * rules.window() > kLuaExact) {
+        ratelimit::detail::invalid(name + ".window", "limit * window (in microseconds) must be at most 2^53 on Redis, "
+                                                     "so that the Lua script's products stay exact");
+      }
+    }
+    if constexpr (std::is_same_v<P, SlidingWindowLog>) b.suffix = ":log";
+    b.params = {std::to_string(rules.limit()), std::to_string(rules.window())};
+  } else if constexpr (std::is_same_v<P, Gcra>) {
+    count_bound(rules.limit(), "Gcra.burst");
+    b.params = {std::to_string(rules.limit()), std::to_string(rules.emission_interval()),
+                std::to_string(rules.tolerance())};
+  } else if constexpr (std::is_same_v<P, TokenBucket>) {
+    count_bound(rules.limit(), "TokenBucket.capacity");
+    b.params = {std::to_string(rules.limit()), std::to_string(rules.emission_interval())};
+  } else {
+    static_assert(!sizeof(P), "RedisLimiter supports the five policies of ratelimit/policy/");
+  }
+  return b;
+}
+
+}  // namespace ratelimit::redis::detail

@@ -1,0 +1,68 @@
+#pragma once
+
+/// @file
+/// Options of the Redis backend.
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+namespace ratelimit::redis {
+
+/// Where the time `t` of a check comes from (SPEC section 5).
+enum class TimeSource {
+  /// The script reads Redis's `TIME`: every application server sees one clock (immune to their skew).
+  server,
+  /// The limiter's `Clock`, sent with each call: for tests, simulations and replays (`ManualClock`).
+  client,
+};
+
+/// What a check returns when Redis cannot answer (refused, timed out, error reply, malformed reply).
+enum class OnError {
+  /// Admit: the decision a fresh key would get (a cost above the limit is still denied, `never`).
+  fail_open,
+  /// Deny: `allowed = false`, `remaining = 0`, `retry_after = reset_after = failure_retry_after`.
+  fail_closed,
+  /// Throw `ratelimit::BackendError` with the cause.
+  raise,
+};
+
+/// Options of `RedisLimiter`; a plain aggregate, every field has a working default.
+struct RedisOptions {
+  /// Host name or address of the Redis server (ignored when `unix_socket` is set).
+  std::string host = "127.0.0.1";
+  /// TCP port, 1..65535.
+  int port = 6379;
+  /// Path of a Unix domain socket; when non-empty it is used instead of host/port.
+  std::string unix_socket;
+  /// ACL user for `AUTH user password` (Redis 6+); empty means `AUTH password` (the default user).
+  std::string user;
+  /// Password; empty means no `AUTH`.
+  std::string password;
+  /// Logical database selected with `SELECT` on every new connection; >= 0.
+  int database = 0;
+  /// Bound on establishing a connection (TCP connect); > 0.
+  std::chrono::milliseconds connect_timeout{200};
+  /// Bound on every command's round trip, and on waiting for a free pooled connection; > 0.
+  std::chrono::milliseconds command_timeout{100};
+  /// Most connections open at once; >= 1. Threads beyond it wait (up to `command_timeout`).
+  std::size_t pool_size = 4;
+  /// First wait before reconnecting after a failed connect; it doubles up to `reconnect_backoff_max`.
+  /// Checks during the wait fail at once (no connect storm while Redis is down). >= 0.
+  std::chrono::milliseconds reconnect_backoff_min{10};
+  /// Longest reconnect wait; >= `reconnect_backoff_min`.
+  std::chrono::milliseconds reconnect_backoff_max{1000};
+  /// Prepended to every Redis key (`<prefix><policy kind>{<key>}<suffix>`); must not contain `{` or `}`.
+  std::string key_prefix = "ratelimit:";
+  /// Where the time of a check comes from; `server` by default.
+  TimeSource time_source = TimeSource::server;
+  /// What a check returns when Redis fails; `fail_open` by default (rate limiting protects, it should
+  /// not take the service down with Redis).
+  OnError on_error = OnError::fail_open;
+  /// `retry_after` and `reset_after` of a `fail_closed` decision; >= 0.
+  std::chrono::milliseconds failure_retry_after{1000};
+  /// Longest key accepted, in bytes; a longer key throws `std::invalid_argument`. <= 2^20.
+  std::size_t max_key_bytes = 512;
+};
+
+}  // namespace ratelimit::redis

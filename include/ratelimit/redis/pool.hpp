@@ -1,0 +1,150 @@
+#pragma once
+
+/// @file
+/// `ConnectionPool`: thread-safe sharing of hiredis connections, with reconnection and backoff.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ratelimit/redis/connection.hpp"
+#include "ratelimit/redis/error.hpp"
+#include "ratelimit/redis/options.hpp"
+
+namespace ratelimit::redis {
+
+/// Up to `pool_size` connections to one Redis server, opened lazily.
+///
+/// `acquire()` lends a connection through a `Lease` that gives it back when destroyed; a connection that
+/// broke is dropped instead and re-made by a later `acquire`. After a failed connect, new connects wait
+/// (backoff from `reconnect_backoff_min`, doubling up to `reconnect_backoff_max`) and `acquire` fails at
+/// once meanwhile. Thread-safe; nothing here blocks longer than `connect_timeout` or `command_timeout`.
+class ConnectionPool {
+ public:
+  /// Validates the connection fields of `options`; connects nothing yet (Redis may be down at start).
+  /// Throws `std::invalid_argument` naming the field (`RedisOptions.pool_size`, ...).
+  explicit ConnectionPool(RedisOptions options) : options_(validated(std::move(options))) {}
+
+  ConnectionPool(const ConnectionPool&) = delete;
+  ConnectionPool& operator=(const ConnectionPool&) = delete;
+
+  /// A borrowed connection; returns it to the pool (or drops it if broken) on destruction. Move-only.
+  class Lease {
+   public:
+    Lease(Lease&& other) noexcept : pool_(std::exchange(other.pool_, nullptr)), conn_(std::move(other.conn_)) {}
+    Lease& operator=(Lease&&) = delete;
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() {
+      if (pool_ != nullptr) pool_->give_back(std::move(conn_));
+    }
+    Connection& operator*() const noexcept { return *conn_; }
+    Connection* operator->() const noexcept { return conn_.get(); }
+
+   private:
+    friend class ConnectionPool;
+    Lease(ConnectionPool* pool, std::unique_ptr<Connection> conn) : pool_(pool), conn_(std::move(conn)) {}
+    ConnectionPool* pool_;
+    std::unique_ptr<Connection> conn_;
+  };
+
+  /// Lends an idle connection, opens a new one if fewer than `pool_size` are open, else waits for one
+  /// (at most `command_timeout`). Throws `BackendError`: io/timeout when connecting fails or is backing
+  /// off, timeout when no connection came free in time.
+  Lease acquire() {
+    std::unique_lock lock(mutex_);
+    const auto deadline = std::chrono::steady_clock::now() + options_.command_timeout;
+    for (;;) {
+      if (!idle_.empty()) {
+        std::unique_ptr<Connection> c = std::move(idle_.back());
+        idle_.pop_back();
+        return Lease(this, std::move(c));
+      }
+      if (open_ < options_.pool_size) return connect(lock);
+      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && idle_.empty() &&
+          open_ >= options_.pool_size) {
+        throw BackendError(BackendErrorCause::timeout, "no pooled connection came free within command_timeout");
+      }
+    }
+  }
+
+  /// Connections opened so far (first connects and reconnects). Thread-safe.
+  [[nodiscard]] std::uint64_t connects() const noexcept { return connects_.load(std::memory_order_relaxed); }
+  /// Broken connections dropped so far. Thread-safe.
+  [[nodiscard]] std::uint64_t drops() const noexcept { return drops_.load(std::memory_order_relaxed); }
+  [[nodiscard]] const RedisOptions& options() const noexcept { return options_; }
+
+ private:
+  static RedisOptions validated(RedisOptions o) {
+    auto bad = [](const char* field, const char* what) {
+      throw std::invalid_argument(std::string("RedisOptions.") + field + ": " + what);
+    };
+    if (o.unix_socket.empty() && (o.port < 1 || o.port > 65535)) bad("port", "must be in 1..65535");
+    if (o.database < 0) bad("database", "must be >= 0");
+    if (o.connect_timeout.count() <= 0) bad("connect_timeout", "must be > 0");
+    if (o.command_timeout.count() <= 0) bad("command_timeout", "must be > 0");
+    if (o.pool_size < 1) bad("pool_size", "must be >= 1");
+    if (o.reconnect_backoff_min.count() < 0) bad("reconnect_backoff_min", "must be >= 0");
+    if (o.reconnect_backoff_max < o.reconnect_backoff_min) bad("reconnect_backoff_max", "must be >= reconnect_backoff_min");
+    return o;
+  }
+
+  Lease connect(std::unique_lock<std::mutex>& lock) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_connect_) {
+      throw BackendError(BackendErrorCause::io, "reconnect backing off after: " + last_connect_error_);
+    }
+    ++open_;  // reserve the slot, connect without holding the lock
+    lock.unlock();
+    try {
+      auto c = std::make_unique<Connection>(Connection::open(options_));
+      connects_.fetch_add(1, std::memory_order_relaxed);
+      lock.lock();
+      backoff_ = std::chrono::milliseconds(0);
+      next_connect_ = {};
+      return Lease(this, std::move(c));
+    } catch (const BackendError& e) {
+      lock.lock();
+      --open_;
+      backoff_ = std::clamp(backoff_ * 2, options_.reconnect_backoff_min, options_.reconnect_backoff_max);
+      next_connect_ = std::chrono::steady_clock::now() + backoff_;
+      last_connect_error_ = e.what();
+      cv_.notify_one();
+      throw;
+    }
+  }
+
+  void give_back(std::unique_ptr<Connection> c) noexcept {
+    {
+      const std::lock_guard lock(mutex_);
+      if (c && !c->broken()) {
+        idle_.push_back(std::move(c));
+      } else {
+        --open_;
+        drops_.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    cv_.notify_one();
+  }
+
+  RedisOptions options_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<Connection>> idle_;
+  std::size_t open_ = 0;  // idle plus lent
+  std::chrono::milliseconds backoff_{0};
+  std::chrono::steady_clock::time_point next_connect_{};
+  std::string last_connect_error_;
+  std::atomic<std::uint64_t> connects_{0};
+  std::atomic<std::uint64_t> drops_{0};
+};
+
+}  // namespace ratelimit::redis

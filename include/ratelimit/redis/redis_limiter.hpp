@@ -1,0 +1,299 @@
+#pragma once
+
+/// @file
+/// `RedisLimiter`: a policy checked atomically in Redis, shared by every process that uses the server.
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ratelimit/clock.hpp"
+#include "ratelimit/decision.hpp"
+#include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/policy/policy.hpp"
+#include "ratelimit/redis/connection.hpp"
+#include "ratelimit/redis/detail/decision_reply.hpp"
+#include "ratelimit/redis/detail/key_encoding.hpp"
+#include "ratelimit/redis/detail/script_binding.hpp"
+#include "ratelimit/redis/error.hpp"
+#include "ratelimit/redis/options.hpp"
+#include "ratelimit/redis/pool.hpp"
+#include "ratelimit/redis/reply.hpp"
+#include "ratelimit/redis/stats.hpp"
+
+namespace ratelimit::redis {
+
+/// One check of a batch for `RedisLimiter::allow_many`.
+struct Request {
+  /// The user key (any bytes, at most `max_key_bytes`).
+  std::string_view key;
+  /// Units to consume; >= 0.
+  std::int64_t cost = 1;
+};
+
+/// The Redis backend (SPEC section 5): each check is one atomic Lua script run (`EVALSHA`) on the key's
+/// Redis key, so any number of threads and processes sharing the server share each key's limit exactly.
+///
+/// Decisions are those of the in-memory backend for the same calls when times and the policy's
+/// durations are whole microseconds (SPEC section 4, "Backends agree"); Redis keeps time in integer
+/// microseconds. Thread-safe: every method may be called from any thread; calls go through a pool of
+/// `pool_size` connections. When Redis fails, `RedisOptions::on_error` decides (and `stats()` counts it).
+///
+/// @tparam P a `Policy`. On Redis its durations must be whole microseconds, its rate at most one per
+///           microsecond, its counts below 2^53, and for `SlidingWindowCounter` `limit * window_us <= 2^53`.
+/// @tparam C a `Clock`, read only with `time_source = client` (and for `fail_open` decisions);
+///           `std::chrono::system_clock` by default, `ManualClock` in tests. Windows align to its epoch.
+template <Policy P, Clock C = std::chrono::system_clock>
+class RedisLimiter {
+ public:
+  using policy_type = P;
+  using clock_type = C;
+
+  /// Validates the policy for Redis and the options, and makes a connection pool; connects nothing yet,
+  /// so Redis may be down at start. Throws `std::invalid_argument` naming the field (e.g. `Gcra.period`,
+  /// `RedisOptions.key_prefix`).
+  RedisLimiter(P policy, RedisOptions options, C clock = {})
+      : RedisLimiter(std::move(policy), std::make_shared<ConnectionPool>(std::move(options)), std::move(clock)) {}
+
+  /// As above, sharing `pool` (and its options) with other limiters, e.g. one per policy of a layered
+  /// limit. Throws `std::invalid_argument` as above.
+  RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, C clock = {})
+      : policy_(std::move(policy)), rules_(policy_.rules(detail::kTickNs)),
+        binding_(detail::bind<P>(rules_)), pool_(std::move(pool)), options_(checked(pool_->options())),
+        clock_(std::move(clock)) {}
+
+  /// Checks `cost` units for `key` and consumes them if admitted (cost >= 1). Thread-safe.
+  /// Throws `std::invalid_argument` for a negative cost or a key longer than `max_key_bytes`;
+  /// `BackendError` when Redis fails under `OnError::raise`.
+  Decision allow(std::string_view key, std::int64_t cost = 1) { return check(key, cost, false); }
+
+  /// What a cost-1 request would see, consuming nothing (SPEC section 2). Thread-safe. Throws as `allow`.
+  Decision peek(std::string_view key) { return check(key, 1, true); }
+
+  /// Forgets the key's state (`DEL` of its Redis keys). Thread-safe. Returns false when Redis failed and
+  /// `on_error` is not `raise` (the failure is counted); throws `BackendError` under `raise`, and
+  /// `std::invalid_argument` for a key longer than `max_key_bytes`.
+  bool reset(std::string_view key) {
+    check_key(key);
+    calls_.fetch_add(1, std::memory_order_relaxed);
+    try {
+      auto lease = pool_->acquire();
+      const std::string k = redis_key(key);
+      const Reply r = lease->command({"DEL", k});
+      if (r->type == REDIS_REPLY_ERROR) throw BackendError(BackendErrorCause::reply, std::string(text(*r)));
+      if (r->type != REDIS_REPLY_INTEGER) throw BackendError(BackendErrorCause::protocol, "DEL: not an integer reply");
+      return true;
+    } catch (const BackendError& e) {
+      count_failure(e.cause(), 1);
+      if (options_.on_error == OnError::raise) throw;
+      return false;
+    }
+  }
+
+  /// Checks many requests (any keys and costs) in one round trip on one connection (pipelined);
+  /// decisions come back in the order of `requests`. All share one time reading. Each request is atomic
+  /// on its own, not the batch. Thread-safe. Validates every request first (throws
+  /// `std::invalid_argument`, sending nothing). When the connection fails midway, the requests already
+  /// sent may have been applied while every decision of the batch is a failure decision (`on_error`);
+  /// under `raise` the first failure is thrown after the replies are drained.
+  std::vector<Decision> allow_many(std::span<const Request> requests) {
+    for (const Request& r : requests) {
+      check_key(r.key);
+      ratelimit::detail::require_cost(r.cost);
+    }
+    std::vector<Decision> out;
+    if (requests.empty()) return out;
+    out.reserve(requests.size());
+    const std::int64_t now = now_us();
+    const std::string now_arg = time_arg(now);
+    calls_.fetch_add(requests.size(), std::memory_order_relaxed);
+    std::vector<Reply> replies;
+    try {
+      auto lease = pool_->acquire();
+      ensure_loaded(*lease);
+      std::vector<std::string> keys;
+      std::vector<std::string> costs;
+      keys.reserve(requests.size());
+      costs.reserve(requests.size());
+      std::vector<std::string_view> args;
+      for (const Request& r : requests) {
+        keys.push_back(redis_key(r.key));
+        costs.push_back(std::to_string(r.cost));
+        fill_args(args, "EVALSHA", binding_.script->sha1, keys.back(), now_arg, costs.back(), false);
+        lease->append(args);
+      }
+      replies.reserve(requests.size());
+      for (std::size_t i = 0; i < requests.size(); ++i) replies.push_back(lease->read_reply());
+      // A NOSCRIPT (e.g. the server restarted since SCRIPT LOAD) costs one more round trip, with EVAL.
+      std::vector<std::size_t> missing;
+      for (std::size_t i = 0; i < replies.size(); ++i) {
+        if (is_error(*replies[i], "NOSCRIPT")) missing.push_back(i);
+      }
+      if (!missing.empty()) {
+        script_reloads_.fetch_add(1, std::memory_order_relaxed);
+        for (const std::size_t i : missing) {
+          fill_args(args, "EVAL", binding_.script->body, keys[i], now_arg, costs[i], false);
+          lease->append(args);
+        }
+        for (const std::size_t i : missing) replies[i] = lease->read_reply();
+      }
+    } catch (const BackendError& e) {
+      count_failure(e.cause(), requests.size());
+      if (options_.on_error == OnError::raise) throw;
+      for (const Request& r : requests) out.push_back(failure_decision(now, r.cost, false));
+      return out;
+    }
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      try {
+        out.push_back(to_decision(detail::parse_decision(*replies[i], rules_.limit()), detail::kTickNs));
+      } catch (const BackendError& e) {
+        count_failure(e.cause(), 1);
+        if (options_.on_error == OnError::raise) throw;
+        out.push_back(failure_decision(now, requests[i].cost, false));
+      }
+    }
+    return out;
+  }
+
+  /// The limiter's counters. Thread-safe.
+  [[nodiscard]] RedisStats stats() const noexcept {
+    RedisStats s;
+    s.calls = calls_.load(std::memory_order_relaxed);
+    s.failures = failures_.load(std::memory_order_relaxed);
+    s.io_errors = by_cause_[0].load(std::memory_order_relaxed);
+    s.timeouts = by_cause_[1].load(std::memory_order_relaxed);
+    s.protocol_errors = by_cause_[2].load(std::memory_order_relaxed);
+    s.reply_errors = by_cause_[3].load(std::memory_order_relaxed);
+    s.script_reloads = script_reloads_.load(std::memory_order_relaxed);
+    s.connects = pool_->connects();
+    s.dropped_connections = pool_->drops();
+    return s;
+  }
+
+  /// The Redis key holding `key`'s state: `<prefix><kind>{<encoded key>}<suffix>` (SPEC section 5).
+  [[nodiscard]] std::string redis_key(std::string_view key) const {
+    return detail::redis_key(options_.key_prefix, P::kind, key, binding_.suffix);
+  }
+
+  [[nodiscard]] const P& policy() const noexcept { return policy_; }
+  [[nodiscard]] const RulesOf<P>& rules() const noexcept { return rules_; }
+  [[nodiscard]] const RedisOptions& options() const noexcept { return options_; }
+  [[nodiscard]] C& clock() noexcept { return clock_; }
+  /// The embedded Lua script this limiter runs (its body is lua/<kind>.lua byte for byte).
+  [[nodiscard]] const detail::EmbeddedScript& script() const noexcept { return *binding_.script; }
+
+ private:
+  static const RedisOptions& checked(const RedisOptions& o) {
+    if (o.key_prefix.find_first_of("{}") != std::string::npos) {
+      ratelimit::detail::invalid("RedisOptions.key_prefix", "must not contain '{' or '}' (they delimit the hash tag)");
+    }
+    if (o.max_key_bytes > (std::size_t{1} << 20)) ratelimit::detail::invalid("RedisOptions.max_key_bytes", "must be <= 2^20");
+    if (o.failure_retry_after.count() < 0) ratelimit::detail::invalid("RedisOptions.failure_retry_after", "must be >= 0");
+    return o;
+  }
+
+  void check_key(std::string_view key) const {
+    if (key.size() > options_.max_key_bytes) {
+      ratelimit::detail::invalid("key", std::to_string(key.size()) + " bytes exceeds max_key_bytes (" +
+                                            std::to_string(options_.max_key_bytes) + ")");
+    }
+  }
+
+  /// The client clock in whole microseconds (floor), kept where every script value stays exact.
+  std::int64_t now_us() {
+    const std::int64_t t = ratelimit::detail::floor_div(ratelimit::detail::now_ns(clock_), detail::kTickNs);
+    return t < -detail::kMaxTimeUs ? -detail::kMaxTimeUs : (t > detail::kMaxTimeUs ? detail::kMaxTimeUs : t);
+  }
+
+  /// ARGV[1]: the client time, or "" for the script to read the server's TIME.
+  std::string time_arg(std::int64_t now) const {
+    return options_.time_source == TimeSource::client ? std::to_string(now) : std::string();
+  }
+
+  /// {command, script, 1, key, now, cost, peek, params...}
+  void fill_args(std::vector<std::string_view>& args, std::string_view command, std::string_view script,
+                 std::string_view key, std::string_view now, std::string_view cost, bool peek) const {
+    args.clear();
+    args.insert(args.end(), {command, script, "1", key, now, cost, peek ? "1" : "0"});
+    for (const std::string& p : binding_.params) args.push_back(p);
+  }
+
+  /// SCRIPT LOAD once per limiter (later NOSCRIPTs are answered by EVAL); checks the server's SHA1.
+  void ensure_loaded(Connection& c) {
+    if (loaded_.load(std::memory_order_acquire)) return;
+    const Reply r = c.command({"SCRIPT", "LOAD", binding_.script->body});
+    if (r->type == REDIS_REPLY_ERROR) throw BackendError(BackendErrorCause::reply, "SCRIPT LOAD: " + std::string(text(*r)));
+    if (r->type != REDIS_REPLY_STRING || text(*r) != binding_.script->sha1) {
+      throw BackendError(BackendErrorCause::protocol, "SCRIPT LOAD returned '" + std::string(text(*r)) +
+                                                          "', expected " + std::string(binding_.script->sha1));
+    }
+    loaded_.store(true, std::memory_order_release);
+  }
+
+  Decision check(std::string_view key, std::int64_t cost, bool peek) {
+    check_key(key);
+    ratelimit::detail::require_cost(cost);
+    const std::int64_t now = now_us();
+    calls_.fetch_add(1, std::memory_order_relaxed);
+    try {
+      auto lease = pool_->acquire();
+      ensure_loaded(*lease);
+      const std::string k = redis_key(key);
+      const std::string now_arg = time_arg(now);
+      const std::string cost_arg = std::to_string(cost);
+      std::vector<std::string_view> args;
+      fill_args(args, "EVALSHA", binding_.script->sha1, k, now_arg, cost_arg, peek);
+      Reply r = lease->command(args);
+      if (is_error(*r, "NOSCRIPT")) {
+        script_reloads_.fetch_add(1, std::memory_order_relaxed);
+        args[0] = "EVAL";
+        args[1] = binding_.script->body;
+        r = lease->command(args);
+      }
+      return to_decision(detail::parse_decision(*r, rules_.limit()), detail::kTickNs);
+    } catch (const BackendError& e) {
+      count_failure(e.cause(), 1);
+      if (options_.on_error == OnError::raise) throw;
+      return failure_decision(now, cost, peek);
+    }
+  }
+
+  void count_failure(BackendErrorCause cause, std::size_t n) noexcept {
+    failures_.fetch_add(n, std::memory_order_relaxed);
+    by_cause_[static_cast<std::size_t>(cause)].fetch_add(n, std::memory_order_relaxed);
+  }
+
+  /// fail_open: what a fresh key would get (so a cost above the limit is still `never`);
+  /// fail_closed: a denial with `failure_retry_after`.
+  Decision failure_decision(std::int64_t now, std::int64_t cost, bool peek) const {
+    if (options_.on_error == OnError::fail_open) {
+      const StateOf<P> fresh{};
+      const TickDecision d = peek ? ratelimit::peek(rules_, fresh, now) : rules_.evaluate(fresh, now, cost);
+      return to_decision(d, detail::kTickNs);
+    }
+    const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.failure_retry_after);
+    return Decision{false, rules_.limit(), 0, wait, wait};
+  }
+
+  P policy_;
+  RulesOf<P> rules_;
+  detail::ScriptBinding binding_;
+  std::shared_ptr<ConnectionPool> pool_;
+  RedisOptions options_;
+  C clock_;
+  std::atomic<bool> loaded_{false};
+  std::atomic<std::uint64_t> calls_{0};
+  std::atomic<std::uint64_t> failures_{0};
+  std::array<std::atomic<std::uint64_t>, 4> by_cause_{};
+  std::atomic<std::uint64_t> script_reloads_{0};
+};
+
+}  // namespace ratelimit::redis

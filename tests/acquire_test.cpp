@@ -1,0 +1,113 @@
+// acquire (client-side throttling): waits exactly retry_after with an injected waiter, gives up at once
+// when the next wait would pass max_wait, returns at once on `never`; max_wait 0 means one try.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <vector>
+
+#include <ratelimit/ratelimit.hpp>
+
+namespace {
+
+using namespace std::chrono_literals;
+using ratelimit::Decision;
+using ratelimit::ManualClock;
+using ratelimit::MemoryLimiter;
+
+/// A waiter that moves the limiter's ManualClock instead of sleeping, and records each delay.
+struct ClockWaiter {
+  ManualClock clock;
+  std::vector<std::chrono::nanoseconds>* delays;
+  void operator()(std::chrono::nanoseconds delay) {
+    delays->push_back(delay);
+    clock.advance(delay);
+  }
+};
+
+class Acquire : public ::testing::Test {
+ protected:
+  ManualClock clock;
+  // T = 100 ms, burst 2.
+  MemoryLimiter<ratelimit::Gcra, ManualClock> limiter{ratelimit::Gcra{.limit = 10, .period = 1s, .burst = 2}, {}, clock};
+  std::vector<std::chrono::nanoseconds> delays;
+  ClockWaiter waiter{clock, &delays};
+};
+
+TEST_F(Acquire, AdmittedAtOnceWithoutWaiting) {
+  const Decision d = ratelimit::acquire(limiter, "k", 2, 1s, waiter);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.remaining, 0);
+  EXPECT_TRUE(delays.empty());
+  EXPECT_EQ(clock.now().time_since_epoch(), 0ns);
+}
+
+TEST_F(Acquire, WaitsExactlyRetryAfter) {
+  ASSERT_TRUE(limiter.allow("k", 2));
+  clock.advance(30ms);  // next token at 100 ms: retry_after 70 ms
+  const Decision d = ratelimit::acquire(limiter, "k", 1, 1s, waiter);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(delays, (std::vector<std::chrono::nanoseconds>{70ms}));
+  EXPECT_EQ(clock.now().time_since_epoch(), 100ms);
+  // Cost 2 from empty at 100 ms: TAT 300 ms, needs 200 ms.
+  const Decision d2 = ratelimit::acquire(limiter, "k", 2, 200ms, waiter);
+  EXPECT_TRUE(d2.allowed);
+  EXPECT_EQ(delays.back(), 200ms);
+  EXPECT_EQ(clock.now().time_since_epoch(), 300ms);
+}
+
+TEST_F(Acquire, WaitsAgainWhenSomeoneElseTookTheQuota) {
+  ASSERT_TRUE(limiter.allow("k", 2));
+  int stolen = 0;
+  auto thief = [&](std::chrono::nanoseconds delay) {
+    delays.push_back(delay);
+    clock.advance(delay);
+    if (stolen++ < 2) {
+      EXPECT_TRUE(limiter.allow("k"));  // another caller is faster, twice
+    }
+  };
+  const Decision d = ratelimit::acquire(limiter, "k", 1, 250ms, thief);
+  // Waits 100 ms (stolen), 100 ms (stolen); the third wait (100 ms) would pass 250 ms in total.
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after, 100ms);
+  EXPECT_EQ(delays, (std::vector<std::chrono::nanoseconds>{100ms, 100ms}));
+  EXPECT_EQ(clock.now().time_since_epoch(), 200ms);
+}
+
+TEST_F(Acquire, GivesUpAtOnceWhenTheWaitWouldPassMaxWait) {
+  ASSERT_TRUE(limiter.allow("k", 2));
+  const Decision d = ratelimit::acquire(limiter, "k", 1, 99ms, waiter);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after, 100ms);
+  EXPECT_TRUE(delays.empty());
+  EXPECT_EQ(clock.now().time_since_epoch(), 0ns);
+  // Exactly enough: one wait of 100 ms.
+  EXPECT_TRUE(ratelimit::acquire(limiter, "k", 1, 100ms, waiter).allowed);
+  EXPECT_EQ(delays, (std::vector<std::chrono::nanoseconds>{100ms}));
+}
+
+TEST_F(Acquire, ReturnsAtOnceWhenTheRequestCanNeverPass) {
+  const Decision d = ratelimit::acquire(limiter, "k", 3, 1h, waiter);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after, Decision::never);
+  EXPECT_TRUE(delays.empty());
+  EXPECT_EQ(limiter.peek("k").remaining, 2);  // nothing consumed
+}
+
+TEST_F(Acquire, MaxWaitZeroTriesOnce) {
+  EXPECT_TRUE(ratelimit::acquire(limiter, "k", 2, 0ns, waiter).allowed);
+  const Decision d = ratelimit::acquire(limiter, "k", 1, 0ns, waiter);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after, 100ms);
+  EXPECT_TRUE(delays.empty());
+}
+
+TEST_F(Acquire, DefaultSleepWaiterReallyWaits) {
+  // The only real sleep in the suite, 1 ms: the default waiter must work with a real clock.
+  MemoryLimiter<ratelimit::Gcra> real({.limit = 1000, .period = 1s, .burst = 1});
+  ASSERT_TRUE(real.allow("k"));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(ratelimit::acquire(real, "k", 1, 1s).allowed);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 500us);
+}
+
+}  // namespace

@@ -1,0 +1,191 @@
+// Bounded memory (SPEC section 4): max_keys is a hard cap under a flood of distinct keys, full keys
+// are reclaimed (by sweep, on touch, as new keys arrive), a hot key survives a flood (LRU), reset forgets.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <ratelimit/ratelimit.hpp>
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RATELIMIT_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define RATELIMIT_TEST_SANITIZED 1
+#endif
+#endif
+
+namespace {
+
+using namespace std::chrono_literals;
+using ratelimit::ManualClock;
+using ratelimit::MemoryLimiter;
+
+// Two million keys where that is quick (an optimized build), fewer under sanitizers or without -O.
+#if defined(__OPTIMIZE__) && !defined(RATELIMIT_TEST_SANITIZED)
+constexpr std::int64_t kFloodKeys = 2'000'000;
+#else
+constexpr std::int64_t kFloodKeys = 200'000;
+#endif
+
+std::string flood_key(std::int64_t i) {
+  // Every fourth key is longer than the 16 inline bytes, so long keys are allocated and freed too.
+  return i % 4 == 0 ? "a-rather-long-flood-key-" + std::to_string(i) : "k" + std::to_string(i);
+}
+
+TEST(Eviction, MaxKeysIsAHardBoundUnderAFloodOfDistinctKeys) {
+  constexpr std::size_t kMaxKeys = 10'000;
+  ManualClock clock;
+  // A long window: no key is full again during the flood, so only eviction can make room.
+  MemoryLimiter<ratelimit::FixedWindow, ManualClock> limiter({.limit = 1'000, .window = 1h}, {.max_keys = kMaxKeys},
+                                                             clock);
+  std::size_t bytes_at_cap = 0, bytes_max = 0;
+  for (std::int64_t i = 0; i < kFloodKeys; ++i) {
+    clock.advance(1us);
+    const ratelimit::Decision d = limiter.allow(flood_key(i));
+    ASSERT_TRUE(d.allowed) << i;
+    ASSERT_EQ(d.remaining, 999) << i;
+    const std::size_t size = limiter.size();
+    ASSERT_LE(size, kMaxKeys) << "after key " << i;
+    if (i == static_cast<std::int64_t>(2 * kMaxKeys)) bytes_at_cap = limiter.table_bytes();
+    if (i > static_cast<std::int64_t>(2 * kMaxKeys)) bytes_max = std::max(bytes_max, limiter.table_bytes());
+  }
+  EXPECT_EQ(limiter.size(), kMaxKeys);  // every shard is at its share of the cap
+  EXPECT_EQ(limiter.evictions(), static_cast<std::size_t>(kFloodKeys) - kMaxKeys);
+  EXPECT_LE(bytes_max, bytes_at_cap + kMaxKeys * 40) << "memory kept growing at the cap";
+  // The newest key is still there with its usage.
+  EXPECT_EQ(limiter.peek(flood_key(kFloodKeys - 1)).remaining, 999);
+}
+
+TEST(Eviction, TinyCapsHold) {
+  for (std::size_t cap : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{17}, std::size_t{100}}) {
+    ManualClock clock;
+    MemoryLimiter<ratelimit::Gcra, ManualClock> limiter({.limit = 1, .period = 1h, .burst = 2}, {.max_keys = cap},
+                                                        clock);
+    for (int i = 0; i < 1000; ++i) {
+      clock.advance(2ms);
+      ASSERT_TRUE(limiter.allow(flood_key(i)).allowed);
+      ASSERT_LE(limiter.size(), cap) << "cap " << cap << " key " << i;
+      ASSERT_EQ(limiter.peek(flood_key(i)).remaining, 1) << "the key just inserted must be kept";
+    }
+  }
+}
+
+/// Sends one request to each of `n` keys at t = 0 and checks that sweep() reclaims none of them one tick
+/// before their reset_after and all of them at it.
+template <ratelimit::Policy P>
+void expect_swept_exactly_at_reset_after(P policy, std::int64_t cost) {
+  SCOPED_TRACE(P::kind);
+  ManualClock clock;
+  MemoryLimiter<P, ManualClock> limiter(policy, {}, clock);
+  constexpr int n = 1000;
+  std::chrono::nanoseconds reset{0};
+  for (int i = 0; i < n; ++i) reset = limiter.allow(flood_key(i), cost).reset_after;
+  ASSERT_GT(reset, 0ns);
+  ASSERT_EQ(limiter.size(), static_cast<std::size_t>(n));
+  const std::size_t bytes = limiter.table_bytes();
+  EXPECT_EQ(limiter.sweep(), 0u);
+  clock.advance(reset - 1ns);
+  EXPECT_EQ(limiter.sweep(), 0u);
+  EXPECT_EQ(limiter.size(), static_cast<std::size_t>(n));
+  clock.advance(1ns);
+  EXPECT_EQ(limiter.sweep(), static_cast<std::size_t>(n));
+  EXPECT_EQ(limiter.size(), 0u);
+  EXPECT_LT(limiter.table_bytes(), bytes / 4) << "sweeping should give memory back";
+  EXPECT_EQ(limiter.evictions(), 0u);
+  EXPECT_EQ(limiter.peek(flood_key(0)).remaining, limiter.peek(flood_key(0)).limit);
+}
+
+TEST(Eviction, SweepReclaimsFullKeysExactlyAtResetAfter) {
+  expect_swept_exactly_at_reset_after(ratelimit::FixedWindow{.limit = 3, .window = 1ms}, 2);
+  expect_swept_exactly_at_reset_after(ratelimit::SlidingWindowLog{.limit = 3, .window = 1ms}, 2);
+  expect_swept_exactly_at_reset_after(ratelimit::SlidingWindowCounter{.limit = 3, .window = 1ms}, 2);  // 2W
+  expect_swept_exactly_at_reset_after(ratelimit::Gcra{.limit = 3, .period = 1ms, .burst = 3}, 2);
+  expect_swept_exactly_at_reset_after(
+      ratelimit::TokenBucket{.capacity = 3, .refill_tokens = 3, .refill_period = 1ms}, 2);
+}
+
+TEST(Eviction, FullKeyIsReclaimedOnTouch) {
+  ManualClock clock;
+  MemoryLimiter<ratelimit::FixedWindow, ManualClock> limiter({.limit = 2, .window = 1ms}, {}, clock);
+  EXPECT_TRUE(limiter.allow("a"));
+  EXPECT_TRUE(limiter.allow("b"));
+  EXPECT_TRUE(limiter.allow("c"));
+  EXPECT_EQ(limiter.size(), 3u);
+  EXPECT_EQ(limiter.allow("a", 0).remaining, 1);  // not full yet: kept
+  EXPECT_EQ(limiter.size(), 3u);
+  clock.advance(1ms);  // next window: all full again
+  EXPECT_EQ(limiter.peek("a").remaining, 2);
+  EXPECT_EQ(limiter.allow("a", 0).remaining, 2);  // a cost-0 touch reclaims it
+  EXPECT_EQ(limiter.size(), 2u);
+  EXPECT_EQ(limiter.allow("b", 3).retry_after, ratelimit::Decision::never);  // so does a `never`
+  EXPECT_EQ(limiter.size(), 1u);
+  EXPECT_TRUE(limiter.allow("c"));  // an admitted request keeps it, with fresh state
+  EXPECT_EQ(limiter.size(), 1u);
+  EXPECT_EQ(limiter.peek("c").remaining, 1);
+}
+
+TEST(Eviction, NewKeysMakeRoomFromFullKeys) {
+  ManualClock clock;
+  constexpr std::size_t kMaxKeys = 4'000;
+  MemoryLimiter<ratelimit::Gcra, ManualClock> limiter({.limit = 1, .period = 1ms, .burst = 1}, {.max_keys = kMaxKeys},
+                                                      clock);
+  for (int i = 0; i < 2'000; ++i) ASSERT_TRUE(limiter.allow("old" + std::to_string(i)));
+  EXPECT_EQ(limiter.size(), 2'000u);
+  EXPECT_EQ(limiter.evictions(), 0u);
+  clock.advance(2ms);  // every old key is full again (and older for LRU)
+  constexpr int kNew = 3'000;  // 5000 in all: at least 1000 old keys must go
+  for (int i = 0; i < kNew; ++i) {
+    ASSERT_TRUE(limiter.allow("new" + std::to_string(i)));
+    ASSERT_LE(limiter.size(), kMaxKeys);
+    clock.advance(1ns);
+  }
+  // The full old keys made room (reclaimed as new keys arrive, or evicted first); the new keys, all in
+  // use, keep their usage: eviction is approximate, so allow a handful of losses.
+  int lost = 0;
+  for (int i = 0; i < kNew; ++i) lost += limiter.peek("new" + std::to_string(i)).remaining == 0 ? 0 : 1;
+  EXPECT_LE(lost, kNew / 100);
+  limiter.sweep();  // what is left of the old keys
+  EXPECT_EQ(limiter.size(), static_cast<std::size_t>(kNew - lost));
+}
+
+TEST(Eviction, HotKeySurvivesAFlood) {
+  ManualClock clock;
+  constexpr std::size_t kMaxKeys = 1'000;
+  MemoryLimiter<ratelimit::FixedWindow, ManualClock> limiter({.limit = 1'000'000, .window = 1h},
+                                                             {.max_keys = kMaxKeys}, clock);
+  std::int64_t hot_uses = 0;
+  for (int i = 0; i < 100'000; ++i) {
+    clock.advance(2ms);  // LRU stamps are about a millisecond
+    ASSERT_TRUE(limiter.allow(flood_key(i)));
+    if (i % 10 == 0) {
+      const ratelimit::Decision d = limiter.allow("hot");
+      ++hot_uses;
+      ASSERT_EQ(d.remaining, 1'000'000 - hot_uses) << "the hot key lost its usage at flood key " << i;
+    }
+  }
+  EXPECT_GE(limiter.evictions(), 99'000u - kMaxKeys);
+  EXPECT_LE(limiter.size(), kMaxKeys);
+}
+
+TEST(Eviction, ResetForgetsAKey) {
+  ManualClock clock;
+  MemoryLimiter<ratelimit::SlidingWindowLog, ManualClock> limiter({.limit = 2, .window = 1s}, {}, clock);
+  limiter.reset("absent");  // no-op
+  EXPECT_TRUE(limiter.allow("a", 2));
+  EXPECT_TRUE(limiter.allow("b", 1));
+  EXPECT_FALSE(limiter.allow("a"));
+  EXPECT_EQ(limiter.size(), 2u);
+  limiter.reset("a");
+  EXPECT_EQ(limiter.size(), 1u);
+  const ratelimit::Decision d = limiter.peek("a");
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.remaining, 2);
+  EXPECT_EQ(d.reset_after, 0ns);
+  EXPECT_TRUE(limiter.allow("a", 2));
+  EXPECT_EQ(limiter.peek("b").remaining, 1);  // other keys untouched
+}
+
+}  // namespace

@@ -1,0 +1,76 @@
+# Configures, builds and runs tests/package/consumer against ratelimit; fails on the first step that fails.
+# Script mode (cmake -P); the variables come from tests/package/CMakeLists.txt:
+#   MODE                 find_package: install RATELIMIT_BINARY_DIR to WORK_DIR/prefix, consume that
+#                        add_subdirectory: consume RATELIMIT_SOURCE_DIR directly
+#   CONSUMER_SOURCE_DIR, RATELIMIT_SOURCE_DIR, RATELIMIT_BINARY_DIR, WORK_DIR (wiped first)
+#   EXPECTED_VERSION, GENERATOR, MAKE_PROGRAM,
+#   CXX_COMPILER, CXX_FLAGS, CONFIG (the build's configuration; the consumer uses the same)
+cmake_minimum_required(VERSION 3.20)
+
+function(step what)
+  message(STATUS "package test (${MODE}): ${what}")
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc COMMAND_ECHO STDOUT)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "package test (${MODE}): ${what} failed (${rc})")
+  endif()
+endfunction()
+
+file(REMOVE_RECURSE "${WORK_DIR}")
+set(config_arg "")
+if(CONFIG)
+  set(config_arg --config "${CONFIG}")
+endif()
+set(prefix "${WORK_DIR}/prefix")
+set(build "${WORK_DIR}/build")
+
+set(configure_args
+  -S "${CONSUMER_SOURCE_DIR}" -B "${build}" -G "${GENERATOR}"
+  "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}"
+  "-DCMAKE_BUILD_TYPE=${CONFIG}" "-DCONSUMER_MODE=${MODE}" "-DEXPECTED_VERSION=${EXPECTED_VERSION}")
+if(MAKE_PROGRAM)
+  list(APPEND configure_args "-DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM}")
+endif()
+
+if(MODE STREQUAL "find_package")
+  step("install" "${CMAKE_COMMAND}" --install "${RATELIMIT_BINARY_DIR}" --prefix "${prefix}" ${config_arg})
+  # Exactly one package config, in a directory find_package searches, with its version and targets
+  # files; and nothing but headers, package files and the licence is installed (no tests, examples
+  # or build leftovers).
+  file(GLOB_RECURSE configs RELATIVE "${prefix}" "${prefix}/*/ratelimitConfig.cmake")
+  list(LENGTH configs n)
+  if(NOT n EQUAL 1)
+    message(FATAL_ERROR "package test: expected one installed ratelimitConfig.cmake, found: ${configs}")
+  endif()
+  get_filename_component(cmakedir "${configs}" DIRECTORY)
+  if(NOT cmakedir MATCHES "^(lib[^/]*|lib/[^/]+|share)/cmake/ratelimit$")
+    message(FATAL_ERROR "package test: package files in ${cmakedir}, where find_package does not look")
+  endif()
+  foreach(f include/ratelimit/ratelimit.hpp include/ratelimit/version.hpp
+            ${cmakedir}/ratelimitConfigVersion.cmake ${cmakedir}/ratelimitTargets.cmake share/doc/ratelimit/LICENSE)
+    if(NOT EXISTS "${prefix}/${f}")
+      message(FATAL_ERROR "package test: ${f} was not installed")
+    endif()
+  endforeach()
+  file(GLOB_RECURSE installed RELATIVE "${prefix}" "${prefix}/*")
+  foreach(f IN LISTS installed)
+    if(NOT f MATCHES "^(include/ratelimit/|${cmakedir}/|share/doc/ratelimit/)")
+      message(FATAL_ERROR "package test: unexpected installed file ${f}")
+    endif()
+  endforeach()
+  list(APPEND configure_args "-DCMAKE_PREFIX_PATH=${prefix}" "-DRATELIMIT_PREFIX=${prefix}")
+  # The consumer must find the installed copy, not a build tree from CMake's user package registry.
+  list(APPEND configure_args -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+elseif(MODE STREQUAL "add_subdirectory")
+  list(APPEND configure_args "-DRATELIMIT_SOURCE_DIR=${RATELIMIT_SOURCE_DIR}")
+else()
+  message(FATAL_ERROR "package test: unknown MODE '${MODE}'")
+endif()
+
+step("configure consumer" "${CMAKE_COMMAND}" ${configure_args})
+step("build consumer" "${CMAKE_COMMAND}" --build "${build}" ${config_arg})
+if(CONFIG AND EXISTS "${build}/${CONFIG}/consumer")
+  set(exe "${build}/${CONFIG}/consumer")  # multi-config generators
+else()
+  set(exe "${build}/consumer")
+endif()
+step("run consumer" "${exe}")

@@ -1,0 +1,43 @@
+// The scripts compiled into the headers are lua/*.lua byte for byte, and Redis agrees on their SHA1.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <string>
+
+#include <ratelimit/redis.hpp>
+
+#include "test_support.hpp"
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in) << "cannot open " << path;
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+TEST(EmbeddedScripts, EqualTheirFilesByteForByte) {
+  std::set<std::string> kinds;
+  for (const auto& s : ratelimit::redis::detail::kEmbeddedScripts) {
+    const std::string file = read_file(std::string(RATELIMIT_LUA_DIR) + "/" + std::string(s.file));
+    EXPECT_FALSE(file.empty());
+    EXPECT_EQ(std::string(s.body), file) << s.file;
+    kinds.emplace(s.kind);
+  }
+  const std::set<std::string> expected{"fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket",
+                                       "gcra"};
+  EXPECT_EQ(kinds, expected);
+}
+
+TEST(EmbeddedScripts, ServerComputesTheSameSha1) {
+  RATELIMIT_REQUIRE_REDIS();
+  auto admin = ratelimit_test::shared_redis()->admin();
+  for (const auto& s : ratelimit::redis::detail::kEmbeddedScripts) {
+    const auto r = admin.command({"SCRIPT", "LOAD", s.body});
+    EXPECT_EQ(ratelimit::redis::text(*r), s.sha1) << s.file;
+  }
+}
+
+}  // namespace

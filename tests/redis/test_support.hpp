@@ -1,0 +1,81 @@
+#pragma once
+
+// Helpers shared by the Redis tests: unique key prefixes, limiter factories, admin queries.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ratelimit/redis.hpp>
+
+#include "redis_server.hpp"
+
+namespace ratelimit_test {
+
+/// A key prefix no other test (or process) uses: "rltest:<test name>:<pid>:<n>:".
+inline std::string unique_prefix() {
+  static std::atomic<int> counter{0};
+  const auto* info = testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "global";
+  for (char& c : name) {
+    if (c == '{' || c == '}' || c == '/') c = '_';
+  }
+  return "rltest:" + name + ":" + std::to_string(::getpid()) + ":" + std::to_string(counter++) + ":";
+}
+
+/// Options for `server` with client time (the test's ManualClock), raising errors, a fresh prefix.
+inline ratelimit::redis::RedisOptions client_options(const RedisServer& server,
+                                                     ratelimit::redis::OnError on_error = ratelimit::redis::OnError::raise) {
+  ratelimit::redis::RedisOptions o;
+  o.time_source = ratelimit::redis::TimeSource::client;
+  o.on_error = on_error;
+  o.key_prefix = unique_prefix();
+  o.command_timeout = std::chrono::milliseconds(2000);
+  o.connect_timeout = std::chrono::milliseconds(2000);
+  return server.options(o);
+}
+
+/// Every key matching `pattern` (SCAN, so it also works on a busy server).
+inline std::vector<std::string> scan_keys(ratelimit::redis::Connection& admin, const std::string& pattern) {
+  std::vector<std::string> keys;
+  std::string cursor = "0";
+  do {
+    const auto r = admin.command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) throw std::runtime_error("SCAN: bad reply");
+    cursor = std::string(ratelimit::redis::text(*r->element[0]));
+    const redisReply* batch = r->element[1];
+    for (std::size_t i = 0; i < batch->elements; ++i) keys.emplace_back(ratelimit::redis::text(*batch->element[i]));
+  } while (cursor != "0");
+  return keys;
+}
+
+/// PTTL of a key in milliseconds (-1 none, -2 absent).
+inline long long pttl(ratelimit::redis::Connection& admin, const std::string& key) {
+  const auto r = admin.command({"PTTL", key});
+  return r->type == REDIS_REPLY_INTEGER ? r->integer : -3;
+}
+
+/// Fails the test unless every key under `prefix` has a TTL; returns how many keys there were.
+inline std::size_t expect_all_keys_expire(ratelimit::redis::Connection& admin, const std::string& prefix) {
+  const auto keys = scan_keys(admin, prefix + "*");
+  for (const std::string& k : keys) EXPECT_GT(pttl(admin, k), 0) << "key without TTL: " << k;
+  return keys.size();
+}
+
+// Every test that needs the server starts with this: without one it fails under CI (where the Redis
+// tests must run) and skips elsewhere (the environment has already said why).
+#define RATELIMIT_REQUIRE_REDIS()                                                                  \
+  do {                                                                                             \
+    if (::ratelimit_test::shared_redis() == nullptr) {                                             \
+      if (std::getenv("CI") != nullptr) FAIL() << "CI is set but no redis-server could be started"; \
+      GTEST_SKIP() << "no redis-server";                                                           \
+    }                                                                                              \
+  } while (0)
+
+}  // namespace ratelimit_test

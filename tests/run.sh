@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Builds and runs the whole test suite. On Debian 12 it first installs what is missing with apt-get
+# (as root, or through sudo). Works from any directory; builds inside the source tree.
+#
+# Usage: tests/run.sh [--cxx COMPILER] [--sanitize MODE] [--build-type TYPE] [--bench] [--jobs N]
+#                     [-- extra ctest arguments]
+#   --cxx COMPILER      or CXX=...                  g++ (default), clang++, g++-12, clang++-14, a path
+#   --sanitize MODE     or RATELIMIT_SANITIZE=...   none (default), address,undefined, or thread
+#   --build-type TYPE   or RATELIMIT_BUILD_TYPE=... RelWithDebInfo (default), Release, Debug
+#   --bench             or RATELIMIT_BENCH=ON       also build the benchmarks (they are not run)
+#   --jobs N            or RATELIMIT_JOBS=N         build and test jobs (default: nproc)
+# Each configuration has its own build directory, build/<compiler>-<type>[-<sanitizers>], so runs
+# never mix objects. Our own targets build with warnings as errors (-DRATELIMIT_WERROR=ON).
+# Sanitizer runs stop at the first error (halt_on_error, -fno-sanitize-recover=all).
+# The output ends with ctest's summary; the exit status is ctest's (non-zero if any step fails).
+set -euo pipefail
+
+src_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cxx="${CXX:-g++}"
+sanitize="${RATELIMIT_SANITIZE:-none}"
+build_type="${RATELIMIT_BUILD_TYPE:-RelWithDebInfo}"
+bench="${RATELIMIT_BENCH:-OFF}"
+jobs="${RATELIMIT_JOBS:-$(nproc)}"
+ctest_extra=()
+
+die() { echo "tests/run.sh: $*" >&2; exit 2; }
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --cxx) cxx="${2:?--cxx needs a compiler}"; shift 2 ;;
+    --sanitize) sanitize="${2:?--sanitize needs a mode}"; shift 2 ;;
+    --build-type) build_type="${2:?--build-type needs a type}"; shift 2 ;;
+    --bench) bench=ON; shift ;;
+    --jobs) jobs="${2:?--jobs needs a number}"; shift 2 ;;
+    --) shift; ctest_extra=("$@"); break ;;
+    -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+
+case "$bench" in ON|on|1|true|yes) bench=ON ;; *) bench=OFF ;; esac
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || die "--jobs must be a positive number, got '$jobs'"
+
+# Sanitizer compile flags and runtime options. Flags go into CMAKE_CXX_FLAGS, so the test binary,
+# GoogleTest's main and the package-test consumers are all instrumented.
+san_flags=""
+case "$sanitize" in
+  ""|none) sanitize=none ;;
+  thread) san_flags="-fsanitize=thread -g" ;;
+  *)
+    IFS=',' read -r -a parts <<<"$sanitize"
+    for p in "${parts[@]}"; do
+      case "$p" in address|undefined|leak) ;; *) die "unknown sanitizer '$p' in '$sanitize'" ;; esac
+    done
+    san_flags="-fsanitize=$sanitize -fno-sanitize-recover=all -fno-omit-frame-pointer -g" ;;
+esac
+export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+
+# --- Debian packages: install only what is missing ------------------------------------------------
+cxx_name="$(basename "$cxx")"
+packages=(cmake make pkg-config g++ libgtest-dev libhiredis-dev redis-server libcli11-dev)
+case "$cxx_name" in
+  g++|g++-[0-9]*) packages+=("${cxx_name}") ;;
+  clang++|clang++-[0-9]*)
+    ver="${cxx_name#clang++}"                     # "" or "-14"
+    packages+=("clang${ver}")
+    # Sanitizer runtimes and the symbolizer are only "recommended" by clang; name them.
+    if [[ "$sanitize" != none ]]; then
+      if [[ -n "$ver" ]]; then packages+=("libclang-rt${ver}-dev" "llvm${ver}"); else packages+=(libclang-rt-dev llvm); fi
+    fi ;;
+esac
+[[ "$bench" == ON ]] && packages+=(libbenchmark-dev)
+
+install_missing() {
+  if ! command -v dpkg >/dev/null || ! command -v apt-get >/dev/null; then
+    echo "tests/run.sh: not a Debian system; make sure these are installed: $*" >&2
+    return 0
+  fi
+  local missing=() p
+  for p in "$@"; do
+    dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed' || missing+=("$p")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return 0
+  local sudo=()
+  if [[ $EUID -ne 0 ]]; then
+    command -v sudo >/dev/null || die "need root (or sudo) to install: ${missing[*]}"
+    sudo=(sudo)
+  fi
+  echo "tests/run.sh: installing ${missing[*]}"
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+install_missing "${packages[@]}"
+
+cxx_path="$(command -v "$cxx")" || die "compiler '$cxx' not found"
+[[ "$bench" == OFF || -f "$src_dir/bench/CMakeLists.txt" ]] || die "--bench: bench/CMakeLists.txt does not exist yet"
+
+config="${cxx_name}-${build_type}"
+[[ "$sanitize" != none ]] && config+="-${sanitize//,/+}"
+build_dir="$src_dir/build/$config"
+mkdir -p "$build_dir"
+
+# --- Sanitizer runtime check ----------------------------------------------------------------------
+# ThreadSanitizer (and on some kernels the other sanitizers) cannot map its shadow memory when the
+# kernel randomises mmap with more bits than the runtime expects (vm.mmap_rnd_bits > 28 on newer
+# kernels: "FATAL: ThreadSanitizer: unexpected memory mapping"). Probe with a tiny program; if it
+# fails, run everything under `setarch -R` (no address randomisation for our processes only), and as
+# a last resort, in CI only, lower vm.mmap_rnd_bits to 28 machine-wide.
+# RATELIMIT_SETARCH=1 forces the setarch wrapper.
+wrap=()
+probe_ok() { "${wrap[@]}" "$build_dir/sanitizer_probe" >"$build_dir/sanitizer_probe.log" 2>&1; }
+if [[ "$sanitize" != none ]]; then
+  cat >"$build_dir/sanitizer_probe.cpp" <<'EOF'
+#include <atomic>
+#include <thread>
+#include <vector>
+int main() {
+  std::atomic<int> n{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) threads.emplace_back([&n] { n.fetch_add(1); });
+  for (auto& t : threads) t.join();
+  return n.load() == 4 ? 0 : 1;
+}
+EOF
+  # shellcheck disable=SC2086  # san_flags is a list of flags
+  "$cxx_path" -std=c++20 $san_flags -pthread "$build_dir/sanitizer_probe.cpp" -o "$build_dir/sanitizer_probe" \
+    || die "$cxx cannot build with $san_flags (sanitizer runtime missing?)"
+  if [[ "${RATELIMIT_SETARCH:-0}" == 1 ]]; then
+    wrap=(setarch "$(uname -m)" -R)
+    probe_ok || die "sanitizer probe fails even under setarch -R: $(cat "$build_dir/sanitizer_probe.log")"
+  elif ! probe_ok; then
+    echo "tests/run.sh: the $sanitize runtime fails on this kernel ($(head -c 300 "$build_dir/sanitizer_probe.log"));" \
+         "vm.mmap_rnd_bits=$(cat /proc/sys/vm/mmap_rnd_bits 2>/dev/null || echo '?'); retrying under setarch -R" >&2
+    wrap=(setarch "$(uname -m)" -R)
+    if ! probe_ok; then
+      wrap=()
+      if [[ -n "${CI:-}" && $EUID -eq 0 ]] && sysctl -w vm.mmap_rnd_bits=28 >/dev/null 2>&1 && probe_ok; then
+        echo "tests/run.sh: CI: lowered vm.mmap_rnd_bits to 28 for the sanitizer runtime" >&2
+      else
+        die "the $sanitize runtime cannot start here; try: sudo sysctl vm.mmap_rnd_bits=28 ($(cat "$build_dir/sanitizer_probe.log"))"
+      fi
+    fi
+  fi
+fi
+
+# --- Configure, build, test -----------------------------------------------------------------------
+echo "== tests/run.sh: $("$cxx_path" --version | head -1) | $build_type | sanitize=$sanitize | ${wrap[*]:-no wrapper} | build/$config"
+cmake -S "$src_dir" -B "$build_dir" \
+  -DCMAKE_BUILD_TYPE="$build_type" \
+  -DCMAKE_CXX_COMPILER="$cxx_path" \
+  -DCMAKE_CXX_FLAGS="$san_flags" \
+  -DRATELIMIT_WERROR=ON \
+  -DRATELIMIT_BUILD_TESTS=ON \
+  -DRATELIMIT_BUILD_EXAMPLES=ON \
+  -DRATELIMIT_BUILD_BENCH="$bench"
+# The build runs the test binary to list its tests (gtest_discover_tests), so it needs the wrapper too.
+"${wrap[@]}" cmake --build "$build_dir" -j "$jobs"
+"${wrap[@]}" ctest --test-dir "$build_dir" --output-on-failure --no-tests=error -j "$jobs" --timeout 900 \
+  "${ctest_extra[@]}"
