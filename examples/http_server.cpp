@@ -46,7 +46,6 @@ class ServerClock {
   using period = std::nano;
   using duration = std::chrono::nanoseconds;
   using time_point = std::chrono::time_point<ServerClock, duration>;
-  static constexpr bool is_steady = false;
 
   explicit ServerClock(bool manual = false)
       : manual_ns_(manual ? std::make_shared<std::atomic<std::int64_t>>(0) : nullptr) {}
