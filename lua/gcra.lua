@@ -4,7 +4,8 @@
 -- KEYS[1]  hash {tat = theoretical arrival time (us), w = latest write time (us)}
 -- ARGV[1]  now: integer microseconds since the epoch, or "" to read the server's TIME
 -- ARGV[2]  cost: integer >= 0 (ignored when peeking)
--- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check
+-- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,
+--          "2" = refund ARGV[2] units (see "Refund" below)
 -- ARGV[4]  burst B (the decision's limit): integer >= 1
 -- ARGV[5]  emission interval T = ceil(period / limit): microseconds, integer >= 1
 -- ARGV[6]  tolerance tau = B * T: microseconds (2 * tau stays below 2^52, checked in C++)
@@ -47,6 +48,17 @@ local function evaluate(n)
   local remaining = idiv(tau - after, T)
   if not fits then return false, remaining, -1, after, 0 end
   return allowed, remaining, allowed and 0 or new_backlog - tau, after, new_backlog
+end
+
+-- Refund (ARGV[3] = "2"; SPEC addition "Refunds"): TAT = max(TAT - n*T, t), i.e. the backlog shrinks by
+-- n*T and never below 0 (never past full). Reply: the state afterwards as a cost-0 check sees it.
+if ARGV[3] == "2" then
+  if backlog > 0 and cost > 0 then
+    if cost * T >= backlog then backlog = 0 else backlog = backlog - cost * T end  -- exact below 2^53
+    if backlog > 0 then redis.call("HSET", KEYS[1], "tat", int(t + backlog), "w", int(t)) else redis.call("DEL", KEYS[1]) end
+  end
+  local _, remaining, _, reset = evaluate(0)
+  return {1, B, remaining, 0, reset}
 end
 
 if peek then

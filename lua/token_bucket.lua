@@ -7,7 +7,8 @@
 -- KEYS[1]  hash {full_at = time the bucket is full again (us), w = latest write time (us)}
 -- ARGV[1]  now: integer microseconds since the epoch, or "" to read the server's TIME
 -- ARGV[2]  cost (tokens): integer >= 0 (ignored when peeking)
--- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check
+-- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,
+--          "2" = refund ARGV[2] units (see "Refund" below)
 -- ARGV[4]  capacity C (the decision's limit): integer >= 1
 -- ARGV[5]  refill interval T = ceil(refill_period / refill_tokens): microseconds per token, integer >= 1
 --          (2 * C * T stays below 2^52, checked in C++)
@@ -49,6 +50,17 @@ local function evaluate(n)
   local tokens = idiv(span - after, T)
   if not fits then return false, tokens, -1, after, 0 end
   return allowed, tokens, allowed and 0 or new_missing - span, after, new_missing
+end
+
+-- Refund (ARGV[3] = "2"; SPEC addition "Refunds"): n tokens go back, never past capacity:
+-- full_at = max(full_at - n*T, t). Reply: the state afterwards as a cost-0 check sees it.
+if ARGV[3] == "2" then
+  if missing > 0 and cost > 0 then
+    if cost * T >= missing then missing = 0 else missing = missing - cost * T end  -- exact below 2^53
+    if missing > 0 then redis.call("HSET", KEYS[1], "full_at", int(t + missing), "w", int(t)) else redis.call("DEL", KEYS[1]) end
+  end
+  local _, tokens, _, reset = evaluate(0)
+  return {1, C, tokens, 0, reset}
 end
 
 if peek then

@@ -73,10 +73,17 @@ class RedisLimiter {
   /// Checks `cost` units for `key` and consumes them if admitted (cost >= 1). Thread-safe.
   /// Throws `std::invalid_argument` for a negative cost or a key longer than `max_key_bytes`;
   /// `BackendError` when Redis fails under `OnError::raise`.
-  Decision allow(std::string_view key, std::int64_t cost = 1) { return check(key, cost, false); }
+  Decision allow(std::string_view key, std::int64_t cost = 1) { return check(key, cost, Mode::check); }
 
   /// What a cost-1 request would see, consuming nothing (SPEC section 2). Thread-safe. Throws as `allow`.
-  Decision peek(std::string_view key) { return check(key, 1, true); }
+  Decision peek(std::string_view key) { return check(key, 1, Mode::peek); }
+
+  /// Gives back up to `cost` units `key` consumed (SPEC addition "Refunds", the same formulas as
+  /// `ratelimit::refund`, run in the policy's script with `ARGV[3] = "2"`), never past full. Returns the
+  /// key's state afterwards as a cost-0 check sees it. Thread-safe. Throws as `allow`; when Redis fails
+  /// and `on_error` is not `raise`, nothing is given back and a fresh key's state is returned (the
+  /// failure is counted).
+  Decision refund(std::string_view key, std::int64_t cost) { return check(key, cost, Mode::refund); }
 
   /// Forgets the key's state (`DEL` of its Redis keys). Thread-safe. Returns false when Redis failed and
   /// `on_error` is not `raise` (the failure is counted); throws `BackendError` under `raise`, and
@@ -127,7 +134,7 @@ class RedisLimiter {
       for (const Request& r : requests) {
         keys.push_back(redis_key(r.key));
         costs.push_back(std::to_string(r.cost));
-        fill_args(args, "EVALSHA", binding_.script->sha1, keys.back(), now_arg, costs.back(), false);
+        fill_args(args, "EVALSHA", binding_.script->sha1, keys.back(), now_arg, costs.back(), Mode::check);
         lease->append(args);
       }
       replies.reserve(requests.size());
@@ -140,7 +147,7 @@ class RedisLimiter {
       if (!missing.empty()) {
         script_reloads_.fetch_add(1, std::memory_order_relaxed);
         for (const std::size_t i : missing) {
-          fill_args(args, "EVAL", binding_.script->body, keys[i], now_arg, costs[i], false);
+          fill_args(args, "EVAL", binding_.script->body, keys[i], now_arg, costs[i], Mode::check);
           lease->append(args);
         }
         for (const std::size_t i : missing) replies[i] = lease->read_reply();
@@ -148,7 +155,7 @@ class RedisLimiter {
     } catch (const BackendError& e) {
       count_failure(e.cause(), requests.size());
       if (options_.on_error == OnError::raise) throw;
-      for (const Request& r : requests) out.push_back(failure_decision(now, r.cost, false));
+      for (const Request& r : requests) out.push_back(failure_decision(now, r.cost, Mode::check));
       return out;
     }
     for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -157,7 +164,7 @@ class RedisLimiter {
       } catch (const BackendError& e) {
         count_failure(e.cause(), 1);
         if (options_.on_error == OnError::raise) throw;
-        out.push_back(failure_decision(now, requests[i].cost, false));
+        out.push_back(failure_decision(now, requests[i].cost, Mode::check));
       }
     }
     return out;
@@ -218,11 +225,17 @@ class RedisLimiter {
     return options_.time_source == TimeSource::client ? std::to_string(now) : std::string();
   }
 
-  /// {command, script, 1, key, now, cost, peek, params...}
+  /// ARGV[3] of the scripts.
+  enum class Mode { check, peek, refund };
+  static constexpr std::string_view mode_arg(Mode m) noexcept {
+    return m == Mode::check ? "0" : (m == Mode::peek ? "1" : "2");
+  }
+
+  /// {command, script, 1, key, now, cost, mode, params...}
   void fill_args(std::vector<std::string_view>& args, std::string_view command, std::string_view script,
-                 std::string_view key, std::string_view now, std::string_view cost, bool peek) const {
+                 std::string_view key, std::string_view now, std::string_view cost, Mode mode) const {
     args.clear();
-    args.insert(args.end(), {command, script, "1", key, now, cost, peek ? "1" : "0"});
+    args.insert(args.end(), {command, script, "1", key, now, cost, mode_arg(mode)});
     for (const std::string& p : binding_.params) args.push_back(p);
   }
 
@@ -238,7 +251,7 @@ class RedisLimiter {
     loaded_.store(true, std::memory_order_release);
   }
 
-  Decision check(std::string_view key, std::int64_t cost, bool peek) {
+  Decision check(std::string_view key, std::int64_t cost, Mode mode) {
     check_key(key);
     ratelimit::detail::require_cost(cost);
     const std::int64_t now = now_us();
@@ -250,7 +263,7 @@ class RedisLimiter {
       const std::string now_arg = time_arg(now);
       const std::string cost_arg = std::to_string(cost);
       std::vector<std::string_view> args;
-      fill_args(args, "EVALSHA", binding_.script->sha1, k, now_arg, cost_arg, peek);
+      fill_args(args, "EVALSHA", binding_.script->sha1, k, now_arg, cost_arg, mode);
       Reply r = lease->command(args);
       if (is_error(*r, "NOSCRIPT")) {
         script_reloads_.fetch_add(1, std::memory_order_relaxed);
@@ -262,7 +275,7 @@ class RedisLimiter {
     } catch (const BackendError& e) {
       count_failure(e.cause(), 1);
       if (options_.on_error == OnError::raise) throw;
-      return failure_decision(now, cost, peek);
+      return failure_decision(now, cost, mode);
     }
   }
 
@@ -272,8 +285,11 @@ class RedisLimiter {
   }
 
   /// fail_open: what a fresh key would get (so a cost above the limit is still `never`);
-  /// fail_closed: a denial with `failure_retry_after`.
-  Decision failure_decision(std::int64_t now, std::int64_t cost, bool peek) const {
+  /// fail_closed: a denial with `failure_retry_after`. A failed refund gives nothing back: a fresh key's
+  /// state under either.
+  Decision failure_decision(std::int64_t now, std::int64_t cost, Mode mode) const {
+    const bool peek = mode == Mode::peek;
+    if (mode == Mode::refund) return to_decision(rules_.evaluate(StateOf<P>{}, now, 0), detail::kTickNs);
     if (options_.on_error == OnError::fail_open) {
       const StateOf<P> fresh{};
       const TickDecision d = peek ? ratelimit::peek(rules_, fresh, now) : rules_.evaluate(fresh, now, cost);
