@@ -21,6 +21,9 @@
 #include <ratelimit/http.hpp>
 #include <ratelimit/http/problem.hpp>
 #include <ratelimit/ratelimit.hpp>
+#if RATELIMIT_EXAMPLE_REDIS
+#include <ratelimit/redis.hpp>
+#endif
 
 #include <csignal>
 #include <cstdio>
@@ -32,6 +35,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -63,8 +67,30 @@ class ServerClock {
   std::shared_ptr<std::atomic<std::int64_t>> manual_ns_;
 };
 
-using IpLimiter = ratelimit::MemoryLimiter<ratelimit::FixedWindow, ServerClock>;
-using EndpointLimiter = ratelimit::MemoryLimiter<ratelimit::SlidingWindowLog, ServerClock>;
+/// Makes the in-process limiters: layered checks over them are atomic (one global lock order).
+struct MemoryBackend {
+  ServerClock clock;
+  template <class P>
+  std::unique_ptr<ratelimit::MemoryLimiter<P, ServerClock>> operator()(P policy, std::string_view /*name*/) const {
+    return std::make_unique<ratelimit::MemoryLimiter<P, ServerClock>>(policy, ratelimit::MemoryOptions{}, clock);
+  }
+};
+
+#if RATELIMIT_EXAMPLE_REDIS
+/// Makes Redis limiters sharing one connection pool, so several server processes share every limit.
+/// Each limiter gets its own key prefix from its layer name ("ratelimit:example:search:"): limiters of
+/// one policy kind over the same keys would otherwise share Redis keys. Layered checks over them
+/// consume in order and refund on a denial.
+struct RedisBackend {
+  std::shared_ptr<ratelimit::redis::ConnectionPool> pool;
+  ServerClock clock;
+  template <class P>
+  std::unique_ptr<ratelimit::redis::RedisLimiter<P, ServerClock>> operator()(P policy, std::string_view name) const {
+    return std::make_unique<ratelimit::redis::RedisLimiter<P, ServerClock>>(
+        policy, pool, pool->options().key_prefix + std::string(name) + ":", clock);
+  }
+};
+#endif
 
 struct Config {
   std::string host = "127.0.0.1";
@@ -94,20 +120,35 @@ std::string client_ip(const httplib::Request& req, const std::set<std::string, s
   return hops.empty() ? req.remote_addr : hops.front();
 }
 
-/// The limiters and layers of the service.
+/// The service's layers, the interface `main` uses whatever the backend.
 class Limits {
  public:
-  Limits(const Config& config, ServerClock clock)
-      : clock_(clock),
-        ip_(ratelimit::FixedWindow{.limit = 1000, .window = 1min}, {}, clock),
-        search_(ratelimit::SlidingWindowLog{.limit = 10, .window = 1min}, {}, clock),
-        export_(ratelimit::SlidingWindowLog{.limit = 5, .window = 1min}, {}, clock),
-        login_(ratelimit::SlidingWindowLog{.limit = 5, .window = 5min}, {}, clock),
-        ip_layer_(ip_, "ip"),
-        search_layer_(search_, "search"),
-        export_layer_(export_, "export"),
-        login_layer_(login_, "login", {.penalty = 15min}),
-        tiers_(tier_options(), [this](std::string_view key) { return plan_of(key); }, clock) {
+  virtual ~Limits() = default;
+  /// The layers of one request; `keys` holds the strings the requests point into.
+  virtual void layers_for(const std::string& path, const std::string& ip, const std::string& api_key,
+                          std::vector<std::string>& keys, std::vector<ratelimit::LayerRequest>& out) = 0;
+  /// Prometheus-style text of every layer's counters.
+  virtual std::string metrics() = 0;
+};
+
+/// The limiters and layers of the service on one backend.
+template <class Backend>
+class BackendLimits final : public Limits {
+ public:
+  using IpLimiter = typename std::invoke_result_t<const Backend&, ratelimit::FixedWindow, std::string_view>::element_type;
+  using EndpointLimiter =
+      typename std::invoke_result_t<const Backend&, ratelimit::SlidingWindowLog, std::string_view>::element_type;
+
+  BackendLimits(const Config& config, const Backend& make, ServerClock clock)
+      : ip_(make(ratelimit::FixedWindow{.limit = 1000, .window = 1min}, "ip")),
+        search_(make(ratelimit::SlidingWindowLog{.limit = 10, .window = 1min}, "search")),
+        export_(make(ratelimit::SlidingWindowLog{.limit = 5, .window = 1min}, "export")),
+        login_(make(ratelimit::SlidingWindowLog{.limit = 5, .window = 5min}, "login")),
+        ip_layer_(*ip_, "ip"),
+        search_layer_(*search_, "search"),
+        export_layer_(*export_, "export"),
+        login_layer_(*login_, "login", {.penalty = 15min}),
+        tiers_(tier_options(), [this](std::string_view key) { return plan_of(key); }, make, clock) {
     for (const std::string& entry : config.api_keys) {
       const auto eq = entry.find('=');
       if (eq == std::string::npos) throw CLI::ValidationError("--api-key", "expected KEY=PLAN, got " + entry);
@@ -116,9 +157,8 @@ class Limits {
     for (const std::string& ip : config.deny) ip_layer_.lists().deny(ip);
   }
 
-  /// The layers of one request; `keys` holds the strings the requests point into.
   void layers_for(const std::string& path, const std::string& ip, const std::string& api_key,
-                  std::vector<std::string>& keys, std::vector<ratelimit::LayerRequest>& out) {
+                  std::vector<std::string>& keys, std::vector<ratelimit::LayerRequest>& out) override {
     keys.reserve(3);
     keys.push_back(ip);
     keys.push_back(api_key.empty() ? "ip:" + ip : "key:" + api_key);  // a missing key is a free client per IP
@@ -129,8 +169,7 @@ class Limits {
     if (path == "/login") out.push_back({&login_layer_, keys[0], 1});
   }
 
-  /// Prometheus-style text of every layer's counters.
-  std::string metrics() {
+  std::string metrics() override {
     std::string out;
     auto add = [&](ratelimit::Layer& layer) {
       const auto c = layer.stats().snapshot();
@@ -154,8 +193,6 @@ class Limits {
     return out;
   }
 
-  [[nodiscard]] const ServerClock& clock() const { return clock_; }
-
  private:
   static ratelimit::TierOptions tier_options() {
     ratelimit::TierOptions o;
@@ -169,13 +206,12 @@ class Limits {
     return it == directory_.end() ? std::nullopt : std::optional<std::string>(it->second);
   }
 
-  ServerClock clock_;
   std::map<std::string, std::string, std::less<>> directory_{{"demo-pro", "pro"}, {"demo-enterprise", "enterprise"}};
-  IpLimiter ip_;
-  EndpointLimiter search_, export_, login_;
+  std::unique_ptr<IpLimiter> ip_;
+  std::unique_ptr<EndpointLimiter> search_, export_, login_;
   ratelimit::LimiterLayer<IpLimiter> ip_layer_;
   ratelimit::LimiterLayer<EndpointLimiter> search_layer_, export_layer_, login_layer_;
-  ratelimit::TieredLimiter<ServerClock> tiers_;
+  ratelimit::BasicTieredLimiter<Backend, ServerClock> tiers_;
 };
 
 void set_fields(httplib::Response& res, const ratelimit::LayeredDecision& d) {
@@ -199,10 +235,6 @@ int main(int argc, char** argv) {
   app.add_flag("--no-limits", config.no_limits, "serve without rate limiting (for throughput comparisons)");
   app.add_flag("--manual-clock", config.manual_clock, "tests only: time starts at 0, moved by POST /__test/advance?ms=N");
   CLI11_PARSE(app, argc, argv);
-  if (!config.redis.empty()) {
-    std::cerr << "http_server: this build has no Redis backend yet (--redis " << config.redis << ")\n";
-    return 2;
-  }
 
   // SIGINT/SIGTERM are taken by a thread that stops the server (no work in a signal handler).
   sigset_t stop_signals;
@@ -212,7 +244,27 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   const ServerClock clock(config.manual_clock);
-  Limits limits(config, clock);
+  std::unique_ptr<Limits> limits_owner;
+  if (config.redis.empty()) {
+    limits_owner = std::make_unique<BackendLimits<MemoryBackend>>(config, MemoryBackend{clock}, clock);
+  } else {
+#if RATELIMIT_EXAMPLE_REDIS
+    const auto colon = config.redis.rfind(':');
+    ratelimit::redis::RedisOptions options;
+    options.host = config.redis.substr(0, colon);
+    options.port = colon == std::string::npos ? 6379 : std::stoi(config.redis.substr(colon + 1));
+    options.pool_size = 16;
+    options.key_prefix = "ratelimit:example:";
+    // With --manual-clock every process runs on the test's time; otherwise Redis's TIME is the clock.
+    options.time_source = clock.manual() ? ratelimit::redis::TimeSource::client : ratelimit::redis::TimeSource::server;
+    auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(options);
+    limits_owner = std::make_unique<BackendLimits<RedisBackend>>(config, RedisBackend{pool, clock}, clock);
+#else
+    std::cerr << "http_server: built without the Redis backend (hiredis missing)\n";
+    return 2;
+#endif
+  }
+  Limits& limits = *limits_owner;
   const std::set<std::string, std::less<>> trusted(config.trusted_proxies.begin(), config.trusted_proxies.end());
   httplib::Server server;
 

@@ -101,9 +101,9 @@ TEST(Tiers, DayLimitDenialConsumesNoMinuteOrBurstQuota) {
   ASSERT_FALSE(d);
   EXPECT_EQ(d.violated_policies(), std::vector<std::string>{"tiny-day"});
   auto& p = tiers.plan_at(0);
-  EXPECT_EQ(p.minute.peek("k").remaining, 4);
+  EXPECT_EQ(p.minute->peek("k").remaining, 4);
   // Burst T = 12 s: one request at 60 s leaves a 12 s backlog, floor((60 - 12) / 12) = 4.
-  EXPECT_EQ(p.burst.peek("k").remaining, 4);
+  EXPECT_EQ(p.burst->peek("k").remaining, 4);
   EXPECT_EQ(d.decision.retry_after, 24h - 60s);
   EXPECT_EQ(p.day_layer.stats().snapshot().denied, 1u);
   EXPECT_EQ(p.minute_layer.stats().snapshot().rolled_back, 1u);

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -53,45 +54,64 @@ struct TierOptions {
   std::size_t cache_entries = 10'000;
   /// How long a resolved plan is trusted (plan changes take effect within it); > 0.
   std::chrono::nanoseconds cache_ttl = std::chrono::minutes(1);
-  /// Options of each plan's limiters.
+  /// Options of each plan's limiters (for `TieredLimiter`, the in-memory one).
   MemoryOptions memory;
   /// Options of each plan's layers (penalty, on_limited).
   LayerOptions layer;
 };
 
+/// Makes the in-memory limiters of `TieredLimiter`'s plans: `factory(policy, name)` returns
+/// `std::unique_ptr<MemoryLimiter<P, C>>` (the layer name is not needed: each limiter has its own store).
+template <Clock C>
+struct MemoryLimiterFactory {
+  MemoryOptions options;
+  C clock;
+  template <Policy P>
+  std::unique_ptr<MemoryLimiter<P, C>> operator()(P policy, std::string_view /*name*/) const {
+    return std::make_unique<MemoryLimiter<P, C>>(std::move(policy), options, clock);
+  }
+};
+
 /// Resolves a key to its plan and checks the plan's three limits together (via `check_layers`, so in
 /// memory atomically: a request denied by the day limit consumes no minute or burst quota).
 ///
-/// Thread-safe. Each plan has its own limiters, so a key that changes plan starts afresh in the new one.
-template <Clock C = std::chrono::steady_clock>
-class TieredLimiter {
+/// `Factory` makes each plan's limiters: called as `factory(FixedWindow{...}, name)` and
+/// `factory(TokenBucket{...}, name)` with the layer's name ("<plan>-minute", "-day", "-burst"), it
+/// returns a `std::unique_ptr` to a refundable limiter (in-memory: `MemoryLimiterFactory`; Redis:
+/// `RedisLimiter`s sharing a pool, each with its own key prefix built from `name`, since the minute
+/// and day limits are both fixed windows over the same keys). `C` is the clock of the plan cache. Thread-safe. Each plan has its own limiters, so a key that changes plan starts afresh in the new one.
+template <class Factory, Clock C = std::chrono::steady_clock>
+class BasicTieredLimiter {
  public:
+  using WindowLimiter = typename std::invoke_result_t<Factory&, FixedWindow, std::string_view>::element_type;
+  using BurstLimiter = typename std::invoke_result_t<Factory&, TokenBucket, std::string_view>::element_type;
+
   /// The limiters and layers of one plan.
   struct PlanLimits {
-    PlanLimits(const Plan& p, const TierOptions& o, const C& clock)
+    PlanLimits(const Plan& p, const TierOptions& o, Factory& make)
         : plan(p),
-          minute(FixedWindow{p.per_minute, std::chrono::minutes(1)}, o.memory, clock),
-          day(FixedWindow{p.per_day, std::chrono::hours(24)}, o.memory, clock),
-          burst(TokenBucket{p.burst, p.per_minute, std::chrono::minutes(1)}, o.memory, clock),
-          minute_layer(minute, p.name + "-minute", o.layer),
-          day_layer(day, p.name + "-day", o.layer),
-          burst_layer(burst, p.name + "-burst", o.layer) {}
+          minute(make(FixedWindow{p.per_minute, std::chrono::minutes(1)}, p.name + "-minute")),
+          day(make(FixedWindow{p.per_day, std::chrono::hours(24)}, p.name + "-day")),
+          burst(make(TokenBucket{p.burst, p.per_minute, std::chrono::minutes(1)}, p.name + "-burst")),
+          minute_layer(*minute, p.name + "-minute", o.layer),
+          day_layer(*day, p.name + "-day", o.layer),
+          burst_layer(*burst, p.name + "-burst", o.layer) {}
 
     Plan plan;
-    MemoryLimiter<FixedWindow, C> minute;
-    MemoryLimiter<FixedWindow, C> day;
-    MemoryLimiter<TokenBucket, C> burst;
-    LimiterLayer<MemoryLimiter<FixedWindow, C>> minute_layer;
-    LimiterLayer<MemoryLimiter<FixedWindow, C>> day_layer;
-    LimiterLayer<MemoryLimiter<TokenBucket, C>> burst_layer;
+    std::unique_ptr<WindowLimiter> minute;
+    std::unique_ptr<WindowLimiter> day;
+    std::unique_ptr<BurstLimiter> burst;
+    LimiterLayer<WindowLimiter> minute_layer;
+    LimiterLayer<WindowLimiter> day_layer;
+    LimiterLayer<BurstLimiter> burst_layer;
   };
 
   /// Throws `std::invalid_argument` naming the field: `TierOptions.plans` (empty, or a duplicate
   /// name), `TierOptions.default_plan` (no such plan), `TierOptions.cache_entries`,
   /// `TierOptions.cache_ttl`, `Plan.per_minute` / `.per_day` / `.burst` (< 1), `name` (a plan name
   /// outside printable ASCII), or `resolver` when it is empty.
-  TieredLimiter(TierOptions options, PlanResolver resolver, C clock = {})
-      : resolver_(std::move(resolver)), clock_(std::move(clock)),
+  BasicTieredLimiter(TierOptions options, PlanResolver resolver, Factory factory, C clock = {})
+      : resolver_(std::move(resolver)), factory_(std::move(factory)), clock_(std::move(clock)),
         cache_(checked_entries(options.cache_entries), checked_ttl(options.cache_ttl)) {
     if (!resolver_) detail::invalid("resolver", "must be callable");
     if (options.plans.empty()) detail::invalid("TierOptions.plans", "must not be empty");
@@ -102,9 +122,8 @@ class TieredLimiter {
       for (const auto& existing : plans_) {
         if (existing->plan.name == p.name) detail::invalid("TierOptions.plans", "duplicate plan name '" + p.name + "'");
       }
-      plans_.push_back(std::make_unique<PlanLimits>(p, options, clock_));
+      plans_.push_back(std::make_unique<PlanLimits>(p, options, factory_));
     }
-    default_ = 0;
     if (!options.default_plan.empty()) {
       const auto found = find(options.default_plan);
       if (!found) detail::invalid("TierOptions.default_plan", "no plan named '" + options.default_plan + "'");
@@ -145,7 +164,7 @@ class TieredLimiter {
   /// Forgets the cached plan of `key` (e.g. after an upgrade). Thread-safe.
   void invalidate(std::string_view key) { cache_.erase(key); }
 
-  /// Every plan's limiters and layers (for counters and tests), in the order given.
+  /// The number of plans, and each plan's limiters and layers (for counters and tests), in the order given.
   [[nodiscard]] std::size_t plan_count() const noexcept { return plans_.size(); }
   [[nodiscard]] PlanLimits& plan_at(std::size_t i) { return *plans_.at(i); }
   /// Keys whose plan is cached now.
@@ -168,10 +187,21 @@ class TieredLimiter {
   }
 
   PlanResolver resolver_;
+  Factory factory_;
   C clock_;
   detail::PlanCache cache_;
   std::vector<std::unique_ptr<PlanLimits>> plans_;
   std::size_t default_ = 0;
+};
+
+/// `BasicTieredLimiter` with in-memory limiters (`TierOptions::memory`) on clock `C`.
+template <Clock C = std::chrono::steady_clock>
+class TieredLimiter : public BasicTieredLimiter<MemoryLimiterFactory<C>, C> {
+ public:
+  /// Throws as `BasicTieredLimiter`.
+  TieredLimiter(TierOptions options, PlanResolver resolver, C clock = {})
+      : BasicTieredLimiter<MemoryLimiterFactory<C>, C>(options, std::move(resolver),
+                                                       MemoryLimiterFactory<C>{options.memory, clock}, clock) {}
 };
 
 }  // namespace ratelimit

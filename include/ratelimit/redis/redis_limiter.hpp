@@ -70,6 +70,15 @@ class RedisLimiter {
         binding_(detail::bind<P>(rules_)), pool_(std::move(pool)), options_(checked(pool_->options())),
         clock_(std::move(clock)) {}
 
+  /// As above with this limiter's own `key_prefix` instead of the pool's: limiters of the same policy
+  /// kind that share a pool (e.g. a per-minute and a per-day fixed window over the same keys) must use
+  /// distinct prefixes, or they share their Redis keys. Throws `std::invalid_argument` naming
+  /// `RedisOptions.key_prefix` when it holds `{` or `}`.
+  RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, std::string key_prefix, C clock = {})
+      : policy_(std::move(policy)), rules_(policy_.rules(detail::kTickNs)),
+        binding_(detail::bind<P>(rules_)), pool_(std::move(pool)),
+        options_(checked(with_prefix(pool_->options(), std::move(key_prefix)))), clock_(std::move(clock)) {}
+
   /// Checks `cost` units for `key` and consumes them if admitted (cost >= 1). Thread-safe.
   /// Throws `std::invalid_argument` for a negative cost or a key longer than `max_key_bytes`;
   /// `BackendError` when Redis fails under `OnError::raise`.
@@ -198,7 +207,12 @@ class RedisLimiter {
   [[nodiscard]] const detail::EmbeddedScript& script() const noexcept { return *binding_.script; }
 
  private:
-  static const RedisOptions& checked(const RedisOptions& o) {
+  static RedisOptions with_prefix(RedisOptions o, std::string prefix) {
+    o.key_prefix = std::move(prefix);
+    return o;
+  }
+
+  static RedisOptions checked(RedisOptions o) {
     if (o.key_prefix.find_first_of("{}") != std::string::npos) {
       ratelimit::detail::invalid("RedisOptions.key_prefix", "must not contain '{' or '}' (they delimit the hash tag)");
     }

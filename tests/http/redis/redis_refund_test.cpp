@@ -127,3 +127,23 @@ TEST(RedisLayered, DeniedRequestsLeaveNothingOnceChecksReturn) {
   for (std::size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(50 - key.peek(keys[i]).remaining, key_ok[i].load());
   for (std::size_t i = 0; i < eps.size(); ++i) EXPECT_EQ(25 - ep.peek(eps[i]).remaining, ep_ok[i].load());
 }
+
+// Two limiters of one policy kind on one pool share Redis keys unless each has its own prefix (as the
+// per-minute and per-day limits of a tier do).
+TEST(RedisLayered, OwnKeyPrefixKeepsSameKindLimitersApart) {
+  RATELIMIT_REQUIRE_REDIS();
+  ManualClock clock;
+  const auto options = ratelimit_test::client_options(*ratelimit_test::shared_redis());
+  auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(options);
+  RedisLimiter<ratelimit::FixedWindow, ManualClock> minute(ratelimit::FixedWindow{30, 1min}, pool, options.key_prefix + "m:", clock);
+  RedisLimiter<ratelimit::FixedWindow, ManualClock> day(ratelimit::FixedWindow{1000, 24h}, pool, options.key_prefix + "d:", clock);
+  EXPECT_EQ(minute.allow("k").remaining, 29);
+  EXPECT_EQ(day.allow("k").remaining, 999);
+  EXPECT_NE(minute.redis_key("k"), day.redis_key("k"));
+  RedisLimiter<ratelimit::FixedWindow, ManualClock> shared(ratelimit::FixedWindow{1000, 24h}, pool, clock);
+  RedisLimiter<ratelimit::FixedWindow, ManualClock> shared_too(ratelimit::FixedWindow{30, 1min}, pool, clock);
+  EXPECT_EQ(shared.allow("k").remaining, 999);
+  EXPECT_EQ(shared_too.allow("k").remaining, 28);  // the same Redis key: the pitfall the prefix avoids
+  EXPECT_THROW((RedisLimiter<ratelimit::FixedWindow, ManualClock>(ratelimit::FixedWindow{1, 1s}, pool, "a{b", clock)),
+               std::invalid_argument);
+}
