@@ -249,7 +249,14 @@ class RedisLimiter {
   void fill_args(std::vector<std::string_view>& args, std::string_view command, std::string_view script,
                  std::string_view key, std::string_view now, std::string_view cost, Mode mode) const {
     args.clear();
-    args.insert(args.end(), {command, script, "1", key, now, cost, mode_arg(mode)});
+    // push_back, not insert of an initializer list: GCC 12 at -O2 reports a false -Wstringop-overflow there.
+    args.push_back(command);
+    args.push_back(script);
+    args.push_back("1");
+    args.push_back(key);
+    args.push_back(now);
+    args.push_back(cost);
+    args.push_back(mode_arg(mode));
     for (const std::string& p : binding_.params) args.push_back(p);
   }
 
