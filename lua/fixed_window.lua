@@ -4,7 +4,8 @@
 -- KEYS[1]  hash {w = latest write time (us), c = count of w's window}
 -- ARGV[1]  now: integer microseconds since the epoch, or "" to read the server's TIME
 -- ARGV[2]  cost: integer >= 0 (ignored when peeking)
--- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check
+-- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,
+--          "2" = refund ARGV[2] units (see "Refund" below)
 -- ARGV[4]  limit L: integer in [1, 2^53)
 -- ARGV[5]  window W: microseconds, integer >= 1
 -- Reply    {allowed (1/0), limit, remaining, retry_after_us (-1 = never), reset_after_us}
@@ -56,6 +57,18 @@ local function evaluate(n)
     retry = W - r
   end
   return allowed, L - after, retry, reset
+end
+
+-- Refund (ARGV[3] = "2"; SPEC addition "Refunds"): c = max(0, c - n) in the current window only; the
+-- reply is the state afterwards as a cost-0 check sees it. Never past full; the TTL stays (reset_after
+-- does not grow).
+if ARGV[3] == "2" then
+  if c > 0 and cost > 0 then
+    c = c > cost and c - cost or 0
+    if c > 0 then redis.call("HSET", KEYS[1], "w", int(t), "c", int(c)) else redis.call("DEL", KEYS[1]) end
+  end
+  local _, remaining, _, reset = evaluate(0)
+  return {1, L, remaining, 0, reset}
 end
 
 if peek then

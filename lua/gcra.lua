@@ -5,12 +5,14 @@
 --          (two little-endian doubles, exact below 2^53; one value, so one GET and one SET with its TTL)
 -- ARGV[1]  now: integer microseconds since the epoch, or "" to read the server's TIME
 -- ARGV[2]  cost: integer >= 0 (ignored when peeking)
--- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check
+-- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,
+--          "2" = refund ARGV[2] units (see "Refund" below)
 -- ARGV[4]  burst B (the decision's limit): integer >= 1
 -- ARGV[5]  emission interval T = ceil(period / limit): microseconds, integer >= 1
 -- ARGV[6]  tolerance tau = B * T: microseconds (2 * tau stays below 2^52, checked in C++)
 -- Reply    {allowed (1/0), limit, remaining, retry_after_us (-1 = never), reset_after_us}
--- Writes   only an admitted check with cost >= 1: one SET ... PX ceil(reset_after / 1 ms) + 1000 ms.
+-- Writes   only an admitted check with cost >= 1: one SET ... PX ceil(reset_after / 1 ms) + 1000 ms;
+--          a refund: SET ... KEEPTTL, or DEL when the key is full again.
 -- Time     effective t = max(now, w): a clock that steps back sees time stand still at the latest write.
 -- Numbers  Lua numbers are doubles: every value here stays an integer below 2^53, so all of it is exact.
 -- Speed    one GET and at most one SET (value and TTL together), no closures: this runs on every request.
@@ -34,6 +36,21 @@ if state then
   if tat > t then backlog = tat - t end
 end
 local remaining = (tau - backlog - math.fmod(tau - backlog, T)) / T
+
+-- Refund (ARGV[3] = "2"; SPEC addition "Refunds"): TAT = max(TAT - n*T, t): the backlog shrinks by n*T, never past full.
+-- The TTL stays (no wait grows). Reply: the state afterwards as a cost-0 check sees it.
+if ARGV[3] == "2" then
+  local cost = tonumber(ARGV[2])
+  if backlog > 0 and cost > 0 then
+    if cost * T >= backlog then backlog = 0 else backlog = backlog - cost * T end  -- exact below 2^53
+    if backlog > 0 then
+      redis.call("SET", KEYS[1], struct.pack("<dd", t + backlog, t), "KEEPTTL")
+    else
+      redis.call("DEL", KEYS[1])
+    end
+  end
+  return {1, B, (tau - backlog - math.fmod(tau - backlog, T)) / T, 0, backlog}
+end
 
 if ARGV[3] == "1" then                                       -- B >= 1, so cost 1 always fits
   local new_backlog = backlog + T

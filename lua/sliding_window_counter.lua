@@ -4,7 +4,8 @@
 -- KEYS[1]  hash {w = latest write time (us), c = count of w's window, p = count of the window before}
 -- ARGV[1]  now: integer microseconds since the epoch, or "" to read the server's TIME
 -- ARGV[2]  cost: integer >= 0 (ignored when peeking)
--- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check
+-- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,
+--          "2" = refund ARGV[2] units (see "Refund" below)
 -- ARGV[4]  limit L: integer >= 1
 -- ARGV[5]  window W: microseconds, integer >= 1
 --          Bound: L * W <= 2^53. Every product below is at most L * W, so it is exact in Lua's doubles;
@@ -79,6 +80,21 @@ local function evaluate(n)
     end
   end
   return allowed, remaining, retry, reset
+end
+
+-- Refund (ARGV[3] = "2"; SPEC addition "Refunds"): cur = max(0, cur - n); prev is history and stays.
+-- The reply is the state afterwards as a cost-0 check sees it; the TTL stays (reset_after does not grow).
+if ARGV[3] == "2" then
+  if cur > 0 and cost > 0 then
+    cur = cur > cost and cur - cost or 0
+    if cur > 0 or prev > 0 then
+      redis.call("HSET", KEYS[1], "w", int(t), "c", int(cur), "p", int(prev))
+    else
+      redis.call("DEL", KEYS[1])
+    end
+  end
+  local _, remaining, _, reset = evaluate(0)
+  return {1, L, remaining, 0, reset}
 end
 
 if peek then

@@ -7,7 +7,8 @@
 --          are live with costs summing to at most L, and only writes change the set: at most L members.
 -- ARGV[1]  now: integer microseconds since the epoch, or "" to read the server's TIME
 -- ARGV[2]  cost: integer >= 0 (ignored when peeking)
--- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check
+-- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,
+--          "2" = refund ARGV[2] units (see "Refund" below)
 -- ARGV[4]  limit L: integer in [1, 2^53)
 -- ARGV[5]  window W: microseconds, integer >= 1; the window is (t - W, t]
 -- Reply    {allowed (1/0), limit, remaining, retry_after_us (-1 = never), reset_after_us}
@@ -71,6 +72,25 @@ local function evaluate(n)
     end
   end
   return allowed, remaining, retry, reset
+end
+
+-- Refund (ARGV[3] = "2"; SPEC addition "Refunds"): n units are taken off the newest live members (a
+-- member shrinks or goes); expired members are dropped. Reply: the state afterwards as a cost-0 check
+-- sees it; the TTL stays (the newest timestamp does not grow).
+if ARGV[3] == "2" then
+  if first_live > 1 then redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", int(t - W)) end
+  local left, i = cost, #at
+  while left > 0 and i >= first_live do
+    local take = costs[i] < left and costs[i] or left
+    redis.call("ZREM", KEYS[1], raw[2 * i - 1])
+    if costs[i] > take then redis.call("ZADD", KEYS[1], int(at[i]), int(at[i]) .. ":" .. int(costs[i] - take)) end
+    costs[i], count, left = costs[i] - take, count - take, left - take
+    if costs[i] == 0 then i = i - 1 end
+  end
+  newest = nil
+  if count > 0 then newest = at[i] end
+  local _, remaining, _, reset = evaluate(0)
+  return {1, L, remaining, 0, reset}
 end
 
 if peek then

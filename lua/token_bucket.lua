@@ -8,12 +8,14 @@
 --          microseconds (two little-endian doubles, exact below 2^53)
 -- ARGV[1]  now: integer microseconds since the epoch, or "" to read the server's TIME
 -- ARGV[2]  cost (tokens): integer >= 0 (ignored when peeking)
--- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check
+-- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,
+--          "2" = refund ARGV[2] units (see "Refund" below)
 -- ARGV[4]  capacity C (the decision's limit): integer >= 1
 -- ARGV[5]  refill interval T = ceil(refill_period / refill_tokens): microseconds per token, integer >= 1
 --          (2 * C * T stays below 2^52, checked in C++)
 -- Reply    {allowed (1/0), limit, remaining (whole tokens), retry_after_us (-1 = never), reset_after_us}
--- Writes   only an admitted take with cost >= 1: one SET ... PX ceil(reset_after / 1 ms) + 1000 ms.
+-- Writes   only an admitted take with cost >= 1: one SET ... PX ceil(reset_after / 1 ms) + 1000 ms;
+--          a refund: SET ... KEEPTTL, or DEL when the bucket is full again.
 -- Time     effective t = max(now, w): a clock that steps back sees time stand still at the latest write.
 -- Speed    one GET and at most one SET (value and TTL together), no closures: this runs on every request.
 
@@ -36,6 +38,21 @@ if state then
   if full_at > t then missing = full_at - t end
 end
 local tokens = (span - missing - math.fmod(span - missing, T)) / T
+
+-- Refund (ARGV[3] = "2"; SPEC addition "Refunds"): full_at = max(full_at - n*T, t): n tokens go back, never past full.
+-- The TTL stays (no wait grows). Reply: the state afterwards as a cost-0 check sees it.
+if ARGV[3] == "2" then
+  local cost = tonumber(ARGV[2])
+  if missing > 0 and cost > 0 then
+    if cost * T >= missing then missing = 0 else missing = missing - cost * T end  -- exact below 2^53
+    if missing > 0 then
+      redis.call("SET", KEYS[1], struct.pack("<dd", t + missing, t), "KEEPTTL")
+    else
+      redis.call("DEL", KEYS[1])
+    end
+  end
+  return {1, C, (span - missing - math.fmod(span - missing, T)) / T, 0, missing}
+end
 
 if ARGV[3] == "1" then                                       -- C >= 1, so one token always fits
   local new_missing = missing + T

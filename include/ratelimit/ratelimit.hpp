@@ -8,6 +8,7 @@
 #include "ratelimit/clock.hpp"
 #include "ratelimit/decision.hpp"
 #include "ratelimit/limiter.hpp"
+#include "ratelimit/memory/key_handle.hpp"
 #include "ratelimit/memory/memory_limiter.hpp"
 #include "ratelimit/memory/options.hpp"
 #include "ratelimit/policy/fixed_window.hpp"

@@ -15,6 +15,7 @@
 #include "ratelimit/decision.hpp"
 #include "ratelimit/detail/arithmetic.hpp"
 #include "ratelimit/limiter.hpp"
+#include "ratelimit/memory/key_handle.hpp"
 #include "ratelimit/memory/options.hpp"
 #include "ratelimit/memory/sharded_store.hpp"
 #include "ratelimit/policy/policy.hpp"
@@ -57,16 +58,61 @@ class MemoryLimiter {
     check_key(key);
     detail::require_cost(cost);
     const std::int64_t t = ticks(now);
-    const TickDecision d = store_.update(
-        key, store_.hash(key), stamp(t),
-        [&](State& state, bool present) {
-          const TickDecision decision = decide(rules_, state, t, cost);
-          // A commit leaves quota in use; otherwise a present key that is full again is reclaimed.
-          const bool keep = (decision.allowed && cost > 0) || (present && !rules_.is_full(state, t));
-          return std::pair{decision, keep};
-        },
-        [&](const State& state) { return rules_.is_full(state, t); });
-    return to_decision(d, kTickNs);
+    return to_decision(store_.update(key, store_.hash(key), stamp(t), allow_fn(t, cost), is_full_fn(t)), kTickNs);
+  }
+
+  /// Gives back up to `cost` units that `key` consumed (a request that failed or was cancelled), never
+  /// past full (`remaining <= limit`); formulas in `ratelimit::refund`. Returns the key's state
+  /// afterwards as a cost-0 check sees it. An absent (full) key stays absent. Thread-safe. Throws
+  /// `std::invalid_argument` for a negative cost or a key longer than `max_key_bytes`.
+  Decision refund(std::string_view key, std::int64_t cost) { return refund(key, cost, clock_.now()); }
+
+  /// As `refund(key, cost)`, at a time the caller read.
+  Decision refund(std::string_view key, std::int64_t cost, time_point now) {
+    check_key(key);
+    detail::require_cost(cost);
+    const std::int64_t t = ticks(now);
+    return to_decision(store_.update(key, store_.hash(key), stamp(t), refund_fn(t, cost), is_full_fn(t)), kTickNs);
+  }
+
+  /// Locates `key` for a check that holds several keys' locks at once (see `KeyHandle`), reading the
+  /// clock once. Takes no lock. Thread-safe. Throws `std::invalid_argument` for a key longer than
+  /// `max_key_bytes`.
+  KeyHandle locate(std::string_view key) { return locate(key, clock_.now()); }
+
+  /// As `locate(key)`, at a time the caller read.
+  KeyHandle locate(std::string_view key, time_point now) {
+    check_key(key);
+    const std::uint64_t hash = store_.hash(key);
+    return KeyHandle{hash, ticks(now), &store_.lock_of(hash)};
+  }
+
+  /// `allow` for a caller that holds `*handle.lock`; `handle` comes from `locate(key)` of this
+  /// limiter. Throws `std::invalid_argument` for a negative cost.
+  Decision allow_locked(std::string_view key, const KeyHandle& handle, std::int64_t cost) {
+    detail::require_cost(cost);
+    const std::int64_t t = handle.now_ns;
+    return to_decision(
+        store_.update_locked(key, handle.hash, stamp(t), allow_fn(t, cost), is_full_fn(t)), kTickNs);
+  }
+
+  /// `refund` for a caller that holds `*handle.lock`. Right after an admitting `allow_locked` of the
+  /// same cost under the same lock hold it restores the key's state exactly (this is how a layered
+  /// check rolls back). Throws `std::invalid_argument` for a negative cost.
+  Decision refund_locked(std::string_view key, const KeyHandle& handle, std::int64_t cost) {
+    detail::require_cost(cost);
+    const std::int64_t t = handle.now_ns;
+    return to_decision(
+        store_.update_locked(key, handle.hash, stamp(t), refund_fn(t, cost), is_full_fn(t)), kTickNs);
+  }
+
+  /// The key's state as a cost-0 check sees it (allowed, current `remaining` and `reset_after`), for
+  /// a caller that holds `*handle.lock`. Consumes nothing.
+  Decision current_locked(std::string_view key, const KeyHandle& handle) {
+    const std::int64_t t = handle.now_ns;
+    return to_decision(
+        store_.read_locked(key, handle.hash, [&](const State& state) { return rules_.evaluate(state, t, 0); }),
+        kTickNs);
   }
 
   /// What a cost-1 request would see now, consuming nothing (SPEC section 2). Thread-safe.
@@ -111,6 +157,26 @@ class MemoryLimiter {
 
  private:
   using State = StateOf<P>;
+
+  // The store callbacks of allow and refund, shared by the locking and the `*_locked` paths.
+  auto allow_fn(std::int64_t t, std::int64_t cost) const {
+    return [this, t, cost](State& state, bool present) {
+      const TickDecision decision = decide(rules_, state, t, cost);
+      // A commit leaves quota in use; otherwise a present key that is full again is reclaimed.
+      const bool keep = (decision.allowed && cost > 0) || (present && !rules_.is_full(state, t));
+      return std::pair{decision, keep};
+    };
+  }
+  auto refund_fn(std::int64_t t, std::int64_t cost) const {
+    return [this, t, cost](State& state, bool present) {
+      // An absent key is full: nothing to give back, and nothing is inserted.
+      const TickDecision decision = present ? rules_.refund(state, t, cost) : rules_.evaluate(state, t, 0);
+      return std::pair{decision, present && !rules_.is_full(state, t)};
+    };
+  }
+  auto is_full_fn(std::int64_t t) const {
+    return [this, t](const State& state) { return rules_.is_full(state, t); };
+  }
 
   static MemoryOptions validated(MemoryOptions o) {
     if (o.max_keys < 1) detail::invalid("MemoryOptions.max_keys", "must be >= 1");

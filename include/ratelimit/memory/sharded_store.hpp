@@ -58,8 +58,19 @@ class ShardedStore {
   /// `stamp` is the coarse time of this touch, for LRU.
   template <class Fn, class IsFull>
   auto update(std::string_view key, std::uint64_t hash, std::uint32_t stamp, Fn&& fn, IsFull&& is_full) {
+    std::lock_guard guard(lock_of(hash));
+    return update_locked(key, hash, stamp, fn, is_full);
+  }
+
+  /// The lock of the shard that holds `hash`. Checks that must change several keys at once (layered
+  /// limits) take the locks of all their keys, each lock once, in one global order (by address, over
+  /// every store), then call the `*_locked` functions: no deadlock, and no one sees a partial change.
+  [[nodiscard]] SpinLock& lock_of(std::uint64_t hash) noexcept { return shard_for(hash).lock; }
+
+  /// `update` for a caller that holds `lock_of(hash)`. Slots may move: keep no reference across calls.
+  template <class Fn, class IsFull>
+  auto update_locked(std::string_view key, std::uint64_t hash, std::uint32_t stamp, Fn&& fn, IsFull&& is_full) {
     Shard& shard = shard_for(hash);
-    std::lock_guard guard(shard.lock);
     if (Slot* slot = shard.table.find(hash, key)) {
       auto [result, keep] = fn(slot->state, true);
       if (keep) {
@@ -84,8 +95,14 @@ class ShardedStore {
   /// Runs `fn(const State&)` under the key's lock, on `State{}` when the key is absent.
   template <class Fn>
   auto read(std::string_view key, std::uint64_t hash, Fn&& fn) {
+    std::lock_guard guard(lock_of(hash));
+    return read_locked(key, hash, fn);
+  }
+
+  /// `read` for a caller that holds `lock_of(hash)`.
+  template <class Fn>
+  auto read_locked(std::string_view key, std::uint64_t hash, Fn&& fn) {
     Shard& shard = shard_for(hash);
-    std::lock_guard guard(shard.lock);
     if (const Slot* slot = shard.table.find(hash, key)) return fn(slot->state);
     static const State absent{};
     return fn(absent);

@@ -54,6 +54,18 @@ struct FixedWindow {
 
     [[nodiscard]] bool is_full(const State& s, std::int64_t now) const noexcept { return view(s, now).count == 0; }
 
+    /// Gives back up to `cost` units consumed in the current window: `c = max(0, c - n)`. Units of an
+    /// earlier window are gone already, so nothing is given back for them. Returns the state as a cost-0
+    /// check sees it afterwards. `cost >= 0` (the caller checks).
+    TickDecision refund(State& s, std::int64_t now, std::int64_t cost) const noexcept {
+      const View v = view(s, now);
+      if (v.count > 0 && cost > 0) {
+        s.written = v.now;
+        s.count = v.count > cost ? v.count - cost : 0;
+      }
+      return evaluate(view(s, now), 0);
+    }
+
    private:
     struct View {
       std::int64_t now;     // effective time: never before the latest write

@@ -64,6 +64,20 @@ struct Gcra {
       return s.tat <= effective_now(s, now);
     }
 
+    /// Gives back up to `cost` units: `TAT = max(TAT - n*T, t)`, so the key never holds more than
+    /// `burst` (its state cannot go past full). Returns the state as a cost-0 check sees it afterwards.
+    /// `cost >= 0`.
+    TickDecision refund(State& s, std::int64_t now, std::int64_t cost) const noexcept {
+      const std::int64_t t = effective_now(s, now);
+      if (s.tat > t && cost > 0) {
+        const std::int64_t backlog = s.tat - t;
+        // n*T >= backlog  <=>  n >= ceil(backlog / T); otherwise n*T < backlog cannot overflow.
+        s.tat = cost >= detail::ceil_div(backlog, emission_interval_) ? t : s.tat - cost * emission_interval_;
+        s.written = t;
+      }
+      return evaluate_at(s, t, 0);
+    }
+
    private:
     // The *_at functions take the effective time `t` already computed.
     [[nodiscard]] TickDecision evaluate_at(const State& s, std::int64_t t, std::int64_t cost) const noexcept {

@@ -106,6 +106,26 @@ TickDecision peek(const R& rules, const typename R::State& state, std::int64_t n
   return one;
 }
 
+/// Rules that can give quota back (`refund`); all five policies qualify.
+template <class R>
+concept RefundableRules = PolicyRules<R> &&
+    requires(const R& rules, typename R::State& state, std::int64_t now, std::int64_t cost) {
+      { rules.refund(state, now, cost) } -> std::same_as<TickDecision>;
+    };
+
+/// Gives back up to `cost` units the key consumed (a request that failed or was cancelled), never
+/// past full: `remaining` stays <= `limit`. Exact formulas per policy (SPEC addition, "Refunds"):
+/// fixed window `c = max(0, c - n)` in the current window; sliding window log removes `n` from the
+/// newest entries; sliding window counter `cur = max(0, cur - n)` (never `prev`); GCRA and token
+/// bucket `TAT = max(TAT - n*T, t)`. Returns the state afterwards as a cost-0 check sees it
+/// (`allowed`, `retry_after == 0`). Throws `std::invalid_argument` for a negative cost.
+/// Not thread-safe: the store serializes calls.
+template <RefundableRules R>
+TickDecision refund(const R& rules, typename R::State& state, std::int64_t now, std::int64_t cost) {
+  detail::require_cost(cost);
+  return rules.refund(state, now, cost);
+}
+
 /// Converts tick durations to `Decision`'s nanoseconds. Validation keeps every finite value in range.
 [[nodiscard]] inline Decision to_decision(const TickDecision& d, std::int64_t tick_ns) noexcept {
   auto ns = [tick_ns](std::int64_t ticks) {

@@ -60,6 +60,18 @@ struct SlidingWindowCounter {
       return v.current == 0 && v.previous == 0;
     }
 
+    /// Gives back up to `cost` units from the current window only: `cur = max(0, cur - n)`; `prev` is
+    /// history and stays. Returns the state as a cost-0 check sees it afterwards. `cost >= 0`.
+    TickDecision refund(State& s, std::int64_t now, std::int64_t cost) const noexcept {
+      const View v = view(s, now);
+      if (v.current > 0 && cost > 0) {
+        s.written = v.now;
+        s.current = v.current > cost ? v.current - cost : 0;
+        s.previous = v.previous;
+      }
+      return evaluate(view(s, now), 0);
+    }
+
    private:
     struct View {
       std::int64_t now;  // effective time: never before the latest write

@@ -80,15 +80,7 @@ struct SlidingWindowLog {
 
     void commit(State& s, std::int64_t now, std::int64_t cost) const {
       const View v = view(s, now);
-      s.total -= v.expired;
-      s.head = v.first_live;
-      if (s.head == s.entries.size()) {
-        s.entries.clear();
-        s.head = 0;
-      } else if (s.head * 2 >= s.entries.size()) {
-        s.entries.erase(s.entries.begin(), s.entries.begin() + static_cast<std::ptrdiff_t>(s.head));
-        s.head = 0;
-      }
+      drop_expired(s, v);
       if (!s.entries.empty() && s.entries.back().at == v.now) {
         s.entries.back().cost += cost;
       } else {
@@ -99,6 +91,24 @@ struct SlidingWindowLog {
 
     [[nodiscard]] bool is_full(const State& s, std::int64_t now) const noexcept {
       return s.total == view(s, now).expired;
+    }
+
+    /// Gives back up to `cost` units, newest entries first (the refunded request is normally the
+    /// latest one): entries shrink or disappear until `cost` is given back or no live entry is left.
+    /// Returns the state as a cost-0 check sees it afterwards. `cost >= 0`.
+    TickDecision refund(State& s, std::int64_t now, std::int64_t cost) const {
+      const std::int64_t t = view(s, now).now;  // evaluate at the time the refunded entries set
+      drop_expired(s, view(s, now));
+      std::int64_t left = cost;
+      while (left > 0 && s.entries.size() > s.head) {
+        Entry& newest = s.entries.back();
+        const std::int64_t taken = newest.cost < left ? newest.cost : left;
+        newest.cost -= taken;
+        s.total -= taken;
+        left -= taken;
+        if (newest.cost == 0) s.entries.pop_back();
+      }
+      return evaluate(s, t, 0);
     }
 
    private:
@@ -117,6 +127,19 @@ struct SlidingWindowLog {
         ++v.first_live;
       }
       return v;
+    }
+
+    /// Forgets the entries that left the window (the state is the same for every decision).
+    static void drop_expired(State& s, const View& v) {
+      s.total -= v.expired;
+      s.head = v.first_live;
+      if (s.head == s.entries.size()) {
+        s.entries.clear();
+        s.head = 0;
+      } else if (s.head * 2 >= s.entries.size()) {
+        s.entries.erase(s.entries.begin(), s.entries.begin() + static_cast<std::ptrdiff_t>(s.head));
+        s.head = 0;
+      }
     }
 
     std::int64_t limit_;

@@ -86,13 +86,29 @@ class RedisLimiter {
   RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, C clock = {})
       : RedisLimiter(std::move(policy), nullptr, std::move(router), std::move(clock)) {}
 
+  /// As above with this limiter's own `key_prefix` instead of the pool's: limiters of the same policy
+  /// kind that share a pool (e.g. a per-minute and a per-day fixed window over the same keys) must use
+  /// distinct prefixes, or they share their Redis keys. Throws `std::invalid_argument` naming
+  /// `RedisOptions.key_prefix` when it holds `{` or `}`.
+  RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, std::string key_prefix, C clock = {})
+      : policy_(std::move(policy)), rules_(policy_.rules(detail::kTickNs)),
+        binding_(detail::bind<P>(rules_)), pool_(std::move(pool)),
+        options_(checked(with_prefix(pool_->options(), std::move(key_prefix)))), clock_(std::move(clock)) {}
+
   /// Checks `cost` units for `key` and consumes them if admitted (cost >= 1). Thread-safe.
   /// Throws `std::invalid_argument` for a negative cost or a key longer than `max_key_bytes`;
   /// `BackendError` when Redis fails under `OnError::raise`.
-  Decision allow(std::string_view key, std::int64_t cost = 1) { return check(key, cost, false); }
+  Decision allow(std::string_view key, std::int64_t cost = 1) { return check(key, cost, Mode::check); }
 
   /// What a cost-1 request would see, consuming nothing (SPEC section 2). Thread-safe. Throws as `allow`.
-  Decision peek(std::string_view key) { return check(key, 1, true); }
+  Decision peek(std::string_view key) { return check(key, 1, Mode::peek); }
+
+  /// Gives back up to `cost` units `key` consumed (SPEC addition "Refunds", the same formulas as
+  /// `ratelimit::refund`, run in the policy's script with `ARGV[3] = "2"`), never past full. Returns the
+  /// key's state afterwards as a cost-0 check sees it. Thread-safe. Throws as `allow`; when Redis fails
+  /// and `on_error` is not `raise`, nothing is given back and a fresh key's state is returned (the
+  /// failure is counted).
+  Decision refund(std::string_view key, std::int64_t cost) { return check(key, cost, Mode::refund); }
 
   /// Forgets the key's state (`DEL` of its Redis keys). Thread-safe. Returns false when Redis failed and
   /// `on_error` is not `raise` (the failure is counted); throws `BackendError` under `raise`, and
@@ -132,7 +148,7 @@ class RedisLimiter {
     const std::int64_t now = now_us();
     const std::string now_arg = time_arg(now);
     calls_.fetch_add(requests.size(), std::memory_order_relaxed);
-    if (cluster_) return cluster_run(requests, false, now);
+    if (cluster_) return cluster_run(requests, Mode::check, now);
     std::vector<Reply> replies;
     try {
       auto lease = pool_->acquire();
@@ -145,7 +161,7 @@ class RedisLimiter {
       for (const Request& r : requests) {
         keys.push_back(redis_key(r.key));
         costs.push_back(std::to_string(r.cost));
-        fill_args(args, "EVALSHA", binding_.script->sha1, keys.back(), now_arg, costs.back(), false);
+        fill_args(args, "EVALSHA", binding_.script->sha1, keys.back(), now_arg, costs.back(), Mode::check);
         lease->append(args);
       }
       replies.reserve(requests.size());
@@ -158,7 +174,7 @@ class RedisLimiter {
       if (!missing.empty()) {
         script_reloads_.fetch_add(1, std::memory_order_relaxed);
         for (const std::size_t i : missing) {
-          fill_args(args, "EVAL", binding_.script->body, keys[i], now_arg, costs[i], false);
+          fill_args(args, "EVAL", binding_.script->body, keys[i], now_arg, costs[i], Mode::check);
           lease->append(args);
         }
         for (const std::size_t i : missing) replies[i] = lease->read_reply();
@@ -166,7 +182,7 @@ class RedisLimiter {
     } catch (const BackendError& e) {
       count_failure(e.cause(), requests.size());
       if (options_.on_error == OnError::raise) throw;
-      for (const Request& r : requests) out.push_back(failure_decision(now, r.cost, false));
+      for (const Request& r : requests) out.push_back(failure_decision(now, r.cost, Mode::check));
       return out;
     }
     for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -175,7 +191,7 @@ class RedisLimiter {
       } catch (const BackendError& e) {
         count_failure(e.cause(), 1);
         if (options_.on_error == OnError::raise) throw;
-        out.push_back(failure_decision(now, requests[i].cost, false));
+        out.push_back(failure_decision(now, requests[i].cost, Mode::check));
       }
     }
     return out;
@@ -219,6 +235,12 @@ class RedisLimiter {
   [[nodiscard]] const std::shared_ptr<ClusterRouter>& cluster() const noexcept { return cluster_; }
 
  private:
+  /// ARGV[3] of the scripts.
+  enum class Mode { check, peek, refund };
+  static constexpr std::string_view mode_arg(Mode m) noexcept {
+    return m == Mode::check ? "0" : (m == Mode::peek ? "1" : "2");
+  }
+
   RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, std::shared_ptr<ClusterRouter> router, C clock)
       : policy_(std::move(policy)), rules_(policy_.rules(detail::kTickNs)), binding_(detail::bind<P>(rules_)),
         pool_(std::move(pool)), cluster_(std::move(router)),
@@ -227,7 +249,7 @@ class RedisLimiter {
   /// Cluster mode: every request as its own EVALSHA on its slot's master (grouped and pipelined per
   /// node by the router); failures are per request. Under `raise`, the first failure is thrown after
   /// every request was answered or failed.
-  std::vector<Decision> cluster_run(std::span<const Request> requests, bool peek, std::int64_t now) {
+  std::vector<Decision> cluster_run(std::span<const Request> requests, Mode mode, std::int64_t now) {
     const std::string now_arg = time_arg(now);
     std::vector<std::string> keys(requests.size());
     std::vector<std::string> costs(requests.size());
@@ -236,7 +258,7 @@ class RedisLimiter {
       keys[i] = redis_key(requests[i].key);
       costs[i] = std::to_string(requests[i].cost);
       calls[i].slot = detail::key_slot(keys[i]);
-      fill_args(calls[i].args, "EVALSHA", binding_.script->sha1, keys[i], now_arg, costs[i], peek);
+      fill_args(calls[i].args, "EVALSHA", binding_.script->sha1, keys[i], now_arg, costs[i], mode);
       calls[i].script_body = binding_.script->body;
     }
     if (const std::size_t reloads = cluster_->execute(calls); reloads != 0) {
@@ -252,7 +274,7 @@ class RedisLimiter {
       } catch (const BackendError& e) {
         count_failure(e.cause(), 1);
         if (!first) first = e;
-        out.push_back(failure_decision(now, requests[i].cost, peek));
+        out.push_back(failure_decision(now, requests[i].cost, mode));
       }
     }
     if (first && options_.on_error == OnError::raise) throw *first;
@@ -271,7 +293,12 @@ class RedisLimiter {
     return true;
   }
 
-  static const RedisOptions& checked(const RedisOptions& o) {
+  static RedisOptions with_prefix(RedisOptions o, std::string prefix) {
+    o.key_prefix = std::move(prefix);
+    return o;
+  }
+
+  static RedisOptions checked(RedisOptions o) {
     if (o.key_prefix.find_first_of("{}") != std::string::npos) {
       ratelimit::detail::invalid("RedisOptions.key_prefix", "must not contain '{' or '}' (they delimit the hash tag)");
     }
@@ -298,12 +325,13 @@ class RedisLimiter {
     return options_.time_source == TimeSource::client ? std::to_string(now) : std::string();
   }
 
-  /// {command, script, 1, key, now, cost, peek, params...}
+
+  /// {command, script, 1, key, now, cost, mode, params...}
   void fill_args(std::vector<std::string_view>& args, std::string_view command, std::string_view script,
-                 std::string_view key, std::string_view now, std::string_view cost, bool peek) const {
+                 std::string_view key, std::string_view now, std::string_view cost, Mode mode) const {
     // Assigned from an array, not inserted from an initializer list: GCC 12 warns falsely
     // (-Wstringop-overflow) on the latter when optimizing, and users build with -Werror too.
-    const std::array<std::string_view, 7> fixed{command, script, "1", key, now, cost, peek ? "1" : "0"};
+    const std::array<std::string_view, 7> fixed{command, script, "1", key, now, cost, mode_arg(mode)};
     args.assign(fixed.begin(), fixed.end());
     for (const std::string& p : binding_.params) args.push_back(p);
   }
@@ -320,14 +348,14 @@ class RedisLimiter {
     loaded_.store(true, std::memory_order_release);
   }
 
-  Decision check(std::string_view key, std::int64_t cost, bool peek) {
+  Decision check(std::string_view key, std::int64_t cost, Mode mode) {
     check_key(key);
     ratelimit::detail::require_cost(cost);
     const std::int64_t now = now_us();
     calls_.fetch_add(1, std::memory_order_relaxed);
     if (cluster_) {
       const Request one{key, cost};
-      return cluster_run(std::span<const Request>(&one, 1), peek, now).front();
+      return cluster_run(std::span<const Request>(&one, 1), mode, now).front();
     }
     try {
       auto lease = pool_->acquire();
@@ -336,7 +364,7 @@ class RedisLimiter {
       const std::string now_arg = time_arg(now);
       const std::string cost_arg = std::to_string(cost);
       std::vector<std::string_view> args;
-      fill_args(args, "EVALSHA", binding_.script->sha1, k, now_arg, cost_arg, peek);
+      fill_args(args, "EVALSHA", binding_.script->sha1, k, now_arg, cost_arg, mode);
       Reply r = lease->command(args);
       if (is_error(*r, "NOSCRIPT")) {
         script_reloads_.fetch_add(1, std::memory_order_relaxed);
@@ -348,7 +376,7 @@ class RedisLimiter {
     } catch (const BackendError& e) {
       count_failure(e.cause(), 1);
       if (options_.on_error == OnError::raise) throw;
-      return failure_decision(now, cost, peek);
+      return failure_decision(now, cost, mode);
     }
   }
 
@@ -358,8 +386,11 @@ class RedisLimiter {
   }
 
   /// fail_open: what a fresh key would get (so a cost above the limit is still `never`);
-  /// fail_closed: a denial with `failure_retry_after`.
-  Decision failure_decision(std::int64_t now, std::int64_t cost, bool peek) const {
+  /// fail_closed: a denial with `failure_retry_after`. A failed refund gives nothing back: a fresh key's
+  /// state under either.
+  Decision failure_decision(std::int64_t now, std::int64_t cost, Mode mode) const {
+    const bool peek = mode == Mode::peek;
+    if (mode == Mode::refund) return to_decision(rules_.evaluate(StateOf<P>{}, now, 0), detail::kTickNs);
     if (options_.on_error == OnError::fail_open) {
       const StateOf<P> fresh{};
       const TickDecision d = peek ? ratelimit::peek(rules_, fresh, now) : rules_.evaluate(fresh, now, cost);

@@ -1,0 +1,313 @@
+#pragma once
+
+/// @file
+/// All-or-nothing checks over several layers (limiter, key, cost): a request passes only if every
+/// layer admits it, and when any layer denies, no layer keeps a consumption.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ratelimit/decision.hpp"
+#include "ratelimit/detail/spin_lock.hpp"
+#include "ratelimit/http/headers.hpp"
+#include "ratelimit/http/layer.hpp"
+#include "ratelimit/http/most_restrictive.hpp"
+#include "ratelimit/memory/key_handle.hpp"
+#include "ratelimit/policy/policy.hpp"
+
+namespace ratelimit {
+
+/// One layer of a request: which layer, for which key, at what cost.
+struct LayerRequest {
+  /// The layer; must outlive the check.
+  Layer* layer = nullptr;
+  /// The key in that layer (e.g. the client IP, the API key, "ip:path"); must outlive the check.
+  std::string_view key{};
+  /// Cost units; >= 0.
+  std::int64_t cost = 1;
+};
+
+/// What one layer said about a request.
+struct LayerOutcome {
+  Layer* layer = nullptr;
+  Verdict verdict = Verdict::unchecked;
+  /// The layer's decision. For `rolled_back`, the key's state after the give-back (`allowed`, current
+  /// `remaining`); for `penalized`, `remaining = 0` and `retry_after = reset_after =` the rest of the
+  /// penalty; for `deny_listed`, `retry_after = Decision::never`; meaningless for `allow_listed` and
+  /// `unchecked` (they appear in no header).
+  Decision decision;
+};
+
+/// The answer of a layered check.
+struct LayeredDecision {
+  /// The most restrictive of the reported layers' decisions (`most_restrictive`); `allowed` iff every
+  /// layer admitted. With no reported layer (all allow-listed): allowed, `limit = 0`.
+  Decision decision{.allowed = true};
+  /// The index (in the request's layers) of the layer whose decision is `decision`, if any.
+  std::optional<std::size_t> reported_by;
+  /// One outcome per requested layer, in order.
+  std::vector<LayerOutcome> layers;
+
+  explicit operator bool() const noexcept { return decision.allowed; }
+
+  /// True when `verdict` of layer `i` appears in headers (checked, not skipped).
+  [[nodiscard]] static bool reported(Verdict v) noexcept {
+    return v != Verdict::allow_listed && v != Verdict::unchecked;
+  }
+  /// The (policy, decision) entries for `http::rate_limit_fields`, reported layers only, in order.
+  [[nodiscard]] std::vector<http::PolicyDecision> policy_decisions() const {
+    std::vector<http::PolicyDecision> out;
+    for (const LayerOutcome& o : layers) {
+      if (reported(o.verdict)) out.push_back({&o.layer->quota(), o.decision});
+    }
+    return out;
+  }
+  /// The names of the denying layers, for the problem body's `violated-policies`.
+  [[nodiscard]] std::vector<std::string> violated_policies() const {
+    std::vector<std::string> out;
+    for (const LayerOutcome& o : layers) {
+      if (denies(o.verdict)) out.emplace_back(o.layer->name());
+    }
+    return out;
+  }
+};
+
+namespace detail {
+
+/// Holds a set of shard locks, taken once each in ascending address order (one global order over
+/// every store in the process, so concurrent multi-key checks never deadlock).
+class MultiLock {
+ public:
+  explicit MultiLock(std::vector<SpinLock*> locks) : locks_(std::move(locks)) {
+    std::sort(locks_.begin(), locks_.end(), std::less<>());
+    locks_.erase(std::unique(locks_.begin(), locks_.end()), locks_.end());
+    for (SpinLock* l : locks_) l->lock();
+  }
+  MultiLock(const MultiLock&) = delete;
+  MultiLock& operator=(const MultiLock&) = delete;
+  ~MultiLock() {
+    for (auto it = locks_.rbegin(); it != locks_.rend(); ++it) (*it)->unlock();
+  }
+
+ private:
+  std::vector<SpinLock*> locks_;
+};
+
+inline Decision listed_denial(const Layer& layer) {
+  return Decision{.allowed = false, .limit = layer.quota().quota, .remaining = 0, .retry_after = Decision::never};
+}
+
+inline Decision penalty_denial(const Layer& layer, std::int64_t left_ns) {
+  const std::chrono::nanoseconds left(left_ns);
+  return Decision{.allowed = false, .limit = layer.quota().quota, .remaining = 0, .retry_after = left,
+                  .reset_after = left};
+}
+
+/// An admitted layer's outcome after the give-back: allowed, with the key's current numbers.
+inline Decision given_back(Decision current) {
+  current.allowed = true;
+  current.retry_after = std::chrono::nanoseconds::zero();
+  return current;
+}
+
+}  // namespace detail
+
+/// Checks a request against every layer in `requests`, all or nothing.
+///
+/// 1. From memory, without touching any backend: a key on a layer's deny list is denied
+///    (`deny_listed`), a key in a layer's penalty is denied (`penalized`); a key on a layer's allow
+///    list skips that layer (`allow_listed`). If any is denied, no backend is checked.
+/// 2. If every remaining layer is lockable (in-memory): the shard locks of all keys, over all
+///    limiters, are taken in one global order; every layer is checked and consumes; if any denies,
+///    every consumption is given back (an exact inverse under the same locks); locks are released.
+///    Atomic: no other check sees a partial state, and no layer's count ever holds a request that
+///    another layer denied.
+/// 3. Otherwise (a backend without multi-key locking, e.g. Redis across slots): layers are checked in
+///    order, stopping at the first denial, and the admitted ones are refunded. Between consume and
+///    refund, other requests see the consumption (they may be denied spuriously; never admitted
+///    extra): the documented window of inexactness.
+/// 4. After the locks: a layer that denied for quota (with a finite wait) and has a penalty blocks
+///    the key; counters are updated; `on_limited` runs for each denying layer.
+///
+/// The same (layer, key) twice in one request consumes both costs. Thread-safe.
+/// Throws `std::invalid_argument` for a null layer, a negative cost or a key too long for a layer;
+/// backend exceptions propagate after the admitted layers are given back.
+inline LayeredDecision check_layers(std::span<const LayerRequest> requests) {
+  LayeredDecision result;
+  result.layers.resize(requests.size());
+  bool denied_early = false;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const LayerRequest& r = requests[i];
+    if (r.layer == nullptr) detail::invalid("layer", "must not be null");
+    detail::require_cost(r.cost);
+    LayerOutcome& o = result.layers[i];
+    o.layer = r.layer;
+    switch (r.layer->lists().lookup(r.key)) {
+      case Listing::denied:
+        o.verdict = Verdict::deny_listed;
+        o.decision = detail::listed_denial(*r.layer);
+        denied_early = true;
+        continue;
+      case Listing::allowed:
+        o.verdict = Verdict::allow_listed;
+        o.decision = Decision{.allowed = true, .limit = r.layer->quota().quota, .remaining = r.layer->quota().quota};
+        continue;
+      case Listing::none:
+        break;
+    }
+    if (r.layer->options().penalty.count() > 0) {
+      if (const std::int64_t left = r.layer->penalties().blocked_for(r.key, r.layer->now_ns()); left > 0) {
+        o.verdict = Verdict::penalized;
+        o.decision = detail::penalty_denial(*r.layer, left);
+        denied_early = true;
+      }
+    }
+  }
+
+  auto active = [&](std::size_t i) { return result.layers[i].verdict == Verdict::unchecked; };
+  bool denied = denied_early;
+  if (!denied_early) {
+    bool all_lockable = true;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      if (active(i) && !requests[i].layer->lockable()) all_lockable = false;
+    }
+    if (all_lockable) {
+      std::vector<KeyHandle> handles(requests.size());
+      std::vector<detail::SpinLock*> locks;
+      locks.reserve(requests.size());
+      for (std::size_t i = 0; i < requests.size(); ++i) {
+        if (!active(i)) continue;
+        handles[i] = requests[i].layer->locate(requests[i].key);
+        locks.push_back(handles[i].lock);
+      }
+      detail::MultiLock hold(std::move(locks));
+      std::vector<std::size_t> consumed;  // admitted with cost >= 1, in order
+      auto give_back = [&] {
+        for (auto it = consumed.rbegin(); it != consumed.rend(); ++it) {
+          const LayerRequest& r = requests[*it];
+          r.layer->refund_locked(r.key, handles[*it], r.cost);
+        }
+      };
+      try {
+        for (std::size_t i = 0; i < requests.size(); ++i) {
+          if (!active(i)) continue;
+          const LayerRequest& r = requests[i];
+          LayerOutcome& o = result.layers[i];
+          o.decision = r.layer->allow_locked(r.key, handles[i], r.cost);
+          o.verdict = o.decision.allowed ? Verdict::admitted : Verdict::limited;
+          if (!o.decision.allowed) denied = true;
+          if (o.decision.allowed && r.cost > 0) consumed.push_back(i);
+        }
+      } catch (...) {
+        give_back();
+        throw;
+      }
+      if (denied) {
+        give_back();
+        for (std::size_t i = 0; i < requests.size(); ++i) {
+          LayerOutcome& o = result.layers[i];
+          if (o.verdict != Verdict::admitted) continue;
+          o.verdict = Verdict::rolled_back;
+          o.decision = detail::given_back(requests[i].layer->current_locked(requests[i].key, handles[i]));
+        }
+      }
+    } else {
+      std::vector<std::size_t> consumed;
+      auto give_back = [&] {
+        for (auto it = consumed.rbegin(); it != consumed.rend(); ++it) {
+          const LayerRequest& r = requests[*it];
+          LayerOutcome& o = result.layers[*it];
+          o.verdict = Verdict::rolled_back;
+          o.decision = detail::given_back(r.layer->backend_refund(r.key, r.cost));
+        }
+      };
+      try {
+        for (std::size_t i = 0; i < requests.size() && !denied; ++i) {
+          if (!active(i)) continue;
+          const LayerRequest& r = requests[i];
+          LayerOutcome& o = result.layers[i];
+          o.decision = r.layer->backend_allow(r.key, r.cost);
+          o.verdict = o.decision.allowed ? Verdict::admitted : Verdict::limited;
+          if (!o.decision.allowed) denied = true;
+          if (o.decision.allowed && r.cost > 0) consumed.push_back(i);
+        }
+      } catch (...) {
+        give_back();
+        throw;
+      }
+      if (denied) give_back();
+    }
+  }
+
+  // Penalties, counters and callbacks, outside every lock.
+  std::vector<Decision> reported;
+  std::vector<std::size_t> index;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const LayerRequest& r = requests[i];
+    LayerOutcome& o = result.layers[i];
+    switch (o.verdict) {
+      case Verdict::admitted:
+        r.layer->stats().add_allowed();
+        break;
+      case Verdict::rolled_back:
+        r.layer->stats().add_rolled_back();
+        break;
+      case Verdict::limited:
+        if (r.layer->options().penalty.count() > 0 && o.decision.retry_after != Decision::never) {
+          r.layer->penalties().block(r.key, r.layer->now_ns(), r.layer->options().penalty.count());
+        }
+        [[fallthrough]];
+      case Verdict::penalized:
+      case Verdict::deny_listed:
+        r.layer->stats().add_denied();
+        if (r.layer->options().on_limited) {
+          r.layer->options().on_limited(LimitedEvent{r.layer->name(), r.key, o.decision, o.verdict});
+        }
+        break;
+      case Verdict::allow_listed:
+      case Verdict::unchecked:
+        break;
+    }
+    if (LayeredDecision::reported(o.verdict)) {
+      reported.push_back(o.decision);
+      index.push_back(i);
+    }
+  }
+  if (!reported.empty()) {
+    const std::size_t best = most_restrictive(reported);
+    result.decision = reported[best];
+    result.reported_by = index[best];
+  }
+  return result;
+}
+
+/// `check_layers` over a list written in place: `check_layers({{&ip, ip}, {&key, api_key}})`.
+inline LayeredDecision check_layers(std::initializer_list<LayerRequest> requests) {
+  return check_layers(std::span<const LayerRequest>(requests.begin(), requests.size()));
+}
+
+/// Gives back the consumption of a request that passed `check_layers` but then failed or was
+/// cancelled: each layer refunds `cost` for its key (see `ratelimit::refund`; allow-listed keys are
+/// skipped). Each layer is refunded on its own, not atomically across layers. Counts `refunded`.
+/// Thread-safe. Throws `std::invalid_argument` for a null layer or a negative cost.
+inline void refund_layers(std::span<const LayerRequest> requests) {
+  for (const LayerRequest& r : requests) {
+    if (r.layer == nullptr) detail::invalid("layer", "must not be null");
+    detail::require_cost(r.cost);
+  }
+  for (const LayerRequest& r : requests) {
+    if (r.layer->lists().lookup(r.key) == Listing::allowed) continue;
+    r.layer->backend_refund(r.key, r.cost);
+    r.layer->stats().add_refunded();
+  }
+}
+
+}  // namespace ratelimit

@@ -1,0 +1,88 @@
+#pragma once
+
+/// @file
+/// A bounded, expiring cache of key -> plan index for `TieredLimiter`.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+namespace ratelimit::detail {
+
+/// Least-recently-used cache with a time to live: at most `capacity` entries; an entry older than the
+/// TTL is a miss. Thread-safe (one mutex; the resolver runs outside it).
+class PlanCache {
+ public:
+  PlanCache(std::size_t capacity, std::int64_t ttl_ns) : capacity_(capacity), ttl_ns_(ttl_ns) {}
+
+  /// The cached value for `key` at `now_ns`, if present and fresh.
+  std::optional<std::size_t> get(std::string_view key, std::int64_t now_ns) {
+    std::lock_guard lock(mutex_);
+    auto it = map_.find(key);
+    if (it == map_.end()) return std::nullopt;
+    if (now_ns - it->second.stored_ns >= ttl_ns_ || now_ns < it->second.stored_ns) {
+      lru_.erase(it->second.position);
+      map_.erase(it);
+      return std::nullopt;
+    }
+    lru_.splice(lru_.begin(), lru_, it->second.position);
+    return it->second.value;
+  }
+
+  /// Stores `value` for `key` at `now_ns`, evicting the least recently used entry at capacity.
+  void put(std::string_view key, std::size_t value, std::int64_t now_ns) {
+    std::lock_guard lock(mutex_);
+    if (auto it = map_.find(key); it != map_.end()) {
+      it->second.value = value;
+      it->second.stored_ns = now_ns;
+      lru_.splice(lru_.begin(), lru_, it->second.position);
+      return;
+    }
+    if (map_.size() >= capacity_) {
+      map_.erase(map_.find(std::string_view(lru_.back())));
+      lru_.pop_back();
+    }
+    lru_.emplace_front(key);
+    map_.emplace(lru_.front(), Entry{value, now_ns, lru_.begin()});
+  }
+
+  /// Forgets `key`.
+  void erase(std::string_view key) {
+    std::lock_guard lock(mutex_);
+    if (auto it = map_.find(key); it != map_.end()) {
+      lru_.erase(it->second.position);
+      map_.erase(it);
+    }
+  }
+
+  [[nodiscard]] std::size_t size() const {
+    std::lock_guard lock(mutex_);
+    return map_.size();
+  }
+
+ private:
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  struct Entry {
+    std::size_t value;
+    std::int64_t stored_ns;
+    std::list<std::string>::iterator position;
+  };
+
+  std::size_t capacity_;
+  std::int64_t ttl_ns_;
+  mutable std::mutex mutex_;
+  std::list<std::string> lru_;  // most recent first; owns the key strings
+  std::unordered_map<std::string, Entry, Hash, std::equal_to<>> map_;
+};
+
+}  // namespace ratelimit::detail

@@ -1,0 +1,214 @@
+// End to end: the example server in a child process on a free loopback port, real HTTP requests through
+// cpp-httplib's client, every status, header value and body checked against SPEC section 6. The server
+// runs with --manual-clock (time 0 at start, moved by the test), so every value is worked out by hand:
+//
+//   ip          FixedWindow{1000, 60 s}                    q=1000 w=60
+//   free-minute FixedWindow{30, 60 s}                      q=30   w=60
+//   free-day    FixedWindow{1000, 86400 s}                 q=1000 w=86400
+//   free-burst  TokenBucket{10, 30 / 60 s}: T = 2 s        q=10   w=20
+//   search      SlidingWindowLog{10, 60 s}                 q=10   w=60
+//   login       SlidingWindowLog{5, 300 s}, penalty 900 s  q=5    w=300
+#include <gtest/gtest.h>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "server_process.hpp"
+
+namespace {
+
+const char* const kPolicyFree =
+    "\"ip\";q=1000;w=60, \"free-minute\";q=30;w=60, \"free-day\";q=1000;w=86400, \"free-burst\";q=10;w=20";
+
+std::string header(const httplib::Result& r, const char* name) {
+  return r->has_header(name) ? r->get_header_value(name) : "<absent>";
+}
+
+void advance(httplib::Client& c, long ms) {
+  const auto r = c.Post(("/__test/advance?ms=" + std::to_string(ms)).c_str());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+}
+
+}  // namespace
+
+TEST(HttpServerE2E, HealthIsNotLimited) {
+  ServerProcess server({"--manual-clock"});
+  httplib::Client c("127.0.0.1", server.port());
+  for (int i = 0; i < 50; ++i) {
+    const auto r = c.Get("/health");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200);
+    EXPECT_EQ(r->body, "ok\n");
+    EXPECT_EQ(header(r, "RateLimit"), "<absent>");
+  }
+  EXPECT_EQ(server.stop(), 0);
+}
+
+TEST(HttpServerE2E, SearchHeadersDenialBodyAndRecovery) {
+  ServerProcess server({"--manual-clock"});
+  httplib::Client c("127.0.0.1", server.port());
+  auto r = c.Get("/search?q=x");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
+  EXPECT_EQ(nlohmann::json::parse(r->body).at("query"), "x");
+  EXPECT_EQ(header(r, "RateLimit-Policy"), std::string(kPolicyFree) + ", \"search\";q=10;w=60");
+  // t = 0, one request: burst backlog T = 2 s; windows end at 60 s and 86400 s.
+  EXPECT_EQ(header(r, "RateLimit"),
+            "\"ip\";r=999;t=60, \"free-minute\";r=29;t=60, \"free-day\";r=999;t=86400, \"free-burst\";r=9;t=2, "
+            "\"search\";r=9;t=60");
+  // Smallest remaining is 9 (burst and search); the tie goes to the longer reset: search.
+  EXPECT_EQ(header(r, "X-RateLimit-Limit"), "10");
+  EXPECT_EQ(header(r, "X-RateLimit-Remaining"), "9");
+  EXPECT_EQ(header(r, "X-RateLimit-Reset"), "60");
+  EXPECT_EQ(header(r, "Retry-After"), "<absent>");
+  for (int i = 2; i <= 10; ++i) {
+    r = c.Get("/search");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << i;
+  }
+  // 10 used: burst empty (backlog 20 s), search full (reset 60 s) -> classic shows search.
+  EXPECT_EQ(header(r, "RateLimit"),
+            "\"ip\";r=990;t=60, \"free-minute\";r=20;t=60, \"free-day\";r=990;t=86400, \"free-burst\";r=0;t=20, "
+            "\"search\";r=0;t=60");
+  EXPECT_EQ(header(r, "X-RateLimit-Remaining"), "0");
+  EXPECT_EQ(header(r, "X-RateLimit-Reset"), "60");
+
+  r = c.Get("/search");  // the 11th: burst (retry 2 s) and search (retry 60 s) deny
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "application/problem+json");
+  // Nothing of the denied request is kept in the admitting layers: ip still 990, minute 20, day 990.
+  EXPECT_EQ(header(r, "RateLimit"),
+            "\"ip\";r=990;t=60, \"free-minute\";r=20;t=60, \"free-day\";r=990;t=86400, \"free-burst\";r=0;t=2, "
+            "\"search\";r=0;t=60");
+  EXPECT_EQ(header(r, "Retry-After"), "60");  // the longest wait binds
+  EXPECT_EQ(header(r, "X-RateLimit-Limit"), "10");
+  EXPECT_EQ(header(r, "X-RateLimit-Remaining"), "0");
+  EXPECT_EQ(header(r, "X-RateLimit-Reset"), "60");
+  const auto body = nlohmann::json::parse(r->body);
+  EXPECT_EQ(body, (nlohmann::json{{"type", "https://iana.org/assignments/http-problem-types#quota-exceeded"},
+                                  {"title", "Request cannot be satisfied as assigned quota has been exceeded"},
+                                  {"status", 429},
+                                  {"detail", "Retry after 60 s."},
+                                  {"instance", "/search"},
+                                  {"violated-policies", {"free-burst", "search"}},
+                                  {"retry-after", 60}}));
+
+  advance(c, 60'000);  // t = 60 s: new minute window, the log entries at 0 have left, bucket full
+  r = c.Get("/search");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(header(r, "RateLimit"),
+            "\"ip\";r=999;t=60, \"free-minute\";r=29;t=60, \"free-day\";r=989;t=86340, \"free-burst\";r=9;t=2, "
+            "\"search\";r=9;t=60");
+  EXPECT_EQ(server.stop(), 0);
+}
+
+TEST(HttpServerE2E, ApiKeyPlansAndUnknownKeysAreFree) {
+  ServerProcess server({"--manual-clock", "--api-key", "k-ent=enterprise"});
+  httplib::Client c("127.0.0.1", server.port());
+  auto r = c.Get("/export", {{"X-API-Key", "demo-pro"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  // pro: 300/min, 50,000/day, burst 50 refilling 300/min: T = 0.2 s, w = ceil(50 * 0.2) = 10.
+  EXPECT_EQ(header(r, "RateLimit-Policy"),
+            "\"ip\";q=1000;w=60, \"pro-minute\";q=300;w=60, \"pro-day\";q=50000;w=86400, \"pro-burst\";q=50;w=10, "
+            "\"export\";q=5;w=60");
+  EXPECT_EQ(header(r, "RateLimit"),
+            "\"ip\";r=999;t=60, \"pro-minute\";r=299;t=60, \"pro-day\";r=49999;t=86400, \"pro-burst\";r=49;t=1, "
+            "\"export\";r=4;t=60");
+  EXPECT_EQ(header(r, "X-RateLimit-Limit"), "5");
+  r = c.Get("/export", {{"X-API-Key", "k-ent"}});
+  ASSERT_TRUE(r);
+  EXPECT_NE(header(r, "RateLimit-Policy").find("\"enterprise-burst\";q=200;w=4"), std::string::npos);  // T = 0.02 s
+  r = c.Get("/export", {{"X-API-Key", "nobody"}});
+  ASSERT_TRUE(r);
+  EXPECT_NE(header(r, "RateLimit-Policy").find("\"free-minute\";q=30;w=60"), std::string::npos);
+  // Each key has its own export quota (5 per minute per client).
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(c.Get("/export", {{"X-API-Key", "demo-pro"}})->status, 200);
+  r = c.Get("/export", {{"X-API-Key", "demo-pro"}});
+  EXPECT_EQ(r->status, 429);
+  EXPECT_EQ(nlohmann::json::parse(r->body).at("violated-policies"), nlohmann::json::array({"export"}));
+  EXPECT_EQ(c.Get("/export", {{"X-API-Key", "k-ent"}})->status, 200);
+}
+
+TEST(HttpServerE2E, LoginPenaltyOutlastsTheWindow) {
+  ServerProcess server({"--manual-clock"});
+  httplib::Client c("127.0.0.1", server.port());
+  for (int i = 0; i < 5; ++i) {
+    const auto r = c.Post("/login?user=demo&password=wrong");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 401) << i;
+  }
+  auto r = c.Post("/login?user=demo&password=demo");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+  EXPECT_EQ(header(r, "Retry-After"), "300");
+  EXPECT_EQ(nlohmann::json::parse(r->body).at("violated-policies"), nlohmann::json::array({"login"}));
+  advance(c, 300'000);  // the window has passed, the 15-minute penalty has 10 minutes left
+  r = c.Post("/login?user=demo&password=demo");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+  EXPECT_EQ(header(r, "Retry-After"), "600");
+  // Penalized from memory: no other layer was checked, only the login policy is reported.
+  EXPECT_EQ(header(r, "RateLimit"), "\"login\";r=0;t=600");
+  advance(c, 600'000);
+  r = c.Post("/login?user=demo&password=demo");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  const auto metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("ratelimit_denied_total{layer=\"login\"} 2\n"), std::string::npos) << metrics->body;
+  EXPECT_NE(metrics->body.find("ratelimit_allowed_total{layer=\"login\"} 6\n"), std::string::npos) << metrics->body;
+}
+
+TEST(HttpServerE2E, ForwardedForIsBelievedOnlyFromTrustedProxies) {
+  {
+    ServerProcess server({"--manual-clock", "--trusted-proxy", "127.0.0.1"});
+    httplib::Client c("127.0.0.1", server.port());
+    // Behind the trusted proxy, each forwarded client has its own IP quota; a client-supplied entry
+    // left of the real client is ignored.
+    auto a = c.Get("/nope", {{"X-Forwarded-For", "198.51.100.1, 203.0.113.7"}});
+    auto b = c.Get("/nope", {{"X-Forwarded-For", "203.0.113.8"}});
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(a->status, 404);
+    EXPECT_EQ(header(a, "RateLimit").substr(0, 15), "\"ip\";r=999;t=60");
+    EXPECT_EQ(header(b, "RateLimit").substr(0, 15), "\"ip\";r=999;t=60");
+    auto again = c.Get("/nope", {{"X-Forwarded-For", "10.9.9.9, 203.0.113.7"}});
+    EXPECT_EQ(header(again, "RateLimit").substr(0, 15), "\"ip\";r=998;t=60");
+  }
+  {
+    ServerProcess server({"--manual-clock"});
+    httplib::Client c("127.0.0.1", server.port());
+    auto a = c.Get("/nope", {{"X-Forwarded-For", "203.0.113.7"}});
+    auto b = c.Get("/nope", {{"X-Forwarded-For", "203.0.113.8"}});
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(header(b, "RateLimit").substr(0, 15), "\"ip\";r=998;t=60");  // both are 127.0.0.1
+  }
+}
+
+TEST(HttpServerE2E, DenyListedIpGetsForbidden) {
+  ServerProcess server({"--manual-clock", "--deny", "127.0.0.1"});
+  httplib::Client c("127.0.0.1", server.port());
+  const auto r = c.Get("/search");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 403);
+  EXPECT_EQ(header(r, "Retry-After"), "<absent>");
+  EXPECT_EQ(nlohmann::json::parse(r->body).at("status"), 403);
+  EXPECT_EQ(c.Get("/health")->status, 200);
+}
+
+TEST(HttpServerE2E, NoLimitsServesWithoutHeaders) {
+  ServerProcess server({"--no-limits"});
+  httplib::Client c("127.0.0.1", server.port());
+  for (int i = 0; i < 20; ++i) {
+    const auto r = c.Get("/search");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200);
+    EXPECT_EQ(header(r, "RateLimit"), "<absent>");
+  }
+}
