@@ -77,14 +77,14 @@ class RedisLimiter {
   /// As above, sharing `pool` (and its options) with other limiters, e.g. one per policy of a layered
   /// limit. Throws `std::invalid_argument` as above.
   RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, C clock = {})
-      : RedisLimiter(std::move(policy), std::move(pool), nullptr, std::move(clock)) {}
+      : RedisLimiter(std::move(policy), std::move(pool), std::shared_ptr<ClusterRouter>(), std::move(clock)) {}
 
   /// On Redis Cluster, sharing `router` (its pools, slot map and options) with other limiters. Keys of
   /// different limiters (or different user keys) usually live on different masters, so a layered limit
   /// over them cannot be one script: check layer by layer and refund the layers already consumed when a
   /// later one denies. Throws `std::invalid_argument` as above.
   RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, C clock = {})
-      : RedisLimiter(std::move(policy), nullptr, std::move(router), std::move(clock)) {}
+      : RedisLimiter(std::move(policy), std::shared_ptr<ConnectionPool>(), std::move(router), std::move(clock)) {}
 
   /// As above with this limiter's own `key_prefix` instead of the pool's: limiters of the same policy
   /// kind that share a pool (e.g. a per-minute and a per-day fixed window over the same keys) must use
