@@ -72,7 +72,8 @@ Row run(const Scenario& sc) {
   std::atomic<bool> stop{false};
   std::atomic<std::int64_t> fault_end_ns{INT64_MAX};
   struct Worker {
-    std::uint64_t failures = 0, calls = 0;
+    std::atomic<std::uint64_t> failures{0};  // also read by the main thread during the run
+    std::uint64_t calls = 0;
     Clock::duration max_call{};
     Clock::time_point last_failure{};
   };
