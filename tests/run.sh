@@ -61,7 +61,7 @@ export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1${TSAN_OPTIONS:+:$TS
 
 # --- Debian packages: install only what is missing ------------------------------------------------
 cxx_name="$(basename "$cxx")"
-packages=(cmake make pkg-config g++ libgtest-dev libhiredis-dev redis-server redis-tools libcli11-dev)
+packages=(cmake make pkg-config g++ libgtest-dev libhiredis-dev redis-server redis-tools libcli11-dev nlohmann-json3-dev libcpp-httplib-dev)
 case "$cxx_name" in
   g++|g++-[0-9]*) packages+=("${cxx_name}") ;;
   clang++|clang++-[0-9]*)
