@@ -146,11 +146,24 @@ Row run(const Scenario& sc) {
     std::this_thread::sleep_for(10ms);
   } while (Clock::now() < deadline);
 
-  const double bound_ms = std::chrono::duration<double, std::milli>(call_bound).count();
-  row.ok = (sc.fails ? row.failures > 0 : row.failures == 0) && row.max_call_ms <= bound_ms + 100 &&
+  // A call may outlive connect + command timeout by scheduling slack only: a hang would be seconds. The
+  // slack is wider under the sanitizers, whose runs on two shared cores stretched one call to 664 ms.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  constexpr double kSlackMs = 1000;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+  constexpr double kSlackMs = 1000;
+#else
+  constexpr double kSlackMs = 300;
+#endif
+#else
+  constexpr double kSlackMs = 300;
+#endif
+  const double bound_ms = std::chrono::duration<double, std::milli>(call_bound).count() + kSlackMs;
+  row.ok = (sc.fails ? row.failures > 0 : row.failures == 0) && row.max_call_ms <= bound_ms &&
            row.recovery_ms <= 1000 && row.clients_after == 1;
   EXPECT_TRUE(sc.fails ? row.failures > 0 : row.failures == 0) << sc.name << ": failures " << row.failures;
-  EXPECT_LE(row.max_call_ms, bound_ms + 100) << sc.name << ": a call outlived connect + command timeout";
+  EXPECT_LE(row.max_call_ms, bound_ms) << sc.name << ": a call outlived connect + command timeout";
   EXPECT_LE(row.recovery_ms, 1000) << sc.name << ": not recovered within 1 s after the fault ended";
   EXPECT_EQ(row.clients_after, 1) << sc.name << ": connections left open";
   return row;
