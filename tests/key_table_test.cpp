@@ -29,11 +29,23 @@ std::string random_key(std::mt19937_64& random) {
   return key;
 }
 
+// A victim for `replace`: an occupied slot among the next `window` slots from `hash`'s home (as eviction
+// samples), or, now and then, anywhere (past empty slots and around the end).
+std::size_t pick_victim(Table& table, std::uint64_t hash, std::mt19937_64& random) {
+  std::size_t j = random() % 8 == 0 ? random() % table.capacity() : table.home_of(hash);
+  for (std::size_t skip = random() % 6;; j = (j + 1) % table.capacity()) {
+    if (table.last_used(j) == 0) continue;
+    if (skip-- == 0) return j;
+  }
+}
+
 void check_against_map(std::uint64_t (*hash)(const std::string&), std::uint64_t seed) {
   std::mt19937_64 random(seed);
   Table table(1'000'000);
   std::unordered_map<std::string, std::int64_t> model;
+  std::unordered_map<std::string, std::uint32_t> stamps;
   for (int step = 0; step < 60'000; ++step) {
+    const auto stamp = static_cast<std::uint32_t>(step);
     const std::string key = random_key(random);
     const std::uint64_t h = hash(key);
     Table::Slot* slot = table.find(h, key);
@@ -43,24 +55,42 @@ void check_against_map(std::uint64_t (*hash)(const std::string&), std::uint64_t 
       ASSERT_EQ(slot->state.value, it->second);
       ASSERT_EQ(slot->key(), key);
     }
-    switch (random() % 4) {
+    switch (random() % 5) {
       case 0:
       case 1:
         if (slot == nullptr) {
-          Table::Slot& added = table.insert(h, key);
+          Table::Slot& added = table.insert(h, key, stamp);
           ASSERT_EQ(added.key(), key);
           added.state.value = step;
           added.state.payload.assign(3, step);
           model[key] = step;
         } else {
           slot->state.value = -step;
+          table.touch(*slot, stamp);
           model[key] = -step;
+        }
+        stamps[key] = stamp;
+        break;
+      case 4:
+        if (slot == nullptr && table.size() > 0) {  // evict one key, insert this one: the size stays
+          const std::size_t victim = pick_victim(table, h, random);
+          const std::string evicted(table.at(victim).key());
+          ASSERT_EQ(table.last_used(victim), stamps[evicted] | 1U);
+          Table::Slot& added = table.replace(victim, h, key, stamp);
+          ASSERT_EQ(added.key(), key);
+          added.state.value = step;
+          added.state.payload.assign(2, step);
+          model.erase(evicted);
+          stamps.erase(evicted);
+          model[key] = step;
+          stamps[key] = stamp;
         }
         break;
       case 2:
         if (slot != nullptr) {
           table.erase(*slot);
           model.erase(it);
+          stamps.erase(key);
         }
         break;
       default:
@@ -68,17 +98,22 @@ void check_against_map(std::uint64_t (*hash)(const std::string&), std::uint64_t 
         break;
     }
     ASSERT_EQ(table.size(), model.size());
+    if (step % 5000 == 0) {  // every key still reachable by its probe (the Robin Hood order holds)
+      for (const auto& [k, v] : model) ASSERT_NE(table.find(hash(k), k), nullptr) << "step " << step;
+    }
     ASSERT_LE(table.size() * 8, table.capacity() * 7 + 8) << "load factor above 7/8";
   }
   // Every key still reachable, and nothing else: walk the slots.
   std::size_t occupied = 0;
   for (std::size_t i = 0; i < table.capacity(); ++i) {
     const Table::Slot& s = table.at(i);
+    ASSERT_EQ(s.empty(), table.last_used(i) == 0) << "touch times follow their slots";
     if (s.empty()) continue;
     ++occupied;
     const std::string key(s.key());
     ASSERT_EQ(model.count(key), 1u);
     ASSERT_EQ(s.state.value, model[key]);
+    ASSERT_EQ(table.last_used(i), stamps[key] | 1U);
     ASSERT_EQ(table.find(s.hash, key), &s);
   }
   EXPECT_EQ(occupied, model.size());
@@ -91,9 +126,9 @@ TEST(KeyTable, ShrinksWhenEmptiedAndAccountsForLongKeys) {
   Table table(100'000);
   std::vector<std::string> keys;
   for (int i = 0; i < 10'000; ++i) keys.push_back(std::string(40, 'k') + std::to_string(i));
-  for (const auto& k : keys) table.insert(good_hash(k), k);
+  for (const auto& k : keys) table.insert(good_hash(k), k, 1);
   const std::size_t full_bytes = table.bytes();
-  EXPECT_GE(full_bytes, 10'000 * (sizeof(Table::Slot) + 40));
+  EXPECT_GE(full_bytes, 10'000 * (sizeof(Table::Slot) + sizeof(std::uint32_t) + 40));
   for (const auto& k : keys) table.erase(*table.find(good_hash(k), k));
   table.shrink_to_fit();
   EXPECT_EQ(table.size(), 0u);

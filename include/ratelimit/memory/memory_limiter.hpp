@@ -145,9 +145,9 @@ class MemoryLimiter {
 
   /// Keys held now. Thread-safe (a snapshot).
   [[nodiscard]] std::size_t size() const { return store_.size(); }
-  /// Keys evicted at `max_keys` so far. Thread-safe.
+  /// Keys evicted at `max_keys` so far that were not full (their usage was lost). Thread-safe.
   [[nodiscard]] std::size_t evictions() const { return store_.evictions(); }
-  /// Bytes held by the store's tables (slots and long keys). Thread-safe.
+  /// Bytes held by the store's tables (slots, their touch times and long keys). Thread-safe.
   [[nodiscard]] std::size_t table_bytes() const { return store_.table_bytes(); }
 
   [[nodiscard]] const P& policy() const noexcept { return policy_; }

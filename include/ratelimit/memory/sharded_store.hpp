@@ -28,8 +28,8 @@ class ShardedStore {
   using Table = KeyTable<State>;
   using Slot = typename Table::Slot;
 
-  /// Keys kept in the slots a shard samples when it must evict one (Redis samples 5).
-  static constexpr int kEvictionSamples = 8;
+  /// Keys a shard samples when it must evict one (as Redis's `maxmemory-samples` default).
+  static constexpr int kEvictionSamples = 5;
 
   /// `max_keys >= 1` is a hard cap over all shards; `shards` is a power of two <= max_keys.
   ShardedStore(std::size_t max_keys, std::size_t shards)
@@ -74,7 +74,7 @@ class ShardedStore {
     if (Slot* slot = shard.table.find(hash, key)) {
       auto [result, keep] = fn(slot->state, true);
       if (keep) {
-        slot->last_used = stamp;
+        shard.table.touch(*slot, stamp);
       } else {
         shard.table.erase(*slot);
       }
@@ -83,11 +83,17 @@ class ShardedStore {
     State fresh{};
     auto [result, keep] = fn(fresh, false);
     if (keep) {
-      sweep_some(shard, is_full);
-      if (shard.table.size() >= shard.table.max_size()) evict_one(shard, hash, stamp, is_full);
-      Slot& slot = shard.table.insert(hash, key);
-      slot.state = std::move(fresh);
-      slot.last_used = stamp;
+      Slot* slot = nullptr;
+      if (shard.table.size() < shard.table.max_size()) {
+        sweep_some(shard, is_full);  // below the cap, reclaiming full keys keeps the table from growing
+        slot = &shard.table.insert(hash, key, stamp);
+      } else {
+        const std::size_t victim = lru_victim(shard, hash, stamp);
+        const bool usage_lost = !is_full(std::as_const(shard.table.at(victim).state));
+        slot = &shard.table.replace(victim, hash, key, stamp);
+        if (usage_lost) ++shard.evictions;
+      }
+      slot->state = std::move(fresh);
     }
     return result;
   }
@@ -144,7 +150,8 @@ class ShardedStore {
   [[nodiscard]] std::size_t size() const {
     return sum([](const Shard& s) { return s.table.size(); });
   }
-  /// Keys evicted at the cap so far (keys that were not full lose their usage).
+  /// Keys evicted at the cap so far that were not full (their usage is lost); a full key evicted
+  /// loses nothing and is not counted.
   [[nodiscard]] std::size_t evictions() const {
     return sum([](const Shard& s) { return s.evictions; });
   }
@@ -174,7 +181,9 @@ class ShardedStore {
     return total;
   }
 
-  /// Looks at two slots per insertion, so full keys are reclaimed even when no one touches them again.
+  /// Looks at two slots per insertion below the cap, so full keys are reclaimed even when no one touches
+  /// them again, before the table grows. At the cap the table cannot grow, and LRU eviction picks the
+  /// stale keys: the extra cache line per new key that sweeping there costs buys nothing.
   template <class IsFull>
   static void sweep_some(Shard& shard, IsFull& is_full) {
     const std::size_t capacity = shard.table.capacity();
@@ -186,37 +195,28 @@ class ShardedStore {
     }
   }
 
-  /// Evicts a full key if the sample has one, else the least recently used key of the sample.
+  /// The least recently used of the first `kEvictionSamples` keys from the incoming key's home slot.
   ///
-  /// The sample starts at the incoming key's home slot: a uniformly random place (the hash is keyed, so
-  /// nobody who sends keys can aim it), and the very cache lines the failed lookup has just read and the
-  /// insertion will write. Under a flood of new keys, a random start cost two more cache misses per key
-  /// (a sixteenth of the hot-key throughput on a 100,000-key table instead of a half).
-  template <class IsFull>
-  static void evict_one(Shard& shard, std::uint64_t hash, std::uint32_t stamp, IsFull& is_full) {
+  /// The sample starts at a uniformly random place (the hash is keyed, so nobody who sends keys can aim
+  /// it), next to the slots the failed lookup has just read and `replace` will move; it reads only the
+  /// dense array of touch times (one cache line). A full key is the stale one LRU picks anyway, so the
+  /// sample does not read states: reading eight whole slots cost six more cache lines per new key.
+  static std::size_t lru_victim(Shard& shard, std::uint64_t hash, std::uint32_t stamp) {
     const std::size_t capacity = shard.table.capacity();
     std::size_t j = shard.table.home_of(hash);
-    std::size_t victim = 0;
-    bool found = false;
+    std::size_t victim = capacity;
     std::uint32_t oldest_age = 0;
     for (int seen = 0; seen < kEvictionSamples; j = j + 1 == capacity ? 0 : j + 1) {
-      const Slot& slot = shard.table.at(j);
-      if (slot.empty()) continue;
+      const std::uint32_t used = shard.table.last_used(j);
+      if (used == 0) continue;  // empty
       ++seen;
-      if (is_full(slot.state)) {
-        victim = j;
-        found = true;
-        break;
-      }
-      const std::uint32_t age = stamp - slot.last_used;  // modular: right for ages under ~50 days
-      if (!found || age > oldest_age) {
+      const std::uint32_t age = stamp - used;  // modular: right for ages under ~50 days
+      if (victim == capacity || age > oldest_age) {
         victim = j;
         oldest_age = age;
-        found = true;
       }
     }
-    shard.table.erase(victim);
-    ++shard.evictions;
+    return victim;
   }
 
   std::size_t shard_count_;
