@@ -9,8 +9,8 @@ namespace ratelimit {
 
 /// Options of `MemoryLimiter`; a plain aggregate, every field has a working default.
 struct MemoryOptions {
-  /// Hard cap on the number of keys held at once; >= 1. At the cap a new key evicts an approximately
-  /// least recently used one (a full key first). Evicting a key that is not full forgets its usage, so
+  /// Hard cap on the number of keys held at once; >= 1. At the cap a new key evicts the least recently
+  /// used of five sampled keys (approximate LRU). Evicting a key that is not full forgets its usage, so
   /// size this above the number of keys active within one reset period (window, or burst * T).
   std::size_t max_keys = 1'000'000;
   /// Longest key accepted, in bytes; a longer key throws `std::invalid_argument`. <= 2^31.
