@@ -1,6 +1,8 @@
 // Key flood (issue 6): N distinct keys through one MemoryLimiter capped at max_keys, against the same
 // number of checks on one hot key. Checks that the key count stays at the cap, that peak RSS stays under a
-// stated bound, and that flood throughput stays within 2x of the hot-key throughput.
+// stated bound, and that flood throughput stays within 2x of the hot-key throughput. Also reports a floor:
+// the hash, clock read and one cache miss that any check of a new key needs, to tell the store's own cost
+// from the memory latency of the machine.
 //
 // Usage: ratelimit_key_flood [--keys N] [--max-keys M] [--rss-bound-mib B] [--min-ratio R]
 //   defaults: 10,000,000 keys, max_keys 100,000, bound 64 MiB of peak RSS growth, ratio 0.5.
@@ -62,6 +64,28 @@ double run(L& limiter, std::uint64_t first, std::uint64_t n, bool hot, std::uint
   return took.count();
 }
 
+// The least a check of a new key can cost: the same key formatting, hash and clock read, and one
+// read-modify-write of a random cache line in a buffer as large as the table (the miss that finding a new
+// key's slot costs), without any table logic. Measured beside the flood so the ratios can be compared.
+double run_floor(std::vector<std::uint64_t>& lines, std::uint64_t first, std::uint64_t n, std::uint64_t& sink) {
+  char buf[32];
+  const auto start = std::chrono::steady_clock::now();
+  for (std::uint64_t i = first; i < first + n; ++i) {
+    const std::uint64_t h = ratelimit::detail::siphash<1, 3>(0x1234, 0x5678, key_of(buf, i));
+    __extension__ using u128 = unsigned __int128;
+    std::uint64_t& word = lines[static_cast<std::size_t>((u128{h} * (lines.size() / 8)) >> 64) * 8];
+    word += static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    sink += word;
+  }
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  return took.count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -85,40 +109,49 @@ int main(int argc, char** argv) {
   const ratelimit::MemoryOptions options{.max_keys = max_keys};
   const long rss_before = status_kib("VmRSS");
 
-  // Hot key and flood run in alternating chunks of the same size, so that load from other processes on a
-  // shared machine falls on both alike; the ratio is the median over the chunk pairs.
+  // Hot key, flood and floor run in alternating chunks of the same size, so that load from other
+  // processes on a shared machine falls on all alike; each ratio is the median over the chunk rounds.
   constexpr std::uint64_t kChunk = 1U << 16;
   ratelimit::MemoryLimiter hot(policy, options);
   ratelimit::MemoryLimiter flood(policy, options);
-  std::uint64_t hot_allowed = 0, allowed = 0;
+  // 64 bytes per key at the cap: about the table's size (its RSS is subtracted below).
+  std::vector<std::uint64_t> floor_lines(static_cast<std::size_t>(max_keys) * 8, 1);
+  const double floor_mib = static_cast<double>(floor_lines.size() * sizeof(std::uint64_t)) / (1024.0 * 1024.0);
+  std::uint64_t hot_allowed = 0, allowed = 0, sink = 0;
   (void)run(hot, 0, kChunk, true, hot_allowed);  // warm up
-  std::vector<double> ratios;
-  double hot_seconds = 0, flood_seconds = 0;
+  std::vector<double> flood_ratios, floor_ratios;
+  double hot_seconds = 0, flood_seconds = 0, floor_seconds = 0;
   for (std::uint64_t done = 0; done < keys;) {
     const std::uint64_t n = std::min(kChunk, keys - done);
     const double h = run(hot, 0, n, true, hot_allowed);
     const double f = run(flood, done, n, false, allowed);
+    const double m = run_floor(floor_lines, done, n, sink);
     hot_seconds += h;
     flood_seconds += f;
-    ratios.push_back(h / f);
+    floor_seconds += m;
+    flood_ratios.push_back(h / f);
+    floor_ratios.push_back(h / m);
     done += n;
   }
-  std::sort(ratios.begin(), ratios.end());
   const double hot_rate = static_cast<double>(keys) / hot_seconds;
   const double flood_rate = static_cast<double>(keys) / flood_seconds;
-  const double ratio = ratios[ratios.size() / 2];
+  const double floor_rate = static_cast<double>(keys) / floor_seconds;
+  const double ratio = median(flood_ratios);
   const long peak = status_kib("VmHWM");
-  const double growth_mib = static_cast<double>(peak - rss_before) / 1024.0;
+  const double growth_mib = static_cast<double>(peak - rss_before) / 1024.0 - floor_mib;
 
   std::printf("key flood: %llu distinct keys, max_keys %llu%s\n", static_cast<unsigned long long>(keys),
               static_cast<unsigned long long>(max_keys), RATELIMIT_FLOOD_SANITIZED ? " (sanitizer build)" : "");
   std::printf("  hot key    %12.0f checks/s\n", hot_rate);
   std::printf("  flood      %12.0f checks/s   median chunk ratio flood/hot %.2f (must be >= %.2f)\n", flood_rate, ratio, min_ratio);
+  std::printf("  miss floor %12.0f checks/s   median chunk ratio floor/hot %.2f (hash, clock, one random line; %llu)\n",
+              floor_rate, median(floor_ratios), static_cast<unsigned long long>(sink % 10));
   std::printf("  keys held  %zu (cap %llu), evictions %zu, table %.1f MiB\n", flood.size(),
               static_cast<unsigned long long>(max_keys), flood.evictions(),
               static_cast<double>(flood.table_bytes()) / (1024.0 * 1024.0));
-  std::printf("  RSS before %.1f MiB, peak %.1f MiB, growth %.1f MiB (bound %.1f MiB)\n", static_cast<double>(rss_before) / 1024.0,
-              static_cast<double>(peak) / 1024.0, growth_mib, rss_bound_mib);
+  std::printf("  RSS before %.1f MiB, peak %.1f MiB, growth %.1f MiB without the floor's %.1f MiB (bound %.1f MiB)\n",
+              static_cast<double>(rss_before) / 1024.0, static_cast<double>(peak) / 1024.0, growth_mib, floor_mib,
+              rss_bound_mib);
 
   bool ok = true;
   auto expect = [&ok](bool cond, const char* what) {
