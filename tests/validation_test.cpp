@@ -114,7 +114,10 @@ TEST(Validation, GcraFields) {
   EXPECT_NO_THROW((void)(Gcra{1000, 1ms, 1}.rules(1000)));  // T = 1 us
   // burst * T (tau) beyond what int64 nanoseconds can hold.
   EXPECT_INVALID(construct(Gcra{.limit = 1, .period = 1s, .burst = kMax}), "Gcra.burst");
-  EXPECT_INVALID(construct(Gcra{.limit = 1, .period = kMaxNs, .burst = 1}), "Gcra.burst", "Gcra.period");
+  EXPECT_INVALID(construct(Gcra{.limit = 1, .period = kMaxNs, .burst = 1}), "Gcra.period");
+  // One emission interval alone beyond the horizon: the period is at fault, not the burst of 1.
+  EXPECT_INVALID(construct(Gcra{.limit = 1, .period = std::chrono::years(100), .burst = 1}), "Gcra.period");
+  EXPECT_INVALID(construct(Gcra{.limit = 1, .period = std::chrono::years(1), .burst = 100}), "Gcra.burst");
   EXPECT_NO_THROW(construct(Gcra{.limit = 1, .period = 24h, .burst = 1000}));
 }
 
@@ -136,6 +139,8 @@ TEST(Validation, TokenBucketFields) {
   EXPECT_INVALID((TokenBucket{1, 3, 2us}.rules(1000)), "TokenBucket.refill_period", "TokenBucket.refill_tokens");
   EXPECT_INVALID(construct(TokenBucket{.capacity = kMax, .refill_tokens = 1, .refill_period = 1s}),
                  "TokenBucket.capacity");
+  EXPECT_INVALID(construct(TokenBucket{.capacity = 1, .refill_tokens = 1, .refill_period = std::chrono::years(100)}),
+                 "TokenBucket.refill_period");
   EXPECT_NO_THROW(construct(TokenBucket{.capacity = 100'000, .refill_tokens = 1, .refill_period = 1h}));  // 11 years
 }
 

@@ -129,7 +129,9 @@ struct Gcra {
                                         " ns): a rate above one per tick cannot be enforced");
     }
     const std::int64_t emission_interval = detail::ceil_div(p, limit);
-    // Twice tau is the largest intermediate (backlog + cost * T).
+    // Twice tau is the largest intermediate (backlog + cost * T). Name the period when one emission
+    // interval alone is too long, else the burst that multiplies it.
+    detail::require_horizon(detail::i128{emission_interval} * 2, tick_ns, field.period);
     detail::require_horizon(detail::i128{burst} * emission_interval * 2, tick_ns, field.burst);
     return Rules(burst, emission_interval);
   }
