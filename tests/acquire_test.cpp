@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include <ratelimit/ratelimit.hpp>
@@ -98,6 +100,25 @@ TEST_F(Acquire, MaxWaitZeroTriesOnce) {
   const Decision d = ratelimit::acquire(limiter, "k", 1, 0ns, waiter);
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.retry_after, 100ms);
+  EXPECT_TRUE(delays.empty());
+}
+
+/// Denies every request without naming a wait, as a limiter answering a backend failure might.
+struct DeniesWithoutWait {
+  int calls = 0;
+  Decision allow(std::string_view, std::int64_t = 1) {
+    ++calls;
+    return Decision{.allowed = false, .limit = 1, .remaining = 0};
+  }
+  Decision peek(std::string_view) { return allow({}); }
+  void reset(std::string_view) {}
+};
+
+TEST_F(Acquire, ReturnsAtOnceOnADenialWithoutAWait) {
+  DeniesWithoutWait denier;  // it spun forever before (found by a new-user review)
+  const Decision d = ratelimit::acquire(denier, "k", 1, 1h, waiter);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(denier.calls, 1);
   EXPECT_TRUE(delays.empty());
 }
 

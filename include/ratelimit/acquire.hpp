@@ -15,6 +15,7 @@ namespace ratelimit {
 
 /// The default way `acquire` waits: `std::this_thread::sleep_for`.
 struct SleepWaiter {
+  /// Blocks the calling thread for `delay` (nanoseconds, > 0).
   void operator()(std::chrono::nanoseconds delay) const { std::this_thread::sleep_for(delay); }
 };
 
@@ -23,7 +24,9 @@ struct SleepWaiter {
 /// Calls `limiter.allow(key, cost)`; on a denial it waits `retry_after` with `wait(delay)` and tries
 /// again (another caller may have taken the quota meanwhile). When the next wait would pass `max_wait`
 /// in total, or the request can never pass (`retry_after == Decision::never`), it returns that denial at
-/// once instead of sleeping uselessly. Thread-safe as far as the limiter is.
+/// once instead of sleeping uselessly. A denial that names no wait (`retry_after <= 0`, e.g. a backend
+/// failure answered `fail_closed` by a limiter of your own) is returned at once too: waiting nothing
+/// and asking again would spin. Thread-safe as far as the limiter is.
 ///
 /// @param max_wait the longest total time to wait; >= 0 (0 means try once).
 /// @param wait     called with each delay; inject one that advances a `ManualClock` in tests.
@@ -35,7 +38,9 @@ Decision acquire(L& limiter, std::string_view key, std::int64_t cost, std::chron
   std::chrono::nanoseconds budget = max_wait;
   for (;;) {
     const Decision d = limiter.allow(key, cost);
-    if (d.allowed || d.retry_after == Decision::never || d.retry_after > budget) return d;
+    if (d.allowed || d.retry_after == Decision::never || d.retry_after > budget || d.retry_after.count() <= 0) {
+      return d;
+    }
     wait(d.retry_after);
     budget -= d.retry_after;
   }
