@@ -43,8 +43,8 @@ class ManualClock {
   void set(time_point time) noexcept {
     now_ns_->store(time.time_since_epoch().count(), std::memory_order_release);
   }
-  /// Moves the time by `delta` (may be negative). Thread-safe; wraps like `std::int64_t` never: the
-  /// caller keeps the time within +/-292 years of the epoch.
+  /// Moves the time by `delta` (may be negative). Thread-safe. The sum wraps around (two's complement,
+  /// as atomic arithmetic does) if it leaves `std::int64_t`: keep the time within +/-292 years of the epoch.
   void advance(duration delta) noexcept {
     now_ns_->fetch_add(delta.count(), std::memory_order_acq_rel);
   }

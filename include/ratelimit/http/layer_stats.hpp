@@ -28,10 +28,15 @@ struct LayerCounters {
 /// run is a consistent-enough view (each counter exact, not a cross-counter atomic snapshot).
 class LayerStats {
  public:
+  /// Counts one request this layer admitted and kept. Called by `check_layers`. Thread-safe.
   void add_allowed() noexcept { allowed_.fetch_add(1, std::memory_order_relaxed); }
+  /// Counts one request this layer denied (quota, penalty or deny list). Thread-safe.
   void add_denied() noexcept { denied_.fetch_add(1, std::memory_order_relaxed); }
+  /// Counts one admission given back because another layer denied the request. Thread-safe.
   void add_rolled_back() noexcept { rolled_back_.fetch_add(1, std::memory_order_relaxed); }
+  /// Counts one `refund_layers` give-back. Thread-safe.
   void add_refunded() noexcept { refunded_.fetch_add(1, std::memory_order_relaxed); }
+  /// Counts one backend failure met by this layer. Thread-safe.
   void add_backend_error() noexcept { backend_errors_.fetch_add(1, std::memory_order_relaxed); }
 
   /// The counters now. Thread-safe.

@@ -150,9 +150,13 @@ class MemoryLimiter {
   /// Bytes held by the store's tables (slots, their touch times and long keys). Thread-safe.
   [[nodiscard]] std::size_t table_bytes() const { return store_.table_bytes(); }
 
+  /// The policy as given (durations in nanoseconds). Thread-safe (immutable).
   [[nodiscard]] const P& policy() const noexcept { return policy_; }
+  /// The validated rules, in ticks of 1 ns. Thread-safe (immutable).
   [[nodiscard]] const RulesOf<P>& rules() const noexcept { return rules_; }
+  /// The options as given. Thread-safe (immutable).
   [[nodiscard]] const MemoryOptions& options() const noexcept { return options_; }
+  /// The clock this limiter reads (a `ManualClock` copy shares its time with the caller's).
   [[nodiscard]] C& clock() noexcept { return clock_; }
 
  private:

@@ -33,7 +33,6 @@ struct FixedWindow {
       std::int64_t count = 0;
     };
 
-    Rules(std::int64_t limit, std::int64_t window) : limit_(limit), window_(window) {}
 
     [[nodiscard]] std::int64_t limit() const noexcept { return limit_; }
     [[nodiscard]] std::int64_t window() const noexcept { return window_; }
@@ -67,6 +66,10 @@ struct FixedWindow {
     }
 
    private:
+    // Built only by `FixedWindow::rules`, which validates the values (a zero window would divide by zero).
+    friend struct FixedWindow;
+    Rules(std::int64_t limit, std::int64_t window) : limit_(limit), window_(window) {}
+
     struct View {
       std::int64_t now;     // effective time: never before the latest write
       std::int64_t offset;  // r = t - k*W

@@ -37,8 +37,6 @@ struct Gcra {
       std::int64_t written = detail::kInt64Min;
     };
 
-    Rules(std::int64_t burst, std::int64_t emission_interval)
-        : burst_(burst), emission_interval_(emission_interval), tolerance_(burst * emission_interval) {}
 
     [[nodiscard]] std::int64_t limit() const noexcept { return burst_; }
     /// T, in ticks.
@@ -79,6 +77,11 @@ struct Gcra {
     }
 
    private:
+    // Built only by `Gcra::rules`, which validates the values (a zero window would divide by zero).
+    friend struct Gcra;
+    Rules(std::int64_t burst, std::int64_t emission_interval)
+        : burst_(burst), emission_interval_(emission_interval), tolerance_(burst * emission_interval) {}
+
     // The *_at functions take the effective time `t` already computed.
     [[nodiscard]] TickDecision evaluate_at(const State& s, std::int64_t t, std::int64_t cost) const noexcept {
       const std::int64_t backlog = s.tat > t ? s.tat - t : 0;  // max(TAT, t) - t, in [0, tau]

@@ -36,7 +36,6 @@ struct SlidingWindowCounter {
       std::int64_t previous = 0;
     };
 
-    Rules(std::int64_t limit, std::int64_t window) : limit_(limit), window_(window) {}
 
     [[nodiscard]] std::int64_t limit() const noexcept { return limit_; }
     [[nodiscard]] std::int64_t window() const noexcept { return window_; }
@@ -73,6 +72,10 @@ struct SlidingWindowCounter {
     }
 
    private:
+    // Built only by `SlidingWindowCounter::rules`, which validates the values (a zero window would divide by zero).
+    friend struct SlidingWindowCounter;
+    Rules(std::int64_t limit, std::int64_t window) : limit_(limit), window_(window) {}
+
     struct View {
       std::int64_t now;  // effective time: never before the latest write
       std::int64_t offset;

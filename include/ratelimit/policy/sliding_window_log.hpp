@@ -47,7 +47,6 @@ struct SlidingWindowLog {
       }
     };
 
-    Rules(std::int64_t limit, std::int64_t window) : limit_(limit), window_(window) {}
 
     [[nodiscard]] std::int64_t limit() const noexcept { return limit_; }
     [[nodiscard]] std::int64_t window() const noexcept { return window_; }
@@ -112,6 +111,10 @@ struct SlidingWindowLog {
     }
 
    private:
+    // Built only by `SlidingWindowLog::rules`, which validates the values (a zero window would divide by zero).
+    friend struct SlidingWindowLog;
+    Rules(std::int64_t limit, std::int64_t window) : limit_(limit), window_(window) {}
+
     struct View {
       std::int64_t now;        // effective time: never before the newest entry
       std::size_t first_live;  // index of the oldest entry inside (now - W, now]

@@ -178,23 +178,27 @@ class ClusterRouter {
     return n < 0 ? std::string() : nodes_[static_cast<std::size_t>(n)]->endpoint;
   }
 
-  /// Counters (each read atomically). Thread-safe.
+  /// `MOVED` redirections followed so far. Thread-safe (each counter read atomically).
   [[nodiscard]] std::uint64_t moved() const noexcept { return moved_.load(std::memory_order_relaxed); }
+  /// `ASK` redirections followed so far (slots in migration). Thread-safe.
   [[nodiscard]] std::uint64_t asks() const noexcept { return asks_.load(std::memory_order_relaxed); }
+  /// Reloads of the slot map (`CLUSTER SLOTS`) so far. Thread-safe.
   [[nodiscard]] std::uint64_t refreshes() const noexcept { return refreshes_.load(std::memory_order_relaxed); }
-  /// Connections opened and broken connections dropped, summed over the nodes' pools. Thread-safe.
+  /// Connections opened so far, summed over the nodes' pools. Thread-safe.
   [[nodiscard]] std::uint64_t connects() const {
     const std::shared_lock lock(mutex_);
     std::uint64_t n = 0;
     for (const auto& node : nodes_) n += node->pool->connects();
     return n;
   }
+  /// Broken connections dropped so far, summed over the nodes' pools. Thread-safe.
   [[nodiscard]] std::uint64_t drops() const {
     const std::shared_lock lock(mutex_);
     std::uint64_t n = 0;
     for (const auto& node : nodes_) n += node->pool->drops();
     return n;
   }
+  /// The options as given. Thread-safe (immutable).
   [[nodiscard]] const RedisOptions& options() const noexcept { return options_; }
 
  private:
