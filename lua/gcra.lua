@@ -6,7 +6,8 @@
 -- ARGV[1]  now: integer microseconds since the epoch, or "" to read the server's TIME
 -- ARGV[2]  cost: integer >= 0 (ignored when peeking)
 -- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,
---          "2" = refund ARGV[2] units (SPEC addition "Refunds"; the part says how)
+--          "2" = refund ARGV[2] units (SPEC addition "Refunds"; the part says how);
+--          "3" = dry check: decides as "0" and writes nothing (the layered script's first pass)
 -- ARGV[4]  burst B (the decision's limit): integer >= 1
 -- ARGV[5]  emission interval T = ceil(period / limit): microseconds, integer >= 1
 -- ARGV[6]  tolerance tau = B * T: microseconds (2 * tau stays below 2^52, checked in C++)
@@ -15,9 +16,9 @@
 --          a refund: SET ... KEEPTTL, or DEL when the key is full again.
 -- Time     effective t = max(now, w): a clock that steps back sees time stand still at the latest write.
 -- Numbers  Lua numbers are doubles: every value here stays an integer below 2^53, so all of it is exact.
--- Speed    one GET and at most one SET (value and TTL together), no tables: this runs on every request.
+-- Speed    one GET and at most one SET (value and TTL together), one function, no tables but the reply:
+--          this runs on every request.
 -- Parts    time gcra
 --          (lua/parts/, in this order, then this file: cmake/RatelimitRedis.cmake assembles the script)
 
-return gcra_script(KEYS[1], clock(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]),
-                   tonumber(ARGV[6]))
+return gcra(KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]))

@@ -15,53 +15,43 @@
 --              When any denies: the denying layers' replies as their checks would give them, and each
 --              admitted layer's current state with nothing consumed {1, limit, remaining, 0, reset_after}
 --              (a cost-0 check's numbers: what the in-memory check reports for a rolled-back layer).
--- Writes       only when every layer admits, each layer's commit as in its per-policy script.
--- Parts        time window fixed_window sliding_window_log sliding_window_counter gcra
+-- Writes       only when every layer admits: then each layer runs as its per-policy check (mode "0"),
+--              which decides again exactly as the first, dry pass (mode "3") did, and keeps the cost.
+-- Parts        time write window fixed_window sliding_window_log sliding_window_counter gcra
 --              (lua/parts/, in this order, then this file: cmake/RatelimitRedis.cmake assembles the script)
 
--- Each kind as (state, decide, commit) over a state table with the limit in s.L.
-local function gcra_state(key, now, B, T, tau)
-  local t, backlog = gcra_load(key, now)
-  return {L = B, T = T, tau = tau, t = t, backlog = backlog}
-end
-local function gcra_layer_decide(s, n) return gcra_decide(s.backlog, n, s.L, s.T, s.tau) end
-local function gcra_layer_commit(key, s, _, reset) gcra_commit(key, s.t, reset) end
-local kinds = {
-  fixed_window = {fixed_window_load, fixed_window_decide, fixed_window_commit},
-  sliding_window_log = {sliding_window_log_load, sliding_window_log_decide, sliding_window_log_commit},
-  sliding_window_counter = {sliding_window_counter_load, sliding_window_counter_decide, sliding_window_counter_commit},
-  gcra = {gcra_state, gcra_layer_decide, gcra_layer_commit},
-  token_bucket = {function(key, now, C, T) return gcra_state(key, now, C, T, C * T) end, gcra_layer_decide,
-                  gcra_layer_commit},
-}
+-- Each kind's one-step function, called as f(key, now, cost, mode, p1, p2, p3) with its parameters.
+local function token_bucket(key, now, cost, mode, C, T) return gcra(key, now, cost, mode, C, T, C * T) end
+local kinds = {fixed_window = fixed_window, sliding_window_log = sliding_window_log,
+               sliding_window_counter = sliding_window_counter, token_bucket = token_bucket, gcra = gcra}
 
-local server_now
-local layers, replies, all = {}, {}, true
-for i = 1, #KEYS do
+local n = #KEYS
+local server_now                                             -- one TIME reading for every layer
+local steps, nows, costs, replies = {}, {}, {}, {}
+local all = true
+for i = 1, n do
   local a = 6 * i - 6
-  local kind = kinds[ARGV[a + 1]]
-  if not kind then return redis.error_reply("ratelimit layered: unknown policy kind " .. tostring(ARGV[a + 1])) end
+  local step = kinds[ARGV[a + 1]]
+  if not step then return redis.error_reply("ratelimit layered: unknown policy kind " .. tostring(ARGV[a + 1])) end
   local now = ARGV[a + 2]
   if now == "" then
     server_now = server_now or clock("")
     now = server_now
-  else
-    now = tonumber(now)
   end
-  local cost = tonumber(ARGV[a + 3])
-  local s = kind[1](KEYS[i], now, tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]))
-  local allowed, remaining, retry, reset = kind[2](s, cost)
-  layers[i] = {kind, s, cost, allowed, reset}
-  replies[i] = {allowed and 1 or 0, s.L, remaining, retry, reset}
-  if not allowed then all = false end
+  steps[i], nows[i], costs[i] = step, now, tonumber(ARGV[a + 3])
+  replies[i] = step(KEYS[i], now, costs[i], "3", tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]))
+  if replies[i][1] == 0 then all = false end
 end
-for i = 1, #KEYS do
-  local kind, s, cost, allowed, reset = unpack(layers[i])
+for i = 1, n do
+  local a = 6 * i - 6
   if all then
-    if cost > 0 then kind[3](KEYS[i], s, cost, reset) end
-  elseif allowed then
-    local _, remaining, _, current_reset = kind[2](s, 0)
-    replies[i] = {1, s.L, remaining, 0, current_reset}
+    if costs[i] > 0 then
+      replies[i] = steps[i](KEYS[i], nows[i], costs[i], "0", tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]),
+                            tonumber(ARGV[a + 6]))
+    end
+  elseif replies[i][1] == 1 then                             -- admitted, not kept: its current state
+    replies[i] = steps[i](KEYS[i], nows[i], 0, "3", tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]),
+                          tonumber(ARGV[a + 6]))
   end
 end
 return replies

@@ -5,7 +5,8 @@
 -- ARGV[1]  now: integer microseconds since the epoch, or "" to read the server's TIME
 -- ARGV[2]  cost: integer >= 0 (ignored when peeking)
 -- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,
---          "2" = refund ARGV[2] units (SPEC addition "Refunds"; the part says how)
+--          "2" = refund ARGV[2] units (SPEC addition "Refunds"; the part says how);
+--          "3" = dry check: decides as "0" and writes nothing (the layered script's first pass)
 -- ARGV[4]  limit L: integer >= 1
 -- ARGV[5]  window W: microseconds, integer >= 1
 --          Bound: L * W <= 2^53. Every product below is at most L * W, so it is exact in Lua's doubles;
@@ -13,8 +14,7 @@
 -- Reply    {allowed (1/0), limit, remaining, retry_after_us (-1 = never), reset_after_us}
 -- Writes   only an admitted check with cost >= 1: HSET w, c, p; PEXPIRE ceil(reset_after / 1 ms) + 1000 ms.
 -- Time     effective t = max(now, w): a clock that steps back sees time stand still at the latest write.
--- Parts    time window sliding_window_counter single
+-- Parts    time write window sliding_window_counter
 --          (lua/parts/, in this order, then this file: cmake/RatelimitRedis.cmake assembles the script)
 
-return single(sliding_window_counter_load, sliding_window_counter_decide, sliding_window_counter_commit,
-              sliding_window_counter_refund)
+return sliding_window_counter(KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]))

@@ -8,7 +8,8 @@
 -- ARGV[1]  now: integer microseconds since the epoch, or "" to read the server's TIME
 -- ARGV[2]  cost: integer >= 0 (ignored when peeking)
 -- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,
---          "2" = refund ARGV[2] units (SPEC addition "Refunds"; the part says how)
+--          "2" = refund ARGV[2] units (SPEC addition "Refunds"; the part says how);
+--          "3" = dry check: decides as "0" and writes nothing (the layered script's first pass)
 -- ARGV[4]  limit L: integer in [1, 2^53)
 -- ARGV[5]  window W: microseconds, integer >= 1; the window is (t - W, t]
 -- Reply    {allowed (1/0), limit, remaining, retry_after_us (-1 = never), reset_after_us}
@@ -16,8 +17,7 @@
 --          PEXPIRE ceil(W / 1 ms) + 1000 ms (the newest member is then t, so reset_after = W).
 -- Time     effective t = max(now, newest timestamp): a clock that steps back sees time stand still.
 -- Numbers  Lua numbers are doubles: every value here stays an integer below 2^53, so all of it is exact.
--- Parts    time window sliding_window_log single
+-- Parts    time write sliding_window_log
 --          (lua/parts/, in this order, then this file: cmake/RatelimitRedis.cmake assembles the script)
 
-return single(sliding_window_log_load, sliding_window_log_decide, sliding_window_log_commit,
-              sliding_window_log_refund)
+return sliding_window_log(KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]))

@@ -9,7 +9,8 @@
 -- ARGV[1]  now: integer microseconds since the epoch, or "" to read the server's TIME
 -- ARGV[2]  cost (tokens): integer >= 0 (ignored when peeking)
 -- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,
---          "2" = refund ARGV[2] units (SPEC addition "Refunds"; the part says how)
+--          "2" = refund ARGV[2] units (SPEC addition "Refunds"; the part says how);
+--          "3" = dry check: decides as "0" and writes nothing (the layered script's first pass)
 -- ARGV[4]  capacity C (the decision's limit): integer >= 1
 -- ARGV[5]  refill interval T = ceil(refill_period / refill_tokens): microseconds per token, integer >= 1
 --          (2 * C * T stays below 2^52, checked in C++)
@@ -17,9 +18,10 @@
 -- Writes   only an admitted take with cost >= 1: one SET ... PX ceil(reset_after / 1 ms) + 1000 ms;
 --          a refund: SET ... KEEPTTL, or DEL when the bucket is full again.
 -- Time     effective t = max(now, w): a clock that steps back sees time stand still at the latest write.
--- Speed    one GET and at most one SET (value and TTL together), no tables: this runs on every request.
+-- Speed    one GET and at most one SET (value and TTL together), one function, no tables but the reply:
+--          this runs on every request.
 -- Parts    time gcra
 --          (lua/parts/, in this order, then this file: cmake/RatelimitRedis.cmake assembles the script)
 
 local C, T = tonumber(ARGV[4]), tonumber(ARGV[5])
-return gcra_script(KEYS[1], clock(ARGV[1]), tonumber(ARGV[2]), ARGV[3], C, T, C * T)
+return gcra(KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3], C, T, C * T)
