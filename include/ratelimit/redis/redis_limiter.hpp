@@ -83,10 +83,11 @@ class RedisLimiter final : public detail::LayeredMember {
   RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, C clock = {})
       : RedisLimiter(std::move(policy), std::move(pool), std::shared_ptr<ClusterRouter>(), std::move(clock)) {}
 
-  /// On Redis Cluster, sharing `router` (its pools, slot map and options) with other limiters. Keys of
-  /// different limiters (or different user keys) usually live on different masters, so a layered limit
-  /// over them cannot be one script: check layer by layer and refund the layers already consumed when a
-  /// later one denies. Throws `std::invalid_argument` as above.
+  /// On Redis Cluster, sharing `router` (its pools, slot map and options) with other limiters. A layered
+  /// check over limiters of one router is one script only when every key is in one slot (the hash tag
+  /// is the user key: the same user key in several limiters shares a slot); otherwise `check_layers`
+  /// checks layer by layer and refunds the layers already consumed when a later one denies. Throws
+  /// `std::invalid_argument` as above.
   RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, C clock = {})
       : RedisLimiter(std::move(policy), std::shared_ptr<ConnectionPool>(), std::move(router), std::move(clock)) {}
 
