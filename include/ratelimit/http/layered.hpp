@@ -154,8 +154,8 @@ inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<La
   for (const Decision& d : decisions) all = all && d.allowed;
   for (std::size_t k = 0; k < joint.size(); ++k) {
     LayerOutcome& o = outcomes[index[k]];
-    o.decision = decisions[k];
     o.verdict = !decisions[k].allowed ? Verdict::limited : (all ? Verdict::admitted : Verdict::rolled_back);
+    o.decision = o.verdict == Verdict::rolled_back ? given_back(decisions[k]) : decisions[k];
   }
   denied = !all;
   return true;

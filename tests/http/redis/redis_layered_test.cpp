@@ -152,7 +152,7 @@ TEST(RedisLayeredScript, RaceThreeLayersAllOrNothingExactTotals) {
   EXPECT_GT(admitted.load(), 0);
   // One EVALSHA per request (a NOSCRIPT one counts as rejected, then answered by EVAL), no refunds.
   EXPECT_EQ(command_count(admin, "evalsha"), kThreads * kPerThread);
-  EXPECT_LE(command_count(admin, "eval"), 1);
+  EXPECT_LE(command_count(admin, "eval"), kThreads);  // threads racing on a fresh server may each get NOSCRIPT
   for (std::size_t i = 0; i < ips.size(); ++i) EXPECT_EQ(40 - ip.peek(ips[i]).remaining, ip_used[i].load()) << ips[i];
   for (std::size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(50 - key.peek(keys[i]).remaining, key_used[i].load()) << keys[i];
   for (std::size_t i = 0; i < eps.size(); ++i) EXPECT_EQ(25 - ep.peek(eps[i]).remaining, ep_used[i].load()) << eps[i];
