@@ -18,12 +18,10 @@ sleep 0.5
 cli() { redis-cli -p "$port" "$@"; }
 old_dir=$(mktemp -d)
 git show "$ref:lua/gcra.lua" >/dev/null  # fails early on a bad ref
-n=0
-run() {  # $1 = sha, $2 = params; prints "rps usec_per_call"
-  n=$((n + 1))
+run() {  # $1 = sha, $2 = params, $3 = a key prefix of its own (fresh keys); prints "rps usec_per_call"
   cli CONFIG RESETSTAT >/dev/null
   rps=$(redis-benchmark -p "$port" -c 50 -P 16 -r 100000 -n "$requests" --csv \
-          EVALSHA "$1" 1 "ab$n:{k:__rand_int__}:state" "" 1 0 $2 2>/dev/null | tail -1 | cut -d, -f2 | tr -d '"')
+          EVALSHA "$1" 1 "$3:{k:__rand_int__}:state" "" 1 0 $2 2>/dev/null | tail -1 | cut -d, -f2 | tr -d '"')
   usec=$(cli INFO commandstats | sed -n 's/^cmdstat_evalsha:.*usec_per_call=\([0-9.]*\),.*/\1/p')
   echo "${rps:-0} ${usec:-0}"
 }
@@ -38,8 +36,8 @@ for kind in gcra token_bucket fixed_window sliding_window_counter sliding_window
   new_sha=$(cli SCRIPT LOAD "$(cat "$build/generated/lua/$kind.lua")")
   old_sum=0; new_sum=0; old_us=999999; new_us=999999
   for r in $(seq "$rounds"); do
-    set -- $(run "$old_sha" "$params"); o=$1; ou=$2
-    set -- $(run "$new_sha" "$params"); w=$1; wu=$2
+    set -- $(run "$old_sha" "$params" "old:$kind:$r"); o=$1; ou=$2
+    set -- $(run "$new_sha" "$params" "new:$kind:$r"); w=$1; wu=$2
     echo "$kind round $r: old $o req/s ($ou us/call)  new $w req/s ($wu us/call)"
     old_sum=$(echo "$old_sum + $o" | bc); new_sum=$(echo "$new_sum + $w" | bc)
     old_us=$(echo "if ($ou < $old_us) $ou else $old_us" | bc); new_us=$(echo "if ($wu < $new_us) $wu else $new_us" | bc)

@@ -18,7 +18,7 @@
 -- Numbers  Lua numbers are doubles: every value here stays an integer below 2^53, so all of it is exact.
 -- Speed    one GET and at most one SET (value and TTL together), one function, no tables but the reply:
 --          this runs on every request.
--- Parts    time gcra
+-- Parts    gcra
 --          (lua/parts/, in this order, then this file: cmake/RatelimitRedis.cmake assembles the script)
 
 return gcra(KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]))

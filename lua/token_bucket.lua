@@ -20,7 +20,7 @@
 -- Time     effective t = max(now, w): a clock that steps back sees time stand still at the latest write.
 -- Speed    one GET and at most one SET (value and TTL together), one function, no tables but the reply:
 --          this runs on every request.
--- Parts    time gcra
+-- Parts    gcra
 --          (lua/parts/, in this order, then this file: cmake/RatelimitRedis.cmake assembles the script)
 
 local C, T = tonumber(ARGV[4]), tonumber(ARGV[5])
