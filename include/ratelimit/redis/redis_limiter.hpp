@@ -234,7 +234,7 @@ class RedisLimiter final : public detail::LayeredMember {
   [[nodiscard]] const RulesOf<P>& rules() const noexcept { return rules_; }
   [[nodiscard]] const RedisOptions& options() const noexcept { return options_; }
   [[nodiscard]] C& clock() noexcept { return clock_; }
-  /// The embedded Lua script this limiter runs (its body is lua/<kind>.lua byte for byte).
+  /// The embedded Lua script this limiter runs (its body is lua/<kind>.lua's parts and main, assembled).
   [[nodiscard]] const detail::EmbeddedScript& script() const noexcept { return *binding_.script; }
   /// The cluster router (null when not on Redis Cluster).
   [[nodiscard]] const std::shared_ptr<ClusterRouter>& cluster() const noexcept { return cluster_; }
