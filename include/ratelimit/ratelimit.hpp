@@ -7,6 +7,7 @@
 #include "ratelimit/acquire.hpp"
 #include "ratelimit/clock.hpp"
 #include "ratelimit/decision.hpp"
+#include "ratelimit/joint_backend.hpp"
 #include "ratelimit/limiter.hpp"
 #include "ratelimit/memory/key_handle.hpp"
 #include "ratelimit/memory/memory_limiter.hpp"

@@ -1,9 +1,11 @@
-// The scripts compiled into the headers are lua/*.lua byte for byte, and Redis agrees on their SHA1.
+// The scripts compiled into the headers are their lua/ files (parts, then main) concatenated byte for
+// byte, and Redis agrees on their SHA1.
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include <ratelimit/redis.hpp>
@@ -21,13 +23,21 @@ std::string read_file(const std::string& path) {
 TEST(EmbeddedScripts, EqualTheirFilesByteForByte) {
   std::set<std::string> kinds;
   for (const auto& s : ratelimit::redis::detail::kEmbeddedScripts) {
-    const std::string file = read_file(std::string(RATELIMIT_LUA_DIR) + "/" + std::string(s.file));
-    EXPECT_FALSE(file.empty());
-    EXPECT_EQ(std::string(s.body), file) << s.file;
+    std::string assembled;
+    std::size_t files = 0;
+    std::istringstream parts{std::string(s.parts)};
+    for (std::string rel; parts >> rel; ++files) {
+      const std::string file = read_file(std::string(RATELIMIT_LUA_DIR) + "/" + rel);
+      EXPECT_FALSE(file.empty()) << rel;
+      assembled += file;
+    }
+    EXPECT_GE(files, 2u) << s.file;  // at least one part and the main
+    EXPECT_TRUE(std::string(s.parts).ends_with(std::string(s.file))) << s.parts;  // the main comes last
+    EXPECT_EQ(std::string(s.body), assembled) << s.file;
     kinds.emplace(s.kind);
   }
   const std::set<std::string> expected{"fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket",
-                                       "gcra"};
+                                       "gcra", "layered"};
   EXPECT_EQ(kinds, expected);
 }
 

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "ratelimit/clock.hpp"
@@ -20,6 +21,7 @@
 #include "ratelimit/http/key_lists.hpp"
 #include "ratelimit/http/layer_stats.hpp"
 #include "ratelimit/http/penalty_box.hpp"
+#include "ratelimit/joint_backend.hpp"
 #include "ratelimit/limiter.hpp"
 #include "ratelimit/memory/key_handle.hpp"
 
@@ -115,6 +117,10 @@ class Layer {
   virtual Decision refund_locked(std::string_view key, const KeyHandle& handle, std::int64_t cost) = 0;
   /// See `MemoryLimiter::current_locked`. Only when `lockable()`, under `*handle.lock`.
   virtual Decision current_locked(std::string_view key, const KeyHandle& handle) = 0;
+  /// The backend able to check this layer together with others in one atomic step (see
+  /// `JointBackend`; a `RedisLimiter`), or null. Layers whose backends share a `joint_domain()` are
+  /// checked by one `check_jointly` call instead of consume-then-refund.
+  [[nodiscard]] virtual JointBackend* joint() noexcept { return nullptr; }
   /// The backend's own `allow(key, cost)`; counts a backend error and rethrows when it throws.
   virtual Decision backend_allow(std::string_view key, std::int64_t cost) = 0;
   /// The backend's own `refund(key, cost)`; counts a backend error and rethrows when it throws.
@@ -145,7 +151,7 @@ concept RefundableLimiter = Limiter<L> && requires(L& l, std::string_view key, s
 
 /// Adapts a limiter `L` (borrowed: it must outlive the layer) into a `Layer`. `L` needs `refund`, a
 /// `policy()` (for the advertised quota) and a `clock()`; a `MemoryLimiter` also gives atomic
-/// layered checks.
+/// layered checks (shard locks), and so does a `JointBackend` such as `RedisLimiter` (one script).
 template <RefundableLimiter L>
 class LimiterLayer final : public Layer {
  public:
@@ -185,6 +191,13 @@ class LimiterLayer final : public Layer {
       return limiter_.current_locked(key, handle);
     } else {
       throw std::logic_error("LimiterLayer::current_locked: backend has no multi-key locking");
+    }
+  }
+  [[nodiscard]] JointBackend* joint() noexcept override {
+    if constexpr (std::is_base_of_v<JointBackend, L>) {
+      return &limiter_;
+    } else {
+      return nullptr;
     }
   }
   Decision backend_allow(std::string_view key, std::int64_t cost) override {

@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "ratelimit/http/headers.hpp"
 #include "ratelimit/http/layer.hpp"
 #include "ratelimit/http/most_restrictive.hpp"
+#include "ratelimit/joint_backend.hpp"
 #include "ratelimit/memory/key_handle.hpp"
 #include "ratelimit/policy/policy.hpp"
 
@@ -118,6 +120,47 @@ inline Decision given_back(Decision current) {
   return current;
 }
 
+/// Step 3 of `check_layers` when every active layer (verdict `unchecked`) has a `JointBackend` of one
+/// `joint_domain()` and there are at least two: one `check_jointly` call. Sets the active layers'
+/// outcomes and `denied`, and returns true; returns false (outcomes untouched) when there is no such
+/// backend or it declines, for the layer-by-layer path. A backend exception counts a backend error on
+/// every active layer and propagates (nothing to give back: the step is all or nothing).
+inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<LayerOutcome>& outcomes, bool& denied) {
+  std::vector<JointRequest> joint;
+  std::vector<std::size_t> index;
+  const void* domain = nullptr;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (outcomes[i].verdict != Verdict::unchecked) continue;
+    JointBackend* backend = requests[i].layer->joint();
+    if (backend == nullptr || backend->joint_domain() == nullptr) return false;
+    if (joint.empty()) domain = backend->joint_domain();
+    if (backend->joint_domain() != domain) return false;
+    joint.push_back(JointRequest{backend, requests[i].key, requests[i].cost});
+    index.push_back(i);
+  }
+  if (joint.size() < 2) return false;
+  std::vector<Decision> decisions(joint.size());
+  bool ran = false;
+  try {
+    ran = joint.front().backend->check_jointly(joint, decisions);
+  } catch (const std::invalid_argument&) {
+    throw;  // the caller's mistake, not the backend's
+  } catch (...) {
+    for (const std::size_t i : index) requests[i].layer->stats().add_backend_error();
+    throw;
+  }
+  if (!ran) return false;
+  bool all = true;
+  for (const Decision& d : decisions) all = all && d.allowed;
+  for (std::size_t k = 0; k < joint.size(); ++k) {
+    LayerOutcome& o = outcomes[index[k]];
+    o.verdict = !decisions[k].allowed ? Verdict::limited : (all ? Verdict::admitted : Verdict::rolled_back);
+    o.decision = o.verdict == Verdict::rolled_back ? given_back(decisions[k]) : decisions[k];
+  }
+  denied = !all;
+  return true;
+}
+
 }  // namespace detail
 
 /// Checks a request against every layer in `requests`, all or nothing.
@@ -130,11 +173,18 @@ inline Decision given_back(Decision current) {
 ///    every consumption is given back (an exact inverse under the same locks); locks are released.
 ///    Atomic: no other check sees a partial state, and no layer's count ever holds a request that
 ///    another layer denied.
-/// 3. Otherwise (a backend without multi-key locking, e.g. Redis across slots): layers are checked in
-///    order, stopping at the first denial, and the admitted ones are refunded. Between consume and
-///    refund, other requests see the consumption (they may be denied spuriously; never admitted
-///    extra): the documented window of inexactness.
-/// 4. After the locks: a layer that denied for quota (with a finite wait) and has a penalty blocks
+/// 3. Else, if every remaining layer (at least two) has a `JointBackend` of one `joint_domain()` (Redis
+///    layers on one server's pool, or on Redis Cluster one router with every key in one slot): one
+///    atomic `check_jointly` (one Lua script over all keys) evaluates every layer and keeps the
+///    consumptions only if all admit. The outcomes are those of step 2. Redis failures: each layer's
+///    `on_error` applies as for its single checks; if any layer's is `raise`, `BackendError` propagates
+///    (counted as a backend error on every remaining layer); otherwise `fail_open` layers admit and
+///    `fail_closed` layers deny, all or nothing.
+/// 4. Otherwise (mixed backends, keys in different cluster slots, one Redis key twice): layers are
+///    checked in order, stopping at the first denial, and the admitted ones are refunded. Between
+///    consume and refund, other requests see the consumption (they may be denied spuriously; never
+///    admitted extra): the documented window of inexactness.
+/// 5. After the checks: a layer that denied for quota (with a finite wait) and has a penalty blocks
 ///    the key; counters are updated; `on_limited` runs for each denying layer.
 ///
 /// The same (layer, key) twice in one request consumes both costs. Thread-safe.
@@ -219,7 +269,7 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests) {
           o.decision = detail::given_back(requests[i].layer->current_locked(requests[i].key, handles[i]));
         }
       }
-    } else {
+    } else if (!detail::check_jointly(requests, result.layers, denied)) {
       std::vector<std::size_t> consumed;
       auto give_back = [&] {
         for (auto it = consumed.rbegin(); it != consumed.rend(); ++it) {

@@ -25,6 +25,7 @@
 #include "ratelimit/redis/detail/cluster_slot.hpp"
 #include "ratelimit/redis/detail/decision_reply.hpp"
 #include "ratelimit/redis/detail/key_encoding.hpp"
+#include "ratelimit/redis/detail/layered_call.hpp"
 #include "ratelimit/redis/detail/script_binding.hpp"
 #include "ratelimit/redis/error.hpp"
 #include "ratelimit/redis/options.hpp"
@@ -55,12 +56,15 @@ struct Request {
 /// decisions are the same. Each key's state lives on one master and replicates asynchronously, so a
 /// failover can lose that master's last writes (those keys briefly admit again what they had consumed).
 ///
+/// Layered checks (`check_layers`) over limiters sharing one pool, or on Redis Cluster one router with
+/// every key in one slot, run as one atomic script (lua/layered.lua) through `check_jointly`.
+///
 /// @tparam P a `Policy`. On Redis its durations must be whole microseconds, its rate at most one per
 ///           microsecond, its counts below 2^53, and for `SlidingWindowCounter` `limit * window_us <= 2^53`.
 /// @tparam C a `Clock`, read only with `time_source = client` (and for `fail_open` decisions);
 ///           `std::chrono::system_clock` by default, `ManualClock` in tests. Windows align to its epoch.
 template <Policy P, Clock C = std::chrono::system_clock>
-class RedisLimiter {
+class RedisLimiter final : public detail::LayeredMember {
  public:
   using policy_type = P;
   using clock_type = C;
@@ -79,10 +83,11 @@ class RedisLimiter {
   RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, C clock = {})
       : RedisLimiter(std::move(policy), std::move(pool), std::shared_ptr<ClusterRouter>(), std::move(clock)) {}
 
-  /// On Redis Cluster, sharing `router` (its pools, slot map and options) with other limiters. Keys of
-  /// different limiters (or different user keys) usually live on different masters, so a layered limit
-  /// over them cannot be one script: check layer by layer and refund the layers already consumed when a
-  /// later one denies. Throws `std::invalid_argument` as above.
+  /// On Redis Cluster, sharing `router` (its pools, slot map and options) with other limiters. A layered
+  /// check over limiters of one router is one script only when every key is in one slot (the hash tag
+  /// is the user key: the same user key in several limiters shares a slot); otherwise `check_layers`
+  /// checks layer by layer and refunds the layers already consumed when a later one denies. Throws
+  /// `std::invalid_argument` as above.
   RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, C clock = {})
       : RedisLimiter(std::move(policy), std::shared_ptr<ConnectionPool>(), std::move(router), std::move(clock)) {}
 
@@ -229,12 +234,56 @@ class RedisLimiter {
   [[nodiscard]] const RulesOf<P>& rules() const noexcept { return rules_; }
   [[nodiscard]] const RedisOptions& options() const noexcept { return options_; }
   [[nodiscard]] C& clock() noexcept { return clock_; }
-  /// The embedded Lua script this limiter runs (its body is lua/<kind>.lua byte for byte).
+  /// The embedded Lua script this limiter runs (its body is lua/<kind>.lua's parts and main, assembled).
   [[nodiscard]] const detail::EmbeddedScript& script() const noexcept { return *binding_.script; }
   /// The cluster router (null when not on Redis Cluster).
   [[nodiscard]] const std::shared_ptr<ClusterRouter>& cluster() const noexcept { return cluster_; }
 
+  /// The pool, or on Redis Cluster the router: limiters sharing it can be checked jointly.
+  [[nodiscard]] const void* joint_domain() const noexcept override {
+    return cluster_ ? static_cast<const void*>(cluster_.get()) : static_cast<const void*>(pool_.get());
+  }
+
+  /// All-or-nothing check of `requests` (each naming a `RedisLimiter` with this one's `joint_domain()`,
+  /// any policies and clocks) as one `EVALSHA` of lua/layered.lua; see `JointBackend::check_jointly`.
+  /// Each limiter reads its own clock (`time_source = server` limiters share one `TIME` reading).
+  /// Returns false, sending nothing, when the keys are in different cluster slots or two requests name
+  /// the same Redis key (check them one by one then). When Redis fails, every limiter counts the
+  /// failure; if any has `on_error = raise`, `BackendError` is thrown; otherwise each gives its own
+  /// failure decision (fail_open admits as a fresh key, fail_closed denies), all or nothing as above.
+  /// Thread-safe. Throws `std::invalid_argument` for a negative cost or a key over `max_key_bytes`.
+  bool check_jointly(std::span<const JointRequest> requests, std::span<Decision> decisions) override {
+    return detail::run_layered(requests, decisions);
+  }
+
  private:
+  // detail::LayeredMember, for run_layered.
+  [[nodiscard]] ConnectionPool* layered_pool() const noexcept override { return pool_.get(); }
+  [[nodiscard]] ClusterRouter* layered_router() const noexcept override { return cluster_.get(); }
+  [[nodiscard]] detail::LayeredPart layered_part(std::string_view key, std::int64_t cost) override {
+    check_key(key);
+    ratelimit::detail::require_cost(cost);
+    detail::LayeredPart p;
+    p.key = redis_key(key);
+    p.now_us = now_us();
+    p.cost = cost;
+    p.argv[0] = std::string(P::kind);
+    p.argv[1] = time_arg(p.now_us);
+    p.argv[2] = std::to_string(cost);
+    for (std::size_t i = 0; i < binding_.params.size() && i < 3; ++i) p.argv[3 + i] = binding_.params[i];
+    return p;
+  }
+  [[nodiscard]] Decision layered_decision(const redisReply& r) const override {
+    return to_decision(detail::parse_decision(r, rules_.limit()), detail::kTickNs);
+  }
+  void layered_called() noexcept override { calls_.fetch_add(1, std::memory_order_relaxed); }
+  void layered_failed(BackendErrorCause cause) noexcept override { count_failure(cause, 1); }
+  [[nodiscard]] OnError layered_on_error() const noexcept override { return options_.on_error; }
+  [[nodiscard]] Decision layered_failure_decision(std::int64_t now, std::int64_t cost) const override {
+    return failure_decision(now, cost, Mode::check);
+  }
+  void layered_reloaded() noexcept override { script_reloads_.fetch_add(1, std::memory_order_relaxed); }
+
   /// ARGV[3] of the scripts.
   enum class Mode { check, peek, refund };
   static constexpr std::string_view mode_arg(Mode m) noexcept {

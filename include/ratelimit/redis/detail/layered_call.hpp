@@ -1,0 +1,171 @@
+#pragma once
+
+/// @file
+/// The Redis side of a joint (layered) check: one `EVALSHA` of lua/layered.lua over the keys of several
+/// `RedisLimiter`s on one server (or one cluster slot), all or nothing.
+
+#include <hiredis/hiredis.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ratelimit/decision.hpp"
+#include "ratelimit/joint_backend.hpp"
+#include "ratelimit/redis/cluster_router.hpp"
+#include "ratelimit/redis/detail/cluster_slot.hpp"
+#include "ratelimit/redis/detail/script_binding.hpp"
+#include "ratelimit/redis/error.hpp"
+#include "ratelimit/redis/options.hpp"
+#include "ratelimit/redis/pool.hpp"
+#include "ratelimit/redis/reply.hpp"
+
+namespace ratelimit::redis::detail {
+
+/// One limiter's part of a layered script call: its Redis key and its six ARGV entries.
+struct LayeredPart {
+  /// The Redis key (`RedisLimiter::redis_key`).
+  std::string key;
+  /// The limiter's time for this call, microseconds (for failure decisions).
+  std::int64_t now_us = 0;
+  /// Cost units, >= 0.
+  std::int64_t cost = 0;
+  /// Policy kind, now ("" = server TIME), cost, and the per-policy script's ARGV[4..6] ("" if unused).
+  std::array<std::string, 6> argv;
+};
+
+/// What `run_layered` needs from each `RedisLimiter` (a non-template base, so limiters of different
+/// policies and clocks meet in one call). Internal: used through `JointBackend::check_jointly`.
+class LayeredMember : public JointBackend {
+ public:
+  /// The single server's pool, or null on Redis Cluster.
+  [[nodiscard]] virtual ConnectionPool* layered_pool() const noexcept = 0;
+  /// The cluster router, or null on a single server.
+  [[nodiscard]] virtual ClusterRouter* layered_router() const noexcept = 0;
+  /// This limiter's part for `key` at `cost`, reading its clock. Throws
+  /// `std::invalid_argument` for a key longer than `max_key_bytes` or a negative cost.
+  [[nodiscard]] virtual LayeredPart layered_part(std::string_view key, std::int64_t cost) = 0;
+  /// The decision in the script's per-layer reply; throws `BackendError` if it breaks the contract.
+  [[nodiscard]] virtual Decision layered_decision(const redisReply& r) const = 0;
+  /// Counts a check of this limiter (once its part is sent).
+  virtual void layered_called() noexcept = 0;
+  /// Counts a failure of this limiter's part.
+  virtual void layered_failed(BackendErrorCause cause) noexcept = 0;
+  /// The limiter's failure policy.
+  [[nodiscard]] virtual OnError layered_on_error() const noexcept = 0;
+  /// What this limiter answers for `cost` at `now_us` when Redis failed and `on_error` is not `raise`.
+  [[nodiscard]] virtual Decision layered_failure_decision(std::int64_t now_us, std::int64_t cost) const = 0;
+  /// Counts a NOSCRIPT answered by EVAL.
+  virtual void layered_reloaded() noexcept = 0;
+
+ protected:
+  ~LayeredMember() = default;
+};
+
+/// The embedded layered script.
+[[nodiscard]] inline const EmbeddedScript& layered_script() { return script_for("layered"); }
+
+/// Runs `requests` (all of `LayeredMember`s with one `joint_domain()`) as one layered script call and
+/// fills `decisions`; see `JointBackend::check_jointly`. Returns false, sending nothing, when a request's
+/// backend is not a `LayeredMember` of that domain, two requests name the same Redis key, or (on Redis
+/// Cluster) the keys are in different slots.
+///
+/// Failures (connection, timeout, error reply, malformed reply) fail the whole call: every member
+/// counts it; if any member's `on_error` is `raise`, the error is thrown (nothing was consumed unless
+/// the script ran before the failure, as for single checks); otherwise each member answers its own
+/// failure decision (`fail_open`: a fresh key's decision; `fail_closed`: a denial) and, if any of
+/// those denies, the admitting members report a fresh key's state with nothing consumed.
+inline bool run_layered(std::span<const JointRequest> requests, std::span<Decision> decisions) {
+  if (requests.empty() || decisions.size() != requests.size()) return false;
+  std::vector<LayeredMember*> members(requests.size());
+  const void* domain = nullptr;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    members[i] = dynamic_cast<LayeredMember*>(requests[i].backend);
+    if (members[i] == nullptr) return false;
+    if (i == 0) domain = members[i]->joint_domain();
+    if (domain == nullptr || members[i]->joint_domain() != domain) return false;
+  }
+  ClusterRouter* const router = members[0]->layered_router();
+  ConnectionPool* const pool = members[0]->layered_pool();
+  std::vector<LayeredPart> parts;
+  parts.reserve(requests.size());
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    // Validate before reading clocks or counting: a bad request throws with nothing counted.
+    ratelimit::detail::require_cost(requests[i].cost);
+  }
+  for (std::size_t i = 0; i < requests.size(); ++i) parts.push_back(members[i]->layered_part(requests[i].key, requests[i].cost));
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (parts[i].key == parts[j].key) return false;  // the script decides each key against its stored state once
+    }
+    if (router != nullptr && key_slot(parts[i].key) != key_slot(parts[0].key)) return false;
+  }
+
+  const EmbeddedScript& script = layered_script();
+  const std::string count = std::to_string(parts.size());
+  std::vector<std::string_view> args;
+  args.reserve(3 + parts.size() * 7);
+  args.push_back("EVALSHA");
+  args.push_back(script.sha1);
+  args.push_back(count);
+  for (const LayeredPart& p : parts) args.push_back(p.key);
+  for (const LayeredPart& p : parts) {
+    for (const std::string& a : p.argv) args.push_back(a);
+  }
+  for (LayeredMember* m : members) m->layered_called();
+  try {
+    Reply reply;
+    if (router != nullptr) {
+      ClusterCall call;
+      call.slot = key_slot(parts[0].key);
+      call.args = args;
+      call.script_body = script.body;
+      if (router->execute(std::span<ClusterCall>(&call, 1)) != 0) members[0]->layered_reloaded();
+      if (call.error) throw *call.error;
+      reply = std::move(call.reply);
+    } else {
+      auto lease = pool->acquire();
+      reply = lease->command(args);
+      if (is_error(*reply, "NOSCRIPT")) {
+        members[0]->layered_reloaded();
+        args[0] = "EVAL";
+        args[1] = script.body;
+        reply = lease->command(args);
+      }
+    }
+    if (reply->type == REDIS_REPLY_ERROR) throw BackendError(BackendErrorCause::reply, std::string(text(*reply)));
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != parts.size() || reply->element == nullptr) {
+      throw BackendError(BackendErrorCause::protocol, "malformed layered script reply: expected " + count + " decisions");
+    }
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      if (reply->element[i] == nullptr) throw BackendError(BackendErrorCause::protocol, "malformed layered script reply");
+      decisions[i] = members[i]->layered_decision(*reply->element[i]);
+    }
+    return true;
+  } catch (const BackendError& e) {
+    bool raise = false;
+    for (LayeredMember* m : members) {
+      m->layered_failed(e.cause());
+      if (m->layered_on_error() == OnError::raise) raise = true;
+    }
+    if (raise) throw;
+    bool all = true;
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      decisions[i] = members[i]->layered_failure_decision(parts[i].now_us, parts[i].cost);
+      if (!decisions[i].allowed) all = false;
+    }
+    if (!all) {
+      for (std::size_t i = 0; i < parts.size(); ++i) {
+        if (decisions[i].allowed) decisions[i] = members[i]->layered_failure_decision(parts[i].now_us, 0);
+      }
+    }
+    return true;
+  }
+}
+
+}  // namespace ratelimit::redis::detail
