@@ -14,6 +14,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "ratelimit/detail/arithmetic.hpp"
+
 namespace ratelimit::detail {
 
 /// Least-recently-used cache with a time to live: at most `capacity` entries; an entry older than the
@@ -27,7 +29,9 @@ class PlanCache {
     std::lock_guard lock(mutex_);
     auto it = map_.find(key);
     if (it == map_.end()) return std::nullopt;
-    if (now_ns - it->second.stored_ns >= ttl_ns_ || now_ns < it->second.stored_ns) {
+    // Stale when the clock stepped back or the age reached the TTL. The age saturates (times may be
+    // any int64, e.g. a jump from near INT64_MIN to near INT64_MAX), which keeps the comparison exact.
+    if (now_ns < it->second.stored_ns || saturating_sub(now_ns, it->second.stored_ns) >= ttl_ns_) {
       const auto position = it->second.position;
       map_.erase(it);  // before the string its key views
       lru_.erase(position);
