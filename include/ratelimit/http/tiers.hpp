@@ -44,12 +44,13 @@ struct Plan {
 /// outside every lock, possibly from several threads at once; may be slow (it is cached).
 using PlanResolver = std::function<std::optional<std::string>(std::string_view key)>;
 
-/// Options of `TieredLimiter`.
+/// Options of `TieredLimiter`; a plain aggregate, every member has a default, so designated
+/// initializers may name any subset (`TierOptions{.plans = {...}}`).
 struct TierOptions {
   /// The plans; non-empty, distinct names.
-  std::vector<Plan> plans;
+  std::vector<Plan> plans{};
   /// The plan of unknown keys and of names the resolver returns that are no plan; empty = the first.
-  std::string default_plan;
+  std::string default_plan{};
   /// Keys whose plan is cached at once; >= 1.
   std::size_t cache_entries = 10'000;
   /// How long a resolved plan is trusted (plan changes take effect within it); > 0.
@@ -57,17 +58,17 @@ struct TierOptions {
   /// Options of each plan's limiters (for `TieredLimiter`, the in-memory one). Its `max_key_bytes`
   /// also bounds the keys `plan_for` accepts, checked before the resolver runs or the cache stores
   /// anything; with another backend, set it to that backend's bound (512 by default on both).
-  MemoryOptions memory;
+  MemoryOptions memory{};
   /// Options of each plan's layers (penalty, on_limited).
-  LayerOptions layer;
+  LayerOptions layer{};
 };
 
 /// Makes the in-memory limiters of `TieredLimiter`'s plans: `factory(policy, name)` returns
 /// `std::unique_ptr<MemoryLimiter<P, C>>` (the layer name is not needed: each limiter has its own store).
 template <Clock C>
 struct MemoryLimiterFactory {
-  MemoryOptions options;
-  C clock;
+  MemoryOptions options{};
+  C clock{};
   template <Policy P>
   std::unique_ptr<MemoryLimiter<P, C>> operator()(P policy, std::string_view /*name*/) const {
     return std::make_unique<MemoryLimiter<P, C>>(std::move(policy), options, clock);
