@@ -3,8 +3,9 @@
 # Installed layout (relative to the prefix):
 #   include/ratelimit/...                  the headers
 #   lib/cmake/ratelimit/                   ratelimitConfig.cmake, ratelimitConfigVersion.cmake,
-#                                          ratelimitTargets.cmake; the Redis component adds its own
-#                                          export set there, loaded only for COMPONENTS redis
+#                                          ratelimitTargets.cmake; the redis and http components
+#                                          add their own export sets there, loaded only for
+#                                          COMPONENTS redis / http
 #   share/doc/ratelimit/LICENSE
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)

@@ -2,14 +2,16 @@
 // 429 bodies.
 //
 //   layer 1  client IP            FixedWindow 1,000 / min                       policy "ip"
-//   layer 2  X-API-Key plan       free 30/min, 1,000/day, burst 10 (unknown and missing keys),
+//   layer 2  X-API-Key plan       free 30/min, 1,000/day, burst 10 (unknown and missing keys, keyed per IP),
 //                                 pro 300/min, 50,000/day, burst 50; enterprise 3,000/min, 500,000/day, burst 200
 //                                 policies "<plan>-minute", "<plan>-day", "<plan>-burst"
 //   layer 3  endpoint             /search 10/min and /export 5/min per client (API key, else IP),
 //                                 /login 5 per 5 min per client IP, then blocked 15 min   policies "search", "export", "login"
 //
 // All layers are checked together, all or nothing. /health and /metrics are not limited. The client IP is
-// the socket peer; X-Forwarded-For is believed only when the peer is a --trusted-proxy.
+// the socket peer; X-Forwarded-For is believed only when the peer is a --trusted-proxy. An X-API-Key over
+// 256 bytes gets 431, a key no limiter accepts (e.g. a 600-byte forwarded address) 400; any other
+// exception 500; all with a short problem body and nothing of the exception's text.
 //
 //   http_server [--port N] [--host 127.0.0.1] [--redis HOST:PORT] [--trusted-proxy IP]... [--api-key KEY=PLAN]...
 //               [--deny IP]... [--no-limits] [--manual-clock]
@@ -27,12 +29,14 @@
 
 #include <csignal>
 #include <cstdio>
+#include <exception>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -161,7 +165,9 @@ class BackendLimits final : public Limits {
                   std::vector<std::string>& keys, std::vector<ratelimit::LayerRequest>& out) override {
     keys.reserve(3);
     keys.push_back(ip);
-    keys.push_back(api_key.empty() ? "ip:" + ip : "key:" + api_key);  // a missing key is a free client per IP
+    // Only a key in the directory is a client of its own; missing and unknown keys are the free plan per
+    // IP, so inventing a new key per request gains nothing (not the free plan, not /search or /export).
+    keys.push_back(!api_key.empty() && directory_.contains(api_key) ? "key:" + api_key : "ip:" + ip);
     out.push_back({&ip_layer_, keys[0], 1});
     tiers_.append_layers(keys[1], 1, out);
     if (path == "/search") out.push_back({&search_layer_, keys[1], 1});
@@ -221,6 +227,16 @@ void set_fields(httplib::Response& res, const ratelimit::LayeredDecision& d) {
 
 void json_reply(httplib::Response& res, const nlohmann::json& body) { res.set_content(body.dump(), "application/json"); }
 
+/// Longest X-API-Key accepted; every issued key is far shorter.
+constexpr std::size_t kMaxApiKeyBytes = 256;
+
+/// An RFC 9457 body with only the status and its reason: nothing of the request or of any exception.
+void problem_reply(httplib::Response& res, int status, const char* title) {
+  res.status = status;
+  res.set_content(nlohmann::json{{"type", "about:blank"}, {"title", title}, {"status", status}}.dump(),
+                  std::string(ratelimit::http::kProblemContentType));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -277,18 +293,28 @@ int main(int argc, char** argv) {
     if (config.no_limits || req.path == "/health" || req.path == "/metrics" || req.path.rfind("/__test/", 0) == 0) {
       return Handled::Unhandled;
     }
+    const std::string api_key = req.get_header_value("X-API-Key");
+    if (api_key.size() > kMaxApiKeyBytes) {
+      problem_reply(res, 431, "Request Header Fields Too Large");
+      return Handled::Handled;
+    }
     std::vector<std::string> keys;
     std::vector<ratelimit::LayerRequest> layers;
-    limits.layers_for(req.path, client_ip(req, trusted), req.get_header_value("X-API-Key"), keys, layers);
-    const ratelimit::LayeredDecision d = ratelimit::check_layers(layers);
+    std::optional<ratelimit::LayeredDecision> checked;
+    try {
+      limits.layers_for(req.path, client_ip(req, trusted), api_key, keys, layers);
+      checked = ratelimit::check_layers(layers);
+    } catch (const std::invalid_argument&) {  // a key no limiter takes (too long); nothing was consumed
+      problem_reply(res, 400, "Bad Request");
+      return Handled::Handled;
+    }
+    const ratelimit::LayeredDecision& d = *checked;
     set_fields(res, d);
     if (d) return Handled::Unhandled;  // on to the route, with the headers set
     bool listed = false;
     for (const auto& o : d.layers) listed = listed || o.verdict == ratelimit::Verdict::deny_listed;
     if (listed) {
-      res.status = 403;
-      res.set_content(nlohmann::json{{"type", "about:blank"}, {"title", "Forbidden"}, {"status", 403}}.dump(),
-                      std::string(ratelimit::http::kProblemContentType));
+      problem_reply(res, 403, "Forbidden");
       return Handled::Handled;
     }
     const auto violated = d.violated_policies();
@@ -296,6 +322,20 @@ int main(int argc, char** argv) {
     res.set_content(ratelimit::http::quota_exceeded_json(violated, d.decision, req.path),
                     std::string(ratelimit::http::kProblemContentType));
     return Handled::Handled;
+  });
+
+  // cpp-httplib's default answers an exception with its what() in an EXCEPTION_WHAT header: internals to
+  // the client. Log it here and answer a bare 500 (backend down, a bug).
+  server.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      std::cerr << "http_server: " << req.method << " " << req.path << ": " << e.what() << "\n";
+    } catch (...) {
+      std::cerr << "http_server: " << req.method << " " << req.path << ": unknown exception\n";
+    }
+    res.headers.clear();
+    problem_reply(res, 500, "Internal Server Error");
   });
 
   server.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });

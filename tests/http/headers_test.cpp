@@ -216,6 +216,7 @@ TEST(HttpProblem, QuotaExceededBodyHasTheDraftTypeAndViolatedPolicies) {
 
   const auto never = nlohmann::json::parse(http::quota_exceeded_json(violated, denial(30, Decision::never, 0s)));
   EXPECT_FALSE(never.contains("retry-after"));
+  EXPECT_FALSE(never.contains("detail"));  // README: left out for never (no wait helps, cause unknown)
   EXPECT_FALSE(never.contains("instance"));
   EXPECT_EQ(never.at("violated-policies").size(), 2u);
 
@@ -223,4 +224,20 @@ TEST(HttpProblem, QuotaExceededBodyHasTheDraftTypeAndViolatedPolicies) {
   EXPECT_FALSE(bare.contains("status"));
   EXPECT_TRUE(bare.at("violated-policies").is_array());
   EXPECT_TRUE(bare.at("violated-policies").empty());
+}
+
+TEST(HttpProblem, DenyListedKeyGetsNoDetailClaimingACostAboveTheLimit) {
+  ratelimit::ManualClock clock;
+  ratelimit::MemoryLimiter<ratelimit::FixedWindow, ratelimit::ManualClock> limiter(ratelimit::FixedWindow{10, 60s}, {},
+                                                                                 clock);
+  ratelimit::LimiterLayer<decltype(limiter)> layer(limiter, "ip");
+  layer.lists().deny("1.2.3.4");
+  const ratelimit::LayeredDecision d = ratelimit::check_layers({{&layer, "1.2.3.4"}});  // cost 1 of 10
+  ASSERT_FALSE(d);
+  ASSERT_EQ(d.decision.retry_after, Decision::never);
+  const auto j = nlohmann::json::parse(http::quota_exceeded_json(d.violated_policies(), d.decision, "/x"));
+  EXPECT_FALSE(j.contains("detail"));
+  EXPECT_FALSE(j.contains("retry-after"));
+  EXPECT_EQ(j.at("violated-policies"), nlohmann::json::array({"ip"}));
+  EXPECT_EQ(j.at("instance"), "/x");
 }

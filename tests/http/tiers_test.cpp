@@ -127,3 +127,24 @@ TEST(Tiers, BadOptionsNameTheField) {
   EXPECT_TRUE(starts(message_of([&] { TieredLimiter<> t(no_cache, none); }), "TierOptions.cache_entries:"));
   EXPECT_TRUE(starts(message_of([&] { TieredLimiter<> t(example_plans(), nullptr); }), "resolver:"));
 }
+
+TEST(Tiers, OverLongKeysAreRejectedBeforeTheResolverOrTheCache) {
+  ManualClock clock;
+  Directory dir;
+  TierOptions o = example_plans();
+  o.memory.max_key_bytes = 64;
+  TieredLimiter<ManualClock> tiers(o, [&](std::string_view k) { return dir(k); }, clock);
+  for (int i = 0; i < 300; ++i) {
+    const std::string key = std::to_string(i) + std::string(65, 'x');  // 66..68 bytes, each distinct
+    ASSERT_EQ(message_of([&] { (void)tiers.plan_for(key); }).rfind("key: ", 0), 0u) << i;
+    ASSERT_EQ(message_of([&] { (void)tiers.allow(key); }).rfind("key: ", 0), 0u) << i;
+  }
+  EXPECT_EQ(dir.calls.load(), 0);  // no resolver call for a key no limiter would take
+  EXPECT_EQ(tiers.cached(), 0u);   // and nothing kept
+  // At the bound a key is a key like any other: resolved once, cached, limited.
+  const std::string longest(64, 'k');
+  EXPECT_EQ(tiers.plan_for(longest).plan.name, "free");
+  EXPECT_TRUE(tiers.allow(longest));
+  EXPECT_EQ(dir.calls.load(), 1);
+  EXPECT_EQ(tiers.cached(), 1u);
+}

@@ -5,6 +5,7 @@
 #   CONSUMER_SOURCE_DIR, RATELIMIT_SOURCE_DIR, RATELIMIT_BINARY_DIR, WORK_DIR (wiped first)
 #   EXPECTED_VERSION, GENERATOR, MAKE_PROGRAM,
 #   CXX_COMPILER, CXX_FLAGS, CONFIG (the build's configuration; the consumer uses the same)
+#   WITH_HTTP            ON when the build has ratelimit::http: the consumer's http program is built and run
 cmake_minimum_required(VERSION 3.20)
 
 function(step what)
@@ -26,7 +27,8 @@ set(build "${WORK_DIR}/build")
 set(configure_args
   -S "${CONSUMER_SOURCE_DIR}" -B "${build}" -G "${GENERATOR}"
   "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}"
-  "-DCMAKE_BUILD_TYPE=${CONFIG}" "-DCONSUMER_MODE=${MODE}" "-DEXPECTED_VERSION=${EXPECTED_VERSION}")
+  "-DCMAKE_BUILD_TYPE=${CONFIG}" "-DCONSUMER_MODE=${MODE}" "-DEXPECTED_VERSION=${EXPECTED_VERSION}"
+  "-DCONSUMER_HTTP=${WITH_HTTP}")
 if(MAKE_PROGRAM)
   list(APPEND configure_args "-DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM}")
 endif()
@@ -45,8 +47,12 @@ if(MODE STREQUAL "find_package")
   if(NOT cmakedir MATCHES "^(lib[^/]*|lib/[^/]+|share)/cmake/ratelimit$")
     message(FATAL_ERROR "package test: package files in ${cmakedir}, where find_package does not look")
   endif()
-  foreach(f include/ratelimit/ratelimit.hpp include/ratelimit/version.hpp
-            ${cmakedir}/ratelimitConfigVersion.cmake ${cmakedir}/ratelimitTargets.cmake share/doc/ratelimit/LICENSE)
+  set(expected include/ratelimit/ratelimit.hpp include/ratelimit/version.hpp
+      ${cmakedir}/ratelimitConfigVersion.cmake ${cmakedir}/ratelimitTargets.cmake share/doc/ratelimit/LICENSE)
+  if(WITH_HTTP)
+    list(APPEND expected include/ratelimit/http/problem.hpp ${cmakedir}/ratelimitHttpTargets.cmake)
+  endif()
+  foreach(f IN LISTS expected)
     if(NOT EXISTS "${prefix}/${f}")
       message(FATAL_ERROR "package test: ${f} was not installed")
     endif()
@@ -74,3 +80,6 @@ else()
   set(exe "${build}/consumer")
 endif()
 step("run consumer" "${exe}")
+if(WITH_HTTP)
+  step("run consumer_http" "${exe}_http")
+endif()

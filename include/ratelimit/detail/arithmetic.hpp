@@ -1,7 +1,8 @@
 #pragma once
 
 /// @file
-/// Exact integer helpers shared by the policies: floor division, tick conversion, range checks.
+/// Exact integer helpers shared by the policies: floor division, saturating sums, tick conversion,
+/// range checks.
 
 #include <chrono>
 #include <cstdint>
@@ -30,6 +31,20 @@ inline constexpr std::int64_t kMaxHorizonNs = kInt64Max / 4;
 /// ceil(a / b) for a >= 0, b > 0.
 [[nodiscard]] constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) noexcept {
   return a / b + (a % b != 0 ? 1 : 0);
+}
+
+/// a + b, clamped to [INT64_MIN, INT64_MAX] instead of overflowing. Pure.
+[[nodiscard]] constexpr std::int64_t saturating_add(std::int64_t a, std::int64_t b) noexcept {
+  std::int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? kInt64Max : kInt64Min;
+  return r;
+}
+
+/// a - b, clamped to [INT64_MIN, INT64_MAX] instead of overflowing. Pure.
+[[nodiscard]] constexpr std::int64_t saturating_sub(std::int64_t a, std::int64_t b) noexcept {
+  std::int64_t r = 0;
+  if (__builtin_sub_overflow(a, b, &r)) return b < 0 ? kInt64Max : kInt64Min;
+  return r;
 }
 
 [[noreturn]] inline void invalid(std::string_view field, std::string_view what) {

@@ -54,7 +54,7 @@ struct PolicyDecision {
   /// The policy; must outlive this value.
   const QuotaPolicy* policy = nullptr;
   /// What the policy decided for this request.
-  Decision decision;
+  Decision decision{};
 };
 
 /// How `X-RateLimit-Reset` is written.

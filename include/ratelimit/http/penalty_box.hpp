@@ -28,19 +28,21 @@ class PenaltyBox {
       : max_key_bytes_(max_key_bytes), store_(checked(max_keys), shards(max_keys)) {}
 
   /// How long `key` stays blocked after `now_ns` (nanoseconds since the clock's epoch); 0 when it is
-  /// not blocked. Thread-safe. Throws `std::invalid_argument` ("key: ...") for a key longer than
+  /// not blocked; INT64_MAX when the rest of the penalty is longer than that. Thread-safe. Throws `std::invalid_argument` ("key: ...") for a key longer than
   /// `max_key_bytes`.
   [[nodiscard]] std::int64_t blocked_for(std::string_view key, std::int64_t now_ns) {
     check_key(key);
-    return store_.read(key, store_.hash(key),
-                       [&](const State& s) { return s.until_ns > now_ns ? s.until_ns - now_ns : std::int64_t{0}; });
+    // Saturating: a penalty until INT64_MAX seen from a negative time is longer than int64 can say.
+    return store_.read(key, store_.hash(key), [&](const State& s) {
+      return s.until_ns > now_ns ? detail::saturating_sub(s.until_ns, now_ns) : std::int64_t{0};
+    });
   }
 
-  /// Blocks `key` until `now_ns + duration_ns` (extends, never shortens, a running penalty).
+  /// Blocks `key` until `now_ns + duration_ns`, at most INT64_MAX (extends, never shortens, a running penalty).
   /// `duration_ns >= 1`. Thread-safe. Throws `std::invalid_argument` for a key longer than `max_key_bytes`.
   void block(std::string_view key, std::int64_t now_ns, std::int64_t duration_ns) {
     check_key(key);
-    const std::int64_t until = now_ns > detail::kInt64Max - duration_ns ? detail::kInt64Max : now_ns + duration_ns;
+    const std::int64_t until = detail::saturating_add(now_ns, duration_ns);
     store_.update(
         key, store_.hash(key), static_cast<std::uint32_t>(now_ns >> 20),
         [&](State& s, bool) {

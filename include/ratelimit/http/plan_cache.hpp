@@ -14,6 +14,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "ratelimit/detail/arithmetic.hpp"
+
 namespace ratelimit::detail {
 
 /// Least-recently-used cache with a time to live: at most `capacity` entries; an entry older than the
@@ -27,16 +29,20 @@ class PlanCache {
     std::lock_guard lock(mutex_);
     auto it = map_.find(key);
     if (it == map_.end()) return std::nullopt;
-    if (now_ns - it->second.stored_ns >= ttl_ns_ || now_ns < it->second.stored_ns) {
-      lru_.erase(it->second.position);
-      map_.erase(it);
+    // Stale when the clock stepped back or the age reached the TTL. The age saturates (times may be
+    // any int64, e.g. a jump from near INT64_MIN to near INT64_MAX), which keeps the comparison exact.
+    if (now_ns < it->second.stored_ns || saturating_sub(now_ns, it->second.stored_ns) >= ttl_ns_) {
+      const auto position = it->second.position;
+      map_.erase(it);  // before the string its key views
+      lru_.erase(position);
       return std::nullopt;
     }
     lru_.splice(lru_.begin(), lru_, it->second.position);
     return it->second.value;
   }
 
-  /// Stores `value` for `key` at `now_ns`, evicting the least recently used entry at capacity.
+  /// Stores `value` for `key` at `now_ns`, evicting the least recently used entry at capacity. Holds
+  /// one copy of the key per entry (in the LRU list; the map views it).
   void put(std::string_view key, std::size_t value, std::int64_t now_ns) {
     std::lock_guard lock(mutex_);
     if (auto it = map_.find(key); it != map_.end()) {
@@ -46,32 +52,31 @@ class PlanCache {
       return;
     }
     if (map_.size() >= capacity_) {
-      map_.erase(map_.find(std::string_view(lru_.back())));
+      map_.erase(std::string_view(lru_.back()));  // the map's key views this string: erase it first
       lru_.pop_back();
     }
     lru_.emplace_front(key);
-    map_.emplace(lru_.front(), Entry{value, now_ns, lru_.begin()});
+    // The map's key views the list's string (list nodes never move), so each entry holds one copy.
+    map_.emplace(std::string_view(lru_.front()), Entry{value, now_ns, lru_.begin()});
   }
 
-  /// Forgets `key`.
+  /// Forgets `key`. Thread-safe.
   void erase(std::string_view key) {
     std::lock_guard lock(mutex_);
     if (auto it = map_.find(key); it != map_.end()) {
-      lru_.erase(it->second.position);
-      map_.erase(it);
+      const auto position = it->second.position;
+      map_.erase(it);  // before the string its key views
+      lru_.erase(position);
     }
   }
 
+  /// Entries held. Thread-safe.
   [[nodiscard]] std::size_t size() const {
     std::lock_guard lock(mutex_);
     return map_.size();
   }
 
  private:
-  struct Hash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
-  };
   struct Entry {
     std::size_t value;
     std::int64_t stored_ns;
@@ -82,7 +87,7 @@ class PlanCache {
   std::int64_t ttl_ns_;
   mutable std::mutex mutex_;
   std::list<std::string> lru_;  // most recent first; owns the key strings
-  std::unordered_map<std::string, Entry, Hash, std::equal_to<>> map_;
+  std::unordered_map<std::string_view, Entry> map_;  // keys view the strings in lru_
 };
 
 }  // namespace ratelimit::detail

@@ -59,14 +59,15 @@ struct Problem {
 
 /// A quota-exceeded body for a denial: `violated` names the denying policies, `decision` is the
 /// reported (most restrictive) decision whose `Retry-After` is mirrored; `instance` is usually the path.
+/// With a finite wait, `retry-after` is N and `detail` is "Retry after N s."; for `Decision::never`
+/// both are left out: a cost above the limit and a deny-listed key both give `never`, and the
+/// decision cannot tell which (build a `Problem` with your own `detail` when you know).
 [[nodiscard]] inline std::string quota_exceeded_json(std::span<const std::string> violated, const Decision& decision,
                                                      std::string instance = {}) {
   Problem p{.violated_policies = violated, .instance = std::move(instance)};
   if (const std::string retry = retry_after_value(decision); !retry.empty()) {
     p.retry_after_seconds = std::stoll(retry);
     p.detail = "Retry after " + retry + " s.";
-  } else if (!decision.allowed) {
-    p.detail = "The request costs more than the policy's limit; it can never pass.";
   }
   return problem_json(p);
 }

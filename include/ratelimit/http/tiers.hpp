@@ -44,28 +44,31 @@ struct Plan {
 /// outside every lock, possibly from several threads at once; may be slow (it is cached).
 using PlanResolver = std::function<std::optional<std::string>(std::string_view key)>;
 
-/// Options of `TieredLimiter`.
+/// Options of `TieredLimiter`; a plain aggregate, every member has a default, so designated
+/// initializers may name any subset (`TierOptions{.plans = {...}}`).
 struct TierOptions {
   /// The plans; non-empty, distinct names.
-  std::vector<Plan> plans;
+  std::vector<Plan> plans{};
   /// The plan of unknown keys and of names the resolver returns that are no plan; empty = the first.
-  std::string default_plan;
+  std::string default_plan{};
   /// Keys whose plan is cached at once; >= 1.
   std::size_t cache_entries = 10'000;
   /// How long a resolved plan is trusted (plan changes take effect within it); > 0.
   std::chrono::nanoseconds cache_ttl = std::chrono::minutes(1);
-  /// Options of each plan's limiters (for `TieredLimiter`, the in-memory one).
-  MemoryOptions memory;
+  /// Options of each plan's limiters (for `TieredLimiter`, the in-memory one). Its `max_key_bytes`
+  /// also bounds the keys `plan_for` accepts, checked before the resolver runs or the cache stores
+  /// anything; with another backend, set it to that backend's bound (512 by default on both).
+  MemoryOptions memory{};
   /// Options of each plan's layers (penalty, on_limited).
-  LayerOptions layer;
+  LayerOptions layer{};
 };
 
 /// Makes the in-memory limiters of `TieredLimiter`'s plans: `factory(policy, name)` returns
 /// `std::unique_ptr<MemoryLimiter<P, C>>` (the layer name is not needed: each limiter has its own store).
 template <Clock C>
 struct MemoryLimiterFactory {
-  MemoryOptions options;
-  C clock;
+  MemoryOptions options{};
+  C clock{};
   template <Policy P>
   std::unique_ptr<MemoryLimiter<P, C>> operator()(P policy, std::string_view /*name*/) const {
     return std::make_unique<MemoryLimiter<P, C>>(std::move(policy), options, clock);
@@ -112,6 +115,7 @@ class BasicTieredLimiter {
   /// outside printable ASCII), or `resolver` when it is empty.
   BasicTieredLimiter(TierOptions options, PlanResolver resolver, Factory factory, C clock = {})
       : resolver_(std::move(resolver)), factory_(std::move(factory)), clock_(std::move(clock)),
+        max_key_bytes_(options.memory.max_key_bytes),
         cache_(checked_entries(options.cache_entries), checked_ttl(options.cache_ttl)) {
     if (!resolver_) detail::invalid("resolver", "must be callable");
     if (options.plans.empty()) detail::invalid("TierOptions.plans", "must not be empty");
@@ -132,8 +136,14 @@ class BasicTieredLimiter {
   }
 
   /// The plan of `key`: from the cache, else from the resolver (then cached). Thread-safe.
-  /// Exceptions of the resolver propagate (nothing is cached then).
+  /// Throws `std::invalid_argument` ("key: ...") for a key longer than `TierOptions.memory.max_key_bytes`
+  /// before any work: the resolver is not called and nothing is cached, so over-long keys cost neither
+  /// lookups nor memory. Exceptions of the resolver propagate (nothing is cached then).
   PlanLimits& plan_for(std::string_view key) {
+    if (key.size() > max_key_bytes_) [[unlikely]] {
+      detail::invalid("key", std::to_string(key.size()) + " bytes exceeds max_key_bytes (" +
+                                 std::to_string(max_key_bytes_) + ")");
+    }
     const std::int64_t now = detail::now_ns(clock_);
     if (const auto hit = cache_.get(key, now)) return *plans_[*hit];
     const std::optional<std::string> name = resolver_(key);
@@ -146,7 +156,7 @@ class BasicTieredLimiter {
   }
 
   /// Appends `key`'s three plan layers (minute, day, burst) to `out`, for a check together with other
-  /// layers. `key` must outlive the check. Thread-safe.
+  /// layers. `key` must outlive the check. Thread-safe; throws as `plan_for`.
   void append_layers(std::string_view key, std::int64_t cost, std::vector<LayerRequest>& out) {
     PlanLimits& p = plan_for(key);
     out.push_back({&p.minute_layer, key, cost});
@@ -154,7 +164,7 @@ class BasicTieredLimiter {
     out.push_back({&p.burst_layer, key, cost});
   }
 
-  /// Checks `key` against its plan alone. Thread-safe; throws as `check_layers`.
+  /// Checks `key` against its plan alone. Thread-safe; throws as `plan_for` and `check_layers`.
   LayeredDecision allow(std::string_view key, std::int64_t cost = 1) {
     std::vector<LayerRequest> layers;
     append_layers(key, cost, layers);
@@ -189,6 +199,7 @@ class BasicTieredLimiter {
   PlanResolver resolver_;
   Factory factory_;
   C clock_;
+  std::size_t max_key_bytes_;
   detail::PlanCache cache_;
   std::vector<std::unique_ptr<PlanLimits>> plans_;
   std::size_t default_ = 0;

@@ -212,3 +212,94 @@ TEST(HttpServerE2E, NoLimitsServesWithoutHeaders) {
     EXPECT_EQ(header(r, "RateLimit"), "<absent>");
   }
 }
+
+namespace {
+/// True when no header of `r` carries exception text (cpp-httplib's default handler adds EXCEPTION_WHAT).
+bool leaks_nothing(const httplib::Result& r) {
+  for (const auto& [name, value] : r->headers) {
+    if (name.find("EXCEPTION") != std::string::npos || value.find("max_key_bytes") != std::string::npos ||
+        value.find("key:") != std::string::npos) {
+      return false;
+    }
+  }
+  return r->body.find("max_key_bytes") == std::string::npos && r->body.find("stoll") == std::string::npos;
+}
+
+nlohmann::json bare_problem(int status, const char* title) {
+  return nlohmann::json{{"type", "about:blank"}, {"title", title}, {"status", status}};
+}
+}  // namespace
+
+TEST(HttpServerE2E, RotatingUnknownApiKeysShareTheFreePlanOfTheIp) {
+  ServerProcess server({"--manual-clock"});
+  httplib::Client c("127.0.0.1", server.port());
+  // /export allows 5 per minute per client; a client is its IP unless its key is in the directory.
+  for (int i = 0; i < 5; ++i) {
+    const auto r = c.Get("/export", {{"X-API-Key", "fake-" + std::to_string(i)}});
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << i;
+    EXPECT_EQ(header(r, "RateLimit-Policy"), std::string(kPolicyFree) + ", \"export\";q=5;w=60");
+  }
+  auto r = c.Get("/export", {{"X-API-Key", "fake-5"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+  // 5 admitted from one IP: minute 30 - 5, burst 10 - 5 (backlog 5 x 2 s), export used up.
+  EXPECT_EQ(header(r, "RateLimit"),
+            "\"ip\";r=995;t=60, \"free-minute\";r=25;t=60, \"free-day\";r=995;t=86400, \"free-burst\";r=5;t=10, "
+            "\"export\";r=0;t=60");
+  EXPECT_EQ(nlohmann::json::parse(r->body).at("violated-policies"), nlohmann::json::array({"export"}));
+  r = c.Get("/export");  // a missing key is the same client
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+  r = c.Get("/export", {{"X-API-Key", "demo-pro"}});  // a known key is a client of its own
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+
+  // /search (10 per minute per client) and the free burst (10) are shared the same way: 5 more pass.
+  for (int i = 0; i < 5; ++i) {
+    r = c.Get("/search", {{"X-API-Key", "other-" + std::to_string(i)}});
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << i;
+  }
+  r = c.Get("/search", {{"X-API-Key", "other-5"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+  EXPECT_EQ(nlohmann::json::parse(r->body).at("violated-policies"), nlohmann::json::array({"free-burst"}));
+  EXPECT_EQ(server.stop(), 0);
+}
+
+TEST(HttpServerE2E, BadInputGets4xxAndNoClientSeesExceptionText) {
+  ServerProcess server({"--manual-clock", "--trusted-proxy", "127.0.0.1"});
+  httplib::Client c("127.0.0.1", server.port());
+  auto r = c.Get("/search", {{"X-API-Key", std::string(600, 'a')}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 431);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "application/problem+json");
+  EXPECT_EQ(nlohmann::json::parse(r->body), bare_problem(431, "Request Header Fields Too Large"));
+  EXPECT_TRUE(leaks_nothing(r));
+  r = c.Get("/search", {{"X-API-Key", std::string(257, 'a')}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 431);
+
+  // A forwarded address no limiter takes (600 bytes > max_key_bytes 512).
+  r = c.Get("/search", {{"X-Forwarded-For", std::string(600, '1')}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "application/problem+json");
+  EXPECT_EQ(nlohmann::json::parse(r->body), bare_problem(400, "Bad Request"));
+  EXPECT_TRUE(leaks_nothing(r));
+
+  // Any other exception (here std::stoll of "abc" in a route): a bare 500.
+  r = c.Post("/__test/advance?ms=abc");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 500);
+  EXPECT_EQ(nlohmann::json::parse(r->body), bare_problem(500, "Internal Server Error"));
+  EXPECT_TRUE(leaks_nothing(r));
+
+  // None of the rejected requests consumed anything; a 256-byte unknown key is an ordinary free client.
+  r = c.Get("/search", {{"X-API-Key", std::string(256, 'a')}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(header(r, "RateLimit").rfind("\"ip\";r=999;t=60, \"free-minute\";r=29;t=60, ", 0), 0u) << header(r, "RateLimit");
+  EXPECT_EQ(server.stop(), 0);
+}
