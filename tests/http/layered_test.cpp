@@ -136,6 +136,20 @@ TEST(Layered, NoPenaltyForARequestThatCanNeverPass) {
   EXPECT_TRUE(ratelimit::check_layers({{&layer, "k", 1}}));
 }
 
+TEST(Layered, PenaltyAcceptsTheKeysItsLimiterAccepts) {
+  // The penalty box had its own 512-byte bound, so a layer with a penalty threw for keys its limiter took.
+  ManualClock clock;
+  MemoryLimiter<ratelimit::FixedWindow, ManualClock> limiter(ratelimit::FixedWindow{1, 1min},
+                                                             {.max_key_bytes = 4096}, clock);
+  LimiterLayer<decltype(limiter)> layer(limiter, "login", {.penalty = 15min});
+  const std::string key(1000, 'k');
+  EXPECT_TRUE(ratelimit::check_layers({{&layer, key}}));
+  const auto denied = ratelimit::check_layers({{&layer, key}});
+  EXPECT_FALSE(denied);
+  EXPECT_GT(layer.penalties().blocked_for(key, layer.now_ns()), 0);
+  EXPECT_THROW((void)ratelimit::check_layers({{&layer, std::string(4097, 'k')}}), std::invalid_argument);
+}
+
 TEST(Layered, DenyAndAllowLists) {
   ThreeLayers s;
   s.ip_layer.lists().deny("6.6.6.6");

@@ -71,6 +71,21 @@ TEST(RedisValidation, OptionsAndArguments) {
   RedisOptions timeout;
   timeout.command_timeout = 0ms;
   EXPECT_PRED2(starts_with, invalid_message([&] { RedisLimiter(g, timeout); }), "RedisOptions.command_timeout");
+  // Absurd durations overflowed deadline and nanosecond arithmetic (UB) before (new-user review).
+  auto named = [&](auto set, const char* field) {
+    RedisOptions o;
+    o.port = 1;
+    set(o);
+    EXPECT_PRED2(starts_with, invalid_message([&] { RedisLimiter(g, o); }), field);
+  };
+  named([](RedisOptions& o) { o.command_timeout = std::chrono::milliseconds::max(); }, "RedisOptions.command_timeout");
+  named([](RedisOptions& o) { o.connect_timeout = std::chrono::milliseconds::max(); }, "RedisOptions.connect_timeout");
+  named([](RedisOptions& o) { o.reconnect_backoff_max = std::chrono::milliseconds::max(); },
+        "RedisOptions.reconnect_backoff_max");
+  named([](RedisOptions& o) { o.failure_retry_after = std::chrono::milliseconds::max(); },
+        "RedisOptions.failure_retry_after");
+  // A fail_closed denial must name a wait: 0 made acquire() spin.
+  named([](RedisOptions& o) { o.failure_retry_after = 0ms; }, "RedisOptions.failure_retry_after");
 
   // Argument checks happen before any network use (no server on port 1).
   RedisOptions small;

@@ -79,10 +79,12 @@ struct LayerOptions {
 /// by `LimiterLayer<L>`. Thread-safe: any number of checks may use one layer at once.
 class Layer {
  public:
+  /// `max_key_bytes`: the longest key the layer's limiter accepts (its penalty box accepts the same).
   /// Throws `std::invalid_argument` naming `LayerOptions.penalty` when it is negative, or
   /// `PenaltyBox.max_keys`.
-  Layer(http::QuotaPolicy quota, LayerOptions options)
-      : quota_(std::move(quota)), options_(std::move(options)), penalties_(options_.penalty_max_keys) {
+  Layer(http::QuotaPolicy quota, LayerOptions options, std::size_t max_key_bytes = 512)
+      : quota_(std::move(quota)), options_(std::move(options)),
+        penalties_(options_.penalty_max_keys, max_key_bytes) {
     if (options_.penalty.count() < 0) detail::invalid("LayerOptions.penalty", "must be >= 0");
   }
   Layer(const Layer&) = delete;
@@ -93,6 +95,7 @@ class Layer {
   [[nodiscard]] std::string_view name() const noexcept { return quota_.name; }
   /// The advertised quota of the layer's policy.
   [[nodiscard]] const http::QuotaPolicy& quota() const noexcept { return quota_; }
+  /// The options as given. Thread-safe (immutable).
   [[nodiscard]] const LayerOptions& options() const noexcept { return options_; }
   /// Live counters. Thread-safe.
   [[nodiscard]] LayerStats& stats() noexcept { return stats_; }
@@ -158,8 +161,10 @@ class LimiterLayer final : public Layer {
   /// A layer named `name`, advertising `quota_policy(name, limiter.policy())`. Throws
   /// `std::invalid_argument` for a name outside printable ASCII or bad options.
   LimiterLayer(L& limiter, std::string name, LayerOptions options = {})
-      : Layer(http::quota_policy(std::move(name), limiter.policy()), std::move(options)), limiter_(limiter) {}
+      : Layer(http::quota_policy(std::move(name), limiter.policy()), std::move(options), max_key_bytes_of(limiter)),
+        limiter_(limiter) {}
 
+  /// The adapted limiter.
   [[nodiscard]] L& limiter() noexcept { return limiter_; }
 
   [[nodiscard]] bool lockable() const noexcept override { return LockableLimiter<L>; }
@@ -217,6 +222,15 @@ class LimiterLayer final : public Layer {
     } catch (...) {
       stats().add_backend_error();
       throw;
+    }
+  }
+
+  /// The limiter's key bound, for its penalty box (512, the limiters' default, if it has none).
+  static std::size_t max_key_bytes_of(L& limiter) {
+    if constexpr (requires { limiter.options().max_key_bytes; }) {
+      return limiter.options().max_key_bytes;
+    } else {
+      return 512;
     }
   }
 

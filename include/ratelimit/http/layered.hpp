@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ratelimit/backend_failures.hpp"
 #include "ratelimit/decision.hpp"
 #include "ratelimit/detail/spin_lock.hpp"
 #include "ratelimit/http/headers.hpp"
@@ -45,7 +46,11 @@ struct LayerOutcome {
   /// `remaining`); for `penalized`, `remaining = 0` and `retry_after = reset_after =` the rest of the
   /// penalty; for `deny_listed`, `retry_after = Decision::never`; meaningless for `allow_listed` and
   /// `unchecked` (they appear in no header).
-  Decision decision;
+  Decision decision{};
+  /// True when the backend failed and `decision` is its failure policy's answer (`fail_open` admits,
+  /// `fail_closed` denies), not a quota decision: no penalty follows such a denial, and the layer
+  /// counts a backend error.
+  bool backend_failed = false;
 };
 
 /// The answer of a layered check.
@@ -54,9 +59,9 @@ struct LayeredDecision {
   /// layer admitted. With no reported layer (all allow-listed): allowed, `limit = 0`.
   Decision decision{.allowed = true};
   /// The index (in the request's layers) of the layer whose decision is `decision`, if any.
-  std::optional<std::size_t> reported_by;
+  std::optional<std::size_t> reported_by{};
   /// One outcome per requested layer, in order.
-  std::vector<LayerOutcome> layers;
+  std::vector<LayerOutcome> layers{};
 
   explicit operator bool() const noexcept { return decision.allowed; }
 
@@ -141,6 +146,7 @@ inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<La
   if (joint.size() < 2) return false;
   std::vector<Decision> decisions(joint.size());
   bool ran = false;
+  const std::uint64_t failures_before = thread_backend_failures();
   try {
     ran = joint.front().backend->check_jointly(joint, decisions);
   } catch (const std::invalid_argument&) {
@@ -152,10 +158,12 @@ inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<La
   if (!ran) return false;
   bool all = true;
   for (const Decision& d : decisions) all = all && d.allowed;
+  const bool failed = thread_backend_failures() != failures_before;  // one script: all fail together
   for (std::size_t k = 0; k < joint.size(); ++k) {
     LayerOutcome& o = outcomes[index[k]];
     o.verdict = !decisions[k].allowed ? Verdict::limited : (all ? Verdict::admitted : Verdict::rolled_back);
     o.decision = o.verdict == Verdict::rolled_back ? given_back(decisions[k]) : decisions[k];
+    o.backend_failed = failed;
   }
   denied = !all;
   return true;
@@ -187,7 +195,8 @@ inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<La
 /// 5. After the checks: a layer that denied for quota (with a finite wait) and has a penalty blocks
 ///    the key; counters are updated; `on_limited` runs for each denying layer.
 ///
-/// The same (layer, key) twice in one request consumes both costs. Thread-safe.
+/// The same (layer, key) twice in one request consumes both costs; each outcome is that check's own
+/// (the second sees the first's consumption), and a rolled-back one reports the state after the give-back. Thread-safe.
 /// Throws `std::invalid_argument` for a null layer, a negative cost or a key too long for a layer;
 /// backend exceptions propagate after the admitted layers are given back.
 inline LayeredDecision check_layers(std::span<const LayerRequest> requests) {
@@ -284,7 +293,9 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests) {
           if (!active(i)) continue;
           const LayerRequest& r = requests[i];
           LayerOutcome& o = result.layers[i];
+          const std::uint64_t failures_before = detail::thread_backend_failures();
           o.decision = r.layer->backend_allow(r.key, r.cost);
+          o.backend_failed = detail::thread_backend_failures() != failures_before;
           o.verdict = o.decision.allowed ? Verdict::admitted : Verdict::limited;
           if (!o.decision.allowed) denied = true;
           if (o.decision.allowed && r.cost > 0) consumed.push_back(i);
@@ -303,6 +314,7 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests) {
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const LayerRequest& r = requests[i];
     LayerOutcome& o = result.layers[i];
+    if (o.backend_failed) r.layer->stats().add_backend_error();
     switch (o.verdict) {
       case Verdict::admitted:
         r.layer->stats().add_allowed();
@@ -311,7 +323,9 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests) {
         r.layer->stats().add_rolled_back();
         break;
       case Verdict::limited:
-        if (r.layer->options().penalty.count() > 0 && o.decision.retry_after != Decision::never) {
+        // A penalty answers a key that exceeded its quota, not a backend that failed.
+        if (r.layer->options().penalty.count() > 0 && o.decision.retry_after != Decision::never &&
+            !o.backend_failed) {
           r.layer->penalties().block(r.key, r.layer->now_ns(), r.layer->options().penalty.count());
         }
         [[fallthrough]];

@@ -43,23 +43,23 @@ struct RedisOptions {
   /// TCP port, 1..65535.
   int port = 6379;
   /// Path of a Unix domain socket; when non-empty it is used instead of host/port.
-  std::string unix_socket;
+  std::string unix_socket{};
   /// ACL user for `AUTH user password` (Redis 6+); empty means `AUTH password` (the default user).
-  std::string user;
+  std::string user{};
   /// Password; empty means no `AUTH`.
-  std::string password;
+  std::string password{};
   /// Logical database selected with `SELECT` on every new connection; >= 0.
   int database = 0;
-  /// Bound on establishing a connection (TCP connect); > 0.
+  /// Bound on establishing a connection (TCP connect); in (0, 24 h].
   std::chrono::milliseconds connect_timeout{200};
-  /// Bound on every command's round trip, and on waiting for a free pooled connection; > 0.
+  /// Bound on every command's round trip, and on waiting for a free pooled connection; in (0, 24 h].
   std::chrono::milliseconds command_timeout{100};
   /// Most connections open at once; >= 1. Threads beyond it wait (up to `command_timeout`).
   std::size_t pool_size = 4;
   /// First wait before reconnecting after a failed connect; it doubles up to `reconnect_backoff_max`.
   /// Checks during the wait fail at once (no connect storm while Redis is down). >= 0.
   std::chrono::milliseconds reconnect_backoff_min{10};
-  /// Longest reconnect wait; >= `reconnect_backoff_min`.
+  /// Longest reconnect wait; >= `reconnect_backoff_min`, <= 24 h.
   std::chrono::milliseconds reconnect_backoff_max{1000};
   /// Prepended to every Redis key (`<prefix><policy kind>{<key>}<suffix>`); must not contain `{` or `}`.
   std::string key_prefix = "ratelimit:";
@@ -68,14 +68,14 @@ struct RedisOptions {
   /// What a check returns when Redis fails; `fail_open` by default (rate limiting protects, it should
   /// not take the service down with Redis).
   OnError on_error = OnError::fail_open;
-  /// `retry_after` and `reset_after` of a `fail_closed` decision; >= 0.
+  /// `retry_after` and `reset_after` of a `fail_closed` decision; in (0, 365 days].
   std::chrono::milliseconds failure_retry_after{1000};
   /// Longest key accepted, in bytes; a longer key throws `std::invalid_argument`. <= 2^20.
   std::size_t max_key_bytes = 512;
   /// Redis Cluster: seed nodes (any few nodes of the cluster; the rest are discovered with
   /// `CLUSTER SLOTS`). Non-empty selects cluster mode, where `host`, `port` and `unix_socket` are ignored,
   /// `database` must be 0, and `pool_size` applies per master node.
-  std::vector<ClusterNode> cluster_nodes;
+  std::vector<ClusterNode> cluster_nodes{};
   /// Cluster mode: most redirections (`MOVED`, `ASK`) and `NOSCRIPT` re-sends followed for one check
   /// before it fails with cause `protocol`; 1..100.
   int cluster_max_redirects = 5;

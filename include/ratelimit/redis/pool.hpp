@@ -89,11 +89,15 @@ class ConnectionPool {
     };
     if (o.unix_socket.empty() && (o.port < 1 || o.port > 65535)) bad("port", "must be in 1..65535");
     if (o.database < 0) bad("database", "must be >= 0");
-    if (o.connect_timeout.count() <= 0) bad("connect_timeout", "must be > 0");
-    if (o.command_timeout.count() <= 0) bad("command_timeout", "must be > 0");
+    // Deadlines are steady_clock::now() plus these: a day bounds them far from overflow (and anything
+    // longer is a mistake for a per-request limiter).
+    constexpr std::chrono::milliseconds kDay = std::chrono::hours(24);
+    if (o.connect_timeout.count() <= 0 || o.connect_timeout > kDay) bad("connect_timeout", "must be in (0, 24 h]");
+    if (o.command_timeout.count() <= 0 || o.command_timeout > kDay) bad("command_timeout", "must be in (0, 24 h]");
     if (o.pool_size < 1) bad("pool_size", "must be >= 1");
     if (o.reconnect_backoff_min.count() < 0) bad("reconnect_backoff_min", "must be >= 0");
     if (o.reconnect_backoff_max < o.reconnect_backoff_min) bad("reconnect_backoff_max", "must be >= reconnect_backoff_min");
+    if (o.reconnect_backoff_max > kDay) bad("reconnect_backoff_max", "must be <= 24 h");
     return o;
   }
 

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "ratelimit/backend_failures.hpp"
 #include "ratelimit/clock.hpp"
 #include "ratelimit/decision.hpp"
 #include "ratelimit/detail/arithmetic.hpp"
@@ -230,8 +231,11 @@ class RedisLimiter final : public detail::LayeredMember {
     return detail::redis_key(options_.key_prefix, P::kind, key, binding_.suffix);
   }
 
+  /// The policy as given (durations in nanoseconds). Thread-safe (immutable).
   [[nodiscard]] const P& policy() const noexcept { return policy_; }
+  /// The validated rules, in ticks of 1 us (Redis's time unit). Thread-safe (immutable).
   [[nodiscard]] const RulesOf<P>& rules() const noexcept { return rules_; }
+  /// The options in effect (the pool's or router's, with this limiter's key prefix). Thread-safe.
   [[nodiscard]] const RedisOptions& options() const noexcept { return options_; }
   [[nodiscard]] C& clock() noexcept { return clock_; }
   /// The embedded Lua script this limiter runs (its body is lua/<kind>.lua's parts and main, assembled).
@@ -352,7 +356,10 @@ class RedisLimiter final : public detail::LayeredMember {
       ratelimit::detail::invalid("RedisOptions.key_prefix", "must not contain '{' or '}' (they delimit the hash tag)");
     }
     if (o.max_key_bytes > (std::size_t{1} << 20)) ratelimit::detail::invalid("RedisOptions.max_key_bytes", "must be <= 2^20");
-    if (o.failure_retry_after.count() < 0) ratelimit::detail::invalid("RedisOptions.failure_retry_after", "must be >= 0");
+    // A denial always names a wait (acquire and Retry-After rely on it), and one in nanoseconds must fit.
+    if (o.failure_retry_after.count() <= 0 || o.failure_retry_after > std::chrono::days(365)) {
+      ratelimit::detail::invalid("RedisOptions.failure_retry_after", "must be in (0, 365 days]");
+    }
     return o;
   }
 
@@ -430,6 +437,7 @@ class RedisLimiter final : public detail::LayeredMember {
   }
 
   void count_failure(BackendErrorCause cause, std::size_t n) noexcept {
+    ratelimit::detail::thread_backend_failures() += n;  // lets a layered check tell failure from quota
     failures_.fetch_add(n, std::memory_order_relaxed);
     by_cause_[static_cast<std::size_t>(cause)].fetch_add(n, std::memory_order_relaxed);
   }

@@ -350,6 +350,35 @@ TEST(RedisLayeredScript, RedisDownFollowsTheFailurePolicy) {
   }
 }
 
+// A fail_closed denial is the failure policy's answer, not the key exceeding its quota: no penalty may
+// follow (one Redis blip locked every client out for the whole penalty before; new-user review), and
+// each layer counts a backend error. Both the one-script path (two layers) and one layer alone.
+TEST(RedisLayeredScript, FailClosedDenialIsNoQuotaDenialAndStartsNoPenalty) {
+  RATELIMIT_REQUIRE_REDIS();  // for free_port's environment only; the pool points at a dead port
+  ManualClock clock;
+  auto pool = std::make_shared<ConnectionPool>(dead_options(OnError::fail_closed));
+  RedisLimiter<ratelimit::FixedWindow, ManualClock> a(ratelimit::FixedWindow{5, 5min}, pool, clock);
+  RedisLimiter<ratelimit::Gcra, ManualClock> b(ratelimit::Gcra{.limit = 10, .period = 1min, .burst = 2}, pool, clock);
+  int limited_events = 0;
+  const ratelimit::LayerOptions with_penalty{.penalty = 15min,
+                                             .on_limited = [&](const ratelimit::LimitedEvent&) { ++limited_events; }};
+  LimiterLayer<decltype(a)> la(a, "login", with_penalty);
+  LimiterLayer<decltype(b)> lb(b, "ip", with_penalty);
+  for (const bool joint : {true, false}) {
+    SCOPED_TRACE(joint ? "one script" : "one layer");
+    const LayeredDecision d =
+        joint ? ratelimit::check_layers({{&la, "10.0.0.7"}, {&lb, "10.0.0.7"}}) : ratelimit::check_layers({{&la, "10.0.0.7"}});
+    EXPECT_FALSE(d);
+    EXPECT_TRUE(d.layers[0].backend_failed);
+    EXPECT_EQ(d.layers[0].verdict, Verdict::limited);
+    EXPECT_EQ(la.penalties().blocked_for("10.0.0.7", la.now_ns()), 0) << "a backend failure started a penalty";
+    EXPECT_EQ(lb.penalties().blocked_for("10.0.0.7", lb.now_ns()), 0);
+  }
+  EXPECT_EQ(la.stats().snapshot().backend_errors, 2u);
+  EXPECT_EQ(lb.stats().snapshot().backend_errors, 1u);
+  EXPECT_EQ(limited_events, 3);  // still denials, reported as such
+}
+
 // On Redis Cluster the one script runs only when every key is in one slot: an IP layer and a per-IP
 // login layer over the same client IP share the hash tag; two different users usually do not. Decided
 // before anything is sent (the seed node here is dead: a joint call fails open, a declined one sends
