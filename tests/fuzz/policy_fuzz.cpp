@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <deque>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -255,24 +256,24 @@ void check_same(const TickDecision& got, const TickDecision& want, const char* w
 
 // A policy is refused with std::invalid_argument whose message names one of its fields ("Gcra.burst: ...").
 template <class P>
-bool make_rules(const P& policy, std::string_view prefix, ratelimit::RulesOf<P>* out) {
+std::optional<ratelimit::RulesOf<P>> make_rules(const P& policy, std::string_view prefix) {
   try {
-    *out = policy.rules(1);
-    return true;
+    return policy.rules(1);
   } catch (const std::invalid_argument& e) {
     check(std::string_view(e.what()).starts_with(prefix), "invalid_argument names the field");
-    return false;
+    return std::nullopt;
   }
 }
 
 template <class P, class Model>
 void run(FuzzedDataProvider& in, const P& policy, std::string_view prefix, Model model, std::int64_t scale,
          bool must_accept) {
-  ratelimit::RulesOf<P> rules(1, 1);  // replaced by the policy's own when it is valid
-  if (!make_rules(policy, prefix, &rules)) {
+  const std::optional<ratelimit::RulesOf<P>> made = make_rules(policy, prefix);
+  if (!made) {
     check(!must_accept, "a small valid policy was refused");
     return;
   }
+  const ratelimit::RulesOf<P>& rules = *made;
   const std::int64_t limit = rules.limit();
   typename ratelimit::RulesOf<P>::State state[2];
   Model models[2] = {model, model};
