@@ -1,5 +1,6 @@
-// Cluster batches under faults: a batch written to connections the servers closed fails by the
-// failure policy instead of killing the process with SIGPIPE.
+// Cluster batches under faults and contention: a batch written to connections the servers closed
+// fails by the failure policy instead of killing the process with SIGPIPE, and batches naming the
+// same nodes in opposite orders never wait for each other.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -88,6 +89,53 @@ TEST(ClusterBatch, WriteToClosedConnectionsFailsInsteadOfRaisingSigpipe) {
         batch_on_killed_connections(cluster);
       },
       testing::ExitedWithCode(0), "survived");
+}
+
+// Two keys on different masters; half the threads send allow_many({a, b}), half {b, a}, with one
+// connection per node: a healthy cluster must answer every check (a batch that held one node's only
+// connection while waiting for the other's would time out against its mirror image).
+TEST(ClusterBatch, OppositeNodeOrdersNeverTimeOut) {
+  RATELIMIT_REQUIRE_CLUSTER();
+  auto o = shared_cluster()->options();
+  o.on_error = OnError::fail_closed;
+  o.key_prefix = ratelimit_test::unique_prefix();
+  o.pool_size = 1;
+  o.command_timeout = 100ms;
+  RedisLimiter limiter(ratelimit::Gcra{.limit = 1'000'000, .period = 1s, .burst = 1'000'000}, o);
+  std::map<std::string, std::string> by_owner;
+  for (int i = 0; by_owner.size() < 2 && i < 1000; ++i) {
+    std::string k = "k";
+    k += std::to_string(i);
+    (void)limiter.peek(k);  // loads the map
+    by_owner.emplace(limiter.cluster()->owner_of(ratelimit::redis::detail::key_slot(limiter.redis_key(k))), k);
+  }
+  ASSERT_EQ(by_owner.size(), 2u);
+  const std::string a = by_owner.begin()->second;
+  const std::string b = std::next(by_owner.begin())->second;
+  const std::vector<Request> forward{{a, 1}, {b, 1}};
+  const std::vector<Request> backward{{b, 1}, {a, 1}};
+  std::atomic<bool> stop{false};
+  std::atomic<long> checks{0}, denied{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      while (!stop.load()) {
+        for (const Decision& d : limiter.allow_many(t == 0 ? forward : backward)) {
+          ++checks;
+          if (!d.allowed) ++denied;
+        }
+      }
+    });
+  }
+  std::this_thread::sleep_for(1500ms);
+  stop = true;
+  for (auto& t : threads) t.join();
+  const auto s = limiter.stats();
+  std::printf("opposite orders, pool_size 1, 2 threads, 1.5 s: %ld checks, %llu failures (%llu timeouts)\n",
+              checks.load(), static_cast<unsigned long long>(s.failures), static_cast<unsigned long long>(s.timeouts));
+  EXPECT_EQ(s.failures, 0u);
+  EXPECT_EQ(denied.load(), 0);
+  EXPECT_GT(checks.load(), 100);
 }
 
 }  // namespace
