@@ -1,12 +1,14 @@
 // Checks on a slot in migration (MIGRATING on its owner, IMPORTING on another master), the key still on
-// the source: a partial sliding-log refund keeps the key whole. Each test cancels its migration
-// (SETSLOT STABLE), so the shared cluster is unchanged.
+// the source or not yet anywhere: a partial sliding-log refund keeps the key whole, and layered checks,
+// whose multi-key script the cluster refuses with TRYAGAIN while the slot moves, still enforce the
+// limit. Each test cancels its migration (SETSLOT STABLE), so the shared cluster is unchanged.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>
 #include <vector>
 
+#include <ratelimit/http/layered.hpp>
 #include <ratelimit/redis.hpp>
 
 #include "cluster_support.hpp"
@@ -15,6 +17,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using ratelimit::ManualClock;
+using ratelimit::redis::OnError;
 using ratelimit::redis::RedisLimiter;
 using ratelimit_test::RedisCluster;
 using ratelimit_test::shared_cluster;
@@ -86,6 +89,43 @@ TEST(ClusterMigration, PartialSlidingLogRefundKeepsTheKey) {
   }
   EXPECT_EQ(l.peek(key).remaining, 8);
   EXPECT_EQ(l.stats().failures, 0u);
+}
+
+// FixedWindow{1, 60 s} and Gcra{1, 60 s, 1} on one router over one user key (one slot), the slot in
+// migration and the keys not yet anywhere: the layered script names two missing keys and gets
+// TRYAGAIN. Ten layered checks must admit exactly one, without a backend failure (fail_open would
+// otherwise admit all ten), under every failure policy.
+TEST(ClusterMigration, LayeredChecksOnAMigratingSlotAdmitExactlyTheLimit) {
+  RATELIMIT_REQUIRE_CLUSTER();
+  RedisCluster& cluster = *shared_cluster();
+  for (const OnError on_error : {OnError::fail_open, OnError::raise}) {
+    ManualClock clock;
+    auto o = ratelimit_test::cluster_client_options(cluster);
+    o.on_error = on_error;
+    auto router = std::make_shared<ratelimit::redis::ClusterRouter>(o);
+    RedisLimiter<ratelimit::FixedWindow, ManualClock> window(ratelimit::FixedWindow{.limit = 1, .window = 60s}, router,
+                                                             clock);
+    RedisLimiter<ratelimit::Gcra, ManualClock> gcra(ratelimit::Gcra{.limit = 1, .period = 60s, .burst = 1}, router,
+                                                    clock);
+    ratelimit::LimiterLayer<decltype(window)> window_layer(window, "window");
+    ratelimit::LimiterLayer<decltype(gcra)> gcra_layer(gcra, "gcra");
+    const std::string key = "layered";
+    ASSERT_TRUE(window.peek(key).allowed);  // loads the map
+    const std::uint16_t slot = ratelimit::redis::detail::key_slot(window.redis_key(key));
+    ASSERT_EQ(slot, ratelimit::redis::detail::key_slot(gcra.redis_key(key)));
+    Migration m(cluster, slot, router->owner_of(slot));
+    m.target_keys = {window.redis_key(key), gcra.redis_key(key)};
+    int admitted = 0;
+    for (int i = 0; i < 10; ++i) {
+      ratelimit::LayeredDecision d;
+      ASSERT_NO_THROW(d = ratelimit::check_layers({{&window_layer, key}, {&gcra_layer, key}})) << "check " << i;
+      if (d) ++admitted;
+    }
+    EXPECT_EQ(admitted, 1) << "on_error " << static_cast<int>(on_error);
+    EXPECT_EQ(window.stats().failures, 0u);
+    EXPECT_EQ(gcra.stats().failures, 0u);
+    EXPECT_EQ(window_layer.stats().snapshot().backend_errors, 0u);
+  }
 }
 
 }  // namespace
