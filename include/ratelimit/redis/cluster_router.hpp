@@ -54,9 +54,10 @@ struct ClusterCall {
 /// (all groups are written before any is read, so the nodes work in parallel), and follows `MOVED`
 /// (updates the slot's owner and asks for a refresh), `ASK` (`ASKING`, then that node, once) and
 /// `NOSCRIPT` (re-send with `EVAL`), at most `cluster_max_redirects` times per call. A call whose node
-/// cannot be reached before anything is sent is retried only when a refreshed map names another owner
-/// (e.g. a replica promoted after its master died); anything already sent is never re-sent, so a check
-/// is applied at most once. Nodes are remembered for the router's lifetime (a cluster has few).
+/// cannot be reached before anything is sent, or whose slot has no known owner, is retried only when a
+/// refreshed map names another owner (e.g. a replica promoted after its master died, a slot assigned
+/// since); anything already sent is never re-sent, so a check is applied at most once. Nodes are
+/// remembered for the router's lifetime (a cluster has few).
 ///
 /// Thread-safe: every method may be called from any thread; the map is guarded by a shared mutex,
 /// refreshes are serialised and throttled (`cluster_refresh_interval`).
@@ -89,10 +90,12 @@ class ClusterRouter {
     for (int round = 0; round < rounds && !pending.empty(); ++round) {
       std::vector<Group> groups;
       bool want_refresh = false;
+      std::vector<std::pair<std::size_t, Node*>> unreachable;  // nothing sent: may go elsewhere
       for (const std::size_t i : pending) {
         Node* node = state[i].ask != nullptr ? state[i].ask : owner(calls[i].slot);
         if (node == nullptr) {
           calls[i].error = BackendError(BackendErrorCause::io, "slot " + std::to_string(calls[i].slot) + " has no known owner");
+          unreachable.emplace_back(i, nullptr);  // retried if the refresh names an owner
           want_refresh = true;
           continue;
         }
@@ -110,7 +113,6 @@ class ClusterRouter {
       std::sort(order.begin(), order.end(),
                 [&groups](std::size_t x, std::size_t y) { return std::less<>()(groups[x].node, groups[y].node); });
       std::vector<std::size_t> next;
-      std::vector<std::pair<std::size_t, Node*>> unreachable;  // nothing sent: may go elsewhere
       // Write every group first, then read: the nodes run their parts of the batch at the same time.
       for (const std::size_t k : order) {
         Group& g = groups[k];
@@ -156,7 +158,9 @@ class ClusterRouter {
         }
       }
       groups.clear();  // leases back to their pools before a refresh opens connections
-      if (want_refresh && refresh_now(Refresh::throttled)) {
+      if (want_refresh) {
+        // Retried when the map (refreshed now, or by another thread meanwhile) names another owner.
+        (void)refresh_now(Refresh::throttled);
         for (const auto& [i, failed] : unreachable) {
           if (state[i].ask == nullptr && owner(calls[i].slot) != failed) {
             calls[i].error.reset();
