@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -34,6 +35,10 @@ namespace ratelimit::redis {
 struct ClusterCall {
   /// The slot of the command's key (`detail::key_slot`).
   std::uint16_t slot = 0;
+  /// The command's key when calls on one key must run in request order (empty: no such constraint). Of
+  /// the calls of one `execute` naming the same key, one at a time is sent, after the earlier ones have
+  /// their final reply. Must outlive `execute`.
+  std::string_view key;
   /// The command and its arguments; they must outlive `execute`. For a script call: `EVALSHA <sha> ...`.
   std::vector<std::string_view> args;
   /// Non-empty for a script call: on `NOSCRIPT` the call is re-sent as `EVAL <script_body> ...` (args[0]
@@ -87,11 +92,26 @@ class ClusterRouter {
     std::vector<std::size_t> pending(calls.size());
     for (std::size_t i = 0; i < calls.size(); ++i) pending[i] = i;
     const int rounds = options_.cluster_max_redirects + 1;
-    for (int round = 0; round < rounds && !pending.empty(); ++round) {
+    while (!pending.empty()) {
       std::vector<Group> groups;
       bool want_refresh = false;
       std::vector<std::pair<std::size_t, Node*>> unreachable;  // nothing sent: may go elsewhere
+      std::vector<std::size_t> next;
+      std::unordered_set<std::string_view> keys_sent;
       for (const std::size_t i : pending) {
+        // One call per key in flight: a later call on the key goes once the earlier has its final reply,
+        // so a NOSCRIPT (or a redirection) of the earlier one cannot let the later one run first.
+        if (!calls[i].key.empty() && !keys_sent.insert(calls[i].key).second) {
+          next.push_back(i);
+          continue;
+        }
+        if (state[i].tries++ == rounds) {
+          calls[i].reply.reset();
+          calls[i].error = BackendError(BackendErrorCause::protocol,
+                                        "more than cluster_max_redirects (" + std::to_string(options_.cluster_max_redirects) +
+                                            ") redirections for slot " + std::to_string(calls[i].slot));
+          continue;
+        }
         Node* node = state[i].ask != nullptr ? state[i].ask : owner(calls[i].slot);
         if (node == nullptr) {
           calls[i].error = BackendError(BackendErrorCause::io, "slot " + std::to_string(calls[i].slot) + " has no known owner");
@@ -112,7 +132,6 @@ class ClusterRouter {
       for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
       std::sort(order.begin(), order.end(),
                 [&groups](std::size_t x, std::size_t y) { return std::less<>()(groups[x].node, groups[y].node); });
-      std::vector<std::size_t> next;
       // Write every group first, then read: the nodes run their parts of the batch at the same time.
       for (const std::size_t k : order) {
         Group& g = groups[k];
@@ -168,13 +187,8 @@ class ClusterRouter {
           }
         }
       }
+      std::sort(next.begin(), next.end());  // request order: the earlier call on a key goes first
       pending = std::move(next);
-    }
-    for (const std::size_t i : pending) {
-      calls[i].reply.reset();
-      calls[i].error = BackendError(BackendErrorCause::protocol, "more than cluster_max_redirects (" +
-                                                                     std::to_string(options_.cluster_max_redirects) +
-                                                                     ") redirections for slot " + std::to_string(calls[i].slot));
     }
     return reloads;
   }
@@ -221,6 +235,7 @@ class ClusterRouter {
     std::unique_ptr<ConnectionPool> pool;
   };
   struct State {
+    int tries = 0;        // times sent (or found without an owner)
     Node* ask = nullptr;  // ASK target for the next attempt (with ASKING first)
     bool eval = false;    // NOSCRIPT seen: send EVAL with the body
     std::string asking_refused;

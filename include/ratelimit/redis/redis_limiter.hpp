@@ -322,6 +322,7 @@ class RedisLimiter final : public detail::LayeredMember {
       keys[i] = redis_key(requests[i].key);
       costs[i] = std::to_string(requests[i].cost);
       calls[i].slot = detail::key_slot(keys[i]);
+      calls[i].key = keys[i];  // two requests on one key stay in request order
       fill_args(calls[i].args, "EVALSHA", binding_.script->sha1, keys[i], now_arg, costs[i], mode);
       calls[i].script_body = binding_.script->body;
     }
