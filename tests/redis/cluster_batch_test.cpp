@@ -100,7 +100,7 @@ TEST(ClusterBatch, OppositeNodeOrdersNeverTimeOut) {
   o.on_error = OnError::fail_closed;
   o.key_prefix = ratelimit_test::unique_prefix();
   o.pool_size = 1;
-  o.command_timeout = 100ms;
+  o.command_timeout = 300ms;  // the wait a lock-order inversion costs; long enough for sanitizer builds
   RedisLimiter limiter(ratelimit::Gcra{.limit = 1'000'000, .period = 1s, .burst = 1'000'000}, o);
   std::map<std::string, std::string> by_owner;
   for (int i = 0; by_owner.size() < 2 && i < 1000; ++i) {
@@ -127,11 +127,11 @@ TEST(ClusterBatch, OppositeNodeOrdersNeverTimeOut) {
       }
     });
   }
-  std::this_thread::sleep_for(1500ms);
+  std::this_thread::sleep_for(2s);
   stop = true;
   for (auto& t : threads) t.join();
   const auto s = limiter.stats();
-  std::printf("opposite orders, pool_size 1, 2 threads, 1.5 s: %ld checks, %llu failures (%llu timeouts)\n",
+  std::printf("opposite orders, pool_size 1, 2 threads, 2 s: %ld checks, %llu failures (%llu timeouts)\n",
               checks.load(), static_cast<unsigned long long>(s.failures), static_cast<unsigned long long>(s.timeouts));
   EXPECT_EQ(s.failures, 0u);
   EXPECT_EQ(denied.load(), 0);
