@@ -106,6 +106,17 @@ class MemoryLimiter {
         store_.update_locked(key, handle.hash, refund_fn(t, cost), is_full_fn(t)), kTickNs);
   }
 
+  /// The decision `allow_locked(key, handle, cost)` would return, consuming nothing and inserting no key,
+  /// for a caller that holds `*handle.lock` (a layered check decides every layer before it commits any).
+  /// Throws `std::invalid_argument` for a negative cost.
+  Decision evaluate_locked(std::string_view key, const KeyHandle& handle, std::int64_t cost) {
+    detail::require_cost(cost);
+    const std::int64_t t = handle.now_ns;
+    return to_decision(
+        store_.read_locked(key, handle.hash, [&](const State& state) { return rules_.evaluate(state, t, cost); }),
+        kTickNs);
+  }
+
   /// The key's state as a cost-0 check sees it (allowed, current `remaining` and `reset_after`), for
   /// a caller that holds `*handle.lock`. Consumes nothing.
   Decision current_locked(std::string_view key, const KeyHandle& handle) {
