@@ -22,3 +22,14 @@ TEST(PenaltyBox, AtTheBoundTheKeyBlockedLongAgoIsReleasedNotTheOneBlockedNow) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(PenaltyBox, DefaultStringViewIsTheEmptyKey) {
+  ratelimit::PenaltyBox box;
+  box.block(std::string_view{}, 0, 1'000);
+  EXPECT_EQ(box.blocked_for("", 0), 1'000);
+  EXPECT_EQ(box.blocked_for(std::string_view{}, 500), 500);
+}
+
+}  // namespace

@@ -197,7 +197,9 @@ class KeyTable {
       incoming.heap_key = new char[key.size()];
       heap_key_bytes_ += key.size();
     }
-    std::memcpy(key.size() > kInlineKeyBytes ? incoming.heap_key : incoming.inline_key, key.data(), key.size());
+    if (!key.empty()) {  // a default string_view (the empty key) has a null pointer: never read it
+      std::memcpy(key.size() > kInlineKeyBytes ? incoming.heap_key : incoming.inline_key, key.data(), key.size());
+    }
     incoming.key_size = static_cast<std::uint32_t>(key.size());
     incoming.hash = hash;
   }
