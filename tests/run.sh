@@ -9,6 +9,10 @@
 #   --build-type TYPE   or RATELIMIT_BUILD_TYPE=... RelWithDebInfo (default), Release, Debug
 #   --bench             or RATELIMIT_BENCH=ON       also build the benchmarks (they are not run)
 #   --jobs N            or RATELIMIT_JOBS=N         build and test jobs (default: nproc)
+#   --dry-run                                       find the compiler, print what would be installed and
+#                                                   built, and stop (installs and builds nothing)
+# A compiler that is not installed is installed only when it is one of g++, g++-12, clang++, clang++-14
+# (Debian 12 packages); any other must exist already, else the script stops with "compiler not found".
 #   RATELIMIT_SOAK_SECONDS=N                        also run the Redis soak test for N seconds (default 0: not)
 # Each configuration has its own build directory, build/<compiler>-<type>[-<sanitizers>], so runs
 # never mix objects. Our own targets build with warnings as errors (-DRATELIMIT_WERROR=ON).
@@ -23,6 +27,7 @@ build_type="${RATELIMIT_BUILD_TYPE:-RelWithDebInfo}"
 bench="${RATELIMIT_BENCH:-OFF}"
 jobs="${RATELIMIT_JOBS:-$(nproc)}"
 ctest_extra=()
+dry_run=0
 
 die() { echo "tests/run.sh: $*" >&2; exit 2; }
 
@@ -33,6 +38,7 @@ while [[ $# -gt 0 ]]; do
     --build-type) build_type="${2:?--build-type needs a type}"; shift 2 ;;
     --bench) bench=ON; shift ;;
     --jobs) jobs="${2:?--jobs needs a number}"; shift 2 ;;
+    --dry-run) dry_run=1; shift ;;
     --) shift; ctest_extra=("$@"); break ;;
     -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
@@ -59,43 +65,25 @@ export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:detect_stack_use_after_retur
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
 
-# --- Debian packages: install only what is missing ------------------------------------------------
+# --- Compiler and Debian packages: install only what is missing -----------------------------------
+# shellcheck source=../cmake/find_compiler.sh
+source "$src_dir/cmake/find_compiler.sh"
+find_compiler tests/run.sh "$cxx"
 cxx_name="$(basename "$cxx")"
 packages=(cmake make pkg-config g++ libgtest-dev libhiredis-dev redis-server redis-tools libcli11-dev nlohmann-json3-dev libcpp-httplib-dev)
-case "$cxx_name" in
-  g++|g++-[0-9]*) packages+=("${cxx_name}") ;;
-  clang++|clang++-[0-9]*)
-    ver="${cxx_name#clang++}"                     # "" or "-14"
-    packages+=("clang${ver}")
-    # Sanitizer runtimes and the symbolizer are only "recommended" by clang; name them.
-    if [[ "$sanitize" != none ]]; then
-      if [[ -n "$ver" ]]; then packages+=("libclang-rt${ver}-dev" "llvm${ver}"); else packages+=(libclang-rt-dev llvm); fi
-    fi ;;
-esac
+[[ -n "$cxx_package" ]] && packages+=("$cxx_package")
+if [[ "$sanitize" != none ]]; then
+  read -r -a san_packages <<<"$(sanitizer_packages "$cxx_name")"
+  packages+=("${san_packages[@]}")
+fi
 [[ "$bench" == ON ]] && packages+=(libbenchmark-dev)
-
-install_missing() {
-  if ! command -v dpkg >/dev/null || ! command -v apt-get >/dev/null; then
-    echo "tests/run.sh: not a Debian system; make sure these are installed: $*" >&2
-    return 0
-  fi
-  local missing=() p
-  for p in "$@"; do
-    dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed' || missing+=("$p")
-  done
-  [[ ${#missing[@]} -eq 0 ]] && return 0
-  local sudo=()
-  if [[ $EUID -ne 0 ]]; then
-    command -v sudo >/dev/null || die "need root (or sudo) to install: ${missing[*]}"
-    sudo=(sudo)
-  fi
-  echo "tests/run.sh: installing ${missing[*]}"
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
-}
-install_missing "${packages[@]}"
-
-cxx_path="$(command -v "$cxx")" || die "compiler '$cxx' not found"
+install_missing tests/run.sh "$dry_run" "${packages[@]}"
+if [[ "$dry_run" == 1 ]]; then
+  echo "tests/run.sh: compiler: ${cxx_path:-$cxx (from package $cxx_package)}; build type: $build_type;" \
+       "sanitize: $sanitize; bench: $bench; jobs: $jobs"
+  exit 0
+fi
+cxx_path="$(command -v "$cxx")" || die "compiler not found: '$cxx'"
 [[ "$bench" == OFF || -f "$src_dir/bench/CMakeLists.txt" ]] || die "--bench: bench/CMakeLists.txt does not exist yet"
 
 config="${cxx_name}-${build_type}"

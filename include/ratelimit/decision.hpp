@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdint>
 
+#include "ratelimit/detail/requirements.hpp"
+
 namespace ratelimit {
 
 /// The outcome of one check (`allow` or `peek`) against a key.

@@ -2,8 +2,10 @@
 -- ratelimit::SlidingWindowLog::Rules at a 1 us tick). The key is a sorted set of admitted requests:
 -- score = timestamp (us), member = "<timestamp>:<cost>". Requests admitted at the same timestamp are
 -- merged into one member (their costs summed; they expire together), so members are unique without
--- randomness. After every write all members are live with costs summing to at most L, and only writes
--- change the set: at most L members. Limit L, window W (us; the window is (t - W, t]).
+-- randomness. A refund that leaves live members older than its time adds "<t>:0" at its time t (its
+-- write time, README "Refunds"): always the newest member, replaced by the next write. After every write
+-- all members are live with costs summing to at most L, and only writes change the set: at most L + 1
+-- members. Limit L, window W (us; the window is (t - W, t]).
 
 -- One step on `key` at `now` (integer microseconds, or "" for the server's TIME) for cost n >= 0 (a
 -- number): mode "0" check (keeps an admitted cost), "1" peek, "2" refund n, "3" dry check (decides as
@@ -27,6 +29,9 @@ local function sliding_window_log(key, now, cost, mode, L, W)
   while first_live <= #at and at[first_live] <= t - W do first_live = first_live + 1 end
   local count = 0
   for i = first_live, #at do count = count + costs[i] end
+  -- The newest member that holds units (a refund's cost-0 mark may follow it); used when count > 0.
+  local newest_cost = newest
+  if #at > 1 and costs[#at] == 0 then newest_cost = at[#at - 1] end
 
   local function evaluate(n)
     local allowed = n <= L - count
@@ -35,7 +40,7 @@ local function sliding_window_log(key, now, cost, mode, L, W)
     if allowed and n > 0 then
       reset = W
     elseif count > 0 then
-      reset = newest + W - t
+      reset = newest_cost + W - t
     end
     if n > L then return false, remaining, -1, reset end
     local retry = 0
@@ -55,7 +60,7 @@ local function sliding_window_log(key, now, cost, mode, L, W)
 
   -- Refund (mode "2"; SPEC addition "Refunds"): n units are taken off the newest live members (a
   -- member shrinks or goes); expired members are dropped. Reply: the state afterwards as a cost-0 check
-  -- sees it; the TTL stays (the newest timestamp does not grow).
+  -- sees it; the TTL stays (the newest timestamp holding units does not grow).
   if mode == "2" then
     if first_live > 1 then redis.call("ZREMRANGEBYSCORE", key, "-inf", int(t - W)) end
     local left, i = cost, #at
@@ -69,8 +74,13 @@ local function sliding_window_log(key, now, cost, mode, L, W)
       costs[i], count, left = costs[i] - take, count - take, left - take
       if costs[i] == 0 then i = i - 1 end
     end
-    newest = nil
-    if count > 0 then newest = at[i] end
+    while i >= first_live and costs[i] == 0 do i = i - 1 end  -- a mark left by n = 0
+    newest_cost = nil
+    if count > 0 then
+      newest_cost = at[i]
+      -- Writes the state at t: a clock that steps back stands at t (members older than t are left).
+      if cost > 0 and at[i] < t then redis.call("ZADD", key, int(t), int(t) .. ":0") end
+    end
     local _, remaining, _, reset = evaluate(0)
     return {1, L, remaining, 0, reset}
   end
@@ -85,10 +95,12 @@ local function sliding_window_log(key, now, cost, mode, L, W)
   if allowed and cost > 0 and mode == "0" then
     -- Add before removing: the key must never be empty (deleted) between two writes. On Redis Cluster a
     -- write to a missing key of a slot being migrated fails mid-script, and a script is not rolled back.
+    -- The newest member merges when it is at t; a refund's cost-0 mark is replaced.
+    local replaces = newest == t or (newest ~= nil and costs[#costs] == 0)
     local merged = cost
-    if newest == t then merged = merged + costs[#costs] end
+    if replaces then merged = merged + costs[#costs] end
     redis.call("ZADD", key, int(t), int(t) .. ":" .. int(merged))
-    if newest == t then redis.call("ZREM", key, raw[#raw - 1]) end
+    if replaces then redis.call("ZREM", key, raw[#raw - 1]) end
     if first_live > 1 then redis.call("ZREMRANGEBYSCORE", key, "-inf", int(t - W)) end
     redis.call("PEXPIRE", key, int(ttl_ms(reset)))
   end

@@ -100,6 +100,27 @@ TEST(Refund, SlidingWindowLogTable) {
   EXPECT_EQ(limiter.size(), 0u);
 }
 
+// A refund writes the state at its time t (README "Refunds"): when the clock then steps back, time
+// stands at t, not at the newest entry left, as for a fixed window.
+TEST(Refund, SlidingWindowLogRefundRecordsItsWriteTime) {
+  ManualClock clock;
+  MemoryLimiter limiter(ratelimit::SlidingWindowLog{.limit = 2, .window = 1s}, {}, clock);
+  EXPECT_TRUE(limiter.allow("k"));
+  clock.set(ManualClock::time_point(500ms));
+  EXPECT_TRUE(limiter.allow("k"));
+  expect_state(limiter.refund("k", 1), 1, 500ms);  // (0, 1) left: 0 + 1 s - 500 ms
+  clock.set(ManualClock::time_point(100ms));         // steps back: t = max(100 ms, 500 ms)
+  expect_state(limiter.allow("k", 0), 1, 500ms);
+  EXPECT_EQ(limiter.peek("k").reset_after, 500ms);
+  // The next admitted request is an entry at 500 ms; (0, 1) leaves at 1 s.
+  const Decision d = limiter.allow("k");
+  EXPECT_TRUE(d);
+  EXPECT_EQ(d.reset_after, 1s);
+  clock.set(ManualClock::time_point(1s));
+  EXPECT_EQ(limiter.allow("k", 0).remaining, 1);
+  EXPECT_EQ(limiter.allow("k", 0).reset_after, 500ms);
+}
+
 TEST(Refund, CostZeroReportsAndBadInputThrows) {
   ManualClock clock;
   MemoryLimiter limiter(ratelimit::FixedWindow{.limit = 5, .window = 10s}, {.max_key_bytes = 4}, clock);

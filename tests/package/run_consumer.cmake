@@ -63,6 +63,17 @@ if(MODE STREQUAL "find_package")
       message(FATAL_ERROR "package test: unexpected installed file ${f}")
     endif()
   endforeach()
+  # A missing component is named: configuring a project that requires an unknown one fails and says which.
+  set(missing_dir "${WORK_DIR}/missing_component")
+  file(WRITE "${missing_dir}/CMakeLists.txt" "cmake_minimum_required(VERSION 3.20)\nproject(missing CXX)\n"
+       "find_package(ratelimit REQUIRED COMPONENTS redis nosuch)\n")
+  execute_process(COMMAND "${CMAKE_COMMAND}" -S "${missing_dir}" -B "${missing_dir}/build" -G "${GENERATOR}"
+                          "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_PREFIX_PATH=${prefix}"
+                          -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "missing components: [^\n]*nosuch \\(no such component")
+    message(FATAL_ERROR "package test: a missing component is not named (${rc}):\n${out}${err}")
+  endif()
   list(APPEND configure_args "-DCMAKE_PREFIX_PATH=${prefix}" "-DRATELIMIT_PREFIX=${prefix}")
   # The consumer must find the installed copy, not a build tree from CMake's user package registry.
   list(APPEND configure_args -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)

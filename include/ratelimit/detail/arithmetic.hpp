@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "ratelimit/detail/requirements.hpp"
+
 namespace ratelimit::detail {
 
 __extension__ typedef __int128 i128;  // GCC and Clang on 64-bit targets

@@ -122,6 +122,8 @@ class Layer {
   virtual Decision refund_locked(std::string_view key, const KeyHandle& handle, std::int64_t cost) = 0;
   /// See `MemoryLimiter::current_locked`. Only when `lockable()`, under `*handle.lock`.
   virtual Decision current_locked(std::string_view key, const KeyHandle& handle) = 0;
+  /// See `MemoryLimiter::evaluate_locked`. Only when `lockable()`, under `*handle.lock`.
+  virtual Decision evaluate_locked(std::string_view key, const KeyHandle& handle, std::int64_t cost) = 0;
   /// The backend able to check this layer together with others in one atomic step (see
   /// `JointBackend`; a `RedisLimiter`), or null. Layers whose backends share a `joint_domain()` are
   /// checked by one `check_jointly` call instead of consume-then-refund.
@@ -146,6 +148,7 @@ concept LockableLimiter = requires(L& l, std::string_view key, const KeyHandle& 
   { l.allow_locked(key, h, cost) } -> std::same_as<Decision>;
   { l.refund_locked(key, h, cost) } -> std::same_as<Decision>;
   { l.current_locked(key, h) } -> std::same_as<Decision>;
+  { l.evaluate_locked(key, h, cost) } -> std::same_as<Decision>;
 };
 
 /// A limiter that can give quota back.
@@ -198,6 +201,13 @@ class LimiterLayer final : public Layer {
       return limiter_.current_locked(key, handle);
     } else {
       throw std::logic_error("LimiterLayer::current_locked: backend has no multi-key locking");
+    }
+  }
+  Decision evaluate_locked(std::string_view key, const KeyHandle& handle, std::int64_t cost) override {
+    if constexpr (LockableLimiter<L>) {
+      return limiter_.evaluate_locked(key, handle, cost);
+    } else {
+      throw std::logic_error("LimiterLayer::evaluate_locked: backend has no multi-key locking");
     }
   }
   [[nodiscard]] JointBackend* joint() noexcept override {

@@ -178,10 +178,12 @@ inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<La
 ///    (`deny_listed`), a key in a layer's penalty is denied (`penalized`); a key on a layer's allow
 ///    list skips that layer (`allow_listed`). If any is denied, no backend is checked.
 /// 2. If every remaining layer is lockable (in-memory): the shard locks of all keys, over all
-///    limiters, are taken in one global order; every layer is checked and consumes; if any denies,
-///    every consumption is given back (an exact inverse under the same locks); locks are released.
-///    Atomic: no other check sees a partial state, and no layer's count ever holds a request that
-///    another layer denied.
+///    limiters, are taken in one global order; every layer is checked without consuming, and only if
+///    all admit does each consume; locks are released. A denied request so changes nothing (it inserts
+///    no key, and so evicts none at `max_keys`). When two checks share one state (one limiter, one key)
+///    the second sees the first's consumption: every layer is checked and consumes, and on a denial
+///    every consumption is given back (an exact inverse under the same locks). Atomic: no other check
+///    sees a partial state, and no layer's count ever holds a request that another layer denied.
 /// 3. Else, if every remaining layer (at least two) has a `JointBackend` of one `joint_domain()` (Redis
 ///    layers on one server's pool, or on Redis Cluster one router with every key in one slot): one
 ///    atomic `check_jointly` (one Lua script over all keys) evaluates every layer and keeps the
@@ -250,6 +252,37 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests) {
         locks.push_back(handles[i].lock);
       }
       detail::MultiLock hold(std::move(locks));
+      // Every layer decides on the state as it is before any commits: a denied request then inserts no
+      // key, so it evicts none at max_keys (a rollback could not bring an evicted key back). A key that
+      // two checks share (one store, one key) sees the first check's consumption: such a request takes
+      // the consume-then-give-back path below.
+      bool shared_state = false;
+      for (std::size_t i = 0; i < requests.size() && !shared_state; ++i) {
+        for (std::size_t j = i + 1; j < requests.size() && active(i) && !shared_state; ++j) {
+          shared_state = active(j) && handles[i].lock == handles[j].lock && requests[i].key == requests[j].key;
+        }
+      }
+      if (!shared_state) {
+        for (std::size_t i = 0; i < requests.size(); ++i) {
+          if (!active(i)) continue;
+          const LayerRequest& r = requests[i];
+          const Decision d = r.layer->evaluate_locked(r.key, handles[i], r.cost);
+          if (!d.allowed) denied = true;
+          result.layers[i].decision = d;
+        }
+        if (denied) {
+          for (std::size_t i = 0; i < requests.size(); ++i) {
+            if (!active(i)) continue;
+            LayerOutcome& o = result.layers[i];
+            if (o.decision.allowed) {
+              o.verdict = Verdict::rolled_back;
+              o.decision = detail::given_back(requests[i].layer->current_locked(requests[i].key, handles[i]));
+            } else {
+              o.verdict = Verdict::limited;
+            }
+          }
+        }
+      }
       std::vector<std::size_t> consumed;  // admitted with cost >= 1, in order
       auto give_back = [&] {
         for (auto it = consumed.rbegin(); it != consumed.rend(); ++it) {
@@ -258,7 +291,8 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests) {
         }
       };
       try {
-        for (std::size_t i = 0; i < requests.size(); ++i) {
+        const bool commit = !denied || shared_state;  // else the dry run has decided
+        for (std::size_t i = 0; i < requests.size() && commit; ++i) {
           if (!active(i)) continue;
           const LayerRequest& r = requests[i];
           LayerOutcome& o = result.layers[i];
@@ -271,7 +305,7 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests) {
         give_back();
         throw;
       }
-      if (denied) {
+      if (denied && shared_state) {
         give_back();
         for (std::size_t i = 0; i < requests.size(); ++i) {
           LayerOutcome& o = result.layers[i];

@@ -58,7 +58,7 @@ class MemoryLimiter {
     check_key(key);
     detail::require_cost(cost);
     const std::int64_t t = ticks(now);
-    return to_decision(store_.update(key, store_.hash(key), stamp(t), allow_fn(t, cost), is_full_fn(t)), kTickNs);
+    return to_decision(store_.update(key, store_.hash(key), allow_fn(t, cost), is_full_fn(t)), kTickNs);
   }
 
   /// Gives back up to `cost` units that `key` consumed (a request that failed or was cancelled), never
@@ -72,7 +72,7 @@ class MemoryLimiter {
     check_key(key);
     detail::require_cost(cost);
     const std::int64_t t = ticks(now);
-    return to_decision(store_.update(key, store_.hash(key), stamp(t), refund_fn(t, cost), is_full_fn(t)), kTickNs);
+    return to_decision(store_.update(key, store_.hash(key), refund_fn(t, cost), is_full_fn(t)), kTickNs);
   }
 
   /// Locates `key` for a check that holds several keys' locks at once (see `KeyHandle`), reading the
@@ -93,7 +93,7 @@ class MemoryLimiter {
     detail::require_cost(cost);
     const std::int64_t t = handle.now_ns;
     return to_decision(
-        store_.update_locked(key, handle.hash, stamp(t), allow_fn(t, cost), is_full_fn(t)), kTickNs);
+        store_.update_locked(key, handle.hash, allow_fn(t, cost), is_full_fn(t)), kTickNs);
   }
 
   /// `refund` for a caller that holds `*handle.lock`. Right after an admitting `allow_locked` of the
@@ -103,7 +103,18 @@ class MemoryLimiter {
     detail::require_cost(cost);
     const std::int64_t t = handle.now_ns;
     return to_decision(
-        store_.update_locked(key, handle.hash, stamp(t), refund_fn(t, cost), is_full_fn(t)), kTickNs);
+        store_.update_locked(key, handle.hash, refund_fn(t, cost), is_full_fn(t)), kTickNs);
+  }
+
+  /// The decision `allow_locked(key, handle, cost)` would return, consuming nothing and inserting no key,
+  /// for a caller that holds `*handle.lock` (a layered check decides every layer before it commits any).
+  /// Throws `std::invalid_argument` for a negative cost.
+  Decision evaluate_locked(std::string_view key, const KeyHandle& handle, std::int64_t cost) {
+    detail::require_cost(cost);
+    const std::int64_t t = handle.now_ns;
+    return to_decision(
+        store_.read_locked(key, handle.hash, [&](const State& state) { return rules_.evaluate(state, t, cost); }),
+        kTickNs);
   }
 
   /// The key's state as a cost-0 check sees it (allowed, current `remaining` and `reset_after`), for
@@ -208,9 +219,6 @@ class MemoryLimiter {
   static std::int64_t ticks(time_point now) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
   }
-
-  /// About a millisecond per unit, modulo 2^32: enough to order keys for LRU.
-  static std::uint32_t stamp(std::int64_t t_ns) noexcept { return static_cast<std::uint32_t>(t_ns >> 20); }
 
   P policy_;
   RulesOf<P> rules_;

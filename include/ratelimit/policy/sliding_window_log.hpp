@@ -30,7 +30,9 @@ struct SlidingWindowLog {
   class Rules {
    public:
     /// One admitted request, or several admitted at the same tick (their costs summed: they expire
-    /// together, so this is exact and keeps at most `limit` entries).
+    /// together, so this is exact and keeps at most `limit` entries). A refund that leaves live entries
+    /// older than its time adds a cost-0 entry at that time, its write time (README "Refunds"); it is
+    /// always the newest entry, and the next write replaces it: at most `limit + 1` entries.
     struct Entry {
       std::int64_t at;
       std::int64_t cost;
@@ -59,7 +61,7 @@ struct SlidingWindowLog {
       if (d.allowed && cost > 0) {
         d.reset_after = window_;  // the newest entry is now
       } else {
-        d.reset_after = count > 0 ? s.entries.back().at + window_ - v.now : 0;
+        d.reset_after = count > 0 ? newest_with_cost(s).at + window_ - v.now : 0;
       }
       if (cost > limit_) return detail::never_passes(d);
       if (!d.allowed) {
@@ -80,8 +82,8 @@ struct SlidingWindowLog {
     void commit(State& s, std::int64_t now, std::int64_t cost) const {
       const View v = view(s, now);
       drop_expired(s, v);
-      if (!s.entries.empty() && s.entries.back().at == v.now) {
-        s.entries.back().cost += cost;
+      if (!s.entries.empty() && (s.entries.back().at == v.now || s.entries.back().cost == 0)) {
+        s.entries.back() = Entry{v.now, s.entries.back().cost + cost};  // merge, or replace a refund's mark
       } else {
         s.entries.push_back(Entry{v.now, cost});
       }
@@ -94,19 +96,21 @@ struct SlidingWindowLog {
 
     /// Gives back up to `cost` units, newest entries first (the refunded request is normally the
     /// latest one): entries shrink or disappear until `cost` is given back or no live entry is left.
-    /// Returns the state as a cost-0 check sees it afterwards. `cost >= 0`.
+    /// Returns the state as a cost-0 check sees it afterwards. `cost >= 0`. A refund of `cost >= 1` that
+    /// leaves live entries writes the state at its time `t`: a clock that then steps back stands at `t`.
     TickDecision refund(State& s, std::int64_t now, std::int64_t cost) const {
       const std::int64_t t = view(s, now).now;  // evaluate at the time the refunded entries set
       drop_expired(s, view(s, now));
       std::int64_t left = cost;
       while (left > 0 && s.entries.size() > s.head) {
-        Entry& newest = s.entries.back();
+        Entry& newest = s.entries.back();  // a refund's cost-0 mark goes first
         const std::int64_t taken = newest.cost < left ? newest.cost : left;
         newest.cost -= taken;
         s.total -= taken;
         left -= taken;
         if (newest.cost == 0) s.entries.pop_back();
       }
+      if (cost > 0 && s.total > 0 && s.entries.back().at < t) s.entries.push_back(Entry{t, 0});
       return evaluate(s, t, 0);
     }
 
@@ -130,6 +134,11 @@ struct SlidingWindowLog {
         ++v.first_live;
       }
       return v;
+    }
+
+    /// The newest entry that holds units (a refund's cost-0 mark may follow it); some entry must.
+    static const Entry& newest_with_cost(const State& s) noexcept {
+      return s.entries.back().cost == 0 ? s.entries[s.entries.size() - 2] : s.entries.back();
     }
 
     /// Forgets the entries that left the window (the state is the same for every decision).

@@ -64,6 +64,42 @@ void differential(Policy policy, unsigned seed) {
 
 TEST(RedisRefund, FixedWindowMatchesMemory) { differential(ratelimit::FixedWindow{7, 2s}, 11); }
 TEST(RedisRefund, SlidingWindowLogMatchesMemory) { differential(ratelimit::SlidingWindowLog{7, 2s}, 12); }
+// A refund writes the state at its time (README "Refunds"), on Redis as in memory: when the clock steps
+// back, time stands at the refund, not at the newest entry left. (A random differential with backward
+// steps cannot work: memory reclaims full keys and forgets their write time, README says.)
+TEST(RedisRefund, SlidingWindowLogRefundRecordsItsWriteTimeAsInMemory) {
+  RATELIMIT_REQUIRE_REDIS();
+  ManualClock clock;
+  const ratelimit::SlidingWindowLog policy{.limit = 2, .window = 1s};
+  ratelimit::MemoryLimiter<ratelimit::SlidingWindowLog, ManualClock> memory(policy, {}, clock);
+  RedisLimiter<ratelimit::SlidingWindowLog, ManualClock> redis(
+      policy, ratelimit_test::client_options(*ratelimit_test::shared_redis()), clock);
+  const std::string key = "w";
+  clock.set(ManualClock::time_point(10s));
+  auto both = [&](auto&& op) {
+    const Decision r = op(redis), m = op(memory);
+    EXPECT_TRUE(same(r, m));
+    return r;
+  };
+  both([&](auto& l) { return l.allow(key); });
+  clock.advance(500ms);
+  both([&](auto& l) { return l.allow(key); });
+  EXPECT_EQ(both([&](auto& l) { return l.refund(key, 1); }).reset_after, 500ms);
+  clock.advance(-400ms);  // steps back: t = max(now, the refund's 10.5 s)
+  EXPECT_EQ(both([&](auto& l) { return l.allow(key, 0); }).reset_after, 500ms);
+  EXPECT_EQ(both([&](auto& l) { return l.refund(key, 0); }).reset_after, 500ms);  // n = 0 writes nothing
+  EXPECT_EQ(both([&](auto& l) { return l.peek(key); }).reset_after, 500ms);
+  const Decision d = both([&](auto& l) { return l.allow(key); });  // an entry at 10.5 s
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.reset_after, 1s);
+  clock.set(ManualClock::time_point(11s));  // (10 s, 1) leaves
+  EXPECT_EQ(both([&](auto& l) { return l.allow(key, 0); }).reset_after, 500ms);
+  // Refunding everything leaves a full key: gone on both (its write time with it).
+  EXPECT_EQ(both([&](auto& l) { return l.refund(key, 5); }).remaining, 2);
+  clock.advance(-800ms);
+  both([&](auto& l) { return l.allow(key, 0); });
+}
+
 TEST(RedisRefund, SlidingWindowCounterMatchesMemory) { differential(ratelimit::SlidingWindowCounter{7, 2s}, 13); }
 TEST(RedisRefund, GcraMatchesMemory) { differential(ratelimit::Gcra{.limit = 5, .period = 2s, .burst = 4}, 14); }
 TEST(RedisRefund, TokenBucketMatchesMemory) {
