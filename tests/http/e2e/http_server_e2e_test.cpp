@@ -147,8 +147,16 @@ TEST(HttpServerE2E, LoginPenaltyOutlastsTheWindow) {
   auto r = c.Post("/login?user=demo&password=demo");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 429);
-  EXPECT_EQ(header(r, "Retry-After"), "300");
-  EXPECT_EQ(nlohmann::json::parse(r->body).at("violated-policies"), nlohmann::json::array({"login"}));
+  // This denial starts the 15-minute penalty: it must say 900 s, not the window's 300 s (a client that
+  // obeyed 300 s would be denied again).
+  EXPECT_EQ(header(r, "Retry-After"), "900");
+  EXPECT_EQ(header(r, "RateLimit").substr(0, 21), "\"ip\";r=995;t=60, \"fre");
+  EXPECT_NE(header(r, "RateLimit").find("\"login\";r=0;t=900"), std::string::npos) << header(r, "RateLimit");
+  EXPECT_EQ(header(r, "X-RateLimit-Reset"), "900");
+  const auto body = nlohmann::json::parse(r->body);
+  EXPECT_EQ(body.at("violated-policies"), nlohmann::json::array({"login"}));
+  EXPECT_EQ(body.at("retry-after"), 900);
+  EXPECT_EQ(body.at("detail"), "Retry after 900 s.");
   advance(c, 300'000);  // the window has passed, the 15-minute penalty has 10 minutes left
   r = c.Post("/login?user=demo&password=demo");
   ASSERT_TRUE(r);
