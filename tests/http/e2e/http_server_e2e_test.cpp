@@ -199,6 +199,34 @@ TEST(HttpServerE2E, ForwardedForIsBelievedOnlyFromTrustedProxies) {
   }
 }
 
+TEST(HttpServerE2E, ForwardedForLinesAreCombinedInOrder) {
+  // RFC 9110 section 5.3: several X-Forwarded-For lines are one list, in order. Only the first line was
+  // read, so a client repeating the field escaped the deny list and was limited as the address it chose.
+  ServerProcess server({"--manual-clock", "--trusted-proxy", "127.0.0.1", "--trusted-proxy", "192.0.2.1",
+                        "--deny", "10.0.0.2"});
+  httplib::Client c("127.0.0.1", server.port());
+  auto one_line = c.Get("/nope", {{"X-Forwarded-For", "10.0.0.1, 10.0.0.2"}});
+  ASSERT_TRUE(one_line);
+  EXPECT_EQ(one_line->status, 403);
+  auto two_lines = c.Get("/nope", {{"X-Forwarded-For", "10.0.0.1"}, {"X-Forwarded-For", "10.0.0.2"}});
+  ASSERT_TRUE(two_lines);
+  EXPECT_EQ(two_lines->status, 403);
+  // Three lines, the last one a trusted proxy's: the right-most untrusted entry (10.0.0.2) is taken.
+  auto three = c.Get("/nope", {{"X-Forwarded-For", "10.0.0.1"}, {"X-Forwarded-For", "10.0.0.2"},
+                               {"X-Forwarded-For", "192.0.2.1"}});
+  ASSERT_TRUE(three);
+  EXPECT_EQ(three->status, 403);
+  // Two lines of one client: both requests count for 203.0.113.9, none for the spoofed 10.0.0.1.
+  auto a = c.Get("/nope", {{"X-Forwarded-For", "10.0.0.1"}, {"X-Forwarded-For", "203.0.113.9"}});
+  auto b = c.Get("/nope", {{"X-Forwarded-For", "203.0.113.9"}});
+  auto spoofed = c.Get("/nope", {{"X-Forwarded-For", "10.0.0.1"}});
+  ASSERT_TRUE(a && b && spoofed);
+  EXPECT_EQ(a->status, 404);
+  EXPECT_EQ(header(a, "RateLimit").substr(0, 15), "\"ip\";r=999;t=60");
+  EXPECT_EQ(header(b, "RateLimit").substr(0, 15), "\"ip\";r=998;t=60");
+  EXPECT_EQ(header(spoofed, "RateLimit").substr(0, 15), "\"ip\";r=999;t=60");
+}
+
 TEST(HttpServerE2E, DenyListedIpGetsForbidden) {
   ServerProcess server({"--manual-clock", "--deny", "127.0.0.1"});
   httplib::Client c("127.0.0.1", server.port());
