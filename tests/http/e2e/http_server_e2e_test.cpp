@@ -227,6 +227,26 @@ TEST(HttpServerE2E, ForwardedForLinesAreCombinedInOrder) {
   EXPECT_EQ(header(spoofed, "RateLimit").substr(0, 15), "\"ip\";r=999;t=60");
 }
 
+TEST(HttpServerE2E, DenialOfAPathThatIsNotUtf8IsAnOrdinary429) {
+  // The 11th request of a free client (burst 10) for "/x%FF": a 500 without Retry-After before, because
+  // the problem body's instance (the decoded path, byte 0xFF) made the JSON library throw.
+  ServerProcess server({"--manual-clock"});
+  httplib::Client c("127.0.0.1", server.port());
+  for (int i = 0; i < 10; ++i) {
+    const auto r = c.Get("/x%FF");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 404) << i;
+  }
+  const auto r = c.Get("/x%FF");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+  EXPECT_EQ(header(r, "Retry-After"), "2");
+  EXPECT_NE(header(r, "RateLimit"), "<absent>");
+  const auto body = nlohmann::json::parse(r->body);
+  EXPECT_EQ(body.at("instance"), "/x%FF");
+  EXPECT_EQ(body.at("violated-policies"), nlohmann::json::array({"free-burst"}));
+}
+
 TEST(HttpServerE2E, DenyListedIpGetsForbidden) {
   ServerProcess server({"--manual-clock", "--deny", "127.0.0.1"});
   httplib::Client c("127.0.0.1", server.port());
