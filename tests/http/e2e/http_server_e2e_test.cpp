@@ -14,6 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "server_process.hpp"
 
@@ -245,6 +249,55 @@ TEST(HttpServerE2E, DenialOfAPathThatIsNotUtf8IsAnOrdinary429) {
   const auto body = nlohmann::json::parse(r->body);
   EXPECT_EQ(body.at("instance"), "/x%FF");
   EXPECT_EQ(body.at("violated-policies"), nlohmann::json::array({"free-burst"}));
+}
+
+namespace {
+/// Runs the server with `args` to its end; returns its exit status and what it wrote (stdout and stderr).
+int run_server(std::vector<std::string> args, std::string& output) {
+  args.insert(args.begin(), RATELIMIT_HTTP_SERVER);
+  int out[2];
+  if (pipe(out) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], STDOUT_FILENO);
+    dup2(out[1], STDERR_FILENO);
+    close(out[0]);
+    close(out[1]);
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    alarm(20);  // a server that wrongly starts serving is killed (SIGALRM) instead of hanging the test
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(out[1]);
+  char buf[4096];
+  for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;) output.append(buf, static_cast<std::size_t>(n));
+  close(out[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+}  // namespace
+
+TEST(HttpServerE2E, BadRedisAddressIsRefusedClearly) {
+  // "--redis 127.0.0.1:abc" died of an uncaught std::stoi (abort, rc 134).
+  for (const char* bad : {"127.0.0.1:abc", "127.0.0.1:70000", "[::1", "127.0.0.1:"}) {
+    std::string output;
+    const int rc = run_server({"--redis", bad, "--port", "0"}, output);
+    EXPECT_NE(rc, 134) << bad;
+    EXPECT_NE(rc, 0) << bad;
+    EXPECT_LT(rc, 128) << bad << ": killed by a signal";
+    EXPECT_NE(output.find("--redis"), std::string::npos) << output;
+    EXPECT_NE(output.find("expected HOST, HOST:PORT or [IPv6]:PORT"), std::string::npos) << output;
+  }
+}
+
+TEST(HttpServerE2E, HelpShowsTheDefaults) {
+  std::string output;
+  EXPECT_EQ(run_server({"--help"}, output), 0);
+  EXPECT_NE(output.find("8080"), std::string::npos) << output;       // --port
+  EXPECT_NE(output.find("127.0.0.1"), std::string::npos) << output;  // --host
 }
 
 TEST(HttpServerE2E, DenyListedIpGetsForbidden) {
