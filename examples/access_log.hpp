@@ -60,7 +60,8 @@ inline std::optional<int> number(std::string_view s, std::size_t digits) {
 /// The times an int64 count of nanoseconds holds, to the second.
 inline constexpr std::chrono::sys_seconds kEarliest{
     std::chrono::floor<std::chrono::seconds>(std::chrono::nanoseconds::min()) + std::chrono::seconds{1}};
-inline constexpr std::chrono::sys_seconds kLatest{std::chrono::floor<std::chrono::seconds>(std::chrono::nanoseconds::max())};
+inline constexpr std::chrono::sys_seconds kLatest{
+    std::chrono::floor<std::chrono::seconds>(std::chrono::nanoseconds::max())};
 
 // "17/May/2015:10:05:03 +0000" to UTC (zones from -2359 to +2359).
 inline std::optional<std::chrono::sys_seconds> timestamp(std::string_view s) {

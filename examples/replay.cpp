@@ -261,7 +261,9 @@ int compare(const Settings& s, std::chrono::nanoseconds period, const replay::Tr
   for (auto& c : columns) std::sort(c.begin(), c.end());
   std::printf("\nper-client peak requests in any %s window (offered, then admitted by each policy)\n", window.c_str());
   std::printf("%-10s %8s", "clients", "offered");
-  for (const std::string& name : kPolicies) std::printf(" %*s", static_cast<int>(std::max<std::size_t>(name.size(), 8)), name.c_str());
+  for (const std::string& name : kPolicies) {
+    std::printf(" %*s", static_cast<int>(std::max<std::size_t>(name.size(), 8)), name.c_str());
+  }
   std::printf("\n");
   for (const auto& [label, q] : std::vector<std::pair<const char*, double>>{
            {"p50", 0.5}, {"p90", 0.9}, {"p99", 0.99}, {"p99.9", 0.999}, {"max", 1.0}}) {
@@ -294,8 +296,10 @@ int main(int argc, char** argv) {
   app.add_option("--policy", s.policy, "replay only this policy (default: compare all five)")
       ->check(CLI::IsMember(kPolicies));
   app.add_flag("--compare", s.compare, "compare all five policies (the default without --policy)");
-  app.add_option("--limit", s.limit, "requests per period (token bucket: refill tokens per period)")->capture_default_str();
-  app.add_option("--period", s.period_seconds, "window or period in seconds, in (0, 9223372036]")->capture_default_str();
+  app.add_option("--limit", s.limit, "requests per period (token bucket: refill tokens per period)")
+      ->capture_default_str();
+  app.add_option("--period", s.period_seconds, "window or period in seconds, in (0, 9223372036]")
+      ->capture_default_str();
   app.add_option("--burst", s.burst, "burst (GCRA) or capacity (token bucket); window policies have none")
       ->capture_default_str();
   app.add_option("--key", s.key, "what names a client")
@@ -317,7 +321,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::map<std::string, replay::KeyField> fields{
-      {"client", replay::KeyField::client}, {"user_agent", replay::KeyField::user_agent}, {"path", replay::KeyField::target}};
+      {"client", replay::KeyField::client},
+      {"user_agent", replay::KeyField::user_agent},
+      {"path", replay::KeyField::target}};
   replay::Traffic traffic;
   if (s.file == "-") {
     traffic = replay::read_traffic(std::cin, fields.at(s.key));

@@ -88,7 +88,8 @@ inline Traffic read_traffic(std::istream& log, KeyField field, std::size_t max_k
       ++t.malformed;
       continue;
     }
-    const std::int64_t at = std::chrono::duration_cast<std::chrono::nanoseconds>(entry->time.time_since_epoch()).count();
+    const std::int64_t at =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(entry->time.time_since_epoch()).count();
     if (at < previous) ++t.out_of_order;
     previous = at;
     const std::string& key = key_of(*entry, field);
@@ -100,13 +101,17 @@ inline Traffic read_traffic(std::istream& log, KeyField field, std::size_t max_k
     if (added) t.clients.push_back(key);
     requests.push_back({at, it->second});
   }
-  std::stable_sort(requests.begin(), requests.end(), [](const auto& a, const auto& b) { return a.time_ns < b.time_ns; });
+  std::stable_sort(requests.begin(), requests.end(),
+                   [](const auto& a, const auto& b) { return a.time_ns < b.time_ns; });
   t.time_ns.reserve(requests.size());
   t.client.reserve(requests.size());
-  std::vector<std::int64_t> last(t.clients.size(), std::numeric_limits<std::int64_t>::min()), run(t.clients.size(), 0);
+  std::vector<std::int64_t> last(t.clients.size(), std::numeric_limits<std::int64_t>::min());
+  std::vector<std::int64_t> run(t.clients.size(), 0);
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const auto [at, c] = requests[i];
-    if (i > 0 && at != requests[i - 1].time_ns) t.resolution_ns = std::gcd(t.resolution_ns, at - requests[i - 1].time_ns);
+    if (i > 0 && at != requests[i - 1].time_ns) {
+      t.resolution_ns = std::gcd(t.resolution_ns, at - requests[i - 1].time_ns);
+    }
     run[c] = last[c] == at ? run[c] + 1 : 1;
     last[c] = at;
     t.most_at_one_instant = std::max(t.most_at_one_instant, run[c]);

@@ -105,7 +105,9 @@ struct Problem {
   body["title"] = kQuotaExceededTitle;
   if (problem.status != 0) body["status"] = problem.status;
   if (!problem.detail.empty()) body["detail"] = problem.detail;
-  if (!problem.instance.empty()) body["instance"] = ratelimit::detail::percent_encode_invalid_utf8(problem.instance);
+  if (!problem.instance.empty()) {
+    body["instance"] = ratelimit::detail::percent_encode_invalid_utf8(problem.instance);
+  }
   body["violated-policies"] = nlohmann::ordered_json::array();
   for (const std::string& name : problem.violated_policies) body["violated-policies"].push_back(name);
   if (problem.retry_after_seconds) body["retry-after"] = *problem.retry_after_seconds;
