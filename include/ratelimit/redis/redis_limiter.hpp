@@ -101,6 +101,15 @@ class RedisLimiter final : public detail::LayeredMember {
         binding_(detail::bind<P>(rules_)), pool_(std::move(pool)),
         options_(checked(with_prefix(pool_->options(), std::move(key_prefix)))), clock_(std::move(clock)) {}
 
+  /// On Redis Cluster, sharing `router` with this limiter's own `key_prefix` instead of the router's, for
+  /// the same reason as above (e.g. the layers of tier plans on one router). The prefix is outside the
+  /// hash tag: limiters over the same user key still share a slot, so layered checks stay one script.
+  /// Throws `std::invalid_argument` naming `RedisOptions.key_prefix` when it holds `{` or `}`.
+  RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, std::string key_prefix, C clock = {})
+      : policy_(std::move(policy)), rules_(policy_.rules(detail::kTickNs)),
+        binding_(detail::bind<P>(rules_)), cluster_(std::move(router)),
+        options_(checked(with_prefix(cluster_->options(), std::move(key_prefix)))), clock_(std::move(clock)) {}
+
   /// Checks `cost` units for `key` and consumes them if admitted (cost >= 1). Thread-safe.
   /// Throws `std::invalid_argument` for a negative cost or a key longer than `max_key_bytes`;
   /// `BackendError` when Redis fails under `OnError::raise`.
@@ -252,9 +261,11 @@ class RedisLimiter final : public detail::LayeredMember {
   /// any policies and clocks) as one `EVALSHA` of lua/layered.lua; see `JointBackend::check_jointly`.
   /// Each limiter reads its own clock (`time_source = server` limiters share one `TIME` reading).
   /// Returns false, sending nothing, when the keys are in different cluster slots or two requests name
-  /// the same Redis key (check them one by one then). When Redis fails, every limiter counts the
-  /// failure; if any has `on_error = raise`, `BackendError` is thrown; otherwise each gives its own
-  /// failure decision (fail_open admits as a fresh key, fail_closed denies), all or nothing as above.
+  /// the same Redis key (check them one by one then); also false, with nothing applied, when the slot is
+  /// migrating and the cluster refuses the multi-key script (`TRYAGAIN`). When Redis fails, every
+  /// limiter counts the failure; if any has `on_error = raise`, `BackendError` is thrown; otherwise each
+  /// gives its own failure decision (fail_open admits as a fresh key, fail_closed denies), all or
+  /// nothing as above.
   /// Thread-safe. Throws `std::invalid_argument` for a negative cost or a key over `max_key_bytes`.
   bool check_jointly(std::span<const JointRequest> requests, std::span<Decision> decisions) override {
     return detail::run_layered(requests, decisions);
@@ -311,6 +322,7 @@ class RedisLimiter final : public detail::LayeredMember {
       keys[i] = redis_key(requests[i].key);
       costs[i] = std::to_string(requests[i].cost);
       calls[i].slot = detail::key_slot(keys[i]);
+      calls[i].key = keys[i];  // two requests on one key stay in request order
       fill_args(calls[i].args, "EVALSHA", binding_.script->sha1, keys[i], now_arg, costs[i], mode);
       calls[i].script_body = binding_.script->body;
     }
