@@ -50,7 +50,9 @@ def main():
     cpu = context.get("num_cpus", "?")
     mhz = context.get("mhz_per_cpu", "?")
     out.append(f"Machine: {platform.system()} {platform.machine()}, {cpu} CPUs at {mhz} MHz, "
-               f"{context.get('date', '')}; library build type {context.get('library_build_type', '?')}.\n")
+               f"{context.get('date', '')}; ratelimit and the benchmarks built Release (bench/run.sh); Google "
+               f"Benchmark's own library reports build type {context.get('library_build_type', '?')} (the "
+               f"distribution's package; it times the loop, not the code measured).\n")
 
     floor_atomic = ns(find(mem, "floor/atomic_gcra+clock"))
     floor_map_1m = ns(find(mem, "floor/map_gcra+clock/keys:1000000"))

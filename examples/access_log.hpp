@@ -14,7 +14,7 @@ namespace access_log {
 
 struct Entry {
   std::string client;                 // the remote host field
-  std::chrono::sys_seconds time;      // the request time, converted to UTC
+  std::chrono::sys_seconds time;      // the request time, converted to UTC; fits int64 nanoseconds
   std::string method;                 // "GET"; empty when the request line is not "METHOD TARGET PROTOCOL"
   std::string target;                 // "/path?query"
   int status = 0;                     // HTTP status
@@ -57,7 +57,13 @@ inline std::optional<int> number(std::string_view s, std::size_t digits) {
   return value;
 }
 
-// "17/May/2015:10:05:03 +0000" to UTC.
+/// The times an int64 count of nanoseconds holds, to the second.
+inline constexpr std::chrono::sys_seconds kEarliest{
+    std::chrono::floor<std::chrono::seconds>(std::chrono::nanoseconds::min()) + std::chrono::seconds{1}};
+inline constexpr std::chrono::sys_seconds kLatest{
+    std::chrono::floor<std::chrono::seconds>(std::chrono::nanoseconds::max())};
+
+// "17/May/2015:10:05:03 +0000" to UTC (zones from -2359 to +2359).
 inline std::optional<std::chrono::sys_seconds> timestamp(std::string_view s) {
   static constexpr std::string_view kMonths = "JanFebMarAprMayJunJulAugSepOctNovDec";
   if (s.size() != 26 || s[2] != '/' || s[6] != '/' || s[11] != ':' || s[14] != ':' || s[17] != ':' || s[20] != ' ') {
@@ -68,7 +74,8 @@ inline std::optional<std::chrono::sys_seconds> timestamp(std::string_view s) {
   const auto hour = number(s.substr(12, 2), 2), minute = number(s.substr(15, 2), 2), second = number(s.substr(18, 2), 2);
   const auto zone_h = number(s.substr(22, 2), 2), zone_m = number(s.substr(24, 2), 2);
   if (month_at == std::string_view::npos || month_at % 3 != 0 || !day || !year || !hour || !minute || !second ||
-      !zone_h || !zone_m || (s[21] != '+' && s[21] != '-') || *hour > 23 || *minute > 59 || *second > 60) {
+      !zone_h || !zone_m || (s[21] != '+' && s[21] != '-') || *hour > 23 || *minute > 59 || *second > 60 ||
+      *zone_h > 23 || *zone_m > 59) {
     return std::nullopt;
   }
   const std::chrono::year_month_day date{std::chrono::year{*year},
@@ -76,8 +83,13 @@ inline std::optional<std::chrono::sys_seconds> timestamp(std::string_view s) {
                                          std::chrono::day{static_cast<unsigned>(*day)}};
   if (!date.ok()) return std::nullopt;
   const std::chrono::seconds zone = std::chrono::hours{*zone_h} + std::chrono::minutes{*zone_m};
-  return std::chrono::sys_days{date} + std::chrono::hours{*hour} + std::chrono::minutes{*minute} +
-         std::chrono::seconds{*second} - (s[21] == '+' ? zone : -zone);
+  const std::chrono::sys_seconds utc = std::chrono::sys_days{date} + std::chrono::hours{*hour} +
+                                       std::chrono::minutes{*minute} + std::chrono::seconds{*second} -
+                                       (s[21] == '+' ? zone : -zone);
+  // The replay runs on a nanosecond clock: a time it cannot hold (before 1678 or after April 2262) is
+  // malformed, not wrapped around.
+  if (utc < kEarliest || utc > kLatest) return std::nullopt;
+  return utc;
 }
 
 }  // namespace detail

@@ -13,7 +13,7 @@
 // 256 bytes gets 431, a key no limiter accepts (e.g. a 600-byte forwarded address) 400; any other
 // exception 500; all with a short problem body and nothing of the exception's text.
 //
-//   http_server [--port N] [--host 127.0.0.1] [--redis HOST:PORT] [--trusted-proxy IP]... [--api-key KEY=PLAN]...
+//   http_server [--port N] [--host 127.0.0.1] [--redis HOST[:PORT]] [--trusted-proxy IP]... [--api-key KEY=PLAN]...
 //               [--deny IP]... [--no-limits] [--manual-clock]
 //
 // --manual-clock is for tests: time starts at 0 and moves only by POST /__test/advance?ms=N.
@@ -26,6 +26,8 @@
 #if RATELIMIT_EXAMPLE_REDIS
 #include <ratelimit/redis.hpp>
 #endif
+
+#include "address.hpp"
 
 #include <csignal>
 #include <cstdio>
@@ -109,14 +111,20 @@ struct Config {
 
 /// The client address: the socket peer, or, when the peer is a trusted proxy, the right-most
 /// X-Forwarded-For entry that is not itself a trusted proxy (entries left of it are client-supplied).
+/// Several X-Forwarded-For lines are one list, joined in order (RFC 9110 section 5.3): reading only the
+/// first line would let a client pick its address by sending a line of its own before the proxy's.
 std::string client_ip(const httplib::Request& req, const std::set<std::string, std::less<>>& trusted) {
-  if (!trusted.contains(req.remote_addr) || !req.has_header("X-Forwarded-For")) return req.remote_addr;
+  const char* const field = "X-Forwarded-For";
+  if (!trusted.contains(req.remote_addr) || !req.has_header(field)) return req.remote_addr;
   std::vector<std::string> hops;
-  std::stringstream list(req.get_header_value("X-Forwarded-For"));
-  for (std::string hop; std::getline(list, hop, ',');) {
-    const auto b = hop.find_first_not_of(" \t");
-    const auto e = hop.find_last_not_of(" \t");
-    if (b != std::string::npos) hops.push_back(hop.substr(b, e - b + 1));
+  const std::size_t lines = req.get_header_value_count(field);
+  for (std::size_t line = 0; line < lines; ++line) {
+    std::stringstream list(req.get_header_value(field, line));
+    for (std::string hop; std::getline(list, hop, ',');) {
+      const auto b = hop.find_first_not_of(" \t");
+      const auto e = hop.find_last_not_of(" \t");
+      if (b != std::string::npos) hops.push_back(hop.substr(b, e - b + 1));
+    }
   }
   for (auto it = hops.rbegin(); it != hops.rend(); ++it) {
     if (!trusted.contains(*it)) return *it;
@@ -242,9 +250,18 @@ void problem_reply(httplib::Response& res, int status, const char* title) {
 int main(int argc, char** argv) {
   Config config;
   CLI::App app{"ratelimit example: an HTTP API behind three rate-limit layers"};
+  app.option_defaults()->always_capture_default();  // --help shows each option's default
   app.add_option("--port", config.port, "TCP port; 0 picks a free one (printed on stdout)")->check(CLI::Range(0, 65535));
   app.add_option("--host", config.host, "address to listen on");
-  app.add_option("--redis", config.redis, "HOST:PORT of a Redis server shared by all instances");
+  app.add_option("--redis", config.redis, "HOST[:PORT] ([IPv6]:PORT) of a Redis server shared by all instances")
+      ->check([](const std::string& value) {
+        try {
+          (void)example::parse_address(value, 6379, "--redis");
+          return std::string();
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+      });
   app.add_option("--trusted-proxy", config.trusted_proxies, "peer address whose X-Forwarded-For is believed");
   app.add_option("--api-key", config.api_keys, "KEY=PLAN (free, pro, enterprise); demo-pro and demo-enterprise exist");
   app.add_option("--deny", config.deny, "client IP on the deny list (403)");
@@ -265,10 +282,10 @@ int main(int argc, char** argv) {
     limits_owner = std::make_unique<BackendLimits<MemoryBackend>>(config, MemoryBackend{clock}, clock);
   } else {
 #if RATELIMIT_EXAMPLE_REDIS
-    const auto colon = config.redis.rfind(':');
     ratelimit::redis::RedisOptions options;
-    options.host = config.redis.substr(0, colon);
-    options.port = colon == std::string::npos ? 6379 : std::stoi(config.redis.substr(colon + 1));
+    const example::Address redis = example::parse_address(config.redis, 6379, "--redis");  // checked above
+    options.host = redis.host;
+    options.port = redis.port;
     options.pool_size = 16;
     options.key_prefix = "ratelimit:example:";
     // With --manual-clock every process runs on the test's time; otherwise Redis's TIME is the clock.

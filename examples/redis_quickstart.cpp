@@ -1,19 +1,31 @@
 // Shared rate limiting through Redis: every process using the same server and key prefix shares each
-// key's limit. Usage: redis_quickstart [host:port]   (default 127.0.0.1:6379)
+// key's limit. Usage: redis_quickstart [HOST[:PORT]]   (default 127.0.0.1:6379; IPv6 as [::1]:6379)
 #include <chrono>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 
 #include <ratelimit/redis.hpp>
+
+#include "address.hpp"
 
 using namespace std::chrono_literals;
 
 int main(int argc, char** argv) {
   ratelimit::redis::RedisOptions options;
   const std::string where = argc > 1 ? argv[1] : "127.0.0.1:6379";
-  const auto colon = where.rfind(':');
-  options.host = where.substr(0, colon);
-  options.port = colon == std::string::npos ? 6379 : std::stoi(where.substr(colon + 1));
+  if (argc > 2 || where == "--help" || where == "-h") {
+    std::fprintf(stderr, "usage: redis_quickstart [HOST[:PORT]]   (default 127.0.0.1:6379; IPv6 as [::1]:6379)\n");
+    return argc > 2 ? 2 : 0;
+  }
+  try {
+    const example::Address address = example::parse_address(where, 6379, "address");
+    options.host = address.host;
+    options.port = address.port;
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "redis_quickstart: %s\n", e.what());
+    return 2;
+  }
   options.key_prefix = "quickstart:";
   options.on_error = ratelimit::redis::OnError::raise;  // a demo should say when Redis is not there
 

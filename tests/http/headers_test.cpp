@@ -250,6 +250,39 @@ TEST(HttpProblem, QuotaExceededBodyHasTheDraftTypeAndViolatedPolicies) {
   EXPECT_TRUE(bare.at("violated-policies").empty());
 }
 
+TEST(HttpProblem, InvalidUtf8NeverThrowsAndIsPercentEncoded) {
+  // A denied request for "/x%FF" (decoded path "/x\xFF") made the JSON library throw: a 500 without
+  // Retry-After instead of the 429. Invalid bytes are percent-encoded; valid UTF-8 is kept as it is.
+  const std::vector<std::string> violated{"ip"};
+  std::string body;
+  ASSERT_NO_THROW(body = http::quota_exceeded_json(violated, denial(30, 1500ms, 2s), "/x\xFF"));
+  auto j = nlohmann::json::parse(body);
+  EXPECT_EQ(j.at("instance"), "/x%FF");
+  EXPECT_EQ(j.at("retry-after"), 2);
+  const std::pair<std::string, std::string> cases[] = {
+      {"/caf\xC3\xA9", "/caf\xC3\xA9"},           // valid two-byte sequence: kept
+      {"/\xE2\x82\xAC/\xF0\x9F\x98\x80", "/\xE2\x82\xAC/\xF0\x9F\x98\x80"},  // three and four bytes: kept
+      {"/\xC3", "/%C3"},                           // truncated at the end
+      {"/\xC3x", "/%C3x"},                         // lead byte without its continuation
+      {"/\x80\xBF", "/%80%BF"},                    // lone continuation bytes
+      {"/\xC0\xAF", "/%C0%AF"},                    // overlong '/'
+      {"/\xED\xA0\x80", "/%ED%A0%80"},             // a UTF-16 surrogate
+      {"/\xF4\x90\x80\x80", "/%F4%90%80%80"},      // above U+10FFFF
+      {"/\xFE\xFF", "/%FE%FF"},
+      {std::string("/a\0b", 4), std::string("/a\0b", 4)},  // NUL is valid UTF-8 (JSON escapes it)
+  };
+  for (const auto& [in, out] : cases) {
+    ASSERT_NO_THROW(body = http::problem_json(http::Problem{.violated_policies = violated, .instance = in})) << in;
+    EXPECT_EQ(nlohmann::json::parse(body).at("instance"), out) << in;
+  }
+  // Caller-supplied detail and policy names never throw either (replaced, U+FFFD).
+  const std::vector<std::string> odd{"p\xFF"};
+  ASSERT_NO_THROW(body = http::problem_json(http::Problem{.violated_policies = odd, .detail = "d\xFF"}));
+  j = nlohmann::json::parse(body);
+  EXPECT_EQ(j.at("detail"), "d\xEF\xBF\xBD");
+  EXPECT_EQ(j.at("violated-policies"), nlohmann::json::array({"p\xEF\xBF\xBD"}));
+}
+
 TEST(HttpProblem, DenyListedKeyGetsNoDetailClaimingACostAboveTheLimit) {
   ratelimit::ManualClock clock;
   ratelimit::MemoryLimiter<ratelimit::FixedWindow, ratelimit::ManualClock> limiter(ratelimit::FixedWindow{10, 60s}, {},

@@ -14,6 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "server_process.hpp"
 
@@ -147,8 +151,16 @@ TEST(HttpServerE2E, LoginPenaltyOutlastsTheWindow) {
   auto r = c.Post("/login?user=demo&password=demo");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 429);
-  EXPECT_EQ(header(r, "Retry-After"), "300");
-  EXPECT_EQ(nlohmann::json::parse(r->body).at("violated-policies"), nlohmann::json::array({"login"}));
+  // This denial starts the 15-minute penalty: it must say 900 s, not the window's 300 s (a client that
+  // obeyed 300 s would be denied again).
+  EXPECT_EQ(header(r, "Retry-After"), "900");
+  EXPECT_EQ(header(r, "RateLimit").substr(0, 21), "\"ip\";r=995;t=60, \"fre");
+  EXPECT_NE(header(r, "RateLimit").find("\"login\";r=0;t=900"), std::string::npos) << header(r, "RateLimit");
+  EXPECT_EQ(header(r, "X-RateLimit-Reset"), "900");
+  const auto body = nlohmann::json::parse(r->body);
+  EXPECT_EQ(body.at("violated-policies"), nlohmann::json::array({"login"}));
+  EXPECT_EQ(body.at("retry-after"), 900);
+  EXPECT_EQ(body.at("detail"), "Retry after 900 s.");
   advance(c, 300'000);  // the window has passed, the 15-minute penalty has 10 minutes left
   r = c.Post("/login?user=demo&password=demo");
   ASSERT_TRUE(r);
@@ -189,6 +201,103 @@ TEST(HttpServerE2E, ForwardedForIsBelievedOnlyFromTrustedProxies) {
     ASSERT_TRUE(a && b);
     EXPECT_EQ(header(b, "RateLimit").substr(0, 15), "\"ip\";r=998;t=60");  // both are 127.0.0.1
   }
+}
+
+TEST(HttpServerE2E, ForwardedForLinesAreCombinedInOrder) {
+  // RFC 9110 section 5.3: several X-Forwarded-For lines are one list, in order. Only the first line was
+  // read, so a client repeating the field escaped the deny list and was limited as the address it chose.
+  ServerProcess server({"--manual-clock", "--trusted-proxy", "127.0.0.1", "--trusted-proxy", "192.0.2.1",
+                        "--deny", "10.0.0.2"});
+  httplib::Client c("127.0.0.1", server.port());
+  auto one_line = c.Get("/nope", {{"X-Forwarded-For", "10.0.0.1, 10.0.0.2"}});
+  ASSERT_TRUE(one_line);
+  EXPECT_EQ(one_line->status, 403);
+  auto two_lines = c.Get("/nope", {{"X-Forwarded-For", "10.0.0.1"}, {"X-Forwarded-For", "10.0.0.2"}});
+  ASSERT_TRUE(two_lines);
+  EXPECT_EQ(two_lines->status, 403);
+  // Three lines, the last one a trusted proxy's: the right-most untrusted entry (10.0.0.2) is taken.
+  auto three = c.Get("/nope", {{"X-Forwarded-For", "10.0.0.1"}, {"X-Forwarded-For", "10.0.0.2"},
+                               {"X-Forwarded-For", "192.0.2.1"}});
+  ASSERT_TRUE(three);
+  EXPECT_EQ(three->status, 403);
+  // Two lines of one client: both requests count for 203.0.113.9, none for the spoofed 10.0.0.1.
+  auto a = c.Get("/nope", {{"X-Forwarded-For", "10.0.0.1"}, {"X-Forwarded-For", "203.0.113.9"}});
+  auto b = c.Get("/nope", {{"X-Forwarded-For", "203.0.113.9"}});
+  auto spoofed = c.Get("/nope", {{"X-Forwarded-For", "10.0.0.1"}});
+  ASSERT_TRUE(a && b && spoofed);
+  EXPECT_EQ(a->status, 404);
+  EXPECT_EQ(header(a, "RateLimit").substr(0, 15), "\"ip\";r=999;t=60");
+  EXPECT_EQ(header(b, "RateLimit").substr(0, 15), "\"ip\";r=998;t=60");
+  EXPECT_EQ(header(spoofed, "RateLimit").substr(0, 15), "\"ip\";r=999;t=60");
+}
+
+TEST(HttpServerE2E, DenialOfAPathThatIsNotUtf8IsAnOrdinary429) {
+  // The 11th request of a free client (burst 10) for "/x%FF": a 500 without Retry-After before, because
+  // the problem body's instance (the decoded path, byte 0xFF) made the JSON library throw.
+  ServerProcess server({"--manual-clock"});
+  httplib::Client c("127.0.0.1", server.port());
+  for (int i = 0; i < 10; ++i) {
+    const auto r = c.Get("/x%FF");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 404) << i;
+  }
+  const auto r = c.Get("/x%FF");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+  EXPECT_EQ(header(r, "Retry-After"), "2");
+  EXPECT_NE(header(r, "RateLimit"), "<absent>");
+  const auto body = nlohmann::json::parse(r->body);
+  EXPECT_EQ(body.at("instance"), "/x%FF");
+  EXPECT_EQ(body.at("violated-policies"), nlohmann::json::array({"free-burst"}));
+}
+
+namespace {
+/// Runs the server with `args` to its end; returns its exit status and what it wrote (stdout and stderr).
+int run_server(std::vector<std::string> args, std::string& output) {
+  args.insert(args.begin(), RATELIMIT_HTTP_SERVER);
+  int out[2];
+  if (pipe(out) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], STDOUT_FILENO);
+    dup2(out[1], STDERR_FILENO);
+    close(out[0]);
+    close(out[1]);
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    alarm(20);  // a server that wrongly starts serving is killed (SIGALRM) instead of hanging the test
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(out[1]);
+  char buf[4096];
+  for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;) output.append(buf, static_cast<std::size_t>(n));
+  close(out[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+}  // namespace
+
+TEST(HttpServerE2E, BadRedisAddressIsRefusedClearly) {
+  // "--redis 127.0.0.1:abc" died of an uncaught std::stoi (abort, rc 134).
+  for (const char* bad : {"127.0.0.1:abc", "127.0.0.1:70000", "[::1", "127.0.0.1:"}) {
+    std::string output;
+    const int rc = run_server({"--redis", bad, "--port", "0"}, output);
+    EXPECT_NE(rc, 134) << bad;
+    EXPECT_NE(rc, 0) << bad;
+    EXPECT_LT(rc, 128) << bad << ": killed by a signal";
+    EXPECT_NE(output.find("--redis"), std::string::npos) << output;
+    EXPECT_NE(output.find("expected HOST, HOST:PORT or [IPv6]:PORT"), std::string::npos) << output;
+  }
+}
+
+TEST(HttpServerE2E, HelpShowsTheDefaults) {
+  std::string output;
+  EXPECT_EQ(run_server({"--help"}, output), 0);
+  EXPECT_NE(output.find("8080"), std::string::npos) << output;       // --port
+  EXPECT_NE(output.find("127.0.0.1"), std::string::npos) << output;  // --host
 }
 
 TEST(HttpServerE2E, DenyListedIpGetsForbidden) {
