@@ -161,12 +161,12 @@ TEST(ClusterBatch, NoscriptKeepsTheOrderOfRequestsOnOneKey) {
     }
   });
   threads.emplace_back([&] {
-    for (long i = 0; !stop.load(); ++i) (void)recacher.allow("r" + std::to_string(i % 64));
+    for (long i = 0; !stop.load(); ++i) (void)recacher.allow(std::string("r").append(std::to_string(i % 64)));
   });
   long reversed = 0, pairs = 0;
   for (int batch = 0; batch < 20; ++batch) {
     std::vector<std::string> keys;
-    for (int i = 0; i < 2000; ++i) keys.push_back("b" + std::to_string(batch) + ":" + std::to_string(i));
+    for (int i = 0; i < 2000; ++i) keys.push_back(std::string("b").append(std::to_string(batch)).append(":").append(std::to_string(i)));
     std::vector<Request> requests;
     for (const std::string& k : keys) {
       requests.push_back({k, 3});
