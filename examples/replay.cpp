@@ -1,7 +1,7 @@
 // A dry run of a rate-limiting policy on yesterday's traffic: replays an access log (Common or Combined Log
 // Format) with its own timestamps and prints which clients would have been limited, and how often.
 //
-//   replay --policy gcra --limit 60 --period 60 --burst 20 ../shared/data/access-combined-2015-05.log
+//   replay --policy gcra --limit 60 --period 60 --burst 20 tests/data/access-combined-excerpt.log
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

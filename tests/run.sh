@@ -10,6 +10,7 @@
 #   --bench             or RATELIMIT_BENCH=ON       also build the benchmarks (they are not run)
 #   --jobs N            or RATELIMIT_JOBS=N         build and test jobs (default: nproc)
 #   RATELIMIT_SOAK_SECONDS=N                        also run the Redis soak test for N seconds (default 0: not)
+#   RATELIMIT_TRAFFIC_LOG=PATH                      access log for the replay test (default: tests/data excerpt)
 # Each configuration has its own build directory, build/<compiler>-<type>[-<sanitizers>], so runs
 # never mix objects. Our own targets build with warnings as errors (-DRATELIMIT_WERROR=ON).
 # Sanitizer runs stop at the first error (halt_on_error, -fno-sanitize-recover=all).
@@ -156,7 +157,8 @@ cmake -S "$src_dir" -B "$build_dir" \
   -DRATELIMIT_BUILD_TESTS=ON \
   -DRATELIMIT_BUILD_EXAMPLES=ON \
   -DRATELIMIT_BUILD_BENCH="$bench" \
-  -DRATELIMIT_SOAK_SECONDS="${RATELIMIT_SOAK_SECONDS:-0}"
+  -DRATELIMIT_SOAK_SECONDS="${RATELIMIT_SOAK_SECONDS:-0}" \
+  ${RATELIMIT_TRAFFIC_LOG:+-DRATELIMIT_TRAFFIC_LOG="$RATELIMIT_TRAFFIC_LOG"}
 # The build runs the test binary to list its tests (gtest_discover_tests), so it needs the wrapper too.
 "${wrap[@]}" cmake --build "$build_dir" -j "$jobs"
 "${wrap[@]}" ctest --test-dir "$build_dir" --output-on-failure --no-tests=error -j "$jobs" --timeout 900 \

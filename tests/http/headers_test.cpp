@@ -1,4 +1,4 @@
-// Header fields and problem bodies: expected values worked by hand from SPEC section 6 and the draft.
+// Header fields and problem bodies: expected values worked by hand from README "Header fields" and the draft.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>

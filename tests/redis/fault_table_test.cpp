@@ -1,4 +1,4 @@
-// The fault table (issue 6, README "Redis faults"): each fault is injected into a real redis-server on
+// The fault table (README "Hostile input and faults"): each fault is injected into a real redis-server on
 // loopback while two threads check at full speed through one RedisLimiter (default timeouts and backoff,
 // on_error = fail_closed). Each row asserts: the fault was seen (or, for SCRIPT FLUSH, invisible); every
 // call returned within connect_timeout + command_timeout (so no thread hangs); checks succeed again within

@@ -1,4 +1,4 @@
-// Failure handling (SPEC section 5) under each on_error: SCRIPT FLUSH between calls, Redis restarted
+// Failure handling (README "Redis contract") under each on_error: SCRIPT FLUSH between calls, Redis restarted
 // mid-run, a command slowed past the timeout (CLIENT PAUSE), Redis down at start, reconnect backoff.
 #include <gtest/gtest.h>
 

@@ -30,7 +30,7 @@ using Field = std::pair<std::string, std::string>;
 
 /// A policy as the `RateLimit-Policy` field advertises it: `quota` units per `window`.
 ///
-/// Build it with `quota_policy(name, policy)`, which maps each policy as follows (SPEC section 6):
+/// Build it with `quota_policy(name, policy)`, which maps each policy as follows (README "Header fields"):
 /// - windowed policies (`FixedWindow`, `SlidingWindowLog`, `SlidingWindowCounter`): `q = limit`,
 ///   `w = window`;
 /// - `Gcra{limit, period, burst}`: `q = burst`, `w = burst * T` with `T = ceil(period / limit)`, i.e.

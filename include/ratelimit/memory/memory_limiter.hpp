@@ -27,7 +27,7 @@ namespace ratelimit {
 /// Thread-safe: every method may be called from any number of threads. Checks of one key are
 /// linearizable (each runs under that key's shard lock); checks of keys in different shards run in
 /// parallel. A present key's check does not allocate (except a sliding log growing its entry list). Memory is bounded by `MemoryOptions::max_keys`
-/// (SPEC section 4): a key whose state is full again is reclaimed, and at the cap a new key evicts an
+/// (README "Guarantees"): a key whose state is full again is reclaimed, and at the cap a new key evicts an
 /// approximately least recently used one.
 ///
 /// @tparam P a `Policy` (`FixedWindow`, `SlidingWindowLog`, `SlidingWindowCounter`, `TokenBucket`, `Gcra`).
@@ -115,7 +115,7 @@ class MemoryLimiter {
         kTickNs);
   }
 
-  /// What a cost-1 request would see now, consuming nothing (SPEC section 2). Thread-safe.
+  /// What a cost-1 request would see now, consuming nothing (README "Decisions"). Thread-safe.
   /// Throws `std::invalid_argument` for a key longer than `max_key_bytes`.
   Decision peek(std::string_view key) { return peek(key, clock_.now()); }
 

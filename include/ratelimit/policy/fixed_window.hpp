@@ -12,7 +12,7 @@
 
 namespace ratelimit {
 
-/// Fixed window counter (SPEC section 3): a count per aligned window, reset at each window edge.
+/// Fixed window counter (README "Policy formulas"): a count per aligned window, reset at each window edge.
 ///
 /// Cheapest and simplest; allows up to `2 * limit` across a window edge (the boundary burst).
 /// Example: `FixedWindow{.limit = 100, .window = std::chrono::minutes(1)}`.

@@ -12,7 +12,7 @@
 
 namespace ratelimit {
 
-/// Generic cell rate algorithm (SPEC section 3), from ATM traffic shaping (ITU-T I.371, the "virtual
+/// Generic cell rate algorithm (README "Policy formulas"), from ATM traffic shaping (ITU-T I.371, the "virtual
 /// scheduling" form): one theoretical arrival time (TAT) per key.
 ///
 /// `limit` requests per `period` on average, with up to `burst` at once from idle. Emission interval

@@ -13,7 +13,7 @@
 
 namespace ratelimit {
 
-/// Sliding window counter (SPEC section 3), as popularised by Cloudflare: the estimate
+/// Sliding window counter (README "Policy formulas"), as popularised by Cloudflare: the estimate
 /// `prev * (W - r) / W + cur` smooths the fixed window's boundary burst with two counters per key.
 ///
 /// Approximate: it assumes the previous window's requests were spread evenly. Computed exactly in

@@ -14,7 +14,7 @@
 
 namespace ratelimit {
 
-/// Sliding window log (SPEC section 3): every admitted request is kept as a (timestamp, cost) entry
+/// Sliding window log (README "Policy formulas"): every admitted request is kept as a (timestamp, cost) entry
 /// until it leaves the window `(t - W, t]`.
 ///
 /// Exact (never more than `limit` in any window of length `window`), at the price of memory that grows

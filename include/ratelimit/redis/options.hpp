@@ -18,7 +18,7 @@ struct ClusterNode {
   int port = 6379;
 };
 
-/// Where the time `t` of a check comes from (SPEC section 5).
+/// Where the time `t` of a check comes from (README "Redis contract").
 enum class TimeSource {
   /// The script reads Redis's `TIME`: every application server sees one clock (immune to their skew).
   server,

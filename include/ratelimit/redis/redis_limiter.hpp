@@ -44,11 +44,11 @@ struct Request {
   std::int64_t cost = 1;
 };
 
-/// The Redis backend (SPEC section 5): each check is one atomic Lua script run (`EVALSHA`) on the key's
+/// The Redis backend (README "Redis contract"): each check is one atomic Lua script run (`EVALSHA`) on the key's
 /// Redis key, so any number of threads and processes sharing the server share each key's limit exactly.
 ///
 /// Decisions are those of the in-memory backend for the same calls when times and the policy's
-/// durations are whole microseconds (SPEC section 4, "Backends agree"); Redis keeps time in integer
+/// durations are whole microseconds (README "Guarantees", "Backends agree"); Redis keeps time in integer
 /// microseconds. Thread-safe: every method may be called from any thread; calls go through a pool of
 /// `pool_size` connections. When Redis fails, `RedisOptions::on_error` decides (and `stats()` counts it).
 ///
@@ -106,10 +106,10 @@ class RedisLimiter final : public detail::LayeredMember {
   /// `BackendError` when Redis fails under `OnError::raise`.
   Decision allow(std::string_view key, std::int64_t cost = 1) { return check(key, cost, Mode::check); }
 
-  /// What a cost-1 request would see, consuming nothing (SPEC section 2). Thread-safe. Throws as `allow`.
+  /// What a cost-1 request would see, consuming nothing (README "Decisions"). Thread-safe. Throws as `allow`.
   Decision peek(std::string_view key) { return check(key, 1, Mode::peek); }
 
-  /// Gives back up to `cost` units `key` consumed (SPEC addition "Refunds", the same formulas as
+  /// Gives back up to `cost` units `key` consumed (README "Refunds", the same formulas as
   /// `ratelimit::refund`, run in the policy's script with `ARGV[3] = "2"`), never past full. Returns the
   /// key's state afterwards as a cost-0 check sees it. Thread-safe. Throws as `allow`; when Redis fails
   /// and `on_error` is not `raise`, nothing is given back and a fresh key's state is returned (the
@@ -226,7 +226,7 @@ class RedisLimiter final : public detail::LayeredMember {
     return s;
   }
 
-  /// The Redis key holding `key`'s state: `<prefix><kind>{<encoded key>}<suffix>` (SPEC section 5).
+  /// The Redis key holding `key`'s state: `<prefix><kind>{<encoded key>}<suffix>` (README "Redis contract").
   [[nodiscard]] std::string redis_key(std::string_view key) const {
     return detail::redis_key(options_.key_prefix, P::kind, key, binding_.suffix);
   }

@@ -67,7 +67,7 @@ TEST(RedisRefund, SlidingWindowLogMatchesMemory) { differential(ratelimit::Slidi
 TEST(RedisRefund, SlidingWindowCounterMatchesMemory) { differential(ratelimit::SlidingWindowCounter{7, 2s}, 13); }
 TEST(RedisRefund, GcraMatchesMemory) { differential(ratelimit::Gcra{.limit = 5, .period = 2s, .burst = 4}, 14); }
 TEST(RedisRefund, TokenBucketMatchesMemory) {
-  // T = 2 s / 4 = 0.5 s: whole microseconds, as SPEC section 4 requires for the backends to agree.
+  // T = 2 s / 4 = 0.5 s: whole microseconds, as README "Guarantees" requires for the backends to agree.
   differential(ratelimit::TokenBucket{.capacity = 6, .refill_tokens = 4, .refill_period = 2s}, 15);
 }
 

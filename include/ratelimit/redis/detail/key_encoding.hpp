@@ -1,7 +1,7 @@
 #pragma once
 
 /// @file
-/// Redis key layout (SPEC section 5): `<prefix><policy kind>{<encoded key>}<suffix>`.
+/// Redis key layout (README "Redis contract"): `<prefix><policy kind>{<encoded key>}<suffix>`.
 
 #include <optional>
 #include <string>
