@@ -2,7 +2,7 @@
 // consume-then-refund path, and a race of many threads through three layers.
 #include <gtest/gtest.h>
 
-#include <ratelimit/http.hpp>
+#include <ratelimit/layers.hpp>
 #include <ratelimit/ratelimit.hpp>
 
 #include <array>

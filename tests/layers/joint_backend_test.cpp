@@ -3,7 +3,7 @@
 // check_layers falls back to consume-then-refund.
 #include <gtest/gtest.h>
 
-#include <ratelimit/http.hpp>
+#include <ratelimit/layers.hpp>
 #include <ratelimit/ratelimit.hpp>
 
 #include <stdexcept>
