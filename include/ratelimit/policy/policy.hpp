@@ -35,13 +35,16 @@ struct TickDecision {
 ///
 /// - `evaluate(state, now, cost)`: the decision, assuming the request is committed if allowed.
 /// - `commit(state, now, cost)`: applies an allowed request with `cost >= 1` (the only state write).
+/// - `decide(state, now, cost)`: `evaluate`, then `commit` when admitted with cost >= 1.
 /// - `is_full(state, now)`: true when the key could be forgotten without changing any decision.
+/// The five policies derive all four from one view of the state (`detail::ViewedRules`).
 template <class R>
 concept PolicyRules = std::copy_constructible<R> && std::default_initializable<typename R::State> &&
     requires(const R& rules, typename R::State& state, const typename R::State& cstate, std::int64_t now,
              std::int64_t cost) {
       { rules.evaluate(cstate, now, cost) } -> std::same_as<TickDecision>;
       rules.commit(state, now, cost);
+      { rules.decide(state, now, cost) } -> std::same_as<TickDecision>;
       { rules.is_full(cstate, now) } -> std::same_as<bool>;
       { rules.limit() } -> std::same_as<std::int64_t>;
     };
@@ -86,13 +89,7 @@ inline void require_cost(std::int64_t cost) {
 template <PolicyRules R>
 TickDecision decide(const R& rules, typename R::State& state, std::int64_t now, std::int64_t cost) {
   detail::require_cost(cost);
-  if constexpr (requires { { rules.decide(state, now, cost) } -> std::same_as<TickDecision>; }) {
-    return rules.decide(state, now, cost);  // the same, looking at the state once
-  } else {
-    TickDecision d = rules.evaluate(state, now, cost);
-    if (d.allowed && cost > 0) rules.commit(state, now, cost);
-    return d;
-  }
+  return rules.decide(state, now, cost);
 }
 
 /// What a cost-1 request would see, consuming nothing: `allowed` and `retry_after` of cost 1,
