@@ -110,14 +110,20 @@ struct Config {
 
 /// The client address: the socket peer, or, when the peer is a trusted proxy, the right-most
 /// X-Forwarded-For entry that is not itself a trusted proxy (entries left of it are client-supplied).
+/// Several X-Forwarded-For lines are one list, joined in order (RFC 9110 section 5.3): reading only the
+/// first line would let a client pick its address by sending a line of its own before the proxy's.
 std::string client_ip(const httplib::Request& req, const std::set<std::string, std::less<>>& trusted) {
-  if (!trusted.contains(req.remote_addr) || !req.has_header("X-Forwarded-For")) return req.remote_addr;
+  const char* const field = "X-Forwarded-For";
+  if (!trusted.contains(req.remote_addr) || !req.has_header(field)) return req.remote_addr;
   std::vector<std::string> hops;
-  std::stringstream list(req.get_header_value("X-Forwarded-For"));
-  for (std::string hop; std::getline(list, hop, ',');) {
-    const auto b = hop.find_first_not_of(" \t");
-    const auto e = hop.find_last_not_of(" \t");
-    if (b != std::string::npos) hops.push_back(hop.substr(b, e - b + 1));
+  const std::size_t lines = req.get_header_value_count(field);
+  for (std::size_t line = 0; line < lines; ++line) {
+    std::stringstream list(req.get_header_value(field, line));
+    for (std::string hop; std::getline(list, hop, ',');) {
+      const auto b = hop.find_first_not_of(" \t");
+      const auto e = hop.find_last_not_of(" \t");
+      if (b != std::string::npos) hops.push_back(hop.substr(b, e - b + 1));
+    }
   }
   for (auto it = hops.rbegin(); it != hops.rend(); ++it) {
     if (!trusted.contains(*it)) return *it;

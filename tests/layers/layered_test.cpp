@@ -113,7 +113,7 @@ TEST(Layered, PenaltyDeniesFromMemoryAndChecksNoOtherLayer) {
   const auto over = check();
   ASSERT_FALSE(over);
   EXPECT_EQ(over.layers[1].verdict, Verdict::limited);
-  EXPECT_EQ(over.decision.retry_after, 10s);
+  EXPECT_EQ(over.decision.retry_after, 30s);  // the penalty this denial starts
   clock.advance(15s);  // the window has refilled, the penalty (until 30 s) has not run out
   const auto blocked = check();
   ASSERT_FALSE(blocked);
@@ -125,6 +125,48 @@ TEST(Layered, PenaltyDeniesFromMemoryAndChecksNoOtherLayer) {
   clock.advance(15s);
   EXPECT_TRUE(check());
   EXPECT_EQ(strict.stats().snapshot().denied, 2u);
+}
+
+TEST(Layered, TheDenialThatStartsAPenaltyCarriesThePenaltysWait) {
+  // A client that waited the first 429's Retry-After (the window's 10 s) was denied again for the rest of
+  // the 30 s penalty: the first denial must already say 30 s.
+  ManualClock clock;
+  MemoryLimiter<ratelimit::FixedWindow, ManualClock> a(ratelimit::FixedWindow{1, 10s}, {}, clock);
+  MemoryLimiter<ratelimit::FixedWindow, ManualClock> b(ratelimit::FixedWindow{100, 10s}, {}, clock);
+  LimiterLayer<decltype(a)> strict(a, "strict", {.penalty = 30s});
+  LimiterLayer<decltype(b)> loose(b, "loose");
+  EXPECT_TRUE(ratelimit::check_layers({{&loose, "ip"}, {&strict, "ip"}}));
+  clock.advance(2s);
+  const auto first = ratelimit::check_layers({{&loose, "ip"}, {&strict, "ip"}});
+  ASSERT_FALSE(first);
+  EXPECT_EQ(first.layers[1].verdict, Verdict::limited);
+  EXPECT_EQ(first.layers[1].decision.retry_after, 30s);
+  EXPECT_EQ(first.layers[1].decision.reset_after, 30s);
+  EXPECT_EQ(first.decision, (Decision{.allowed = false, .limit = 1, .remaining = 0, .retry_after = 30s,
+                                      .reset_after = 30s}));
+  EXPECT_EQ(first.reported_by, 1u);
+  const auto fields = ratelimit::http::rate_limit_fields(first.policy_decisions());
+  bool retry_after_30 = false;
+  for (const auto& [name, value] : fields) retry_after_30 = retry_after_30 || (name == "Retry-After" && value == "30");
+  EXPECT_TRUE(retry_after_30);
+  clock.advance(30s - 1ns);  // obeying the header a moment too early is still denied ...
+  EXPECT_FALSE(ratelimit::check_layers({{&loose, "ip"}, {&strict, "ip"}}));
+  clock.advance(1ns);  // ... and obeying it is admitted
+  EXPECT_TRUE(ratelimit::check_layers({{&loose, "ip"}, {&strict, "ip"}}));
+}
+
+TEST(Layered, APenaltyShorterThanTheWaitLeavesTheWait) {
+  ManualClock clock;
+  MemoryLimiter<ratelimit::FixedWindow, ManualClock> a(ratelimit::FixedWindow{1, 60s}, {}, clock);
+  std::chrono::nanoseconds reported{0};
+  LimiterLayer<decltype(a)> layer(a, "a", {.penalty = 5s, .on_limited = [&](const ratelimit::LimitedEvent& e) {
+                                             reported = e.decision.retry_after;
+                                           }});
+  EXPECT_TRUE(ratelimit::check_layers({{&layer, "k"}}));
+  const auto denied = ratelimit::check_layers({{&layer, "k"}});
+  EXPECT_EQ(denied.decision.retry_after, 60s);
+  EXPECT_EQ(denied.decision.reset_after, 60s);
+  EXPECT_EQ(reported, 60s);
 }
 
 TEST(Layered, NoPenaltyForARequestThatCanNeverPass) {

@@ -44,7 +44,8 @@ struct LayerOutcome {
   Verdict verdict = Verdict::unchecked;
   /// The layer's decision. For `rolled_back`, the key's state after the give-back (`allowed`, current
   /// `remaining`); for `penalized`, `remaining = 0` and `retry_after = reset_after =` the rest of the
-  /// penalty; for `deny_listed`, `retry_after = Decision::never`; meaningless for `allow_listed` and
+  /// penalty (and for a `limited` one that started a penalty, its waits are at least the penalty's); for
+  /// `deny_listed`, `retry_after = Decision::never`; meaningless for `allow_listed` and
   /// `unchecked` (they appear in no header).
   Decision decision{};
   /// True when the backend failed and `decision` is its failure policy's answer (`fail_open` admits,
@@ -116,6 +117,14 @@ inline Decision penalty_denial(const Layer& layer, std::int64_t left_ns) {
   const std::chrono::nanoseconds left(left_ns);
   return Decision{.allowed = false, .limit = layer.quota().quota, .remaining = 0, .retry_after = left,
                   .reset_after = left};
+}
+
+/// The denial that starts (or extends) a penalty says the penalty's wait when it is longer than the
+/// quota's: a client obeying the first 429 must not be denied again for it (README "Penalties and lists").
+inline void carry_penalty(Decision& d, std::int64_t left_ns) {
+  const std::chrono::nanoseconds left(left_ns);
+  d.retry_after = std::max(d.retry_after, left);
+  d.reset_after = std::max(d.reset_after, left);
 }
 
 /// An admitted layer's outcome after the give-back: allowed, with the key's current numbers.
@@ -193,7 +202,9 @@ inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<La
 ///    consume and refund, other requests see the consumption (they may be denied spuriously; never
 ///    admitted extra): the documented window of inexactness.
 /// 5. After the checks: a layer that denied for quota (with a finite wait) and has a penalty blocks
-///    the key; counters are updated; `on_limited` runs for each denying layer.
+///    the key, and its decision's `retry_after` and `reset_after` become at least the penalty's rest
+///    (so the headers of this first denial already name the penalty's wait); counters are updated;
+///    `on_limited` runs for each denying layer.
 ///
 /// The same (layer, key) twice in one request consumes both costs; each outcome is that check's own
 /// (the second sees the first's consumption), and a rolled-back one reports the state after the give-back. Thread-safe.
@@ -326,7 +337,9 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests) {
         // A penalty answers a key that exceeded its quota, not a backend that failed.
         if (r.layer->options().penalty.count() > 0 && o.decision.retry_after != Decision::never &&
             !o.backend_failed) {
-          r.layer->penalties().block(r.key, r.layer->now_ns(), r.layer->options().penalty.count());
+          const std::int64_t now = r.layer->now_ns();
+          r.layer->penalties().block(r.key, now, r.layer->options().penalty.count());
+          detail::carry_penalty(o.decision, r.layer->penalties().blocked_for(r.key, now));
         }
         [[fallthrough]];
       case Verdict::penalized:

@@ -147,8 +147,16 @@ TEST(HttpServerE2E, LoginPenaltyOutlastsTheWindow) {
   auto r = c.Post("/login?user=demo&password=demo");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 429);
-  EXPECT_EQ(header(r, "Retry-After"), "300");
-  EXPECT_EQ(nlohmann::json::parse(r->body).at("violated-policies"), nlohmann::json::array({"login"}));
+  // This denial starts the 15-minute penalty: it must say 900 s, not the window's 300 s (a client that
+  // obeyed 300 s would be denied again).
+  EXPECT_EQ(header(r, "Retry-After"), "900");
+  EXPECT_EQ(header(r, "RateLimit").substr(0, 21), "\"ip\";r=995;t=60, \"fre");
+  EXPECT_NE(header(r, "RateLimit").find("\"login\";r=0;t=900"), std::string::npos) << header(r, "RateLimit");
+  EXPECT_EQ(header(r, "X-RateLimit-Reset"), "900");
+  const auto body = nlohmann::json::parse(r->body);
+  EXPECT_EQ(body.at("violated-policies"), nlohmann::json::array({"login"}));
+  EXPECT_EQ(body.at("retry-after"), 900);
+  EXPECT_EQ(body.at("detail"), "Retry after 900 s.");
   advance(c, 300'000);  // the window has passed, the 15-minute penalty has 10 minutes left
   r = c.Post("/login?user=demo&password=demo");
   ASSERT_TRUE(r);
@@ -189,6 +197,34 @@ TEST(HttpServerE2E, ForwardedForIsBelievedOnlyFromTrustedProxies) {
     ASSERT_TRUE(a && b);
     EXPECT_EQ(header(b, "RateLimit").substr(0, 15), "\"ip\";r=998;t=60");  // both are 127.0.0.1
   }
+}
+
+TEST(HttpServerE2E, ForwardedForLinesAreCombinedInOrder) {
+  // RFC 9110 section 5.3: several X-Forwarded-For lines are one list, in order. Only the first line was
+  // read, so a client repeating the field escaped the deny list and was limited as the address it chose.
+  ServerProcess server({"--manual-clock", "--trusted-proxy", "127.0.0.1", "--trusted-proxy", "192.0.2.1",
+                        "--deny", "10.0.0.2"});
+  httplib::Client c("127.0.0.1", server.port());
+  auto one_line = c.Get("/nope", {{"X-Forwarded-For", "10.0.0.1, 10.0.0.2"}});
+  ASSERT_TRUE(one_line);
+  EXPECT_EQ(one_line->status, 403);
+  auto two_lines = c.Get("/nope", {{"X-Forwarded-For", "10.0.0.1"}, {"X-Forwarded-For", "10.0.0.2"}});
+  ASSERT_TRUE(two_lines);
+  EXPECT_EQ(two_lines->status, 403);
+  // Three lines, the last one a trusted proxy's: the right-most untrusted entry (10.0.0.2) is taken.
+  auto three = c.Get("/nope", {{"X-Forwarded-For", "10.0.0.1"}, {"X-Forwarded-For", "10.0.0.2"},
+                               {"X-Forwarded-For", "192.0.2.1"}});
+  ASSERT_TRUE(three);
+  EXPECT_EQ(three->status, 403);
+  // Two lines of one client: both requests count for 203.0.113.9, none for the spoofed 10.0.0.1.
+  auto a = c.Get("/nope", {{"X-Forwarded-For", "10.0.0.1"}, {"X-Forwarded-For", "203.0.113.9"}});
+  auto b = c.Get("/nope", {{"X-Forwarded-For", "203.0.113.9"}});
+  auto spoofed = c.Get("/nope", {{"X-Forwarded-For", "10.0.0.1"}});
+  ASSERT_TRUE(a && b && spoofed);
+  EXPECT_EQ(a->status, 404);
+  EXPECT_EQ(header(a, "RateLimit").substr(0, 15), "\"ip\";r=999;t=60");
+  EXPECT_EQ(header(b, "RateLimit").substr(0, 15), "\"ip\";r=998;t=60");
+  EXPECT_EQ(header(spoofed, "RateLimit").substr(0, 15), "\"ip\";r=999;t=60");
 }
 
 TEST(HttpServerE2E, DenyListedIpGetsForbidden) {
