@@ -26,16 +26,19 @@ struct JointRequest {
 };
 
 /// A limiter whose backend can check several (limiter, key, cost) requests as one atomic step, all or
-/// nothing. Implemented by `redis::RedisLimiter`; the in-memory backend takes its shard locks instead
-/// (`LockableLimiter`). Implementations are thread-safe.
+/// nothing: the one protocol of layered checks (`check_layers`). Implemented by `MemoryLimiter` (the
+/// shard locks of every key, in one global order) and `redis::RedisLimiter` (one Lua script).
+/// Implementations are thread-safe.
 class JointBackend {
  public:
   JointBackend() = default;
   JointBackend(const JointBackend&) = delete;
   JointBackend& operator=(const JointBackend&) = delete;
 
-  /// Limiters returning the same non-null value can be checked together (e.g. the same Redis
-  /// connection pool or cluster router); null means never jointly.
+  /// Limiters returning the same non-null value can be checked together (every `MemoryLimiter` shares
+  /// one; Redis limiters share their connection pool's or cluster router's); null means never jointly.
+  /// Equal domains promise one implementation family, so `check_jointly` may treat every request's
+  /// backend as its own kind.
   [[nodiscard]] virtual const void* joint_domain() const noexcept = 0;
 
   /// Checks every request (all of this limiter's domain) in one atomic step: if every one admits, every

@@ -75,7 +75,7 @@ TEST(JointBackendLayers, OneJointCallAllOrNothingWithOutcomesAndCounters) {
   FakeJointLimiter b(ratelimit::FixedWindow{1, 1min}, clock, &domain);
   LimiterLayer<FakeJointLimiter> la(a, "a");
   LimiterLayer<FakeJointLimiter> lb(b, "b");
-  EXPECT_FALSE(la.lockable());
+  EXPECT_EQ(la.joint()->joint_domain(), &domain);
   EXPECT_EQ(la.joint(), &a);
   const auto first = ratelimit::check_layers({{&la, "k"}, {&lb, "k"}});
   ASSERT_TRUE(first);

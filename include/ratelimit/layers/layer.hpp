@@ -22,7 +22,6 @@
 #include "ratelimit/layers/layer_stats.hpp"
 #include "ratelimit/layers/penalty_box.hpp"
 #include "ratelimit/limiter.hpp"
-#include "ratelimit/memory/key_handle.hpp"
 #include "ratelimit/quota_policy.hpp"
 
 namespace ratelimit {
@@ -107,22 +106,11 @@ class Layer {
 
   // Backend hooks, used by `check_layers` and `refund_layers`.
 
-  /// True when the backend supports `locate` and the `*_locked` functions (in-memory): the layered
-  /// check is then atomic. Otherwise it consumes in order and refunds on a denial.
-  [[nodiscard]] virtual bool lockable() const noexcept = 0;
   /// Nanoseconds since the epoch of the layer's clock (penalties run on it).
   [[nodiscard]] virtual std::int64_t now_ns() = 0;
-  /// See `MemoryLimiter::locate`. Only when `lockable()`.
-  virtual KeyHandle locate(std::string_view key) = 0;
-  /// See `MemoryLimiter::allow_locked`. Only when `lockable()`, under `*handle.lock`.
-  virtual Decision allow_locked(std::string_view key, const KeyHandle& handle, std::int64_t cost) = 0;
-  /// See `MemoryLimiter::refund_locked`. Only when `lockable()`, under `*handle.lock`.
-  virtual Decision refund_locked(std::string_view key, const KeyHandle& handle, std::int64_t cost) = 0;
-  /// See `MemoryLimiter::current_locked`. Only when `lockable()`, under `*handle.lock`.
-  virtual Decision current_locked(std::string_view key, const KeyHandle& handle) = 0;
   /// The backend able to check this layer together with others in one atomic step (see
-  /// `JointBackend`; a `RedisLimiter`), or null. Layers whose backends share a `joint_domain()` are
-  /// checked by one `check_jointly` call instead of consume-then-refund.
+  /// `JointBackend`: a `MemoryLimiter` or a `RedisLimiter`), or null. Layers whose backends share a
+  /// `joint_domain()` are checked by one `check_jointly` call instead of consume-then-refund.
   [[nodiscard]] virtual JointBackend* joint() noexcept { return nullptr; }
   /// The backend's own `allow(key, cost)`; counts a backend error and rethrows when it throws.
   virtual Decision backend_allow(std::string_view key, std::int64_t cost) = 0;
@@ -137,15 +125,6 @@ class Layer {
   PenaltyBox penalties_;
 };
 
-/// Whether `L` offers the in-memory multi-key protocol (`locate` and the `*_locked` functions).
-template <class L>
-concept LockableLimiter = requires(L& l, std::string_view key, const KeyHandle& h, std::int64_t cost) {
-  { l.locate(key) } -> std::same_as<KeyHandle>;
-  { l.allow_locked(key, h, cost) } -> std::same_as<Decision>;
-  { l.refund_locked(key, h, cost) } -> std::same_as<Decision>;
-  { l.current_locked(key, h) } -> std::same_as<Decision>;
-};
-
 /// A limiter that can give quota back.
 template <class L>
 concept RefundableLimiter = Limiter<L> && requires(L& l, std::string_view key, std::int64_t cost) {
@@ -153,8 +132,8 @@ concept RefundableLimiter = Limiter<L> && requires(L& l, std::string_view key, s
 };
 
 /// Adapts a limiter `L` (borrowed: it must outlive the layer) into a `Layer`. `L` needs `refund`, a
-/// `policy()` (for the advertised quota) and a `clock()`; a `MemoryLimiter` also gives atomic
-/// layered checks (shard locks), and so does a `JointBackend` such as `RedisLimiter` (one script).
+/// `policy()` (for the advertised quota) and a `clock()`; a `JointBackend` (`MemoryLimiter`: shard
+/// locks; `RedisLimiter`: one script) also gives atomic layered checks.
 template <RefundableLimiter L>
 class LimiterLayer final : public Layer {
  public:
@@ -167,37 +146,8 @@ class LimiterLayer final : public Layer {
   /// The adapted limiter.
   [[nodiscard]] L& limiter() noexcept { return limiter_; }
 
-  [[nodiscard]] bool lockable() const noexcept override { return LockableLimiter<L>; }
   [[nodiscard]] std::int64_t now_ns() override { return detail::now_ns(limiter_.clock()); }
 
-  KeyHandle locate(std::string_view key) override {
-    if constexpr (LockableLimiter<L>) {
-      return limiter_.locate(key);
-    } else {
-      throw std::logic_error("LimiterLayer::locate: backend has no multi-key locking");
-    }
-  }
-  Decision allow_locked(std::string_view key, const KeyHandle& handle, std::int64_t cost) override {
-    if constexpr (LockableLimiter<L>) {
-      return limiter_.allow_locked(key, handle, cost);
-    } else {
-      throw std::logic_error("LimiterLayer::allow_locked: backend has no multi-key locking");
-    }
-  }
-  Decision refund_locked(std::string_view key, const KeyHandle& handle, std::int64_t cost) override {
-    if constexpr (LockableLimiter<L>) {
-      return limiter_.refund_locked(key, handle, cost);
-    } else {
-      throw std::logic_error("LimiterLayer::refund_locked: backend has no multi-key locking");
-    }
-  }
-  Decision current_locked(std::string_view key, const KeyHandle& handle) override {
-    if constexpr (LockableLimiter<L>) {
-      return limiter_.current_locked(key, handle);
-    } else {
-      throw std::logic_error("LimiterLayer::current_locked: backend has no multi-key locking");
-    }
-  }
   [[nodiscard]] JointBackend* joint() noexcept override {
     if constexpr (std::is_base_of_v<JointBackend, L>) {
       return &limiter_;

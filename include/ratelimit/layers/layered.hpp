@@ -18,10 +18,9 @@
 
 #include "ratelimit/backend_failures.hpp"
 #include "ratelimit/decision.hpp"
-#include "ratelimit/detail/spin_lock.hpp"
 #include "ratelimit/joint_backend.hpp"
 #include "ratelimit/layers/layer.hpp"
-#include "ratelimit/memory/key_handle.hpp"
+#include "ratelimit/memory/joint_check.hpp"
 #include "ratelimit/most_restrictive.hpp"
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/quota_policy.hpp"
@@ -90,25 +89,6 @@ struct LayeredDecision {
 
 namespace detail {
 
-/// Holds a set of shard locks, taken once each in ascending address order (one global order over
-/// every store in the process, so concurrent multi-key checks never deadlock).
-class MultiLock {
- public:
-  explicit MultiLock(std::vector<SpinLock*> locks) : locks_(std::move(locks)) {
-    std::sort(locks_.begin(), locks_.end(), std::less<>());
-    locks_.erase(std::unique(locks_.begin(), locks_.end()), locks_.end());
-    for (SpinLock* l : locks_) l->lock();
-  }
-  MultiLock(const MultiLock&) = delete;
-  MultiLock& operator=(const MultiLock&) = delete;
-  ~MultiLock() {
-    for (auto it = locks_.rbegin(); it != locks_.rend(); ++it) (*it)->unlock();
-  }
-
- private:
-  std::vector<SpinLock*> locks_;
-};
-
 inline Decision listed_denial(const Layer& layer) {
   return Decision{.allowed = false, .limit = layer.quota().quota, .remaining = 0, .retry_after = Decision::never};
 }
@@ -127,14 +107,7 @@ inline void carry_penalty(Decision& d, std::int64_t left_ns) {
   d.reset_after = std::max(d.reset_after, left);
 }
 
-/// An admitted layer's outcome after the give-back: allowed, with the key's current numbers.
-inline Decision given_back(Decision current) {
-  current.allowed = true;
-  current.retry_after = std::chrono::nanoseconds::zero();
-  return current;
-}
-
-/// Step 3 of `check_layers` when every active layer (verdict `unchecked`) has a `JointBackend` of one
+/// Step 2 of `check_layers` when every active layer (verdict `unchecked`) has a `JointBackend` of one
 /// `joint_domain()` and there are at least two: one `check_jointly` call. Sets the active layers'
 /// outcomes and `denied`, and returns true; returns false (outcomes untouched) when there is no such
 /// backend or it declines, for the layer-by-layer path. A backend exception counts a backend error on
@@ -185,23 +158,21 @@ inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<La
 /// 1. From memory, without touching any backend: a key on a layer's deny list is denied
 ///    (`deny_listed`), a key in a layer's penalty is denied (`penalized`); a key on a layer's allow
 ///    list skips that layer (`allow_listed`). If any is denied, no backend is checked.
-/// 2. If every remaining layer is lockable (in-memory): the shard locks of all keys, over all
-///    limiters, are taken in one global order; every layer is checked and consumes; if any denies,
-///    every consumption is given back (an exact inverse under the same locks); locks are released.
-///    Atomic: no other check sees a partial state, and no layer's count ever holds a request that
-///    another layer denied.
-/// 3. Else, if every remaining layer (at least two) has a `JointBackend` of one `joint_domain()` (Redis
-///    layers on one server's pool, or on Redis Cluster one router with every key in one slot): one
-///    atomic `check_jointly` (one Lua script over all keys) evaluates every layer and keeps the
-///    consumptions only if all admit. The outcomes are those of step 2. Redis failures: each layer's
-///    `on_error` applies as for its single checks; if any layer's is `raise`, `BackendError` propagates
-///    (counted as a backend error on every remaining layer); otherwise `fail_open` layers admit and
-///    `fail_closed` layers deny, all or nothing.
-/// 4. Otherwise (mixed backends, keys in different cluster slots, one Redis key twice): layers are
+/// 2. If every remaining layer (at least two) has a `JointBackend` of one `joint_domain()`: one atomic
+///    `check_jointly` evaluates every layer and keeps the consumptions only if all admit. In memory
+///    (any `MemoryLimiter`s) the shard locks of all keys are taken in one global order, every layer
+///    consumes, and on a denial every consumption is given back under the same locks; on Redis (layers
+///    on one server's pool, or on Redis Cluster one router with every key in one slot) it is one Lua
+///    script over all keys. No other check sees a partial state, and no layer's count ever holds a
+///    request that another layer denied. Redis failures: each layer's `on_error` applies as for its
+///    single checks; if any layer's is `raise`, `BackendError` propagates (counted as a backend error
+///    on every remaining layer); otherwise `fail_open` layers admit and `fail_closed` layers deny, all
+///    or nothing.
+/// 3. Otherwise (mixed backends, keys in different cluster slots, one Redis key twice): layers are
 ///    checked in order, stopping at the first denial, and the admitted ones are refunded. Between
 ///    consume and refund, other requests see the consumption (they may be denied spuriously; never
 ///    admitted extra): the documented window of inexactness.
-/// 5. After the checks: a layer that denied for quota (with a finite wait) and has a penalty blocks
+/// 4. After the checks: a layer that denied for quota (with a finite wait) and has a penalty blocks
 ///    the key, and its decision's `retry_after` and `reset_after` become at least the penalty's rest
 ///    (so the headers of this first denial already name the penalty's wait); counters are updated;
 ///    `on_limited` runs for each denying layer.
@@ -245,51 +216,7 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests) {
   auto active = [&](std::size_t i) { return result.layers[i].verdict == Verdict::unchecked; };
   bool denied = denied_early;
   if (!denied_early) {
-    bool all_lockable = true;
-    for (std::size_t i = 0; i < requests.size(); ++i) {
-      if (active(i) && !requests[i].layer->lockable()) all_lockable = false;
-    }
-    if (all_lockable) {
-      std::vector<KeyHandle> handles(requests.size());
-      std::vector<detail::SpinLock*> locks;
-      locks.reserve(requests.size());
-      for (std::size_t i = 0; i < requests.size(); ++i) {
-        if (!active(i)) continue;
-        handles[i] = requests[i].layer->locate(requests[i].key);
-        locks.push_back(handles[i].lock);
-      }
-      detail::MultiLock hold(std::move(locks));
-      std::vector<std::size_t> consumed;  // admitted with cost >= 1, in order
-      auto give_back = [&] {
-        for (auto it = consumed.rbegin(); it != consumed.rend(); ++it) {
-          const LayerRequest& r = requests[*it];
-          r.layer->refund_locked(r.key, handles[*it], r.cost);
-        }
-      };
-      try {
-        for (std::size_t i = 0; i < requests.size(); ++i) {
-          if (!active(i)) continue;
-          const LayerRequest& r = requests[i];
-          LayerOutcome& o = result.layers[i];
-          o.decision = r.layer->allow_locked(r.key, handles[i], r.cost);
-          o.verdict = o.decision.allowed ? Verdict::admitted : Verdict::limited;
-          if (!o.decision.allowed) denied = true;
-          if (o.decision.allowed && r.cost > 0) consumed.push_back(i);
-        }
-      } catch (...) {
-        give_back();
-        throw;
-      }
-      if (denied) {
-        give_back();
-        for (std::size_t i = 0; i < requests.size(); ++i) {
-          LayerOutcome& o = result.layers[i];
-          if (o.verdict != Verdict::admitted) continue;
-          o.verdict = Verdict::rolled_back;
-          o.decision = detail::given_back(requests[i].layer->current_locked(requests[i].key, handles[i]));
-        }
-      }
-    } else if (!detail::check_jointly(requests, result.layers, denied)) {
+    if (!detail::check_jointly(requests, result.layers, denied)) {
       std::vector<std::size_t> consumed;
       auto give_back = [&] {
         for (auto it = consumed.rbegin(); it != consumed.rend(); ++it) {

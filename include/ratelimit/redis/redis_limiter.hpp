@@ -259,7 +259,7 @@ class RedisLimiter final : public detail::LayeredMember {
   /// nothing as above.
   /// Thread-safe. Throws `std::invalid_argument` for a negative cost or a key over `max_key_bytes`.
   bool check_jointly(std::span<const JointRequest> requests, std::span<Decision> decisions) override {
-    return detail::run_layered(requests, decisions);
+    return detail::run_layered(*this, requests, decisions);
   }
 
  private:
