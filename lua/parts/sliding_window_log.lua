@@ -61,8 +61,11 @@ local function sliding_window_log(key, now, cost, mode, L, W)
     local left, i = cost, #at
     while left > 0 and i >= first_live do
       local take = costs[i] < left and costs[i] or left
-      redis.call("ZREM", key, raw[2 * i - 1])
+      -- The smaller member goes in before the old one leaves (their names differ by the cost): removing
+      -- the only member first deletes the key, and on a migrating slot the add is then refused
+      -- mid-script, as for the check below.
       if costs[i] > take then redis.call("ZADD", key, int(at[i]), int(at[i]) .. ":" .. int(costs[i] - take)) end
+      redis.call("ZREM", key, raw[2 * i - 1])
       costs[i], count, left = costs[i] - take, count - take, left - take
       if costs[i] == 0 then i = i - 1 end
     end

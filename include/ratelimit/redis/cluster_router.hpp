@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -102,10 +103,17 @@ class ClusterRouter {
         }
         g->calls.push_back(i);
       }
+      // Leases are taken one after another and held until the reads: take them in one global order (by
+      // node address), or two batches naming two nodes in opposite orders wait for each other.
+      std::vector<std::size_t> order(groups.size());
+      for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+      std::sort(order.begin(), order.end(),
+                [&groups](std::size_t x, std::size_t y) { return std::less<>()(groups[x].node, groups[y].node); });
       std::vector<std::size_t> next;
       std::vector<std::pair<std::size_t, Node*>> unreachable;  // nothing sent: may go elsewhere
       // Write every group first, then read: the nodes run their parts of the batch at the same time.
-      for (Group& g : groups) {
+      for (const std::size_t k : order) {
+        Group& g = groups[k];
         try {
           g.lease.emplace(g.node->pool->acquire());
         } catch (const BackendError& e) {

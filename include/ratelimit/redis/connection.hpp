@@ -159,7 +159,14 @@ class Connection {
     check_usable();
     int done = 0;
     while (done == 0) {
-      if (redisBufferWrite(ctx_.get(), &done) != REDIS_OK) fail(errno);
+      int status = REDIS_OK;
+      int saved_errno = 0;
+      {
+        const detail::SigpipeGuard no_sigpipe;  // a large batch meets a reset socket on a later write
+        status = redisBufferWrite(ctx_.get(), &done);
+        saved_errno = errno;
+      }
+      if (status != REDIS_OK) fail(saved_errno);
     }
   }
 

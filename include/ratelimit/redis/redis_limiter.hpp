@@ -264,9 +264,11 @@ class RedisLimiter final : public detail::LayeredMember {
   /// any policies and clocks) as one `EVALSHA` of lua/layered.lua; see `JointBackend::check_jointly`.
   /// Each limiter reads its own clock (`time_source = server` limiters share one `TIME` reading).
   /// Returns false, sending nothing, when the keys are in different cluster slots or two requests name
-  /// the same Redis key (check them one by one then). When Redis fails, every limiter counts the
-  /// failure; if any has `on_error = raise`, `BackendError` is thrown; otherwise each gives its own
-  /// failure decision (fail_open admits as a fresh key, fail_closed denies), all or nothing as above.
+  /// the same Redis key (check them one by one then); also false, with nothing applied, when the slot is
+  /// migrating and the cluster refuses the multi-key script (`TRYAGAIN`). When Redis fails, every
+  /// limiter counts the failure; if any has `on_error = raise`, `BackendError` is thrown; otherwise each
+  /// gives its own failure decision (fail_open admits as a fresh key, fail_closed denies), all or
+  /// nothing as above.
   /// Thread-safe. Throws `std::invalid_argument` for a negative cost or a key over `max_key_bytes`.
   bool check_jointly(std::span<const JointRequest> requests, std::span<Decision> decisions) override {
     return detail::run_layered(requests, decisions);

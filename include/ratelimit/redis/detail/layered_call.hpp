@@ -73,7 +73,8 @@ class LayeredMember : public JointBackend {
 /// Runs `requests` (all of `LayeredMember`s with one `joint_domain()`) as one layered script call and
 /// fills `decisions`; see `JointBackend::check_jointly`. Returns false, sending nothing, when a request's
 /// backend is not a `LayeredMember` of that domain, two requests name the same Redis key, or (on Redis
-/// Cluster) the keys are in different slots.
+/// Cluster) the keys are in different slots; also false, with nothing applied or counted, when the
+/// cluster answers `TRYAGAIN` (the slot is migrating and its keys are split between the two nodes).
 ///
 /// Failures (connection, timeout, error reply, malformed reply) fail the whole call: every member
 /// counts it; if any member's `on_error` is `raise`, the error is thrown (nothing was consumed unless
@@ -117,7 +118,6 @@ inline bool run_layered(std::span<const JointRequest> requests, std::span<Decisi
   for (const LayeredPart& p : parts) {
     for (const std::string& a : p.argv) args.push_back(a);
   }
-  for (LayeredMember* m : members) m->layered_called();
   try {
     Reply reply;
     if (router != nullptr) {
@@ -126,9 +126,14 @@ inline bool run_layered(std::span<const JointRequest> requests, std::span<Decisi
       call.args = args;
       call.script_body = script.body;
       if (router->execute(std::span<ClusterCall>(&call, 1)) != 0) members[0]->layered_reloaded();
+      // The slot is migrating and only some of the keys are on the node asked: the cluster runs no
+      // multi-key script until the move ends, so the caller checks layer by layer (nothing ran).
+      if (!call.error && is_error(*call.reply, "TRYAGAIN")) return false;
+      for (LayeredMember* m : members) m->layered_called();
       if (call.error) throw *call.error;
       reply = std::move(call.reply);
     } else {
+      for (LayeredMember* m : members) m->layered_called();
       auto lease = pool->acquire();
       reply = lease->command(args);
       if (is_error(*reply, "NOSCRIPT")) {

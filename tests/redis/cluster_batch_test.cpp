@@ -1,0 +1,141 @@
+// Cluster batches under faults and contention: a batch written to connections the servers closed
+// fails by the failure policy instead of killing the process with SIGPIPE, and batches naming the
+// same nodes in opposite orders never wait for each other.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ratelimit/redis.hpp>
+
+#include "cluster_support.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using ratelimit::Decision;
+using ratelimit::redis::OnError;
+using ratelimit::redis::RedisLimiter;
+using ratelimit::redis::Request;
+using ratelimit_test::RedisCluster;
+using ratelimit_test::shared_cluster;
+
+// The body of the SIGPIPE test, run in a child process whose SIGPIPE disposition is the default (so a
+// write to a reset socket outside the library's guard kills it). Exits 0 when every decision of the
+// batch on killed connections was the failure policy's, the failures were counted as io, and the next
+// batch succeeded; another code names what went wrong.
+[[noreturn]] void batch_on_killed_connections(const RedisCluster& cluster) {
+  struct sigaction now {};
+  if (::sigaction(SIGPIPE, nullptr, &now) != 0 || now.sa_handler != SIG_DFL) ::_exit(10);
+  sigset_t blocked;
+  sigemptyset(&blocked);
+  if (::pthread_sigmask(SIG_SETMASK, nullptr, &blocked) != 0 || sigismember(&blocked, SIGPIPE) == 1) ::_exit(11);
+
+  auto o = cluster.options();
+  o.on_error = OnError::fail_closed;
+  o.key_prefix = "sigpipe:" + std::to_string(::getpid()) + ":";
+  o.max_key_bytes = 2000;
+  RedisLimiter limiter(ratelimit::Gcra{.limit = 1000, .period = 1s, .burst = 1000}, o);
+  const std::string pad(1000, 'k');
+  std::vector<std::string> keys;
+  for (int i = 0; i < 30'000; ++i) keys.push_back(pad + std::to_string(i));
+  auto batch = [&](std::size_t n) {
+    std::vector<Request> requests;
+    for (std::size_t i = 0; i < n; ++i) requests.push_back({keys[i], 1});
+    return limiter.allow_many(requests);
+  };
+  for (const Decision& d : batch(3000)) {  // one connection per master, warm
+    if (!d.allowed) ::_exit(12);
+  }
+  if (limiter.stats().failures != 0) ::_exit(13);
+  for (const int port : cluster.master_ports()) {
+    auto admin = RedisCluster::admin(port);
+    (void)admin.command({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+  }
+  for (const Decision& d : batch(keys.size())) {
+    if (d.allowed || d.retry_after != o.failure_retry_after) ::_exit(14);  // fail_closed on every request
+  }
+  const auto s = limiter.stats();
+  if (s.io_errors == 0 || s.failures != s.io_errors) ::_exit(15);
+  for (const Decision& d : batch(100)) {  // new connections: working again
+    if (!d.allowed) ::_exit(16);
+  }
+  std::fprintf(stderr, "survived: %llu io failures\n", static_cast<unsigned long long>(s.io_errors));
+  ::_exit(0);
+}
+
+// A batch far larger than the socket buffers, written to connections every node has just closed: the
+// write meets a reset socket. It must give io failures (fail_closed denials), not SIGPIPE (exit 141).
+// Run in a child with SIGPIPE at its default disposition, whatever this process's is.
+TEST(ClusterBatch, WriteToClosedConnectionsFailsInsteadOfRaisingSigpipe) {
+  RATELIMIT_REQUIRE_CLUSTER();
+  const RedisCluster& cluster = *shared_cluster();
+  GTEST_FLAG_SET(death_test_style, "fast");  // the child uses this process's cluster
+  EXPECT_EXIT(
+      {
+        ::signal(SIGPIPE, SIG_DFL);
+        sigset_t pipe;
+        sigemptyset(&pipe);
+        sigaddset(&pipe, SIGPIPE);
+        ::pthread_sigmask(SIG_UNBLOCK, &pipe, nullptr);
+        batch_on_killed_connections(cluster);
+      },
+      testing::ExitedWithCode(0), "survived");
+}
+
+// Two keys on different masters; half the threads send allow_many({a, b}), half {b, a}, with one
+// connection per node: a healthy cluster must answer every check (a batch that held one node's only
+// connection while waiting for the other's would time out against its mirror image).
+TEST(ClusterBatch, OppositeNodeOrdersNeverTimeOut) {
+  RATELIMIT_REQUIRE_CLUSTER();
+  auto o = shared_cluster()->options();
+  o.on_error = OnError::fail_closed;
+  o.key_prefix = ratelimit_test::unique_prefix();
+  o.pool_size = 1;
+  o.command_timeout = 100ms;
+  RedisLimiter limiter(ratelimit::Gcra{.limit = 1'000'000, .period = 1s, .burst = 1'000'000}, o);
+  std::map<std::string, std::string> by_owner;
+  for (int i = 0; by_owner.size() < 2 && i < 1000; ++i) {
+    std::string k = "k";
+    k += std::to_string(i);
+    (void)limiter.peek(k);  // loads the map
+    by_owner.emplace(limiter.cluster()->owner_of(ratelimit::redis::detail::key_slot(limiter.redis_key(k))), k);
+  }
+  ASSERT_EQ(by_owner.size(), 2u);
+  const std::string a = by_owner.begin()->second;
+  const std::string b = std::next(by_owner.begin())->second;
+  const std::vector<Request> forward{{a, 1}, {b, 1}};
+  const std::vector<Request> backward{{b, 1}, {a, 1}};
+  std::atomic<bool> stop{false};
+  std::atomic<long> checks{0}, denied{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      while (!stop.load()) {
+        for (const Decision& d : limiter.allow_many(t == 0 ? forward : backward)) {
+          ++checks;
+          if (!d.allowed) ++denied;
+        }
+      }
+    });
+  }
+  std::this_thread::sleep_for(1500ms);
+  stop = true;
+  for (auto& t : threads) t.join();
+  const auto s = limiter.stats();
+  std::printf("opposite orders, pool_size 1, 2 threads, 1.5 s: %ld checks, %llu failures (%llu timeouts)\n",
+              checks.load(), static_cast<unsigned long long>(s.failures), static_cast<unsigned long long>(s.timeouts));
+  EXPECT_EQ(s.failures, 0u);
+  EXPECT_EQ(denied.load(), 0);
+  EXPECT_GT(checks.load(), 100);
+}
+
+}  // namespace
