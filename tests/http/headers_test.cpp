@@ -183,6 +183,30 @@ TEST(HttpHeaders, EpochResetRoundsUpTheAbsoluteTime) {
   EXPECT_EQ(field(full, "X-RateLimit-Reset"), "1700000001");  // ceil(now) when full
 }
 
+// now + reset_after past the end of int64 nanoseconds (a penalty of nanoseconds::max()) saturates at
+// INT64_MAX ns, ceil(9'223'372'036.85...) s, instead of overflowing (to "0").
+TEST(HttpHeaders, EpochResetSaturatesInsteadOfOverflowing) {
+  const auto q = http::quota_policy("p", ratelimit::FixedWindow{1, 1min});
+  const http::FieldOptions o{.reset = http::ResetFormat::epoch_seconds,
+                             .now = std::chrono::system_clock::time_point(1'700'000'000s)};
+  const Decision far{.allowed = false, .limit = 1, .remaining = 0, .retry_after = 1s,
+                     .reset_after = std::chrono::nanoseconds::max() - 1s};
+  EXPECT_EQ(field(http::rate_limit_fields(q, far, o), "X-RateLimit-Reset"), "9223372037");
+
+  ratelimit::ManualClock clock;
+  clock.advance(1'700'000'000s);
+  ratelimit::MemoryLimiter<ratelimit::FixedWindow, ratelimit::ManualClock> l(ratelimit::FixedWindow{1, 1min}, {},
+                                                                            clock);
+  ratelimit::LimiterLayer<decltype(l)> layer(l, "login", {.penalty = std::chrono::nanoseconds::max()});
+  ASSERT_TRUE(ratelimit::check_layers({{&layer, "k"}}));
+  ASSERT_FALSE(ratelimit::check_layers({{&layer, "k"}}));  // starts the penalty
+  const auto d = ratelimit::check_layers({{&layer, "k"}});
+  ASSERT_EQ(d.layers[0].verdict, ratelimit::Verdict::penalized);
+  const auto f = http::rate_limit_fields(d.policy_decisions(), o);
+  EXPECT_EQ(field(f, "X-RateLimit-Reset"), "9223372037");
+  EXPECT_EQ(field(f, "Retry-After"), "7523372037");  // ceil((INT64_MAX ns - now) / 1 s)
+}
+
 TEST(HttpHeaders, MostRestrictiveTable) {
   using ratelimit::most_restrictive;
   const Decision ok5{.allowed = true, .limit = 9, .remaining = 5, .reset_after = 1s};

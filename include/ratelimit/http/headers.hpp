@@ -157,8 +157,10 @@ template <class P>
     if (options.reset == ResetFormat::epoch_seconds) {
       const auto now = options.now == std::chrono::system_clock::time_point{} ? std::chrono::system_clock::now()
                                                                               : options.now;
-      const auto at = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()) + d.reset_after;
-      reset = ceil_seconds(at);
+      // Saturating: a long penalty (up to nanoseconds::max()) ends past what int64 nanoseconds can count.
+      const std::int64_t at_ns = ratelimit::detail::saturating_add(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count(), d.reset_after.count());
+      reset = at_ns <= 0 ? 0 : ratelimit::detail::ceil_div(at_ns, 1'000'000'000);
     }
     fields.emplace_back("X-RateLimit-Reset", std::to_string(reset));
   }

@@ -65,7 +65,9 @@ struct LimitedEvent {
 /// Options of a layer; every field has a working default (no penalty, no callback).
 struct LayerOptions {
   /// Block-after-exceed: a key this layer denies for its quota is then denied for this long, from
-  /// memory, without a backend check. 0 (default) turns it off; otherwise > 0.
+  /// memory, without a backend check. 0 (default) turns it off; otherwise > 0, any length up to
+  /// `nanoseconds::max()`: a penalty ends at the latest at INT64_MAX ns on the layer's clock (saturating),
+  /// and the header fields saturate there too.
   std::chrono::nanoseconds penalty{0};
   /// Most keys in a penalty at once (see `PenaltyBox`); >= 1.
   std::size_t penalty_max_keys = 100'000;

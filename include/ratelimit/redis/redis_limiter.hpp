@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -92,14 +93,22 @@ class RedisLimiter final : public detail::LayeredMember {
   RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, C clock = {})
       : RedisLimiter(std::move(policy), std::shared_ptr<ConnectionPool>(), std::move(router), std::move(clock)) {}
 
-  /// As above with this limiter's own `key_prefix` instead of the pool's: limiters of the same policy
-  /// kind that share a pool (e.g. a per-minute and a per-day fixed window over the same keys) must use
-  /// distinct prefixes, or they share their Redis keys. Throws `std::invalid_argument` naming
-  /// `RedisOptions.key_prefix` when it holds `{` or `}`.
+  /// As above with this limiter's own `key_prefix` instead of the pool's. Throws
+  /// `std::invalid_argument` naming `RedisOptions.key_prefix` when it holds `{` or `}`.
   RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, std::string key_prefix, C clock = {})
-      : policy_(std::move(policy)), rules_(policy_.rules(detail::kTickNs)),
-        binding_(detail::bind<P>(rules_)), pool_(std::move(pool)),
-        options_(checked(with_prefix(pool_->options(), std::move(key_prefix)))), clock_(std::move(clock)) {}
+      : RedisLimiter(std::move(policy), pool, with_prefix(pool->options().limiter(), std::move(key_prefix)),
+                     std::move(clock)) {}
+
+  /// Sharing `pool`'s connections, with this limiter's own options (key prefix, name, time source,
+  /// failure policy): e.g. the layers of a layered limit, each named. Throws `std::invalid_argument`
+  /// naming the field.
+  RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, const LimiterOptions& limiter, C clock = {})
+      : RedisLimiter(std::move(policy), pool, std::shared_ptr<ClusterRouter>(), std::move(clock), &limiter) {}
+
+  /// On Redis Cluster, sharing `router`, with this limiter's own options. Throws as above.
+  RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, const LimiterOptions& limiter, C clock = {})
+      : RedisLimiter(std::move(policy), std::shared_ptr<ConnectionPool>(), std::move(router), std::move(clock),
+                     &limiter) {}
 
   /// Checks `cost` units for `key` and consumes them if admitted (cost >= 1). Thread-safe.
   /// Throws `std::invalid_argument` for a negative cost or a key longer than `max_key_bytes`;
@@ -226,10 +235,13 @@ class RedisLimiter final : public detail::LayeredMember {
     return s;
   }
 
-  /// The Redis key holding `key`'s state: `<prefix><kind>{<encoded key>}<suffix>` (README "Redis contract").
+  /// The Redis key holding `key`'s state: `<prefix><identity>{<encoded key>}<suffix>`, the identity being
+  /// `<kind>:<parameters>` or, with `LimiterOptions::name`, `<kind>@<name>` (README "Redis backend").
   [[nodiscard]] std::string redis_key(std::string_view key) const {
-    return detail::redis_key(options_.key_prefix, P::kind, key, binding_.suffix);
+    return detail::redis_key(options_.key_prefix, identity_, key, binding_.suffix);
   }
+  /// This limiter's identity in its Redis keys (see `redis_key`). Thread-safe (immutable).
+  [[nodiscard]] const std::string& identity() const noexcept { return identity_; }
 
   /// The policy as given (durations in nanoseconds). Thread-safe (immutable).
   [[nodiscard]] const P& policy() const noexcept { return policy_; }
@@ -296,10 +308,19 @@ class RedisLimiter final : public detail::LayeredMember {
     return m == Mode::check ? "0" : (m == Mode::peek ? "1" : "2");
   }
 
-  RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, std::shared_ptr<ClusterRouter> router, C clock)
+  RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, std::shared_ptr<ClusterRouter> router, C clock,
+               const LimiterOptions* limiter = nullptr)
       : policy_(std::move(policy)), rules_(policy_.rules(detail::kTickNs)), binding_(detail::bind<P>(rules_)),
         pool_(std::move(pool)), cluster_(std::move(router)),
-        options_(checked(cluster_ ? cluster_->options() : pool_->options())), clock_(std::move(clock)) {}
+        options_(checked(own_options(pool_.get(), cluster_.get(), limiter))),
+        identity_(detail::limiter_identity(P::kind, options_.name, binding_.params)), clock_(std::move(clock)) {}
+
+  static RedisOptions own_options(const ConnectionPool* pool, const ClusterRouter* router,
+                                  const LimiterOptions* limiter) {
+    if (pool == nullptr && router == nullptr) throw std::invalid_argument("RedisLimiter: null pool or router");
+    const RedisOptions& shared = router != nullptr ? router->options() : pool->options();
+    return limiter != nullptr ? shared.with(*limiter) : shared;
+  }
 
   /// Cluster mode: every request as its own EVALSHA on its slot's master (grouped and pipelined per
   /// node by the router); failures are per request. Under `raise`, the first failure is thrown after
@@ -348,7 +369,7 @@ class RedisLimiter final : public detail::LayeredMember {
     return true;
   }
 
-  static RedisOptions with_prefix(RedisOptions o, std::string prefix) {
+  static LimiterOptions with_prefix(LimiterOptions o, std::string prefix) {
     o.key_prefix = std::move(prefix);
     return o;
   }
@@ -357,6 +378,10 @@ class RedisLimiter final : public detail::LayeredMember {
     if (o.key_prefix.find_first_of("{}") != std::string::npos) {
       ratelimit::detail::invalid("RedisOptions.key_prefix", "must not contain '{' or '}' (they delimit the hash tag)");
     }
+    if (o.name.find_first_of("{}") != std::string::npos) {
+      ratelimit::detail::invalid("LimiterOptions.name", "must not contain '{' or '}' (they delimit the hash tag)");
+    }
+    if (o.name.size() > 256) ratelimit::detail::invalid("LimiterOptions.name", "must be at most 256 bytes");
     if (o.max_key_bytes > (std::size_t{1} << 20)) ratelimit::detail::invalid("RedisOptions.max_key_bytes", "must be <= 2^20");
     // A denial always names a wait (acquire and Retry-After rely on it), and one in nanoseconds must fit.
     if (o.failure_retry_after.count() <= 0 || o.failure_retry_after > std::chrono::days(365)) {
@@ -465,6 +490,7 @@ class RedisLimiter final : public detail::LayeredMember {
   std::shared_ptr<ConnectionPool> pool_;     // null on Redis Cluster
   std::shared_ptr<ClusterRouter> cluster_;  // null on a single server
   RedisOptions options_;
+  std::string identity_;  // <kind>:<params> or <kind>@<name>
   C clock_;
   std::atomic<bool> loaded_{false};
   std::atomic<std::uint64_t> calls_{0};

@@ -129,8 +129,8 @@ TEST(RedisLayered, DeniedRequestsLeaveNothingOnceChecksReturn) {
   for (std::size_t i = 0; i < eps.size(); ++i) EXPECT_EQ(25 - ep.peek(eps[i]).remaining, ep_ok[i].load());
 }
 
-// Two limiters of one policy kind on one pool share Redis keys unless each has its own prefix (as the
-// per-minute and per-day limits of a tier do).
+// Limiters of one policy kind on one pool: an own prefix keeps them apart, and so do different
+// parameters (the policy is the identity; the per-minute and per-day limits of a tier).
 TEST(RedisLayered, OwnKeyPrefixKeepsSameKindLimitersApart) {
   RATELIMIT_REQUIRE_REDIS();
   ManualClock clock;
@@ -144,7 +144,9 @@ TEST(RedisLayered, OwnKeyPrefixKeepsSameKindLimitersApart) {
   RedisLimiter<ratelimit::FixedWindow, ManualClock> shared(ratelimit::FixedWindow{1000, 24h}, pool, clock);
   RedisLimiter<ratelimit::FixedWindow, ManualClock> shared_too(ratelimit::FixedWindow{30, 1min}, pool, clock);
   EXPECT_EQ(shared.allow("k").remaining, 999);
-  EXPECT_EQ(shared_too.allow("k").remaining, 28);  // the same Redis key: the pitfall the prefix avoids
+  EXPECT_EQ(shared_too.allow("k").remaining, 29);  // its own key under the pool's prefix, not the day's
+  EXPECT_NE(shared.redis_key("k"), shared_too.redis_key("k"));
+  EXPECT_EQ(shared.peek("k").remaining, 999);
   EXPECT_THROW((RedisLimiter<ratelimit::FixedWindow, ManualClock>(ratelimit::FixedWindow{1, 1s}, pool, "a{b", clock)),
                std::invalid_argument);
 }
