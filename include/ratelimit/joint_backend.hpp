@@ -42,16 +42,17 @@ class JointBackend {
   [[nodiscard]] virtual const void* joint_domain() const noexcept = 0;
 
   /// Checks every request (all of this limiter's domain) in one atomic step: if every one admits, every
-  /// consumption (cost >= 1) is kept; otherwise none is. Fills `decisions` (as many as `requests`): each
+  /// consumption (cost >= 1) is kept; otherwise none is. Fills `results` (as many as `requests`): each
   /// request's decision when all admit; when any denies, the denying ones' decisions, and for the
   /// admitting ones their state with nothing consumed (`allowed`, current `remaining`, `retry_after`
-  /// 0, current `reset_after`).
+  /// 0, current `reset_after`). A result whose outcome is `Outcome::failure_policy` is the backend's
+  /// failure-policy answer, not a quota decision.
   ///
   /// Returns false, having sent nothing, when these requests cannot be one step (e.g. keys in different
   /// Redis Cluster slots, the same backend key twice); the caller then checks them one by one.
   /// Throws `std::invalid_argument` for a bad key or cost; backend failures follow each limiter's own
   /// failure policy (see the implementation).
-  virtual bool check_jointly(std::span<const JointRequest> requests, std::span<Decision> decisions) = 0;
+  virtual bool check_jointly(std::span<const JointRequest> requests, std::span<CheckResult> results) = 0;
 
  protected:
   ~JointBackend() = default;

@@ -39,19 +39,19 @@ class FakeJointLimiter final : public ratelimit::JointBackend {
 
   const void* joint_domain() const noexcept override { return domain_; }
   // The reference: consume each, and on a denial give every consumption back (reporting the state).
-  bool check_jointly(std::span<const JointRequest> requests, std::span<Decision> decisions) override {
+  bool check_jointly(std::span<const JointRequest> requests, std::span<ratelimit::CheckResult> results) override {
     ++joint_calls;
     if (mode_ == Joint::declines) return false;
     if (mode_ == Joint::throws) throw std::runtime_error("backend down");
     bool all = true;
     for (std::size_t i = 0; i < requests.size(); ++i) {
-      decisions[i] = static_cast<FakeJointLimiter*>(requests[i].backend)->inner_.allow(requests[i].key, requests[i].cost);
-      all = all && decisions[i].allowed;
+      results[i].decision = static_cast<FakeJointLimiter*>(requests[i].backend)->inner_.allow(requests[i].key, requests[i].cost);
+      all = all && results[i].decision.allowed;
     }
     if (!all) {
       for (std::size_t i = 0; i < requests.size(); ++i) {
-        if (!decisions[i].allowed) continue;
-        decisions[i] = static_cast<FakeJointLimiter*>(requests[i].backend)->inner_.refund(requests[i].key, requests[i].cost);
+        if (!results[i].decision.allowed) continue;
+        results[i].decision = static_cast<FakeJointLimiter*>(requests[i].backend)->inner_.refund(requests[i].key, requests[i].cost);
       }
     }
     return true;

@@ -63,7 +63,7 @@ Row run(const Scenario& sc) {
   auto server = std::make_unique<RedisServer>(ratelimit_test::redis_server_binary());
   ratelimit::redis::RedisOptions o = server->options();
   o.key_prefix = ratelimit_test::unique_prefix();
-  o.on_error = ratelimit::redis::OnError::fail_closed;
+  o.on_error = ratelimit::FailurePolicy::fail_closed;
   o.failure_retry_after = kFailureRetry;
   o.pool_size = kPool;
   sc.setup(*server, o);

@@ -111,13 +111,13 @@ TEST_F(KeyIdentityTest, SharedPoolAndJointCheck) {
   EXPECT_EQ(ratelimit::redis::detail::key_slot(per_minute.redis_key("alice")),
             ratelimit::redis::detail::key_slot(per_day.redis_key("alice")));
   std::array<ratelimit::JointRequest, 2> requests{{{&per_minute, "alice", 1}, {&per_day, "alice", 1}}};
-  std::array<ratelimit::Decision, 2> out{};
+  std::array<ratelimit::CheckResult, 2> out{};
   ASSERT_TRUE(per_minute.check_jointly(requests, out));
-  EXPECT_EQ(out[0].remaining, 1);
-  EXPECT_EQ(out[1].remaining, 999);
+  EXPECT_EQ(out[0].decision.remaining, 1);
+  EXPECT_EQ(out[1].decision.remaining, 999);
   ASSERT_TRUE(per_minute.check_jointly(requests, out));
   ASSERT_TRUE(per_minute.check_jointly(requests, out));  // the minute denies: nothing consumed
-  EXPECT_FALSE(out[0].allowed);
+  EXPECT_FALSE(out[0].decision.allowed);
   EXPECT_EQ(per_day.peek("alice").remaining, 998);
   ratelimit::redis::LimiterOptions lo;
   lo.key_prefix = o.key_prefix;

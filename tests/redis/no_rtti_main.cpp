@@ -14,7 +14,7 @@ int main() {
   ratelimit::redis::RedisOptions o;
   o.port = 1;  // nothing listens there: connection refused
   o.connect_timeout = 100ms;
-  o.on_error = ratelimit::redis::OnError::fail_open;
+  o.on_error = ratelimit::FailurePolicy::fail_open;
   auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(o);
   ratelimit::redis::RedisLimiter a(ratelimit::FixedWindow{.limit = 5, .window = 1s}, pool, "a:");
   ratelimit::redis::RedisLimiter b(ratelimit::Gcra{.limit = 5, .period = 1s, .burst = 2}, pool, "b:");

@@ -114,8 +114,9 @@ class Layer {
   /// `JointBackend`: a `MemoryLimiter` or a `RedisLimiter`), or null. Layers whose backends share a
   /// `joint_domain()` are checked by one `check_jointly` call instead of consume-then-refund.
   [[nodiscard]] virtual JointBackend* joint() noexcept { return nullptr; }
-  /// The backend's own `allow(key, cost)`; counts a backend error and rethrows when it throws.
-  virtual Decision backend_allow(std::string_view key, std::int64_t cost) = 0;
+  /// The backend's own check of `cost` for `key` (its `check`, else `allow`), saying whether the
+  /// backend's failure policy answered; counts a backend error and rethrows when it throws.
+  virtual CheckResult backend_allow(std::string_view key, std::int64_t cost) = 0;
   /// The backend's own `refund(key, cost)`; counts a backend error and rethrows when it throws.
   virtual Decision backend_refund(std::string_view key, std::int64_t cost) = 0;
 
@@ -157,8 +158,14 @@ class LimiterLayer final : public Layer {
       return nullptr;
     }
   }
-  Decision backend_allow(std::string_view key, std::int64_t cost) override {
-    return counting_errors([&] { return limiter_.allow(key, cost); });
+  CheckResult backend_allow(std::string_view key, std::int64_t cost) override {
+    return counting_errors([&] {
+      if constexpr (requires { { limiter_.check(key, cost) } -> std::same_as<CheckResult>; }) {
+        return limiter_.check(key, cost);
+      } else {
+        return CheckResult{limiter_.allow(key, cost), Outcome::decided};  // a backend that cannot fail
+      }
+    });
   }
   Decision backend_refund(std::string_view key, std::int64_t cost) override {
     return counting_errors([&] { return limiter_.refund(key, cost); });
@@ -166,7 +173,7 @@ class LimiterLayer final : public Layer {
 
  private:
   template <class Fn>
-  Decision counting_errors(Fn fn) {
+  auto counting_errors(Fn fn) -> decltype(fn()) {
     try {
       return fn();
     } catch (const std::invalid_argument&) {

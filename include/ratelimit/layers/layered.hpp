@@ -16,7 +16,6 @@
 #include <string_view>
 #include <vector>
 
-#include "ratelimit/backend_failures.hpp"
 #include "ratelimit/decision.hpp"
 #include "ratelimit/joint_backend.hpp"
 #include "ratelimit/layers/layer.hpp"
@@ -126,11 +125,10 @@ inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<La
     index.push_back(i);
   }
   if (joint.size() < 2) return false;
-  std::vector<Decision> decisions(joint.size());
+  std::vector<CheckResult> results(joint.size());
   bool ran = false;
-  const std::uint64_t failures_before = thread_backend_failures();
   try {
-    ran = joint.front().backend->check_jointly(joint, decisions);
+    ran = joint.front().backend->check_jointly(joint, results);
   } catch (const std::invalid_argument&) {
     throw;  // the caller's mistake, not the backend's
   } catch (...) {
@@ -139,13 +137,13 @@ inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<La
   }
   if (!ran) return false;
   bool all = true;
-  for (const Decision& d : decisions) all = all && d.allowed;
-  const bool failed = thread_backend_failures() != failures_before;  // one script: all fail together
+  for (const CheckResult& r : results) all = all && r.decision.allowed;
   for (std::size_t k = 0; k < joint.size(); ++k) {
     LayerOutcome& o = outcomes[index[k]];
-    o.verdict = !decisions[k].allowed ? Verdict::limited : (all ? Verdict::admitted : Verdict::rolled_back);
-    o.decision = o.verdict == Verdict::rolled_back ? given_back(decisions[k]) : decisions[k];
-    o.backend_failed = failed;
+    const Decision& d = results[k].decision;
+    o.verdict = !d.allowed ? Verdict::limited : (all ? Verdict::admitted : Verdict::rolled_back);
+    o.decision = o.verdict == Verdict::rolled_back ? given_back(d) : d;
+    o.backend_failed = results[k].failed();
   }
   denied = !all;
   return true;
@@ -231,9 +229,9 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests) {
           if (!active(i)) continue;
           const LayerRequest& r = requests[i];
           LayerOutcome& o = result.layers[i];
-          const std::uint64_t failures_before = detail::thread_backend_failures();
-          o.decision = r.layer->backend_allow(r.key, r.cost);
-          o.backend_failed = detail::thread_backend_failures() != failures_before;
+          const CheckResult checked = r.layer->backend_allow(r.key, r.cost);
+          o.decision = checked.decision;
+          o.backend_failed = checked.failed();
           o.verdict = o.decision.allowed ? Verdict::admitted : Verdict::limited;
           if (!o.decision.allowed) denied = true;
           if (o.decision.allowed && r.cost > 0) consumed.push_back(i);

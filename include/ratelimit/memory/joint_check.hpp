@@ -63,7 +63,7 @@ class LockedMember : public JointBackend {
   virtual Decision current_under_lock(std::string_view key, const KeyHandle& handle) = 0;
 
   [[nodiscard]] const void* joint_domain() const noexcept final { return memory_joint_domain(); }
-  bool check_jointly(std::span<const JointRequest> requests, std::span<Decision> decisions) final;
+  bool check_jointly(std::span<const JointRequest> requests, std::span<CheckResult> results) final;
 
  protected:
   ~LockedMember() = default;
@@ -78,9 +78,10 @@ class LockedMember : public JointBackend {
 
 /// See `JointBackend::check_jointly`. Requests are checked in order under all their locks, so the same
 /// key twice consumes both costs (the second sees the first). Atomic: no other check sees a partial
-/// state. Exceptions (a bad key) leave nothing consumed.
-inline bool LockedMember::check_jointly(std::span<const JointRequest> requests, std::span<Decision> decisions) {
-  if (decisions.size() != requests.size()) return false;
+/// state; every outcome is `Outcome::decided` (memory cannot fail). Exceptions (a bad key) leave
+/// nothing consumed.
+inline bool LockedMember::check_jointly(std::span<const JointRequest> requests, std::span<CheckResult> results) {
+  if (results.size() != requests.size()) return false;
   for (const JointRequest& r : requests) {
     if (r.backend == nullptr || r.backend->joint_domain() != memory_joint_domain()) return false;
   }
@@ -104,9 +105,9 @@ inline bool LockedMember::check_jointly(std::span<const JointRequest> requests, 
   bool denied = false;
   try {
     for (std::size_t i = 0; i < requests.size(); ++i) {
-      decisions[i] = members[i]->allow_under_lock(requests[i].key, handles[i], requests[i].cost);
-      if (!decisions[i].allowed) denied = true;
-      if (decisions[i].allowed && requests[i].cost > 0) consumed.push_back(i);
+      results[i].decision = members[i]->allow_under_lock(requests[i].key, handles[i], requests[i].cost);
+      if (!results[i].decision.allowed) denied = true;
+      if (results[i].decision.allowed && requests[i].cost > 0) consumed.push_back(i);
     }
   } catch (...) {
     give_back();
@@ -115,8 +116,8 @@ inline bool LockedMember::check_jointly(std::span<const JointRequest> requests, 
   if (denied) {
     give_back();
     for (std::size_t i = 0; i < requests.size(); ++i) {
-      if (decisions[i].allowed) {
-        decisions[i] = given_back(members[i]->current_under_lock(requests[i].key, handles[i]));
+      if (results[i].decision.allowed) {
+        results[i].decision = given_back(members[i]->current_under_lock(requests[i].key, handles[i]));
       }
     }
   }

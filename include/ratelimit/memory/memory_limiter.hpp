@@ -57,6 +57,9 @@ class MemoryLimiter final : public detail::LockedMember {
   /// `max_key_bytes`. Cost 0 is always allowed and reports the current state.
   Decision allow(std::string_view key, std::int64_t cost = 1) { return allow(key, cost, clock_.now()); }
 
+  /// As `allow`, with the outcome every backend reports (in memory always `Outcome::decided`). Thread-safe.
+  CheckResult check(std::string_view key, std::int64_t cost = 1) { return {allow(key, cost), Outcome::decided}; }
+
   /// As `allow(key, cost)`, at a time the caller read once (e.g. for several layers of one request).
   Decision allow(std::string_view key, std::int64_t cost, time_point now) {
     check_key(key);

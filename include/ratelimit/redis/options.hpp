@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "ratelimit/error.hpp"
+
 namespace ratelimit::redis {
 
 /// One Redis Cluster node, as a seed for discovering the cluster.
@@ -26,15 +28,8 @@ enum class TimeSource {
   client,
 };
 
-/// What a check returns when Redis cannot answer (refused, timed out, error reply, malformed reply).
-enum class OnError {
-  /// Admit: the decision a fresh key would get (a cost above the limit is still denied, `never`).
-  fail_open,
-  /// Deny: `allowed = false`, `remaining = 0`, `retry_after = reset_after = failure_retry_after`.
-  fail_closed,
-  /// Throw `ratelimit::BackendError` with the cause.
-  raise,
-};
+/// Deprecated: the failure policy is backend-neutral now, `ratelimit::FailurePolicy` (`<ratelimit/error.hpp>`).
+using OnError [[deprecated("use ratelimit::FailurePolicy")]] = ratelimit::FailurePolicy;
 
 /// Options of one `RedisLimiter` (not of its connections): how it names its Redis keys, where its time
 /// comes from and what it does when Redis fails. A plain aggregate, every field has a working default.
@@ -51,7 +46,7 @@ struct LimiterOptions {
   TimeSource time_source = TimeSource::server;
   /// What a check returns when Redis fails; `fail_open` by default (rate limiting protects, it should
   /// not take the service down with Redis).
-  OnError on_error = OnError::fail_open;
+  FailurePolicy on_error = FailurePolicy::fail_open;
   /// `retry_after` and `reset_after` of a `fail_closed` decision; in (0, 365 days].
   std::chrono::milliseconds failure_retry_after{1000};
   /// Longest key accepted, in bytes; a longer key throws `std::invalid_argument`. <= 2^20.
@@ -91,7 +86,7 @@ struct RedisOptions {
   TimeSource time_source = TimeSource::server;
   /// What a check returns when Redis fails; `fail_open` by default (rate limiting protects, it should
   /// not take the service down with Redis).
-  OnError on_error = OnError::fail_open;
+  FailurePolicy on_error = FailurePolicy::fail_open;
   /// `retry_after` and `reset_after` of a `fail_closed` decision; in (0, 365 days].
   std::chrono::milliseconds failure_retry_after{1000};
   /// Longest key accepted, in bytes; a longer key throws `std::invalid_argument`. <= 2^20.

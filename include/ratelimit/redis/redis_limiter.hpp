@@ -17,10 +17,10 @@
 #include <utility>
 #include <vector>
 
-#include "ratelimit/backend_failures.hpp"
 #include "ratelimit/clock.hpp"
 #include "ratelimit/decision.hpp"
 #include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/error.hpp"
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/redis/cluster_router.hpp"
 #include "ratelimit/redis/connection.hpp"
@@ -112,18 +112,22 @@ class RedisLimiter final : public detail::LayeredMember {
 
   /// Checks `cost` units for `key` and consumes them if admitted (cost >= 1). Thread-safe.
   /// Throws `std::invalid_argument` for a negative cost or a key longer than `max_key_bytes`;
-  /// `BackendError` when Redis fails under `OnError::raise`.
-  Decision allow(std::string_view key, std::int64_t cost = 1) { return check(key, cost, Mode::check); }
+  /// `BackendError` when Redis fails under `FailurePolicy::raise`.
+  Decision allow(std::string_view key, std::int64_t cost = 1) { return run(key, cost, Mode::check).decision; }
+
+  /// As `allow`, and says who decided: `Outcome::failure_policy` when Redis failed and `on_error`
+  /// (`fail_open` or `fail_closed`) answered. Thread-safe. Throws as `allow`.
+  CheckResult check(std::string_view key, std::int64_t cost = 1) { return run(key, cost, Mode::check); }
 
   /// What a cost-1 request would see, consuming nothing (README "Decisions"). Thread-safe. Throws as `allow`.
-  Decision peek(std::string_view key) { return check(key, 1, Mode::peek); }
+  Decision peek(std::string_view key) { return run(key, 1, Mode::peek).decision; }
 
   /// Gives back up to `cost` units `key` consumed (README "Refunds", the same formulas as
   /// `ratelimit::refund`, run in the policy's script with `ARGV[3] = "2"`), never past full. Returns the
   /// key's state afterwards as a cost-0 check sees it. Thread-safe. Throws as `allow`; when Redis fails
   /// and `on_error` is not `raise`, nothing is given back and a fresh key's state is returned (the
   /// failure is counted).
-  Decision refund(std::string_view key, std::int64_t cost) { return check(key, cost, Mode::refund); }
+  Decision refund(std::string_view key, std::int64_t cost) { return run(key, cost, Mode::refund).decision; }
 
   /// Forgets the key's state (`DEL` of its Redis keys). Thread-safe. Returns false when Redis failed and
   /// `on_error` is not `raise` (the failure is counted); throws `BackendError` under `raise`, and
@@ -141,7 +145,7 @@ class RedisLimiter final : public detail::LayeredMember {
       return true;
     } catch (const BackendError& e) {
       count_failure(e.cause(), 1);
-      if (options_.on_error == OnError::raise) throw;
+      if (options_.on_error == FailurePolicy::raise) throw;
       return false;
     }
   }
@@ -153,11 +157,20 @@ class RedisLimiter final : public detail::LayeredMember {
   /// sent may have been applied while every decision of the batch is a failure decision (`on_error`);
   /// under `raise` the first failure is thrown after the replies are drained.
   std::vector<Decision> allow_many(std::span<const Request> requests) {
+    std::vector<Decision> out;
+    out.reserve(requests.size());
+    for (const CheckResult& r : check_many(requests)) out.push_back(r.decision);
+    return out;
+  }
+
+  /// As `allow_many`, and says for each request who decided (`Outcome::failure_policy` when Redis failed
+  /// and `on_error` answered). Thread-safe. Throws as `allow_many`.
+  std::vector<CheckResult> check_many(std::span<const Request> requests) {
     for (const Request& r : requests) {
       check_key(r.key);
       ratelimit::detail::require_cost(r.cost);
     }
-    std::vector<Decision> out;
+    std::vector<CheckResult> out;
     if (requests.empty()) return out;
     out.reserve(requests.size());
     const std::int64_t now = now_us();
@@ -196,17 +209,17 @@ class RedisLimiter final : public detail::LayeredMember {
       }
     } catch (const BackendError& e) {
       count_failure(e.cause(), requests.size());
-      if (options_.on_error == OnError::raise) throw;
-      for (const Request& r : requests) out.push_back(failure_decision(now, r.cost, Mode::check));
+      if (options_.on_error == FailurePolicy::raise) throw;
+      for (const Request& r : requests) out.push_back(failed(now, r.cost, Mode::check));
       return out;
     }
     for (std::size_t i = 0; i < requests.size(); ++i) {
       try {
-        out.push_back(to_decision(detail::parse_decision(*replies[i], rules_.limit()), detail::kTickNs));
+        out.push_back(decided(*replies[i]));
       } catch (const BackendError& e) {
         count_failure(e.cause(), 1);
-        if (options_.on_error == OnError::raise) throw;
-        out.push_back(failure_decision(now, requests[i].cost, Mode::check));
+        if (options_.on_error == FailurePolicy::raise) throw;
+        out.push_back(failed(now, requests[i].cost, Mode::check));
       }
     }
     return out;
@@ -270,8 +283,8 @@ class RedisLimiter final : public detail::LayeredMember {
   /// gives its own failure decision (fail_open admits as a fresh key, fail_closed denies), all or
   /// nothing as above.
   /// Thread-safe. Throws `std::invalid_argument` for a negative cost or a key over `max_key_bytes`.
-  bool check_jointly(std::span<const JointRequest> requests, std::span<Decision> decisions) override {
-    return detail::run_layered(*this, requests, decisions);
+  bool check_jointly(std::span<const JointRequest> requests, std::span<CheckResult> results) override {
+    return detail::run_layered(*this, requests, results);
   }
 
  private:
@@ -296,7 +309,7 @@ class RedisLimiter final : public detail::LayeredMember {
   }
   void layered_called() noexcept override { calls_.fetch_add(1, std::memory_order_relaxed); }
   void layered_failed(BackendErrorCause cause) noexcept override { count_failure(cause, 1); }
-  [[nodiscard]] OnError layered_on_error() const noexcept override { return options_.on_error; }
+  [[nodiscard]] FailurePolicy layered_on_error() const noexcept override { return options_.on_error; }
   [[nodiscard]] Decision layered_failure_decision(std::int64_t now, std::int64_t cost) const override {
     return failure_decision(now, cost, Mode::check);
   }
@@ -325,7 +338,7 @@ class RedisLimiter final : public detail::LayeredMember {
   /// Cluster mode: every request as its own EVALSHA on its slot's master (grouped and pipelined per
   /// node by the router); failures are per request. Under `raise`, the first failure is thrown after
   /// every request was answered or failed.
-  std::vector<Decision> cluster_run(std::span<const Request> requests, Mode mode, std::int64_t now) {
+  std::vector<CheckResult> cluster_run(std::span<const Request> requests, Mode mode, std::int64_t now) {
     const std::string now_arg = time_arg(now);
     std::vector<std::string> keys(requests.size());
     std::vector<std::string> costs(requests.size());
@@ -340,20 +353,20 @@ class RedisLimiter final : public detail::LayeredMember {
     if (const std::size_t reloads = cluster_->execute(calls); reloads != 0) {
       script_reloads_.fetch_add(reloads, std::memory_order_relaxed);
     }
-    std::vector<Decision> out;
+    std::vector<CheckResult> out;
     out.reserve(requests.size());
     std::optional<BackendError> first;
     for (std::size_t i = 0; i < requests.size(); ++i) {
       try {
         if (calls[i].error) throw *calls[i].error;
-        out.push_back(to_decision(detail::parse_decision(*calls[i].reply, rules_.limit()), detail::kTickNs));
+        out.push_back(decided(*calls[i].reply));
       } catch (const BackendError& e) {
         count_failure(e.cause(), 1);
         if (!first) first = e;
-        out.push_back(failure_decision(now, requests[i].cost, mode));
+        out.push_back(failed(now, requests[i].cost, mode));
       }
     }
-    if (first && options_.on_error == OnError::raise) throw *first;
+    if (first && options_.on_error == FailurePolicy::raise) throw *first;
     return out;
   }
 
@@ -431,7 +444,7 @@ class RedisLimiter final : public detail::LayeredMember {
     loaded_.store(true, std::memory_order_release);
   }
 
-  Decision check(std::string_view key, std::int64_t cost, Mode mode) {
+  CheckResult run(std::string_view key, std::int64_t cost, Mode mode) {
     check_key(key);
     ratelimit::detail::require_cost(cost);
     const std::int64_t now = now_us();
@@ -455,18 +468,26 @@ class RedisLimiter final : public detail::LayeredMember {
         args[1] = binding_.script->body;
         r = lease->command(args);
       }
-      return to_decision(detail::parse_decision(*r, rules_.limit()), detail::kTickNs);
+      return decided(*r);
     } catch (const BackendError& e) {
       count_failure(e.cause(), 1);
-      if (options_.on_error == OnError::raise) throw;
-      return failure_decision(now, cost, mode);
+      if (options_.on_error == FailurePolicy::raise) throw;
+      return failed(now, cost, mode);
     }
   }
 
   void count_failure(BackendErrorCause cause, std::size_t n) noexcept {
-    ratelimit::detail::thread_backend_failures() += n;  // lets a layered check tell failure from quota
     failures_.fetch_add(n, std::memory_order_relaxed);
     by_cause_[static_cast<std::size_t>(cause)].fetch_add(n, std::memory_order_relaxed);
+  }
+
+  /// The decision in a script's reply; throws `BackendError` if it breaks the contract.
+  CheckResult decided(const redisReply& r) const {
+    return {to_decision(detail::parse_decision(r, rules_.limit()), detail::kTickNs), Outcome::decided};
+  }
+  /// The failure policy's answer (see `failure_decision`), marked as such.
+  CheckResult failed(std::int64_t now, std::int64_t cost, Mode mode) const {
+    return {failure_decision(now, cost, mode), Outcome::failure_policy};
   }
 
   /// fail_open: what a fresh key would get (so a cost above the limit is still `never`);
@@ -475,7 +496,7 @@ class RedisLimiter final : public detail::LayeredMember {
   Decision failure_decision(std::int64_t now, std::int64_t cost, Mode mode) const {
     const bool peek = mode == Mode::peek;
     if (mode == Mode::refund) return to_decision(rules_.evaluate(StateOf<P>{}, now, 0), detail::kTickNs);
-    if (options_.on_error == OnError::fail_open) {
+    if (options_.on_error == FailurePolicy::fail_open) {
       const StateOf<P> fresh{};
       const TickDecision d = peek ? ratelimit::peek(rules_, fresh, now) : rules_.evaluate(fresh, now, cost);
       return to_decision(d, detail::kTickNs);
