@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -34,6 +35,10 @@ namespace ratelimit::redis {
 struct ClusterCall {
   /// The slot of the command's key (`detail::key_slot`).
   std::uint16_t slot = 0;
+  /// The command's key when calls on one key must run in request order (empty: no such constraint). Of
+  /// the calls of one `execute` naming the same key, one at a time is sent, after the earlier ones have
+  /// their final reply. Must outlive `execute`.
+  std::string_view key;
   /// The command and its arguments; they must outlive `execute`. For a script call: `EVALSHA <sha> ...`.
   std::vector<std::string_view> args;
   /// Non-empty for a script call: on `NOSCRIPT` the call is re-sent as `EVAL <script_body> ...` (args[0]
@@ -54,9 +59,10 @@ struct ClusterCall {
 /// (all groups are written before any is read, so the nodes work in parallel), and follows `MOVED`
 /// (updates the slot's owner and asks for a refresh), `ASK` (`ASKING`, then that node, once) and
 /// `NOSCRIPT` (re-send with `EVAL`), at most `cluster_max_redirects` times per call. A call whose node
-/// cannot be reached before anything is sent is retried only when a refreshed map names another owner
-/// (e.g. a replica promoted after its master died); anything already sent is never re-sent, so a check
-/// is applied at most once. Nodes are remembered for the router's lifetime (a cluster has few).
+/// cannot be reached before anything is sent, or whose slot has no known owner, is retried only when a
+/// refreshed map names another owner (e.g. a replica promoted after its master died, a slot assigned
+/// since); anything already sent is never re-sent, so a check is applied at most once. Nodes are
+/// remembered for the router's lifetime (a cluster has few).
 ///
 /// Thread-safe: every method may be called from any thread; the map is guarded by a shared mutex,
 /// refreshes are serialised and throttled (`cluster_refresh_interval`).
@@ -86,13 +92,30 @@ class ClusterRouter {
     std::vector<std::size_t> pending(calls.size());
     for (std::size_t i = 0; i < calls.size(); ++i) pending[i] = i;
     const int rounds = options_.cluster_max_redirects + 1;
-    for (int round = 0; round < rounds && !pending.empty(); ++round) {
+    while (!pending.empty()) {
       std::vector<Group> groups;
       bool want_refresh = false;
+      std::vector<std::pair<std::size_t, Node*>> unreachable;  // nothing sent: may go elsewhere
+      std::vector<std::size_t> next;
+      std::unordered_set<std::string_view> keys_sent;
       for (const std::size_t i : pending) {
+        // One call per key in flight: a later call on the key goes once the earlier has its final reply,
+        // so a NOSCRIPT (or a redirection) of the earlier one cannot let the later one run first.
+        if (!calls[i].key.empty() && !keys_sent.insert(calls[i].key).second) {
+          next.push_back(i);
+          continue;
+        }
+        if (state[i].tries++ == rounds) {
+          calls[i].reply.reset();
+          calls[i].error = BackendError(BackendErrorCause::protocol,
+                                        "more than cluster_max_redirects (" + std::to_string(options_.cluster_max_redirects) +
+                                            ") redirections for slot " + std::to_string(calls[i].slot));
+          continue;
+        }
         Node* node = state[i].ask != nullptr ? state[i].ask : owner(calls[i].slot);
         if (node == nullptr) {
           calls[i].error = BackendError(BackendErrorCause::io, "slot " + std::to_string(calls[i].slot) + " has no known owner");
+          unreachable.emplace_back(i, nullptr);  // retried if the refresh names an owner
           want_refresh = true;
           continue;
         }
@@ -109,8 +132,6 @@ class ClusterRouter {
       for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
       std::sort(order.begin(), order.end(),
                 [&groups](std::size_t x, std::size_t y) { return std::less<>()(groups[x].node, groups[y].node); });
-      std::vector<std::size_t> next;
-      std::vector<std::pair<std::size_t, Node*>> unreachable;  // nothing sent: may go elsewhere
       // Write every group first, then read: the nodes run their parts of the batch at the same time.
       for (const std::size_t k : order) {
         Group& g = groups[k];
@@ -156,7 +177,9 @@ class ClusterRouter {
         }
       }
       groups.clear();  // leases back to their pools before a refresh opens connections
-      if (want_refresh && refresh_now(Refresh::throttled)) {
+      if (want_refresh) {
+        // Retried when the map (refreshed now, or by another thread meanwhile) names another owner.
+        (void)refresh_now(Refresh::throttled);
         for (const auto& [i, failed] : unreachable) {
           if (state[i].ask == nullptr && owner(calls[i].slot) != failed) {
             calls[i].error.reset();
@@ -164,13 +187,8 @@ class ClusterRouter {
           }
         }
       }
+      std::sort(next.begin(), next.end());  // request order: the earlier call on a key goes first
       pending = std::move(next);
-    }
-    for (const std::size_t i : pending) {
-      calls[i].reply.reset();
-      calls[i].error = BackendError(BackendErrorCause::protocol, "more than cluster_max_redirects (" +
-                                                                     std::to_string(options_.cluster_max_redirects) +
-                                                                     ") redirections for slot " + std::to_string(calls[i].slot));
     }
     return reloads;
   }
@@ -217,6 +235,7 @@ class ClusterRouter {
     std::unique_ptr<ConnectionPool> pool;
   };
   struct State {
+    int tries = 0;        // times sent (or found without an owner)
     Node* ask = nullptr;  // ASK target for the next attempt (with ASKING first)
     bool eval = false;    // NOSCRIPT seen: send EVAL with the body
     std::string asking_refused;

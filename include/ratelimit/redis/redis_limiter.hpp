@@ -110,6 +110,15 @@ class RedisLimiter final : public detail::LayeredMember {
       : RedisLimiter(std::move(policy), std::shared_ptr<ConnectionPool>(), std::move(router), std::move(clock),
                      &limiter) {}
 
+  /// On Redis Cluster, sharing `router` with this limiter's own `key_prefix` instead of the router's, for
+  /// the same reason as above (e.g. the layers of tier plans on one router). The prefix is outside the
+  /// hash tag: limiters over the same user key still share a slot, so layered checks stay one script.
+  /// Throws `std::invalid_argument` naming `RedisOptions.key_prefix` when it holds `{` or `}`.
+  RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, std::string key_prefix, C clock = {})
+      : policy_(std::move(policy)), rules_(policy_.rules(detail::kTickNs)),
+        binding_(detail::bind<P>(rules_)), cluster_(std::move(router)),
+        options_(checked(with_prefix(cluster_->options(), std::move(key_prefix)))), clock_(std::move(clock)) {}
+
   /// Checks `cost` units for `key` and consumes them if admitted (cost >= 1). Thread-safe.
   /// Throws `std::invalid_argument` for a negative cost or a key longer than `max_key_bytes`;
   /// `BackendError` when Redis fails under `FailurePolicy::raise`.
@@ -347,6 +356,7 @@ class RedisLimiter final : public detail::LayeredMember {
       keys[i] = redis_key(requests[i].key);
       costs[i] = std::to_string(requests[i].cost);
       calls[i].slot = detail::key_slot(keys[i]);
+      calls[i].key = keys[i];  // two requests on one key stay in request order
       fill_args(calls[i].args, "EVALSHA", binding_.script->sha1, keys[i], now_arg, costs[i], mode);
       calls[i].script_body = binding_.script->body;
     }
