@@ -1,4 +1,4 @@
-// acquire (client-side throttling): waits exactly retry_after with an injected waiter, gives up at once
+// acquire (client-side throttling): waits exactly retry_after with an injected waiter and clock, gives up at once
 // when the next wait would pass max_wait, returns at once on `never`; max_wait 0 means one try.
 #include <gtest/gtest.h>
 
@@ -36,7 +36,7 @@ class Acquire : public ::testing::Test {
 };
 
 TEST_F(Acquire, AdmittedAtOnceWithoutWaiting) {
-  const Decision d = ratelimit::acquire(limiter, "k", 2, 1s, waiter);
+  const Decision d = ratelimit::acquire(limiter, "k", 2, 1s, waiter, clock);
   EXPECT_TRUE(d.allowed);
   EXPECT_EQ(d.remaining, 0);
   EXPECT_TRUE(delays.empty());
@@ -46,12 +46,12 @@ TEST_F(Acquire, AdmittedAtOnceWithoutWaiting) {
 TEST_F(Acquire, WaitsExactlyRetryAfter) {
   ASSERT_TRUE(limiter.allow("k", 2));
   clock.advance(30ms);  // next token at 100 ms: retry_after 70 ms
-  const Decision d = ratelimit::acquire(limiter, "k", 1, 1s, waiter);
+  const Decision d = ratelimit::acquire(limiter, "k", 1, 1s, waiter, clock);
   EXPECT_TRUE(d.allowed);
   EXPECT_EQ(delays, (std::vector<std::chrono::nanoseconds>{70ms}));
   EXPECT_EQ(clock.now().time_since_epoch(), 100ms);
   // Cost 2 from empty at 100 ms: TAT 300 ms, needs 200 ms.
-  const Decision d2 = ratelimit::acquire(limiter, "k", 2, 200ms, waiter);
+  const Decision d2 = ratelimit::acquire(limiter, "k", 2, 200ms, waiter, clock);
   EXPECT_TRUE(d2.allowed);
   EXPECT_EQ(delays.back(), 200ms);
   EXPECT_EQ(clock.now().time_since_epoch(), 300ms);
@@ -67,7 +67,7 @@ TEST_F(Acquire, WaitsAgainWhenSomeoneElseTookTheQuota) {
       EXPECT_TRUE(limiter.allow("k"));  // another caller is faster, twice
     }
   };
-  const Decision d = ratelimit::acquire(limiter, "k", 1, 250ms, thief);
+  const Decision d = ratelimit::acquire(limiter, "k", 1, 250ms, thief, clock);
   // Waits 100 ms (stolen), 100 ms (stolen); the third wait (100 ms) would pass 250 ms in total.
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.retry_after, 100ms);
@@ -77,18 +77,18 @@ TEST_F(Acquire, WaitsAgainWhenSomeoneElseTookTheQuota) {
 
 TEST_F(Acquire, GivesUpAtOnceWhenTheWaitWouldPassMaxWait) {
   ASSERT_TRUE(limiter.allow("k", 2));
-  const Decision d = ratelimit::acquire(limiter, "k", 1, 99ms, waiter);
+  const Decision d = ratelimit::acquire(limiter, "k", 1, 99ms, waiter, clock);
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.retry_after, 100ms);
   EXPECT_TRUE(delays.empty());
   EXPECT_EQ(clock.now().time_since_epoch(), 0ns);
   // Exactly enough: one wait of 100 ms.
-  EXPECT_TRUE(ratelimit::acquire(limiter, "k", 1, 100ms, waiter).allowed);
+  EXPECT_TRUE(ratelimit::acquire(limiter, "k", 1, 100ms, waiter, clock).allowed);
   EXPECT_EQ(delays, (std::vector<std::chrono::nanoseconds>{100ms}));
 }
 
 TEST_F(Acquire, ReturnsAtOnceWhenTheRequestCanNeverPass) {
-  const Decision d = ratelimit::acquire(limiter, "k", 3, 1h, waiter);
+  const Decision d = ratelimit::acquire(limiter, "k", 3, 1h, waiter, clock);
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.retry_after, Decision::never);
   EXPECT_TRUE(delays.empty());
@@ -97,7 +97,7 @@ TEST_F(Acquire, ReturnsAtOnceWhenTheRequestCanNeverPass) {
 
 TEST_F(Acquire, MaxWaitZeroTriesOnce) {
   EXPECT_TRUE(ratelimit::acquire(limiter, "k", 2, 0ns, waiter).allowed);
-  const Decision d = ratelimit::acquire(limiter, "k", 1, 0ns, waiter);
+  const Decision d = ratelimit::acquire(limiter, "k", 1, 0ns, waiter, clock);
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.retry_after, 100ms);
   EXPECT_TRUE(delays.empty());
@@ -116,7 +116,7 @@ struct DeniesWithoutWait {
 
 TEST_F(Acquire, ReturnsAtOnceOnADenialWithoutAWait) {
   DeniesWithoutWait denier;  // it spun forever before (found by a new-user review)
-  const Decision d = ratelimit::acquire(denier, "k", 1, 1h, waiter);
+  const Decision d = ratelimit::acquire(denier, "k", 1, 1h, waiter, clock);
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(denier.calls, 1);
   EXPECT_TRUE(delays.empty());
@@ -129,6 +129,48 @@ TEST_F(Acquire, DefaultSleepWaiterReallyWaits) {
   const auto start = std::chrono::steady_clock::now();
   EXPECT_TRUE(ratelimit::acquire(real, "k", 1, 1s).allowed);
   EXPECT_GE(std::chrono::steady_clock::now() - start, 500us);
+}
+
+}  // namespace
+
+namespace {
+
+/// A limiter whose every check takes 1 ms of a ManualClock and denies with retry_after = 1 ms.
+struct SlowDenyingLimiter {
+  ManualClock clock;
+  int checks = 0;
+  Decision allow(std::string_view, std::int64_t = 1) {
+    ++checks;
+    clock.advance(1ms);
+    return Decision{.allowed = false, .limit = 1, .retry_after = 1ms};
+  }
+  Decision peek(std::string_view) { return Decision{.allowed = false, .limit = 1}; }
+  void reset(std::string_view) {}
+};
+
+// max_wait bounds the whole call: time spent in checks and oversleeping counts, not only the delays asked for.
+TEST(AcquireDeadline, MaxWaitIsTheTotalTimeIncludingChecksAndOversleep) {
+  SlowDenyingLimiter limiter;
+  const ManualClock clock = limiter.clock;
+  const auto start = clock.now();
+  // Each sleep overshoots by 0.5 ms, as real sleeps do.
+  auto waiter = [&](std::chrono::nanoseconds delay) { limiter.clock.advance(delay + 500us); };
+  const Decision d = ratelimit::acquire(limiter, "k", 1, 50ms, waiter, clock);
+  EXPECT_FALSE(d.allowed);
+  // The deadline, plus at most one oversleep and the one check after it.
+  EXPECT_LE(clock.now() - start, 50ms + 500us + 1ms) << "acquire took " << (clock.now() - start).count() << " ns after "
+                                       << limiter.checks << " checks";
+  EXPECT_GE(clock.now() - start, 48ms) << "acquire gave up early";
+}
+
+TEST(AcquireDeadline, AdmitsWhenTheWaitFitsTheRestOfTheDeadline) {
+  ManualClock clock;
+  MemoryLimiter<ratelimit::FixedWindow, ManualClock> limiter({.limit = 1, .window = 10ms}, {}, clock);
+  ASSERT_TRUE(limiter.allow("k"));
+  auto waiter = [&](std::chrono::nanoseconds delay) { clock.advance(delay); };
+  EXPECT_TRUE(ratelimit::acquire(limiter, "k", 1, 10ms, waiter, clock).allowed);
+  clock.advance(1ms);  // 9 ms to the next window
+  EXPECT_FALSE(ratelimit::acquire(limiter, "k", 1, 8ms, waiter, clock).allowed);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <ratelimit/ratelimit.hpp>
@@ -158,7 +159,7 @@ TEST(Eviction, HotKeySurvivesAFlood) {
                                                              {.max_keys = kMaxKeys}, clock);
   std::int64_t hot_uses = 0;
   for (int i = 0; i < 100'000; ++i) {
-    clock.advance(2ms);  // LRU stamps are about a millisecond
+    clock.advance(2ms);
     ASSERT_TRUE(limiter.allow(flood_key(i)));
     if (i % 10 == 0) {
       const ratelimit::Decision d = limiter.allow("hot");
@@ -168,6 +169,86 @@ TEST(Eviction, HotKeySurvivesAFlood) {
   }
   EXPECT_GE(limiter.evictions(), 99'000u - kMaxKeys);
   EXPECT_LE(limiter.size(), kMaxKeys);
+}
+
+// A key touched just now is never the one evicted, whatever the clock reads: the example at both
+// parities of the old millisecond stamp (an even one made the newest key look the oldest).
+TEST(Eviction, TheMostRecentlyUsedKeyIsNotEvictedAtEitherStampParity) {
+  for (const std::int64_t unit : {std::int64_t{100}, std::int64_t{101}}) {
+    ManualClock clock;
+    MemoryLimiter<ratelimit::FixedWindow, ManualClock> limiter({.limit = 1, .window = 1h}, {.max_keys = 2}, clock);
+    ASSERT_TRUE(limiter.allow("old"));
+    clock.set(ManualClock::time_point(std::chrono::nanoseconds(unit << 20)));
+    ASSERT_TRUE(limiter.allow("hot"));
+    ASSERT_TRUE(limiter.allow("new"));
+    EXPECT_FALSE(limiter.peek("hot").allowed) << "hot was evicted at stamp " << unit;
+    EXPECT_TRUE(limiter.peek("old").allowed) << "old was kept at stamp " << unit;
+    EXPECT_FALSE(limiter.peek("new").allowed);
+  }
+}
+
+// One hot key touched between every two new keys of a flood is never evicted: with a ManualClock that
+// advances less than a stamp unit per round at each parity, and with the real clock (where many rounds
+// share one millisecond, so time alone cannot order them).
+template <class C>
+void hot_key_between_every_two_new_keys(C clock, std::size_t max_keys, std::int64_t rounds,
+                                        std::chrono::nanoseconds step) {
+  MemoryLimiter<ratelimit::FixedWindow, C> limiter({.limit = 1'000'000'000, .window = 1h}, {.max_keys = max_keys},
+                                                   clock);
+  std::int64_t hot_uses = 0;
+  for (std::int64_t i = 0; i < rounds; ++i) {
+    if constexpr (std::is_same_v<C, ManualClock>) limiter.clock().advance(step);
+    ASSERT_TRUE(limiter.allow(flood_key(i)));
+    const ratelimit::Decision d = limiter.allow("hot");
+    ++hot_uses;
+    ASSERT_EQ(d.remaining, 1'000'000'000 - hot_uses) << "the hot key was evicted before flood key " << i;
+  }
+  EXPECT_GE(limiter.evictions(), static_cast<std::size_t>(rounds) - max_keys);
+}
+
+TEST(Eviction, HotKeyTouchedBetweenNewKeysSurvivesWithManualClock) {
+  // Even start, then odd start; steps well under one ~1 ms unit and one of exactly a unit.
+  for (const std::int64_t start : {std::int64_t{100} << 20, std::int64_t{101} << 20}) {
+    for (const std::chrono::nanoseconds step : {std::chrono::nanoseconds(1us), std::chrono::nanoseconds(300us),
+                                                std::chrono::nanoseconds(1 << 20)}) {
+      ManualClock clock;
+      clock.set(ManualClock::time_point(std::chrono::nanoseconds(start)));
+      hot_key_between_every_two_new_keys(clock, 1'000, 100'000, step);
+    }
+  }
+}
+
+TEST(Eviction, HotKeyTouchedBetweenNewKeysSurvivesWithRealClock) {
+  hot_key_between_every_two_new_keys(std::chrono::steady_clock{}, 1'000, kFloodKeys, 0ns);
+  hot_key_between_every_two_new_keys(std::chrono::steady_clock{}, 100'000, kFloodKeys, 0ns);
+}
+
+// The store's touch sequence wraps around by halving every stamp: across the wrap the order holds.
+TEST(Eviction, LruOrderHoldsAcrossTheWrapOfTheTouchSequence) {
+  struct State {
+    int used = 0;
+  };
+  ratelimit::detail::ShardedStore<State> store(2, 1);
+  auto touch = [&](std::string_view key) {
+    store.update(
+        key, store.hash(key), [](State& s, bool) { return std::pair{++s.used, true}; },
+        [](const State&) { return false; });
+  };
+  auto present = [&](std::string_view key) {
+    return store.read(key, store.hash(key), [](const State& s) { return s.used > 0; });
+  };
+  touch("old");
+  store.skip_touches(UINT32_MAX - 3);  // the sequence is at 2^32 - 3
+  touch("hot");
+  touch("hot");                       // at 2^32 - 1
+  touch("new");                       // wraps: stamps halved, then new is the latest
+  EXPECT_TRUE(present("hot"));
+  EXPECT_FALSE(present("old"));
+  touch("hot");
+  touch("newer");                     // new is now the least recent
+  EXPECT_TRUE(present("hot"));
+  EXPECT_FALSE(present("new"));
+  EXPECT_TRUE(present("newer"));
 }
 
 TEST(Eviction, ResetForgetsAKey) {

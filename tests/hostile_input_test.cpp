@@ -276,3 +276,20 @@ TEST(HostileParameters, RateBeyondOnePerTickIsRefused) {
 }
 
 }  // namespace
+
+// A default `std::string_view{}` (null data, length 0) is the empty key, an ordinary key: no copy or
+// hash reads through its null pointer (UBSan), and it shares state with "".
+TEST(HostileInput, DefaultStringViewIsTheEmptyKey) {
+  ratelimit::ManualClock clock;
+  ratelimit::MemoryLimiter<ratelimit::FixedWindow, ratelimit::ManualClock> limiter({.limit = 2, .window = 1h}, {},
+                                                                                   clock);
+  const std::string_view null_key{};
+  ASSERT_EQ(null_key.data(), nullptr);
+  EXPECT_TRUE(limiter.allow(null_key));
+  EXPECT_EQ(limiter.peek("").remaining, 1);
+  EXPECT_TRUE(limiter.allow(""));
+  EXPECT_FALSE(limiter.allow(null_key));
+  EXPECT_EQ(limiter.refund(null_key, 1).remaining, 1);
+  limiter.reset(null_key);
+  EXPECT_EQ(limiter.peek("").remaining, 2);
+}

@@ -45,7 +45,7 @@ void check_against_map(std::uint64_t (*hash)(const std::string&), std::uint64_t 
   std::unordered_map<std::string, std::int64_t> model;
   std::unordered_map<std::string, std::uint32_t> stamps;
   for (int step = 0; step < 60'000; ++step) {
-    const auto stamp = static_cast<std::uint32_t>(step);
+    const auto stamp = static_cast<std::uint32_t>(step + 1);  // 0 marks an empty slot
     const std::string key = random_key(random);
     const std::uint64_t h = hash(key);
     Table::Slot* slot = table.find(h, key);
@@ -75,7 +75,7 @@ void check_against_map(std::uint64_t (*hash)(const std::string&), std::uint64_t 
         if (slot == nullptr && table.size() > 0) {  // evict one key, insert this one: the size stays
           const std::size_t victim = pick_victim(table, h, random);
           const std::string evicted(table.at(victim).key());
-          ASSERT_EQ(table.last_used(victim), stamps[evicted] | 1U);
+          ASSERT_EQ(table.last_used(victim), stamps[evicted]);
           Table::Slot& added = table.replace(victim, h, key, stamp);
           ASSERT_EQ(added.key(), key);
           added.state.value = step;
@@ -113,7 +113,7 @@ void check_against_map(std::uint64_t (*hash)(const std::string&), std::uint64_t 
     const std::string key(s.key());
     ASSERT_EQ(model.count(key), 1u);
     ASSERT_EQ(s.state.value, model[key]);
-    ASSERT_EQ(table.last_used(i), stamps[key] | 1U);
+    ASSERT_EQ(table.last_used(i), stamps[key]);
     ASSERT_EQ(table.find(s.hash, key), &s);
   }
   EXPECT_EQ(occupied, model.size());
@@ -121,6 +121,22 @@ void check_against_map(std::uint64_t (*hash)(const std::string&), std::uint64_t 
 
 TEST(KeyTable, MatchesUnorderedMapWithGoodHash) { check_against_map(good_hash, 1); }
 TEST(KeyTable, MatchesUnorderedMapWithCollidingHashes) { check_against_map(weak_hash, 2); }
+
+TEST(KeyTable, HalvingStampsKeepsTheirOrderAndOccupiedSlotsNonZero) {
+  Table table(100);
+  const std::vector<std::string> keys = {"a", "b", "c", "d"};
+  const std::vector<std::uint32_t> given = {1, 2, 7, UINT32_MAX};
+  for (std::size_t i = 0; i < keys.size(); ++i) table.insert(good_hash(keys[i]), keys[i], given[i]);
+  table.halve_stamps();
+  auto stamp_of = [&](const std::string& k) { return table.last_used(table.index_of(*table.find(good_hash(k), k))); };
+  EXPECT_EQ(stamp_of("a"), 1u);
+  EXPECT_EQ(stamp_of("b"), 1u);
+  EXPECT_EQ(stamp_of("c"), 3u);
+  EXPECT_EQ(stamp_of("d"), UINT32_MAX >> 1);
+  std::size_t occupied = 0;
+  for (std::size_t i = 0; i < table.capacity(); ++i) occupied += table.last_used(i) != 0 ? 1u : 0u;
+  EXPECT_EQ(occupied, keys.size());
+}
 
 TEST(KeyTable, ShrinksWhenEmptiedAndAccountsForLongKeys) {
   Table table(100'000);

@@ -339,3 +339,39 @@ TEST(Layered, ConcurrentRequestsNeverLeaveConsumptionOfADeniedRequest) {
   const auto c = ip_layer.stats().snapshot();
   EXPECT_EQ(static_cast<std::int64_t>(c.allowed + c.denied + c.rolled_back), admitted.load() + denied.load());
 }
+
+// A denied request changes nothing, also at `max_keys`: its new key must not evict a key (another key of
+// the same request, or a bystander) whose usage the rollback could not bring back.
+TEST(Layered, DeniedRequestAtMaxKeysEvictsNoKey) {
+  ManualClock clock;
+  MemoryLimiter<ratelimit::FixedWindow, ManualClock> per_key{ratelimit::FixedWindow{5, 1h}, {.max_keys = 2}, clock};
+  MemoryLimiter<ratelimit::FixedWindow, ManualClock> global{ratelimit::FixedWindow{1, 1h}, {}, clock};
+  LimiterLayer<decltype(per_key)> key_layer{per_key, "key"};
+  LimiterLayer<decltype(global)> global_layer{global, "global"};
+  ASSERT_TRUE(per_key.allow("bystander", 2));
+  ASSERT_TRUE(per_key.allow("x", 1));
+  ASSERT_TRUE(global.allow("all"));  // the global layer now denies
+  const ratelimit::LayeredDecision d =
+      ratelimit::check_layers({{&key_layer, "x"}, {&key_layer, "new"}, {&global_layer, "all"}});
+  EXPECT_FALSE(d.decision.allowed);
+  EXPECT_EQ(d.layers[2].verdict, Verdict::limited);
+  EXPECT_EQ(d.layers[0].verdict, Verdict::rolled_back);
+  EXPECT_EQ(d.layers[0].decision.remaining, 4);
+  EXPECT_EQ(d.layers[1].verdict, Verdict::rolled_back);
+  EXPECT_EQ(d.layers[1].decision.remaining, 5);
+  EXPECT_EQ(per_key.peek("x").remaining, 4) << "x lost its usage";
+  EXPECT_EQ(per_key.peek("bystander").remaining, 3) << "the bystander lost its usage";
+  EXPECT_EQ(per_key.evictions(), 0u);
+  EXPECT_EQ(per_key.size(), 2u);
+}
+
+// Two layers over one limiter and one key are one state: the request consumes both costs or neither.
+TEST(Layered, TwoLayersOverOneLimiterAndKeyAreOneState) {
+  ManualClock clock;
+  MemoryLimiter<ratelimit::FixedWindow, ManualClock> shared{ratelimit::FixedWindow{3, 1h}, {}, clock};
+  LimiterLayer<decltype(shared)> a{shared, "a"}, b{shared, "b"};
+  EXPECT_TRUE(ratelimit::check_layers({{&a, "k", 2}, {&b, "k", 1}}).decision.allowed);
+  const ratelimit::LayeredDecision d = ratelimit::check_layers({{&a, "k", 0}, {&b, "k", 1}});
+  EXPECT_FALSE(d.decision.allowed);
+  EXPECT_EQ(shared.peek("k").remaining, 0);
+}

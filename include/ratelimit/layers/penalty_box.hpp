@@ -44,7 +44,7 @@ class PenaltyBox {
     check_key(key);
     const std::int64_t until = detail::saturating_add(now_ns, duration_ns);
     store_.update(
-        key, store_.hash(key), static_cast<std::uint32_t>(now_ns >> 20),
+        key, store_.hash(key),
         [&](State& s, bool) {
           if (until > s.until_ns) s.until_ns = until;
           return std::pair{0, true};

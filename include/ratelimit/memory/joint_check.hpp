@@ -61,6 +61,8 @@ class LockedMember : public JointBackend {
   virtual Decision refund_under_lock(std::string_view key, const KeyHandle& handle, std::int64_t cost) = 0;
   /// The key's state as a cost-0 check sees it, under `*handle.lock`.
   virtual Decision current_under_lock(std::string_view key, const KeyHandle& handle) = 0;
+  /// The decision `allow_under_lock` would return, consuming nothing and inserting no key.
+  virtual Decision evaluate_under_lock(std::string_view key, const KeyHandle& handle, std::int64_t cost) = 0;
 
   [[nodiscard]] const void* joint_domain() const noexcept final { return memory_joint_domain(); }
   bool check_jointly(std::span<const JointRequest> requests, std::span<CheckResult> results) final;
@@ -76,8 +78,11 @@ class LockedMember : public JointBackend {
   return current;
 }
 
-/// See `JointBackend::check_jointly`. Requests are checked in order under all their locks, so the same
-/// key twice consumes both costs (the second sees the first). Atomic: no other check sees a partial
+/// See `JointBackend::check_jointly`. Under all the locks, every request decides on the state as it is
+/// before any commits, and only if all admit does each consume: a denied request then inserts no key, so
+/// it evicts none at `max_keys` (a rollback could not bring an evicted key back). Requests that share a
+/// state (one limiter, one key) consume in order instead (the second sees the first), and on a denial
+/// every consumption is given back. Atomic: no other check sees a partial
 /// state; every outcome is `Outcome::decided` (memory cannot fail). Exceptions (a bad key) leave
 /// nothing consumed.
 inline bool LockedMember::check_jointly(std::span<const JointRequest> requests, std::span<CheckResult> results) {
@@ -96,6 +101,27 @@ inline bool LockedMember::check_jointly(std::span<const JointRequest> requests, 
     locks.push_back(handles[i].lock);
   }
   MultiLock hold(std::move(locks));
+  bool shared_state = false;
+  for (std::size_t i = 0; i < requests.size() && !shared_state; ++i) {
+    for (std::size_t j = i + 1; j < requests.size() && !shared_state; ++j) {
+      shared_state = members[i] == members[j] && requests[i].key == requests[j].key;
+    }
+  }
+  if (!shared_state) {
+    bool all = true;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      results[i].decision = members[i]->evaluate_under_lock(requests[i].key, handles[i], requests[i].cost);
+      all = all && results[i].decision.allowed;
+    }
+    if (!all) {
+      for (std::size_t i = 0; i < requests.size(); ++i) {
+        if (results[i].decision.allowed) {
+          results[i].decision = given_back(members[i]->current_under_lock(requests[i].key, handles[i]));
+        }
+      }
+      return true;
+    }
+  }
   std::vector<std::size_t> consumed;  // admitted with cost >= 1, in order
   auto give_back = [&] {
     for (auto it = consumed.rbegin(); it != consumed.rend(); ++it) {

@@ -20,12 +20,13 @@ namespace ratelimit::detail {
 ///   lookup of an absent key stop early: a key flood costs few probes.
 /// - Capacity grows by a quarter, not by doubling, and slots map to positions by multiply-shift, so any
 ///   capacity works: the load stays between 0.7 and 0.875 and memory per key stays close to the slot size.
-/// - The coarse time of each slot's latest touch lives in a separate dense array (4 bytes a slot, 0 when
-///   empty), so sampling eight neighbours for LRU eviction reads one cache line, not eight slots.
+/// - The stamp of each slot's latest touch (the store's per-shard touch sequence) lives in a separate dense
+///   array (4 bytes a slot, 0 when empty), so sampling neighbours for LRU eviction reads one cache line,
+///   not one slot each.
 /// - `replace` evicts one key and inserts another in one step, moving only the slots between the two.
 ///
-/// Not thread-safe: the shard's lock guards it. `hash` must not be 0 (0 marks an empty slot); the store
-/// guarantees that.
+/// Not thread-safe: the shard's lock guards it. `hash` and `stamp` must not be 0 (0 marks an empty slot);
+/// the store guarantees that.
 template <class State>
 class KeyTable {
  public:
@@ -151,11 +152,18 @@ class KeyTable {
     return static_cast<std::size_t>(&slot - slots_.get());
   }
 
-  /// Coarse time of the latest touch of slot `index` (about milliseconds, modulo 2^32, lowest bit set),
-  /// or 0 when the slot is empty.
+  /// The stamp of the latest touch of slot `index` (as given, >= 1), or 0 when the slot is empty.
   [[nodiscard]] std::uint32_t last_used(std::size_t index) const noexcept { return stamps_[index]; }
   /// Records a touch of an occupied slot at `stamp`.
   void touch(const Slot& slot, std::uint32_t stamp) noexcept { stamps_[index_of(slot)] = occupied_stamp(stamp); }
+
+  /// Halves every stamp (an occupied one stays >= 1): the store's touch sequence wraps around this way,
+  /// keeping the order of touches (neighbours may become equal). O(capacity).
+  void halve_stamps() noexcept {
+    for (std::size_t i = 0; i < capacity_; ++i) {
+      if (stamps_[i] != 0) stamps_[i] = stamps_[i] > 1 ? stamps_[i] >> 1 : 1U;
+    }
+  }
 
   /// The slot where a probe for `hash` starts (its home); capacity() must be > 0.
   [[nodiscard]] std::size_t home_of(std::uint64_t hash) const noexcept { return home(hash); }
@@ -181,15 +189,17 @@ class KeyTable {
     return i >= h ? i - h : i + capacity_ - h;
   }
 
-  /// An odd stamp: never 0, which marks an empty slot. Ages move by at most one unit.
-  static constexpr std::uint32_t occupied_stamp(std::uint32_t stamp) noexcept { return stamp | 1U; }
+  /// Never 0, which marks an empty slot (the store never passes 0; a stray 0 would lose the slot).
+  static constexpr std::uint32_t occupied_stamp(std::uint32_t stamp) noexcept { return stamp == 0 ? 1U : stamp; }
 
   void own_key(Slot& incoming, std::uint64_t hash, std::string_view key) {
     if (key.size() > kInlineKeyBytes) {
       incoming.heap_key = new char[key.size()];
       heap_key_bytes_ += key.size();
     }
-    std::memcpy(key.size() > kInlineKeyBytes ? incoming.heap_key : incoming.inline_key, key.data(), key.size());
+    if (!key.empty()) {  // a default string_view (the empty key) has a null pointer: never read it
+      std::memcpy(key.size() > kInlineKeyBytes ? incoming.heap_key : incoming.inline_key, key.data(), key.size());
+    }
     incoming.key_size = static_cast<std::uint32_t>(key.size());
     incoming.hash = hash;
   }

@@ -65,7 +65,7 @@ class MemoryLimiter final : public detail::LockedMember {
     check_key(key);
     detail::require_cost(cost);
     const std::int64_t t = ticks(now);
-    return to_decision(store_.update(key, store_.hash(key), stamp(t), allow_fn(t, cost), is_full_fn(t)), kTickNs);
+    return to_decision(store_.update(key, store_.hash(key), allow_fn(t, cost), is_full_fn(t)), kTickNs);
   }
 
   /// Gives back up to `cost` units that `key` consumed (a request that failed or was cancelled), never
@@ -79,7 +79,7 @@ class MemoryLimiter final : public detail::LockedMember {
     check_key(key);
     detail::require_cost(cost);
     const std::int64_t t = ticks(now);
-    return to_decision(store_.update(key, store_.hash(key), stamp(t), refund_fn(t, cost), is_full_fn(t)), kTickNs);
+    return to_decision(store_.update(key, store_.hash(key), refund_fn(t, cost), is_full_fn(t)), kTickNs);
   }
 
   /// Deprecated (the lock protocol is internal now; use `check_layers` or `check_jointly`). Locates `key`
@@ -159,12 +159,19 @@ class MemoryLimiter final : public detail::LockedMember {
   Decision allow_under_lock(std::string_view key, const detail::KeyHandle& handle, std::int64_t cost) override {
     detail::require_cost(cost);
     const std::int64_t t = handle.now_ns;
-    return to_decision(store_.update_locked(key, handle.hash, stamp(t), allow_fn(t, cost), is_full_fn(t)), kTickNs);
+    return to_decision(store_.update_locked(key, handle.hash, allow_fn(t, cost), is_full_fn(t)), kTickNs);
   }
   Decision refund_under_lock(std::string_view key, const detail::KeyHandle& handle, std::int64_t cost) override {
     detail::require_cost(cost);
     const std::int64_t t = handle.now_ns;
-    return to_decision(store_.update_locked(key, handle.hash, stamp(t), refund_fn(t, cost), is_full_fn(t)), kTickNs);
+    return to_decision(store_.update_locked(key, handle.hash, refund_fn(t, cost), is_full_fn(t)), kTickNs);
+  }
+  Decision evaluate_under_lock(std::string_view key, const detail::KeyHandle& handle, std::int64_t cost) override {
+    detail::require_cost(cost);
+    const std::int64_t t = handle.now_ns;
+    return to_decision(
+        store_.read_locked(key, handle.hash, [&](const State& state) { return rules_.evaluate(state, t, cost); }),
+        kTickNs);
   }
   Decision current_under_lock(std::string_view key, const detail::KeyHandle& handle) override {
     const std::int64_t t = handle.now_ns;
@@ -219,9 +226,6 @@ class MemoryLimiter final : public detail::LockedMember {
   static std::int64_t ticks(time_point now) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
   }
-
-  /// About a millisecond per unit, modulo 2^32: enough to order keys for LRU.
-  static std::uint32_t stamp(std::int64_t t_ns) noexcept { return static_cast<std::uint32_t>(t_ns >> 20); }
 
   P policy_;
   RulesOf<P> rules_;

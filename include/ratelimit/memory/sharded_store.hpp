@@ -55,11 +55,10 @@ class ShardedStore {
   /// Runs `fn(State& state, bool present)` under the key's lock; `fn` returns `{result, keep}`.
   /// An absent key gets a fresh `State{}`, inserted only if `keep` (evicting at the cap); a present key
   /// is erased if `!keep`. `is_full(const State&)` tells which keys can be dropped at no cost.
-  /// `stamp` is the coarse time of this touch, for LRU.
   template <class Fn, class IsFull>
-  auto update(std::string_view key, std::uint64_t hash, std::uint32_t stamp, Fn&& fn, IsFull&& is_full) {
+  auto update(std::string_view key, std::uint64_t hash, Fn&& fn, IsFull&& is_full) {
     std::lock_guard guard(lock_of(hash));
-    return update_locked(key, hash, stamp, fn, is_full);
+    return update_locked(key, hash, fn, is_full);
   }
 
   /// The lock of the shard that holds `hash`. Checks that must change several keys at once (layered
@@ -69,12 +68,12 @@ class ShardedStore {
 
   /// `update` for a caller that holds `lock_of(hash)`. Slots may move: keep no reference across calls.
   template <class Fn, class IsFull>
-  auto update_locked(std::string_view key, std::uint64_t hash, std::uint32_t stamp, Fn&& fn, IsFull&& is_full) {
+  auto update_locked(std::string_view key, std::uint64_t hash, Fn&& fn, IsFull&& is_full) {
     Shard& shard = shard_for(hash);
     if (Slot* slot = shard.table.find(hash, key)) {
       auto [result, keep] = fn(slot->state, true);
       if (keep) {
-        shard.table.touch(*slot, stamp);
+        shard.table.touch(*slot, next_stamp(shard));
       } else {
         shard.table.erase(*slot);
       }
@@ -86,11 +85,11 @@ class ShardedStore {
       Slot* slot = nullptr;
       if (shard.table.size() < shard.table.max_size()) {
         sweep_some(shard, is_full);  // below the cap, reclaiming full keys keeps the table from growing
-        slot = &shard.table.insert(hash, key, stamp);
+        slot = &shard.table.insert(hash, key, next_stamp(shard));
       } else {
-        const std::size_t victim = lru_victim(shard, hash, stamp);
+        const std::size_t victim = lru_victim(shard, hash);
         const bool usage_lost = !is_full(std::as_const(shard.table.at(victim).state));
-        slot = &shard.table.replace(victim, hash, key, stamp);
+        slot = &shard.table.replace(victim, hash, key, next_stamp(shard));
         if (usage_lost) ++shard.evictions;
       }
       slot->state = std::move(fresh);
@@ -161,13 +160,35 @@ class ShardedStore {
   }
   [[nodiscard]] std::size_t shard_count() const noexcept { return shard_count_; }
 
+  /// Advances every shard's touch sequence by `n`, at most to 2^32 - 1 (for tests of its wrap-around).
+  /// Thread-safe.
+  void skip_touches(std::uint32_t n) {
+    for (std::size_t i = 0; i < shard_count_; ++i) {
+      std::lock_guard guard(shards_[i].lock);
+      std::uint32_t& touches = shards_[i].touches;
+      touches = n > UINT32_MAX - touches ? UINT32_MAX : touches + n;
+    }
+  }
+
  private:
   struct alignas(64) Shard {
     mutable SpinLock lock;
     Table table;
     std::size_t sweep_cursor = 0;
     std::size_t evictions = 0;
+    std::uint32_t touches = 0;  // stamp of the latest touch
   };
+
+  /// The stamp of a touch happening now: the shard's touch count, so that a later touch always has a
+  /// larger stamp, whatever a clock says (many touches share one millisecond; clocks step back). When
+  /// the count would pass 2^32 - 1 every stamp is halved, which keeps their order.
+  static std::uint32_t next_stamp(Shard& shard) noexcept {
+    if (shard.touches == UINT32_MAX) [[unlikely]] {
+      shard.table.halve_stamps();
+      shard.touches >>= 1;
+    }
+    return ++shard.touches;
+  }
 
   Shard& shard_for(std::uint64_t hash) noexcept { return shards_[shard_shift_ == 0 ? 0 : hash >> shard_shift_]; }
 
@@ -199,21 +220,23 @@ class ShardedStore {
   ///
   /// The sample starts at a uniformly random place (the hash is keyed, so nobody who sends keys can aim
   /// it), next to the slots the failed lookup has just read and `replace` will move; it reads only the
-  /// dense array of touch times (one cache line). A full key is the stale one LRU picks anyway, so the
+  /// dense array of touch stamps (one cache line). A full key is the stale one LRU picks anyway, so the
   /// sample does not read states: reading eight whole slots cost six more cache lines per new key.
-  static std::size_t lru_victim(Shard& shard, std::uint64_t hash, std::uint32_t stamp) {
+  /// The smallest stamp is the least recent touch: the key touched last is evicted only from a shard
+  /// that holds nothing else.
+  static std::size_t lru_victim(Shard& shard, std::uint64_t hash) {
     const std::size_t capacity = shard.table.capacity();
     std::size_t j = shard.table.home_of(hash);
     std::size_t victim = capacity;
-    std::uint32_t oldest_age = 0;
-    for (int seen = 0; seen < kEvictionSamples; j = j + 1 == capacity ? 0 : j + 1) {
+    std::uint32_t oldest = UINT32_MAX;
+    for (int seen = 0; seen < kEvictionSamples && seen < static_cast<int>(shard.table.size());
+         j = j + 1 == capacity ? 0 : j + 1) {
       const std::uint32_t used = shard.table.last_used(j);
       if (used == 0) continue;  // empty
       ++seen;
-      const std::uint32_t age = stamp - used;  // modular: right for ages under ~50 days
-      if (victim == capacity || age > oldest_age) {
+      if (victim == capacity || used < oldest) {
         victim = j;
-        oldest_age = age;
+        oldest = used;
       }
     }
     return victim;
