@@ -58,7 +58,8 @@ TEST(FailureOutcome, FailOpenAndFailClosedSaySoForSingleBatchAndJointChecks) {
   ManualClock clock;
   for (const FailurePolicy policy : {FailurePolicy::fail_open, FailurePolicy::fail_closed}) {
     auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(refused(policy));
-    RedisLimiter<ratelimit::FixedWindow, ManualClock> a(ratelimit::FixedWindow{.limit = 5, .window = 1min}, pool, clock);
+    RedisLimiter<ratelimit::FixedWindow, ManualClock> a(ratelimit::FixedWindow{.limit = 5, .window = 1min}, pool,
+                                                       clock);
     RedisLimiter<ratelimit::Gcra, ManualClock> b(ratelimit::Gcra{.limit = 5, .period = 1min, .burst = 2}, pool, clock);
     const bool open = policy == FailurePolicy::fail_open;
     const CheckResult one = a.check("k");

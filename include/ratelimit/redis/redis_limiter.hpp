@@ -115,9 +115,8 @@ class RedisLimiter final : public detail::LayeredMember {
   /// hash tag: limiters over the same user key still share a slot, so layered checks stay one script.
   /// Throws `std::invalid_argument` naming `RedisOptions.key_prefix` when it holds `{` or `}`.
   RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, std::string key_prefix, C clock = {})
-      : policy_(std::move(policy)), rules_(policy_.rules(detail::kTickNs)),
-        binding_(detail::bind<P>(rules_)), cluster_(std::move(router)),
-        options_(checked(with_prefix(cluster_->options(), std::move(key_prefix)))), clock_(std::move(clock)) {}
+      : RedisLimiter(std::move(policy), router, with_prefix(router->options().limiter(), std::move(key_prefix)),
+                     std::move(clock)) {}
 
   /// Checks `cost` units for `key` and consumes them if admitted (cost >= 1). Thread-safe.
   /// Throws `std::invalid_argument` for a negative cost or a key longer than `max_key_bytes`;
