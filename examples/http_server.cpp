@@ -21,6 +21,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 #include <ratelimit/http.hpp>
+#include <ratelimit/layers.hpp>
 #include <ratelimit/http/problem.hpp>
 #include <ratelimit/ratelimit.hpp>
 #if RATELIMIT_EXAMPLE_REDIS

@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.key_prefix = "quickstart:";
-  options.on_error = ratelimit::redis::OnError::raise;  // a demo should say when Redis is not there
+  options.on_error = ratelimit::FailurePolicy::raise;  // a demo should say when Redis is not there
 
   // 5 requests per second on average, bursts of up to 5; time from Redis's own clock (the default).
   ratelimit::redis::RedisLimiter limiter(ratelimit::Gcra{.limit = 5, .period = 1s, .burst = 5}, options);

@@ -4,8 +4,8 @@
 // for how long), shows the per-client peak rates, and draws a timeline chart with gnuplot; with --policy it
 // reports that one policy and the clients it limited most.
 //
-//   replay --limit 60 --period 60 --burst 20 --chart replay.png examples/data/access-combined-2015-05.log
-//   replay --policy gcra --limit 60 --period 60 --burst 20 examples/data/access-combined-2015-05.log
+//   replay --limit 60 --period 60 --burst 20 --chart replay.png build/data/access-combined-2015-05.log
+//   replay --policy gcra --limit 60 --period 60 --burst 20 build/data/access-combined-2015-05.log
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

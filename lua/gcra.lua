@@ -1,4 +1,4 @@
--- ratelimit: GCRA check, one atomic step (SPEC section 3, Gcra; must decide exactly as
+-- ratelimit: GCRA check, one atomic step (README "Policy formulas", Gcra; must decide exactly as
 -- ratelimit::Gcra::Rules evaluated at a 1 us tick). Virtual scheduling form, ITU-T I.371.
 --
 -- KEYS[1]  struct.pack("<dd", tat, w): theoretical arrival time and latest write time, integer microseconds
@@ -6,7 +6,7 @@
 -- ARGV[1]  now: integer microseconds since the epoch, or "" to read the server's TIME
 -- ARGV[2]  cost: integer >= 0 (ignored when peeking)
 -- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,
---          "2" = refund ARGV[2] units (SPEC addition "Refunds"; the part says how);
+--          "2" = refund ARGV[2] units (README "Refunds"; the part says how);
 --          "3" = dry check: decides as "0" and writes nothing (the layered script's first pass)
 -- ARGV[4]  burst B (the decision's limit): integer >= 1
 -- ARGV[5]  emission interval T = ceil(period / limit): microseconds, integer >= 1

@@ -1,4 +1,4 @@
--- ratelimit: a layered check, all or nothing, one atomic step over N keys (issue 5, item 2): each layer
+-- ratelimit: a layered check, all or nothing, one atomic step over N keys: each layer
 -- has its own policy kind, parameters, time and cost; every layer is decided against its key's state,
 -- and only when every layer admits are the consumptions (cost >= 1) kept. Otherwise nothing is written.
 -- It decides as ratelimit::check_layers does in memory (the policies' parts are the per-policy scripts').

@@ -1,11 +1,11 @@
--- ratelimit: sliding window counter check, one atomic step (SPEC section 3, SlidingWindowCounter; must
+-- ratelimit: sliding window counter check, one atomic step (README "Policy formulas", SlidingWindowCounter; must
 -- decide exactly as ratelimit::SlidingWindowCounter::Rules evaluated at a 1 us tick).
 --
 -- KEYS[1]  hash {w = latest write time (us), c = count of w's window, p = count of the window before}
 -- ARGV[1]  now: integer microseconds since the epoch, or "" to read the server's TIME
 -- ARGV[2]  cost: integer >= 0 (ignored when peeking)
 -- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,
---          "2" = refund ARGV[2] units (SPEC addition "Refunds"; the part says how);
+--          "2" = refund ARGV[2] units (README "Refunds"; the part says how);
 --          "3" = dry check: decides as "0" and writes nothing (the layered script's first pass)
 -- ARGV[4]  limit L: integer >= 1
 -- ARGV[5]  window W: microseconds, integer >= 1

@@ -1,4 +1,4 @@
--- ratelimit: token bucket check, one atomic step (SPEC section 3, TokenBucket; must decide exactly as
+-- ratelimit: token bucket check, one atomic step (README "Policy formulas", TokenBucket; must decide exactly as
 -- ratelimit::TokenBucket::Rules, which are GCRA's, evaluated at a 1 us tick).
 --
 -- The bucket is stored as the time it will be full again (`full_at`), not as a token count: tokens at t
@@ -9,7 +9,7 @@
 -- ARGV[1]  now: integer microseconds since the epoch, or "" to read the server's TIME
 -- ARGV[2]  cost (tokens): integer >= 0 (ignored when peeking)
 -- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,
---          "2" = refund ARGV[2] units (SPEC addition "Refunds"; the part says how);
+--          "2" = refund ARGV[2] units (README "Refunds"; the part says how);
 --          "3" = dry check: decides as "0" and writes nothing (the layered script's first pass)
 -- ARGV[4]  capacity C (the decision's limit): integer >= 1
 -- ARGV[5]  refill interval T = ceil(refill_period / refill_tokens): microseconds per token, integer >= 1

@@ -1,4 +1,4 @@
-// Atomic per key (SPEC section 4): threads racing on one fresh key admit exactly the quota, with the
+// Atomic per key (README "Guarantees"): threads racing on one fresh key admit exactly the quota, with the
 // `remaining` values of a serial execution; distinct keys never interfere. Run under TSan too.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Bounded memory (SPEC section 4): max_keys is a hard cap under a flood of distinct keys, full keys
+// Bounded memory (README "Guarantees"): max_keys is a hard cap under a flood of distinct keys, full keys
 // are reclaimed (by sweep, on touch, as new keys arrive), a hot key survives a flood (LRU), reset forgets.
 #include <gtest/gtest.h>
 

@@ -1,5 +1,6 @@
 // Hostile input against MemoryLimiter: each row of README's "Hostile input" table has a test here (the
-// Redis rows are in tests/redis/hostile_input_test.cpp). Expected values are worked by hand from SPEC.
+// Redis rows are in tests/redis/hostile_input_test.cpp). Expected values are worked by hand from README
+// "Behaviour contract".
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -168,7 +169,7 @@ TYPED_TEST(HostileInput, ClockAtTheEndsOfInt64IsClampedNotWrapped) {
   EXPECT_FALSE(l.allow("k").allowed);
 }
 
-// Clock stepping back (SPEC section 4), worked by hand for GCRA 1/s, burst 3 (T = 1 s, tau = 3 s).
+// Clock stepping back (README "Guarantees"), worked by hand for GCRA 1/s, burst 3 (T = 1 s, tau = 3 s).
 TEST(HostileClock, SteppingBackNeverAdmitsMoreAndCountsFromTheLatestWrite) {
   ManualClock clock;
   MemoryLimiter l(ratelimit::Gcra{.limit = 1, .period = 1s, .burst = 3}, {}, clock);

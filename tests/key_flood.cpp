@@ -1,4 +1,4 @@
-// Key flood (issue 6): N distinct keys through one MemoryLimiter capped at max_keys, against the same
+// Key flood: N distinct keys through one MemoryLimiter capped at max_keys, against the same
 // number of checks on one hot key. Checks that the key count stays at the cap, that peak RSS stays under a
 // stated bound, and that flood throughput stays within 2x of the hot-key throughput. Also reports a floor:
 // the hash, clock read and one cache miss that any check of a new key needs, to tell the store's own cost

@@ -1,6 +1,6 @@
-// Properties every decision must have (SPEC sections 2-4), checked on random traffic: no drift, token
-// bucket == GCRA, rate bounds, and the meaning of each Decision field (remaining, retry_after and
-// reset_after are exact: the shortest wait, the largest count).
+// Properties every decision must have (README "Decisions", "Policy formulas" and "Guarantees"), checked on
+// random traffic: no drift, token bucket == GCRA, rate bounds, and the meaning of each Decision field
+// (remaining, retry_after and reset_after are exact: the shortest wait, the largest count).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -36,7 +36,7 @@ std::int64_t drain(L& limiter, std::string_view key) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// No drift (SPEC section 4): polled every few ns or once in a long while, a bucket admits the same,
+// No drift (README "Guarantees"): polled every few ns or once in a long while, a bucket admits the same,
 // and exactly C + floor(t / T) by time t when it is drained from t = 0 and never refills to full.
 
 template <ratelimit::Policy P>
@@ -79,7 +79,8 @@ TEST(NoDrift, GcraPolledEveryFewNanosecondsOrRarely) {
   expect_no_drift(ratelimit::Gcra{.limit = 3, .period = 1000ns, .burst = 50}, 50, 334, 7, 14'000, 2'100'000);
 }
 
-// T = ceil(P / L) (SPEC section 3): 3 per 10 ns is T = 4 ns, never 3 ns (which would exceed the rate).
+// T = ceil(P / L) (README "Policy formulas"): 3 per 10 ns is T = 4 ns, never 3 ns (which would exceed
+// the rate).
 // Hand-worked: B = 2 at t = 0 (TAT 8), then one at t = 4 and t = 8: 4 admitted in [0, 10].
 TEST(Ceiling, EmissionIntervalIsRoundedUp) {
   ManualClock clock;
@@ -103,7 +104,7 @@ TEST(Ceiling, EmissionIntervalIsRoundedUp) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// TokenBucket{C, R, P} decides exactly as Gcra{R, P, C} (SPEC section 3), field by field.
+// TokenBucket{C, R, P} decides exactly as Gcra{R, P, C} (README "Policy formulas"), field by field.
 
 TEST(Equivalence, TokenBucketDecidesAsGcra) {
   struct Params {
@@ -169,7 +170,8 @@ std::vector<Admission> random_admissions(P policy, std::int64_t limit, std::int6
 }
 
 TEST(RateBound, GcraNeverExceedsRate) {
-  // Over any [a, b]: admitted <= B + (b - a) * L / P (SPEC: T is rounded up so the rate is never exceeded).
+  // Over any [a, b]: admitted <= B + (b - a) * L / P (README "Policy formulas": T is rounded up so the rate
+  // is never exceeded).
   struct Params {
     std::int64_t limit, period, burst;
   };
@@ -219,14 +221,14 @@ TEST(RateBound, FixedWindowNeverExceedsLimitInAnAlignedWindow) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// The meaning of each field (SPEC section 2), on the policies' pure rules and random states:
+// The meaning of each field (README "Decisions"), on the policies' pure rules and random states:
 // - 0 <= remaining <= limit; remaining == limit exactly when reset_after == 0;
 // - cost 0 is allowed; allowed => retry_after == 0; denied => retry_after > 0;
 //   retry_after == never exactly when cost > limit; a denial's retry_after <= reset_after;
 // - retry_after is the shortest wait: the same request passes at t + retry_after, not one tick earlier;
 // - remaining is exact: that many cost-1 requests pass in a row now, one more does not;
 // - reset_after is exact: full at t + reset_after, not one tick earlier.
-// t is the effective time max(t, latest write) of SPEC section 4.
+// t is the effective time max(t, latest write) of README "Guarantees".
 
 template <ratelimit::Policy P>
 void check_field_meanings(P policy, std::int64_t scale, std::uint64_t seed) {

@@ -14,6 +14,7 @@
 # A compiler that is not installed is installed only when it is one of g++, g++-12, clang++, clang++-14
 # (Debian 12 packages); any other must exist already, else the script stops with "compiler not found".
 #   RATELIMIT_SOAK_SECONDS=N                        also run the Redis soak test for N seconds (default 0: not)
+#   RATELIMIT_TRAFFIC_LOG=PATH                      access log for the replay test (default: the shipped log)
 # Each configuration has its own build directory, build/<compiler>-<type>[-<sanitizers>], so runs
 # never mix objects. Our own targets build with warnings as errors (-DRATELIMIT_WERROR=ON).
 # Sanitizer runs stop at the first error (halt_on_error, -fno-sanitize-recover=all).
@@ -144,7 +145,8 @@ cmake -S "$src_dir" -B "$build_dir" \
   -DRATELIMIT_BUILD_TESTS=ON \
   -DRATELIMIT_BUILD_EXAMPLES=ON \
   -DRATELIMIT_BUILD_BENCH="$bench" \
-  -DRATELIMIT_SOAK_SECONDS="${RATELIMIT_SOAK_SECONDS:-0}"
+  -DRATELIMIT_SOAK_SECONDS="${RATELIMIT_SOAK_SECONDS:-0}" \
+  ${RATELIMIT_TRAFFIC_LOG:+-DRATELIMIT_TRAFFIC_LOG="$RATELIMIT_TRAFFIC_LOG"}
 # The build runs the test binary to list its tests (gtest_discover_tests), so it needs the wrapper too.
 "${wrap[@]}" cmake --build "$build_dir" -j "$jobs"
 "${wrap[@]}" ctest --test-dir "$build_dir" --output-on-failure --no-tests=error -j "$jobs" --timeout 900 \

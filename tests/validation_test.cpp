@@ -1,4 +1,4 @@
-// Bad input gets std::invalid_argument whose message starts with the field name (SPEC sections 1 and 3);
+// Bad input gets std::invalid_argument whose message starts with the field name (README "Keys, costs and validation");
 // every byte string up to max_key_bytes is a valid, distinct key.
 #include <gtest/gtest.h>
 
@@ -105,7 +105,7 @@ TEST(Validation, GcraFields) {
   for (auto bad : {0ns, -1ns, kMinNs}) {
     EXPECT_INVALID(construct(Gcra{.limit = 1, .period = bad, .burst = 1}), "Gcra.period");
   }
-  // A rate above one per tick cannot be enforced (SPEC: P / L before rounding must be >= one tick).
+  // A rate above one per tick cannot be enforced (README "Policy formulas": P / L before rounding must be >= one tick).
   EXPECT_INVALID(construct(Gcra{.limit = 11, .period = 10ns, .burst = 1}), "Gcra.period", "Gcra.limit");
   EXPECT_INVALID(construct(Gcra{.limit = kMax, .period = 1s, .burst = 1}), "Gcra.period", "Gcra.limit");
   EXPECT_NO_THROW(construct(Gcra{.limit = 10, .period = 10ns, .burst = 1}));  // exactly one per tick

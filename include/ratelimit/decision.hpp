@@ -12,7 +12,7 @@ namespace ratelimit {
 
 /// The outcome of one check (`allow` or `peek`) against a key.
 ///
-/// Field meanings are fixed by SPEC section 2 and identical on every backend.
+/// Field meanings are fixed by README "Decisions" and identical on every backend.
 struct Decision {
   /// The `retry_after` of a request that can never pass (its cost exceeds `limit`).
   static constexpr std::chrono::nanoseconds never = std::chrono::nanoseconds::max();
@@ -33,6 +33,29 @@ struct Decision {
   explicit operator bool() const noexcept { return allowed; }
 
   friend bool operator==(const Decision&, const Decision&) = default;
+};
+
+/// Who made a decision.
+enum class Outcome {
+  /// The policy, from the key's state: a quota decision.
+  decided,
+  /// The backend failed and its failure policy answered (`FailurePolicy::fail_open` admits as a fresh
+  /// key would, `fail_closed` denies): no quota was consulted.
+  failure_policy,
+};
+
+/// A decision and who made it: what `check`, `check_many` and `JointBackend::check_jointly` return, so a
+/// caller can tell a failure-policy decision from a quota one (e.g. to start no penalty after it).
+struct CheckResult {
+  Decision decision{};
+  Outcome outcome = Outcome::decided;
+
+  /// True when the backend failed and `decision` is its failure policy's answer.
+  [[nodiscard]] bool failed() const noexcept { return outcome == Outcome::failure_policy; }
+  /// Same as `decision.allowed`.
+  explicit operator bool() const noexcept { return decision.allowed; }
+
+  friend bool operator==(const CheckResult&, const CheckResult&) = default;
 };
 
 }  // namespace ratelimit

@@ -1,15 +1,10 @@
 #pragma once
 
 /// @file
-/// Umbrella header for service integration: header fields, layered (all-or-nothing) checks, layers
-/// with counters, penalties and lists, and tiered plans. Dependency-free; the problem+json body is in
-/// `<ratelimit/http/problem.hpp>` (needs nlohmann/json, CMake target `ratelimit::http`).
+/// Umbrella header for HTTP: rate-limit header fields (`<ratelimit/http/headers.hpp>`). Dependency-free;
+/// the problem+json body is in `<ratelimit/http/problem.hpp>` (needs nlohmann/json, CMake target
+/// `ratelimit::http`). For one release it also includes `<ratelimit/layers.hpp>` (layers, layered checks,
+/// tiers), which lived under `http/` before; include that header directly.
 
 #include "ratelimit/http/headers.hpp"
-#include "ratelimit/http/key_lists.hpp"
-#include "ratelimit/http/layer.hpp"
-#include "ratelimit/http/layer_stats.hpp"
-#include "ratelimit/http/layered.hpp"
-#include "ratelimit/http/most_restrictive.hpp"
-#include "ratelimit/http/penalty_box.hpp"
-#include "ratelimit/http/tiers.hpp"
+#include "ratelimit/layers.hpp"

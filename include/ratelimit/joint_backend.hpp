@@ -26,29 +26,33 @@ struct JointRequest {
 };
 
 /// A limiter whose backend can check several (limiter, key, cost) requests as one atomic step, all or
-/// nothing. Implemented by `redis::RedisLimiter`; the in-memory backend takes its shard locks instead
-/// (`LockableLimiter`). Implementations are thread-safe.
+/// nothing: the one protocol of layered checks (`check_layers`). Implemented by `MemoryLimiter` (the
+/// shard locks of every key, in one global order) and `redis::RedisLimiter` (one Lua script).
+/// Implementations are thread-safe.
 class JointBackend {
  public:
   JointBackend() = default;
   JointBackend(const JointBackend&) = delete;
   JointBackend& operator=(const JointBackend&) = delete;
 
-  /// Limiters returning the same non-null value can be checked together (e.g. the same Redis
-  /// connection pool or cluster router); null means never jointly.
+  /// Limiters returning the same non-null value can be checked together (every `MemoryLimiter` shares
+  /// one; Redis limiters share their connection pool's or cluster router's); null means never jointly.
+  /// Equal domains promise one implementation family, so `check_jointly` may treat every request's
+  /// backend as its own kind.
   [[nodiscard]] virtual const void* joint_domain() const noexcept = 0;
 
   /// Checks every request (all of this limiter's domain) in one atomic step: if every one admits, every
-  /// consumption (cost >= 1) is kept; otherwise none is. Fills `decisions` (as many as `requests`): each
+  /// consumption (cost >= 1) is kept; otherwise none is. Fills `results` (as many as `requests`): each
   /// request's decision when all admit; when any denies, the denying ones' decisions, and for the
   /// admitting ones their state with nothing consumed (`allowed`, current `remaining`, `retry_after`
-  /// 0, current `reset_after`).
+  /// 0, current `reset_after`). A result whose outcome is `Outcome::failure_policy` is the backend's
+  /// failure-policy answer, not a quota decision.
   ///
   /// Returns false, having sent nothing, when these requests cannot be one step (e.g. keys in different
   /// Redis Cluster slots, the same backend key twice); the caller then checks them one by one.
   /// Throws `std::invalid_argument` for a bad key or cost; backend failures follow each limiter's own
   /// failure policy (see the implementation).
-  virtual bool check_jointly(std::span<const JointRequest> requests, std::span<Decision> decisions) = 0;
+  virtual bool check_jointly(std::span<const JointRequest> requests, std::span<CheckResult> results) = 0;
 
  protected:
   ~JointBackend() = default;

@@ -9,7 +9,7 @@
 #include "ratelimit/decision.hpp"
 #include "ratelimit/joint_backend.hpp"
 #include "ratelimit/limiter.hpp"
-#include "ratelimit/memory/key_handle.hpp"
+#include "ratelimit/memory/key_handle.hpp"  // deprecated alias, for one release
 #include "ratelimit/memory/memory_limiter.hpp"
 #include "ratelimit/memory/options.hpp"
 #include "ratelimit/policy/fixed_window.hpp"

@@ -1,4 +1,4 @@
--- part: fixed_window (SPEC section 3, FixedWindow; decides exactly as ratelimit::FixedWindow::Rules at a
+-- part: fixed_window (README "Policy formulas", FixedWindow; decides exactly as ratelimit::FixedWindow::Rules at a
 -- 1 us tick). The key is a hash {w = latest write time (us), c = count of w's window}; limit L, window W
 -- (us). Effective t = max(now, w): a clock that steps back sees time stand still at the latest write.
 
@@ -32,7 +32,7 @@ local function fixed_window(key, now, cost, mode, L, W)
     return allowed, L - after, retry, reset
   end
 
-  -- Refund (mode "2"; SPEC addition "Refunds"): c = max(0, c - n) in the current window only; the
+  -- Refund (mode "2"; README "Refunds"): c = max(0, c - n) in the current window only; the
   -- reply is the state afterwards as a cost-0 check sees it. Never past full; the TTL stays (reset_after
   -- does not grow).
   if mode == "2" then

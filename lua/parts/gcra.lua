@@ -1,4 +1,4 @@
--- part: gcra (SPEC section 3, Gcra, and TokenBucket, which decides exactly as GCRA; decides exactly as
+-- part: gcra (README "Policy formulas", Gcra, and TokenBucket, which decides exactly as GCRA; decides exactly as
 -- ratelimit::Gcra::Rules at a 1 us tick). Virtual scheduling form, ITU-T I.371. The key holds
 -- struct.pack("<dd", tat, w): theoretical arrival time and latest write time, integer microseconds (two
 -- little-endian doubles, exact below 2^53; one value, so one GET and one SET with its TTL). A token
@@ -29,7 +29,7 @@ local function gcra(key, now, cost, mode, B, T, tau)
   end
   local remaining = (tau - backlog - math.fmod(tau - backlog, T)) / T
 
-  -- Refund (mode "2"; SPEC addition "Refunds"): TAT = max(TAT - n*T, t): the backlog shrinks by n*T,
+  -- Refund (mode "2"; README "Refunds"): TAT = max(TAT - n*T, t): the backlog shrinks by n*T,
   -- never past full. The TTL stays (no wait grows). Reply: the state afterwards as a cost-0 check sees it.
   if mode == "2" then
     if backlog > 0 and cost > 0 then

@@ -1,4 +1,4 @@
--- part: sliding_window_counter (SPEC section 3, SlidingWindowCounter; decides exactly as
+-- part: sliding_window_counter (README "Policy formulas", SlidingWindowCounter; decides exactly as
 -- ratelimit::SlidingWindowCounter::Rules at a 1 us tick). The key is a hash {w = latest write time (us),
 -- c = count of w's window, p = count of the window before}; limit L, window W (us). Bound: L * W <= 2^53
 -- (checked in C++): every product below is at most L * W, so it is exact in Lua's doubles.
@@ -58,7 +58,7 @@ local function sliding_window_counter(key, now, cost, mode, L, W)
     return allowed, remaining, retry, reset
   end
 
-  -- Refund (mode "2"; SPEC addition "Refunds"): cur = max(0, cur - n); prev is history and stays.
+  -- Refund (mode "2"; README "Refunds"): cur = max(0, cur - n); prev is history and stays.
   -- The reply is the state afterwards as a cost-0 check sees it; the TTL stays (reset_after does not grow).
   if mode == "2" then
     if cur > 0 and cost > 0 then

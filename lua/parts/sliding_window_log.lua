@@ -1,4 +1,4 @@
--- part: sliding_window_log (SPEC section 3, SlidingWindowLog; decides exactly as
+-- part: sliding_window_log (README "Policy formulas", SlidingWindowLog; decides exactly as
 -- ratelimit::SlidingWindowLog::Rules at a 1 us tick). The key is a sorted set of admitted requests:
 -- score = timestamp (us), member = "<timestamp>:<cost>". Requests admitted at the same timestamp are
 -- merged into one member (their costs summed; they expire together), so members are unique without
@@ -58,7 +58,7 @@ local function sliding_window_log(key, now, cost, mode, L, W)
     return allowed, remaining, retry, reset
   end
 
-  -- Refund (mode "2"; SPEC addition "Refunds"): n units are taken off the newest live members (a
+  -- Refund (mode "2"; README "Refunds"): n units are taken off the newest live members (a
   -- member shrinks or goes); expired members are dropped. Reply: the state afterwards as a cost-0 check
   -- sees it; the TTL stays (the newest timestamp holding units does not grow).
   if mode == "2" then

@@ -1,4 +1,4 @@
-// The public option aggregates of include/ratelimit/http/ take designated initializers naming any one
+// The public option aggregates of include/ratelimit/http/ and layers/ take designated initializers naming any one
 // member. This file is compiled with -Wextra -Werror (tests/http/CMakeLists.txt), so a member without a
 // default member initializer fails the build (GCC: "missing initializer for member ..."); the tests
 // then check that the omitted members get their documented defaults.
@@ -50,10 +50,10 @@ TEST(DesignatedInit, MemoryLimiterFactoryWithOnlyOptions) {
 }
 
 TEST(DesignatedInit, HeaderAndProblemAggregates) {
-  const ratelimit::http::QuotaPolicy q{.name = "p"};
+  const ratelimit::QuotaPolicy q{.name = "p"};
   EXPECT_EQ(q.quota, 0);
   EXPECT_EQ(q.window, 1s);
-  const ratelimit::http::PolicyDecision d{.policy = &q};
+  const ratelimit::PolicyDecision d{.policy = &q};
   EXPECT_EQ(d.decision, ratelimit::Decision{});
   const ratelimit::http::FieldOptions f{.classic = false};
   EXPECT_TRUE(f.ietf);

@@ -1,4 +1,4 @@
-// Header fields and problem bodies: expected values worked by hand from SPEC section 6 and the draft.
+// Header fields and problem bodies: expected values worked by hand from README "Header fields" and the draft.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -144,7 +144,7 @@ TEST(HttpHeaders, SeveralPoliciesListAllAndClassicShowsTheMostRestrictive) {
   const auto a = http::quota_policy("minute", ratelimit::FixedWindow{30, 60s});
   const auto b = http::quota_policy("day", ratelimit::FixedWindow{1000, 24h});
   const auto c = http::quota_policy("burst", ratelimit::TokenBucket{10, 30, 60s});
-  const std::vector<http::PolicyDecision> allowed{
+  const std::vector<ratelimit::PolicyDecision> allowed{
       {&a, Decision{.allowed = true, .limit = 30, .remaining = 7, .reset_after = 20s}},
       {&b, Decision{.allowed = true, .limit = 1000, .remaining = 7, .reset_after = 3600s}},
       {&c, Decision{.allowed = true, .limit = 10, .remaining = 9, .reset_after = 2s}}};
@@ -156,7 +156,7 @@ TEST(HttpHeaders, SeveralPoliciesListAllAndClassicShowsTheMostRestrictive) {
   EXPECT_EQ(field(f, "X-RateLimit-Remaining"), "7");
   EXPECT_EQ(field(f, "X-RateLimit-Reset"), "3600");
 
-  const std::vector<http::PolicyDecision> denied{
+  const std::vector<ratelimit::PolicyDecision> denied{
       {&a, denial(30, 20s, 20s)},
       {&b, Decision{.allowed = true, .limit = 1000, .remaining = 0, .reset_after = 3600s}},
       {&c, denial(10, 1500ms, 2s)}};
@@ -170,7 +170,7 @@ TEST(HttpHeaders, SeveralPoliciesListAllAndClassicShowsTheMostRestrictive) {
   f = http::rate_limit_fields(denied, only_ietf);
   EXPECT_EQ(f.size(), 3u);  // RateLimit-Policy, RateLimit, Retry-After
   EXPECT_EQ(field(f, "Retry-After"), "20");
-  EXPECT_TRUE(http::rate_limit_fields(std::span<const http::PolicyDecision>{}).empty());
+  EXPECT_TRUE(http::rate_limit_fields(std::span<const ratelimit::PolicyDecision>{}).empty());
 }
 
 TEST(HttpHeaders, EpochResetRoundsUpTheAbsoluteTime) {
@@ -297,4 +297,21 @@ TEST(HttpProblem, DenyListedKeyGetsNoDetailClaimingACostAboveTheLimit) {
   EXPECT_FALSE(j.contains("retry-after"));
   EXPECT_EQ(j.at("violated-policies"), nlohmann::json::array({"ip"}));
   EXPECT_EQ(j.at("instance"), "/x");
+}
+
+// A layer's name is any string (layers know nothing of HTTP); the header fields refuse a name they cannot
+// write, when they write it.
+TEST(HttpHeaders, LayerNamesNeedNotBeStructuredFieldStringsUntilWritten) {
+  ratelimit::ManualClock clock;
+  ratelimit::MemoryLimiter limiter(ratelimit::FixedWindow{.limit = 1, .window = 1s}, {}, clock);
+  ratelimit::LimiterLayer layer(limiter, "caf\xc3\xa9\n");
+  EXPECT_EQ(layer.name(), "caf\xc3\xa9\n");
+  const auto d = ratelimit::check_layers({{&layer, "k"}});
+  EXPECT_TRUE(d);
+  try {
+    (void)http::rate_limit_fields(d.policy_decisions());
+    FAIL() << "non-ASCII name written";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("name:", 0), 0u) << e.what();
+  }
 }

@@ -1,4 +1,4 @@
-// Refunds (SPEC addition "Refunds"): exact tables worked by hand, then random sequences against
+// Refunds (README "Refunds"): exact tables worked by hand, then random sequences against
 // deliberately simple reference models written differently from the library (a credit bucket instead
 // of a TAT, per-window count maps, an unmerged request log).
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Cross-process atomicity (SPEC section 4): 8 processes x 500 requests racing on one fresh key with
+// Cross-process atomicity (README "Guarantees"): 8 processes x 500 requests racing on one fresh key with
 // limit L admit exactly L, for every policy, repeated.
 #include <gtest/gtest.h>
 #include <sys/wait.h>

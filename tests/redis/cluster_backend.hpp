@@ -19,7 +19,7 @@ struct RedisClusterBackend {
       ADD_FAILURE() << "no Redis Cluster (" << cluster_error() << "): this conformance test cannot run";
       ratelimit::redis::RedisOptions nowhere;
       nowhere.cluster_nodes = {{"127.0.0.1", 1}};  // every call fails and raises
-      nowhere.on_error = ratelimit::redis::OnError::raise;
+      nowhere.on_error = ratelimit::FailurePolicy::raise;
       return std::make_unique<ratelimit::redis::RedisLimiter<P, ratelimit::ManualClock>>(std::move(policy), nowhere,
                                                                                           std::move(clock));
     }

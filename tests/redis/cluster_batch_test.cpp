@@ -22,7 +22,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using ratelimit::Decision;
-using ratelimit::redis::OnError;
+using ratelimit::FailurePolicy;
 using ratelimit::redis::RedisLimiter;
 using ratelimit::redis::Request;
 using ratelimit_test::RedisCluster;
@@ -40,7 +40,7 @@ using ratelimit_test::shared_cluster;
   if (::pthread_sigmask(SIG_SETMASK, nullptr, &blocked) != 0 || sigismember(&blocked, SIGPIPE) == 1) ::_exit(11);
 
   auto o = cluster.options();
-  o.on_error = OnError::fail_closed;
+  o.on_error = FailurePolicy::fail_closed;
   o.key_prefix = "sigpipe:" + std::to_string(::getpid()) + ":";
   o.max_key_bytes = 2000;
   RedisLimiter limiter(ratelimit::Gcra{.limit = 1000, .period = 1s, .burst = 1000}, o);
@@ -97,7 +97,7 @@ TEST(ClusterBatch, WriteToClosedConnectionsFailsInsteadOfRaisingSigpipe) {
 TEST(ClusterBatch, OppositeNodeOrdersNeverTimeOut) {
   RATELIMIT_REQUIRE_CLUSTER();
   auto o = shared_cluster()->options();
-  o.on_error = OnError::fail_closed;
+  o.on_error = FailurePolicy::fail_closed;
   o.key_prefix = ratelimit_test::unique_prefix();
   o.pool_size = 1;
   o.command_timeout = 300ms;  // the wait a lock-order inversion costs; long enough for sanitizer builds

@@ -36,7 +36,7 @@ TEST(ClusterFailover, KilledMasterIsReplacedAndTheLimiterRecovers) {
 
   ManualClock clock;
   auto opts = ratelimit_test::cluster_client_options(cluster);
-  opts.on_error = ratelimit::redis::OnError::fail_closed;
+  opts.on_error = ratelimit::FailurePolicy::fail_closed;
   opts.failure_retry_after = 1s;
   opts.command_timeout = 300ms;
   opts.connect_timeout = 300ms;

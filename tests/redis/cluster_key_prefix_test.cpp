@@ -41,12 +41,12 @@ TEST(ClusterKeyPrefix, LimitersOfOneKindOnOneRouterKeepSeparateState) {
   // One user key: one slot, so a joint check of both is one script.
   using ratelimit::redis::detail::key_slot;
   EXPECT_EQ(key_slot(minute.redis_key("bob")), key_slot(day.redis_key("bob")));
-  std::array<ratelimit::Decision, 2> out{};
+  std::array<ratelimit::CheckResult, 2> out{};
   const std::array<ratelimit::JointRequest, 2> both{ratelimit::JointRequest{&minute, "bob", 1},
                                                     ratelimit::JointRequest{&day, "bob", 1}};
   ASSERT_TRUE(minute.check_jointly(both, out));
-  EXPECT_EQ(out[0].remaining, 1);
-  EXPECT_EQ(out[1].remaining, 4);
+  EXPECT_EQ(out[0].decision.remaining, 1);
+  EXPECT_EQ(out[1].decision.remaining, 4);
   EXPECT_EQ(minute.stats().failures + day.stats().failures, 0u);
 
   EXPECT_THROW(Window(ratelimit::FixedWindow{.limit = 1, .window = 1s}, router, "bad{", clock), std::invalid_argument);

@@ -17,7 +17,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using ratelimit::ManualClock;
-using ratelimit::redis::OnError;
+using ratelimit::FailurePolicy;
 using ratelimit::redis::RedisLimiter;
 using ratelimit_test::RedisCluster;
 using ratelimit_test::shared_cluster;
@@ -98,7 +98,7 @@ TEST(ClusterMigration, PartialSlidingLogRefundKeepsTheKey) {
 TEST(ClusterMigration, LayeredChecksOnAMigratingSlotAdmitExactlyTheLimit) {
   RATELIMIT_REQUIRE_CLUSTER();
   RedisCluster& cluster = *shared_cluster();
-  for (const OnError on_error : {OnError::fail_open, OnError::raise}) {
+  for (const FailurePolicy on_error : {FailurePolicy::fail_open, FailurePolicy::raise}) {
     ManualClock clock;
     auto o = ratelimit_test::cluster_client_options(cluster);
     o.on_error = on_error;

@@ -49,7 +49,7 @@ inline RedisCluster* shared_cluster() {
 inline ratelimit::redis::RedisOptions cluster_client_options(const RedisCluster& cluster) {
   ratelimit::redis::RedisOptions o;
   o.time_source = ratelimit::redis::TimeSource::client;
-  o.on_error = ratelimit::redis::OnError::raise;
+  o.on_error = ratelimit::FailurePolicy::raise;
   o.key_prefix = unique_prefix();
   o.command_timeout = std::chrono::milliseconds(2000);
   o.connect_timeout = std::chrono::milliseconds(2000);

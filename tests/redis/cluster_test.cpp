@@ -192,7 +192,7 @@ TEST(ClusterOptions, Validation) {
 TEST(ClusterOptions, UnreachableSeedsFailPerPolicy) {
   ratelimit::redis::RedisOptions o;
   o.cluster_nodes = {{"127.0.0.1", ratelimit_test::free_port()}};
-  o.on_error = ratelimit::redis::OnError::fail_closed;
+  o.on_error = ratelimit::FailurePolicy::fail_closed;
   o.failure_retry_after = 2s;
   RedisLimiter l(ratelimit::Gcra{.limit = 5, .period = 1s, .burst = 5}, o);
   EXPECT_EQ(l.allow("k"), D(false, 5, 0, 2s, 2s));

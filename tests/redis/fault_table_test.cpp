@@ -1,4 +1,4 @@
-// The fault table (issue 6, README "Redis faults"): each fault is injected into a real redis-server on
+// The fault table (README "Hostile input and faults"): each fault is injected into a real redis-server on
 // loopback while two threads check at full speed through one RedisLimiter (default timeouts and backoff,
 // on_error = fail_closed). Each row asserts: the fault was seen (or, for SCRIPT FLUSH, invisible); every
 // call returned within connect_timeout + command_timeout (so no thread hangs); checks succeed again within
@@ -63,7 +63,7 @@ Row run(const Scenario& sc) {
   auto server = std::make_unique<RedisServer>(ratelimit_test::redis_server_binary());
   ratelimit::redis::RedisOptions o = server->options();
   o.key_prefix = ratelimit_test::unique_prefix();
-  o.on_error = ratelimit::redis::OnError::fail_closed;
+  o.on_error = ratelimit::FailurePolicy::fail_closed;
   o.failure_retry_after = kFailureRetry;
   o.pool_size = kPool;
   sc.setup(*server, o);

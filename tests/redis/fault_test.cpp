@@ -1,4 +1,4 @@
-// Failure handling (SPEC section 5) under each on_error: SCRIPT FLUSH between calls, Redis restarted
+// Failure handling (README "Redis contract") under each on_error: SCRIPT FLUSH between calls, Redis restarted
 // mid-run, a command slowed past the timeout (CLIENT PAUSE), Redis down at start, reconnect backoff.
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@ using ratelimit::BackendError;
 using ratelimit::BackendErrorCause;
 using ratelimit::Decision;
 using ratelimit::ManualClock;
-using ratelimit::redis::OnError;
+using ratelimit::FailurePolicy;
 using ratelimit::redis::RedisLimiter;
 
 // GCRA 10/s, burst 3 (T = 100 ms), at client time 0.
@@ -26,7 +26,7 @@ Decision D(bool allowed, std::int64_t remaining, std::chrono::nanoseconds retry,
   return Decision{allowed, 3, remaining, retry, reset};
 }
 
-class Fault : public testing::TestWithParam<OnError> {
+class Fault : public testing::TestWithParam<FailurePolicy> {
  protected:
   void SetUp() override {
     RATELIMIT_REQUIRE_REDIS();
@@ -47,7 +47,7 @@ class Fault : public testing::TestWithParam<OnError> {
   template <class Call>
   void expect_failure(Call&& call, BackendErrorCause cause) {
     switch (GetParam()) {
-      case OnError::raise:
+      case FailurePolicy::raise:
         try {
           call();
           ADD_FAILURE() << "no BackendError";
@@ -55,10 +55,10 @@ class Fault : public testing::TestWithParam<OnError> {
           EXPECT_EQ(e.cause(), cause) << e.what();
         }
         break;
-      case OnError::fail_open:
+      case FailurePolicy::fail_open:
         EXPECT_EQ(call(), D(true, 2, 0s, 100ms));
         break;
-      case OnError::fail_closed:
+      case FailurePolicy::fail_closed:
         EXPECT_EQ(call(), D(false, 0, 2s, 2s));
         break;
     }
@@ -131,7 +131,7 @@ TEST_P(Fault, RedisDownAtStart) {
   RedisLimiter l(kPolicy, o, clock_);  // constructing connects nothing
   expect_failure([&] { return l.allow("k"); }, BackendErrorCause::io);
   expect_failure([&] { return l.peek("k").allowed ? l.allow("k") : l.allow("k"); }, BackendErrorCause::io);
-  if (GetParam() == OnError::raise) {
+  if (GetParam() == FailurePolicy::raise) {
     EXPECT_THROW(l.reset("k"), BackendError);
   } else {
     EXPECT_FALSE(l.reset("k"));
@@ -163,24 +163,24 @@ TEST_P(Fault, PipelinedBatchWhenRedisIsDown) {
   o.port = port;
   RedisLimiter l(kPolicy, o, clock_);
   const ratelimit::redis::Request batch[] = {{"a", 1}, {"b", 1}};
-  if (GetParam() == OnError::raise) {
+  if (GetParam() == FailurePolicy::raise) {
     EXPECT_THROW(l.allow_many(batch), BackendError);
   } else {
     const auto d = l.allow_many(batch);
     ASSERT_EQ(d.size(), 2u);
-    const Decision want = GetParam() == OnError::fail_open ? D(true, 2, 0s, 100ms) : D(false, 0, 2s, 2s);
+    const Decision want = GetParam() == FailurePolicy::fail_open ? D(true, 2, 0s, 100ms) : D(false, 0, 2s, 2s);
     EXPECT_EQ(d[0], want);
     EXPECT_EQ(d[1], want);
   }
   EXPECT_EQ(l.stats().failures, 2u);
 }
 
-INSTANTIATE_TEST_SUITE_P(OnError, Fault, testing::Values(OnError::fail_open, OnError::fail_closed, OnError::raise),
-                         [](const testing::TestParamInfo<OnError>& p) {
+INSTANTIATE_TEST_SUITE_P(OnError, Fault, testing::Values(FailurePolicy::fail_open, FailurePolicy::fail_closed, FailurePolicy::raise),
+                         [](const testing::TestParamInfo<FailurePolicy>& p) {
                            switch (p.param) {
-                             case OnError::fail_open: return std::string("fail_open");
-                             case OnError::fail_closed: return std::string("fail_closed");
-                             case OnError::raise: return std::string("raise");
+                             case FailurePolicy::fail_open: return std::string("fail_open");
+                             case FailurePolicy::fail_closed: return std::string("fail_closed");
+                             case FailurePolicy::raise: return std::string("raise");
                            }
                            return std::string("unknown");
                          });

@@ -24,7 +24,7 @@ TEST(RedisKeyFlood, EveryKeyExpiresAfterTheFlood) {
   RATELIMIT_REQUIRE_REDIS();
   ratelimit_test::RedisServer server(ratelimit_test::redis_server_binary());  // its own: DBSIZE is exact
   auto o = server.options();
-  o.on_error = ratelimit::redis::OnError::raise;
+  o.on_error = ratelimit::FailurePolicy::raise;
   o.command_timeout = 5000ms;
   // A 10 ms window: reset_after <= 10 ms, so every key's TTL is at most 1.01 s.
   ratelimit::redis::RedisLimiter limiter(ratelimit::FixedWindow{.limit = 5, .window = 10ms}, o);

@@ -19,7 +19,7 @@ struct RedisBackend {
       ADD_FAILURE() << "no redis-server (see the message above): this conformance test cannot run";
       ratelimit::redis::RedisOptions nowhere;
       nowhere.port = 1;  // every call fails and raises
-      nowhere.on_error = ratelimit::redis::OnError::raise;
+      nowhere.on_error = ratelimit::FailurePolicy::raise;
       return std::make_unique<ratelimit::redis::RedisLimiter<P, ratelimit::ManualClock>>(std::move(policy), nowhere,
                                                                                           std::move(clock));
     }

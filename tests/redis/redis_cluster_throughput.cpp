@@ -57,7 +57,7 @@ struct Result {
 
 Result measure(ratelimit::redis::RedisOptions o, const std::vector<pid_t>& servers, double seconds, int threads) {
   o.key_prefix = "bench:";
-  o.on_error = ratelimit::redis::OnError::fail_closed;
+  o.on_error = ratelimit::FailurePolicy::fail_closed;
   o.pool_size = static_cast<std::size_t>(threads);
   o.command_timeout = std::chrono::milliseconds(2000);
   ratelimit::redis::RedisLimiter limiter(ratelimit::Gcra{.limit = 1'000'000, .period = std::chrono::seconds(1), .burst = 1000}, o);

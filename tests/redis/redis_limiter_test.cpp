@@ -1,4 +1,4 @@
-// Exact decisions of every policy on Redis, worked by hand from SPEC section 3 (client time, ManualClock),
+// Exact decisions of every policy on Redis, worked by hand from README "Policy formulas" (client time, ManualClock),
 // plus peek, cost 0, denials writing nothing, TTLs, reset, allow_many and server time.
 #include <gtest/gtest.h>
 

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   o.host = where.substr(0, where.rfind(':'));
   o.port = std::stoi(where.substr(where.rfind(':') + 1));
   o.key_prefix = "bench:";
-  o.on_error = ratelimit::redis::OnError::raise;
+  o.on_error = ratelimit::FailurePolicy::raise;
   const ratelimit::Gcra policy{.limit = 1'000'000, .period = 1s, .burst = 1000};
   ratelimit::redis::RedisLimiter limiter(policy, o);
   limiter.reset("k");

@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   }
   ratelimit_test::RedisServer server(*binary);
   auto o = server.options();
-  o.on_error = ratelimit::redis::OnError::raise;
+  o.on_error = ratelimit::FailurePolicy::raise;
   o.pool_size = 2;
   o.key_prefix = "soak:";
   ratelimit::redis::RedisLimiter limiter(ratelimit::Gcra{.limit = 1'000'000, .period = 1s, .burst = 1000}, o);

@@ -31,7 +31,7 @@ inline std::string unique_prefix() {
 
 /// Options for `server` with client time (the test's ManualClock), raising errors, a fresh prefix.
 inline ratelimit::redis::RedisOptions client_options(const RedisServer& server,
-                                                     ratelimit::redis::OnError on_error = ratelimit::redis::OnError::raise) {
+                                                     ratelimit::FailurePolicy on_error = ratelimit::FailurePolicy::raise) {
   ratelimit::redis::RedisOptions o;
   o.time_source = ratelimit::redis::TimeSource::client;
   o.on_error = on_error;

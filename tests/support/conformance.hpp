@@ -1,8 +1,8 @@
 #pragma once
 
 /// @file
-/// The backend conformance suite: table-driven exact-value tests of SPEC sections 2-4, run against any
-/// backend. Instantiate it with a Backend type:
+/// The backend conformance suite: table-driven exact-value tests of README "Decisions", "Policy formulas"
+/// and "Guarantees", run against any backend. Instantiate it with a Backend type:
 ///
 /// ```cpp
 /// struct MyBackend {
@@ -14,9 +14,9 @@
 ///
 /// Every time, window and period in the tables is a whole number of microseconds and every emission
 /// interval (and every floor(a*W/prev) of the sliding window counter) is exact in microseconds, so the
-/// in-memory (ns) and Redis (us) backends must give identical decisions (SPEC section 4). Each test
+/// in-memory (ns) and Redis (us) backends must give identical decisions (README "Guarantees"). Each test
 /// uses a fresh unique key, so a shared server never mixes state between tests or runs. Expected
-/// values were worked out by hand from SPEC section 3; the arithmetic is in the comments.
+/// values were worked out by hand from README "Policy formulas"; the arithmetic is in the comments.
 
 #include <gtest/gtest.h>
 
@@ -454,8 +454,8 @@ TYPED_TEST_P(Conformance, TokenBucketClockSteppingBack) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Peek (SPEC section 2): allowed and retry_after of a cost-1 request, remaining and reset_after as now;
-// nothing consumed, nothing written (so it never moves the effective time of SPEC section 4).
+// Peek (README "Decisions"): allowed and retry_after of a cost-1 request, remaining and reset_after as
+// now; nothing consumed, nothing written (so it never moves the effective time of README "Guarantees").
 
 TYPED_TEST_P(Conformance, PeekConsumesAndWritesNothing) {
   // L = 10, P = 1000 us -> T = 100 us; B = 2 -> tau = 200 us.

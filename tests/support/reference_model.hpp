@@ -1,13 +1,14 @@
 #pragma once
 
 /// @file
-/// Deliberately simple reference models of SPEC section 3, for tests only.
+/// Deliberately simple reference models of README "Policy formulas", for tests only.
 ///
-/// Written straight from the SPEC formulas, in ticks, sharing no code with the library's policies:
-/// the sliding log is a plain vector of (t, cost) entries, windows use plain integer math in 128 bits,
-/// and the token bucket is modelled as an actual bucket of tokens (not as GCRA), so the SPEC claim
-/// "TokenBucket decides exactly as Gcra" is checked, not assumed. An absent key is full.
-/// Clock stepping back (SPEC section 4): the effective time is max(t, latest admitted write with cost >= 1).
+/// Written straight from the formulas of README "Policy formulas", in ticks, sharing no code with the
+/// library's policies: the sliding log is a plain vector of (t, cost) entries, windows use plain integer math
+/// in 128 bits, and the token bucket is modelled as an actual bucket of tokens (not as GCRA), so the
+/// contract's claim "TokenBucket decides exactly as Gcra" is checked, not assumed. An absent key is full.
+/// Clock stepping back (README "Guarantees"): the effective time is max(t, latest admitted write with cost >=
+/// 1).
 
 #include <algorithm>
 #include <cstddef>
@@ -248,7 +249,7 @@ struct TokenBucketModel {
   [[nodiscard]] bool full(const State& s, std::int64_t now) const { return check(&s, now, 0).outcome.remaining == C; }
 };
 
-/// Per-key state for one model: `allow`, `peek` (SPEC section 2), `reset`, and `sweep` (forget the
+/// Per-key state for one model: `allow`, `peek` (README "Decisions"), `reset`, and `sweep` (forget the
 /// keys that are full at `now`, as the in-memory backend may do at any time).
 template <class Algo>
 class Keyed {

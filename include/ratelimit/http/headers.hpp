@@ -16,46 +16,19 @@
 
 #include "ratelimit/decision.hpp"
 #include "ratelimit/detail/arithmetic.hpp"
-#include "ratelimit/http/most_restrictive.hpp"
-#include "ratelimit/policy/fixed_window.hpp"
-#include "ratelimit/policy/gcra.hpp"
-#include "ratelimit/policy/sliding_window_counter.hpp"
-#include "ratelimit/policy/sliding_window_log.hpp"
-#include "ratelimit/policy/token_bucket.hpp"
+#include "ratelimit/most_restrictive.hpp"
+#include "ratelimit/quota_policy.hpp"
 
 namespace ratelimit::http {
 
 /// One header field: name and value.
 using Field = std::pair<std::string, std::string>;
 
-/// A policy as the `RateLimit-Policy` field advertises it: `quota` units per `window`.
-///
-/// Build it with `quota_policy(name, policy)`, which maps each policy as follows (SPEC section 6):
-/// - windowed policies (`FixedWindow`, `SlidingWindowLog`, `SlidingWindowCounter`): `q = limit`,
-///   `w = window`;
-/// - `Gcra{limit, period, burst}`: `q = burst`, `w = burst * T` with `T = ceil(period / limit)`, i.e.
-///   the burst and the time one burst takes to refill; `q / w` is the sustained rate and `q` equals
-///   `Decision::limit`, so `r <= q` always holds (a `q = limit, w = period` mapping breaks that when
-///   `burst > limit`);
-/// - `TokenBucket{capacity, refill_tokens, refill_period}`: as its GCRA, `q = capacity`,
-///   `w = capacity * ceil(refill_period / refill_tokens)`.
-/// `w` is whole seconds (the draft has no sub-second windows), rounded up, at least 1.
-struct QuotaPolicy {
-  /// The policy identifier: printable ASCII (0x20..0x7E), serialized as a Structured Field String.
-  std::string name{};
-  /// Quota units per window (`q`); >= 0.
-  std::int64_t quota = 0;
-  /// The window (`w`); >= 1 s.
-  std::chrono::seconds window{1};
-};
-
-/// A decision together with the policy that made it, for one response.
-struct PolicyDecision {
-  /// The policy; must outlive this value.
-  const QuotaPolicy* policy = nullptr;
-  /// What the policy decided for this request.
-  Decision decision{};
-};
+/// Deprecated: moved to `ratelimit::QuotaPolicy` (`<ratelimit/quota_policy.hpp>`); removed in the next release.
+using QuotaPolicy [[deprecated("use ratelimit::QuotaPolicy")]] = ratelimit::QuotaPolicy;
+/// Deprecated: moved to `ratelimit::PolicyDecision` (`<ratelimit/quota_policy.hpp>`); removed in the next
+/// release.
+using PolicyDecision [[deprecated("use ratelimit::PolicyDecision")]] = ratelimit::PolicyDecision;
 
 /// How `X-RateLimit-Reset` is written.
 enum class ResetFormat {
@@ -81,9 +54,7 @@ struct FieldOptions {
 /// Whole seconds of `d`, rounded up; 0 for `d <= 0`. `Decision::never` maps to the largest int64.
 /// Pure; thread-safe.
 [[nodiscard]] inline std::int64_t ceil_seconds(std::chrono::nanoseconds d) noexcept {
-  if (d <= std::chrono::nanoseconds::zero()) return 0;
-  if (d == Decision::never) return detail::kInt64Max;
-  return detail::ceil_div(d.count(), 1'000'000'000);
+  return ratelimit::detail::ceil_whole_seconds(d);
 }
 
 /// The `Retry-After` value (RFC 9110 delay-seconds) of a decision: `max(1, ceil(retry_after))` seconds
@@ -114,49 +85,22 @@ struct FieldOptions {
   return out;
 }
 
-namespace detail {
-[[nodiscard]] inline std::chrono::seconds window_seconds(std::chrono::nanoseconds w) {
-  const std::int64_t s = ceil_seconds(w);
-  return std::chrono::seconds(s < 1 ? 1 : s);
-}
-[[nodiscard]] inline QuotaPolicy checked(std::string name, std::int64_t quota, std::chrono::nanoseconds window) {
-  (void)sf_string(name);  // validates the name now, not on every response
-  return QuotaPolicy{std::move(name), quota, window_seconds(window)};
-}
-}  // namespace detail
-
-/// The advertised quota of a fixed window: `q = limit`, `w = ceil(window)` s. Throws
-/// `std::invalid_argument` naming the field for an invalid policy or a non-ASCII name.
-[[nodiscard]] inline QuotaPolicy quota_policy(std::string name, const FixedWindow& p) {
-  (void)p.rules(1);
-  return detail::checked(std::move(name), p.limit, p.window);
-}
-/// As for `FixedWindow`.
-[[nodiscard]] inline QuotaPolicy quota_policy(std::string name, const SlidingWindowLog& p) {
-  (void)p.rules(1);
-  return detail::checked(std::move(name), p.limit, p.window);
-}
-/// As for `FixedWindow`.
-[[nodiscard]] inline QuotaPolicy quota_policy(std::string name, const SlidingWindowCounter& p) {
-  (void)p.rules(1);
-  return detail::checked(std::move(name), p.limit, p.window);
-}
-/// GCRA: `q = burst`, `w = ceil(burst * T)` s (see `QuotaPolicy`).
-[[nodiscard]] inline QuotaPolicy quota_policy(std::string name, const Gcra& p) {
-  const Gcra::Rules r = p.rules(1);
-  return detail::checked(std::move(name), r.limit(), std::chrono::nanoseconds(r.tolerance()));
-}
-/// Token bucket: `q = capacity`, `w = ceil(capacity * T)` s, as its GCRA.
-[[nodiscard]] inline QuotaPolicy quota_policy(std::string name, const TokenBucket& p) {
-  const TokenBucket::Rules r = p.rules(1);
-  return detail::checked(std::move(name), r.limit(), std::chrono::nanoseconds(r.tolerance()));
+/// `ratelimit::quota_policy(name, policy)` (see `ratelimit::QuotaPolicy`) with the name checked as
+/// header fields need it. Throws `std::invalid_argument` naming the field for an invalid policy, or
+/// "name: ..." for a name outside printable ASCII. Pure; thread-safe.
+template <class P>
+  requires requires(std::string n, const P& p) { ratelimit::quota_policy(std::move(n), p); }
+[[nodiscard]] ratelimit::QuotaPolicy quota_policy(std::string name, const P& policy) {
+  ratelimit::QuotaPolicy q = ratelimit::quota_policy(std::move(name), policy);
+  (void)sf_string(q.name);  // validates the name now, not on every response
+  return q;
 }
 
 /// The `RateLimit-Policy` value: `"<name>";q=<quota>;w=<window s>` per policy, comma-separated (an
 /// RFC 9651 List; members joined by ", "). Pure; thread-safe.
-[[nodiscard]] inline std::string ratelimit_policy_value(std::span<const PolicyDecision> entries) {
+[[nodiscard]] inline std::string ratelimit_policy_value(std::span<const ratelimit::PolicyDecision> entries) {
   std::string out;
-  for (const PolicyDecision& e : entries) {
+  for (const ratelimit::PolicyDecision& e : entries) {
     if (!out.empty()) out += ", ";
     out += sf_string(e.policy->name);
     out += ";q=" + std::to_string(e.policy->quota) + ";w=" + std::to_string(e.policy->window.count());
@@ -178,9 +122,9 @@ namespace detail {
 
 /// The `RateLimit` value: `"<name>";r=<remaining>;t=<effective window s>` per policy, comma-separated.
 /// Pure; thread-safe.
-[[nodiscard]] inline std::string ratelimit_value(std::span<const PolicyDecision> entries) {
+[[nodiscard]] inline std::string ratelimit_value(std::span<const ratelimit::PolicyDecision> entries) {
   std::string out;
-  for (const PolicyDecision& e : entries) {
+  for (const ratelimit::PolicyDecision& e : entries) {
     if (!out.empty()) out += ", ";
     out += sf_string(e.policy->name);
     out += ";r=" + std::to_string(e.decision.remaining) + ";t=" + std::to_string(effective_window_seconds(e.decision));
@@ -194,7 +138,7 @@ namespace detail {
 /// when `options.classic`; `Retry-After` when that entry denies with a finite wait
 /// (`retry_after_value`). Empty `entries` give no fields. Thread-safe. Throws `std::invalid_argument`
 /// ("name: ...") for a policy name outside printable ASCII.
-[[nodiscard]] inline std::vector<Field> rate_limit_fields(std::span<const PolicyDecision> entries,
+[[nodiscard]] inline std::vector<Field> rate_limit_fields(std::span<const ratelimit::PolicyDecision> entries,
                                                          const FieldOptions& options = {}) {
   std::vector<Field> fields;
   if (entries.empty()) return fields;
@@ -204,7 +148,7 @@ namespace detail {
   }
   std::vector<Decision> decisions;
   decisions.reserve(entries.size());
-  for (const PolicyDecision& e : entries) decisions.push_back(e.decision);
+  for (const ratelimit::PolicyDecision& e : entries) decisions.push_back(e.decision);
   const Decision& d = decisions[most_restrictive(decisions)];
   if (options.classic) {
     fields.emplace_back("X-RateLimit-Limit", std::to_string(d.limit));
@@ -225,10 +169,11 @@ namespace detail {
 }
 
 /// The fields for a single policy's decision; see the span overload.
-[[nodiscard]] inline std::vector<Field> rate_limit_fields(const QuotaPolicy& policy, const Decision& decision,
+[[nodiscard]] inline std::vector<Field> rate_limit_fields(const ratelimit::QuotaPolicy& policy,
+                                                         const Decision& decision,
                                                          const FieldOptions& options = {}) {
-  const PolicyDecision entry{&policy, decision};
-  return rate_limit_fields(std::span<const PolicyDecision>(&entry, 1), options);
+  const ratelimit::PolicyDecision entry{&policy, decision};
+  return rate_limit_fields(std::span<const ratelimit::PolicyDecision>(&entry, 1), options);
 }
 
 }  // namespace ratelimit::http

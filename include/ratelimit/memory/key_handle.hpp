@@ -1,27 +1,15 @@
 #pragma once
 
 /// @file
-/// `KeyHandle`: where a key of a `MemoryLimiter` lives, for checks that hold several keys' locks at once.
+/// Deprecated: the lock protocol of joint checks is internal to `memory/` now (`MemoryLimiter` is a
+/// `JointBackend`); `KeyHandle` is `detail::KeyHandle`. Removed in the next release.
 
-#include <cstdint>
-
-#include "ratelimit/detail/spin_lock.hpp"
+#include "ratelimit/memory/detail/key_handle.hpp"
 
 namespace ratelimit {
 
-/// A key located in a `MemoryLimiter`'s store, with the time of the check, from `MemoryLimiter::locate`.
-///
-/// Used by all-or-nothing checks over several limiters (`check_layers`): the caller collects the
-/// handles, takes every distinct `*lock` once in ascending address order (a global order over all
-/// stores, so concurrent checks cannot deadlock), calls the limiters' `*_locked` functions, and unlocks.
-/// A handle holds no lock itself and stays valid while its limiter lives; the key string must outlive it.
-struct KeyHandle {
-  /// The store's hash of the key (picks the shard and the slot).
-  std::uint64_t hash = 0;
-  /// The time of the check, in nanoseconds of the limiter's clock since its epoch.
-  std::int64_t now_ns = 0;
-  /// The lock of the key's shard.
-  detail::SpinLock* lock = nullptr;
-};
+/// Deprecated alias of the internal `detail::KeyHandle`.
+using KeyHandle [[deprecated("internal now: use check_layers or JointBackend::check_jointly")]] =
+    detail::KeyHandle;
 
 }  // namespace ratelimit

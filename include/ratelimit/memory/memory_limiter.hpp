@@ -15,7 +15,8 @@
 #include "ratelimit/decision.hpp"
 #include "ratelimit/detail/arithmetic.hpp"
 #include "ratelimit/limiter.hpp"
-#include "ratelimit/memory/key_handle.hpp"
+#include "ratelimit/memory/detail/key_handle.hpp"
+#include "ratelimit/memory/joint_check.hpp"
 #include "ratelimit/memory/options.hpp"
 #include "ratelimit/memory/sharded_store.hpp"
 #include "ratelimit/policy/policy.hpp"
@@ -27,13 +28,16 @@ namespace ratelimit {
 /// Thread-safe: every method may be called from any number of threads. Checks of one key are
 /// linearizable (each runs under that key's shard lock); checks of keys in different shards run in
 /// parallel. A present key's check does not allocate (except a sliding log growing its entry list). Memory is bounded by `MemoryOptions::max_keys`
-/// (SPEC section 4): a key whose state is full again is reclaimed, and at the cap a new key evicts an
+/// (README "Guarantees"): a key whose state is full again is reclaimed, and at the cap a new key evicts an
 /// approximately least recently used one.
+///
+/// A `JointBackend`: any `MemoryLimiter`s (of any policies and clocks) check several keys as one atomic
+/// step (`check_jointly`, used by `check_layers`), under the shard locks of all the keys.
 ///
 /// @tparam P a `Policy` (`FixedWindow`, `SlidingWindowLog`, `SlidingWindowCounter`, `TokenBucket`, `Gcra`).
 /// @tparam C a `Clock`; `std::chrono::steady_clock` by default, `ManualClock` in tests.
 template <Policy P, Clock C = std::chrono::steady_clock>
-class MemoryLimiter {
+class MemoryLimiter final : public detail::LockedMember {
  public:
   using policy_type = P;
   using clock_type = C;
@@ -52,6 +56,9 @@ class MemoryLimiter {
   /// Thread-safe. Throws `std::invalid_argument` for a negative cost or a key longer than
   /// `max_key_bytes`. Cost 0 is always allowed and reports the current state.
   Decision allow(std::string_view key, std::int64_t cost = 1) { return allow(key, cost, clock_.now()); }
+
+  /// As `allow`, with the outcome every backend reports (in memory always `Outcome::decided`). Thread-safe.
+  CheckResult check(std::string_view key, std::int64_t cost = 1) { return {allow(key, cost), Outcome::decided}; }
 
   /// As `allow(key, cost)`, at a time the caller read once (e.g. for several layers of one request).
   Decision allow(std::string_view key, std::int64_t cost, time_point now) {
@@ -75,58 +82,28 @@ class MemoryLimiter {
     return to_decision(store_.update(key, store_.hash(key), refund_fn(t, cost), is_full_fn(t)), kTickNs);
   }
 
-  /// Locates `key` for a check that holds several keys' locks at once (see `KeyHandle`), reading the
-  /// clock once. Takes no lock. Thread-safe. Throws `std::invalid_argument` for a key longer than
-  /// `max_key_bytes`.
-  KeyHandle locate(std::string_view key) { return locate(key, clock_.now()); }
-
-  /// As `locate(key)`, at a time the caller read.
-  KeyHandle locate(std::string_view key, time_point now) {
-    check_key(key);
-    const std::uint64_t hash = store_.hash(key);
-    return KeyHandle{hash, ticks(now), &store_.lock_of(hash)};
+  /// Deprecated (the lock protocol is internal now; use `check_layers` or `check_jointly`). Locates `key`
+  /// without locking. Throws `std::invalid_argument` for a key longer than `max_key_bytes`.
+  [[deprecated("internal now: use check_layers or check_jointly")]] detail::KeyHandle locate(std::string_view key) {
+    return locate_key(key);
+  }
+  /// Deprecated: `allow` under `*handle.lock`.
+  [[deprecated("internal now: use check_layers or check_jointly")]] Decision allow_locked(
+      std::string_view key, const detail::KeyHandle& handle, std::int64_t cost) {
+    return allow_under_lock(key, handle, cost);
+  }
+  /// Deprecated: `refund` under `*handle.lock`.
+  [[deprecated("internal now: use check_layers or check_jointly")]] Decision refund_locked(
+      std::string_view key, const detail::KeyHandle& handle, std::int64_t cost) {
+    return refund_under_lock(key, handle, cost);
+  }
+  /// Deprecated: the state as a cost-0 check sees it, under `*handle.lock`.
+  [[deprecated("internal now: use check_layers or check_jointly")]] Decision current_locked(
+      std::string_view key, const detail::KeyHandle& handle) {
+    return current_under_lock(key, handle);
   }
 
-  /// `allow` for a caller that holds `*handle.lock`; `handle` comes from `locate(key)` of this
-  /// limiter. Throws `std::invalid_argument` for a negative cost.
-  Decision allow_locked(std::string_view key, const KeyHandle& handle, std::int64_t cost) {
-    detail::require_cost(cost);
-    const std::int64_t t = handle.now_ns;
-    return to_decision(
-        store_.update_locked(key, handle.hash, allow_fn(t, cost), is_full_fn(t)), kTickNs);
-  }
-
-  /// `refund` for a caller that holds `*handle.lock`. Right after an admitting `allow_locked` of the
-  /// same cost under the same lock hold it restores the key's state exactly (this is how a layered
-  /// check rolls back). Throws `std::invalid_argument` for a negative cost.
-  Decision refund_locked(std::string_view key, const KeyHandle& handle, std::int64_t cost) {
-    detail::require_cost(cost);
-    const std::int64_t t = handle.now_ns;
-    return to_decision(
-        store_.update_locked(key, handle.hash, refund_fn(t, cost), is_full_fn(t)), kTickNs);
-  }
-
-  /// The decision `allow_locked(key, handle, cost)` would return, consuming nothing and inserting no key,
-  /// for a caller that holds `*handle.lock` (a layered check decides every layer before it commits any).
-  /// Throws `std::invalid_argument` for a negative cost.
-  Decision evaluate_locked(std::string_view key, const KeyHandle& handle, std::int64_t cost) {
-    detail::require_cost(cost);
-    const std::int64_t t = handle.now_ns;
-    return to_decision(
-        store_.read_locked(key, handle.hash, [&](const State& state) { return rules_.evaluate(state, t, cost); }),
-        kTickNs);
-  }
-
-  /// The key's state as a cost-0 check sees it (allowed, current `remaining` and `reset_after`), for
-  /// a caller that holds `*handle.lock`. Consumes nothing.
-  Decision current_locked(std::string_view key, const KeyHandle& handle) {
-    const std::int64_t t = handle.now_ns;
-    return to_decision(
-        store_.read_locked(key, handle.hash, [&](const State& state) { return rules_.evaluate(state, t, 0); }),
-        kTickNs);
-  }
-
-  /// What a cost-1 request would see now, consuming nothing (SPEC section 2). Thread-safe.
+  /// What a cost-1 request would see now, consuming nothing (README "Decisions"). Thread-safe.
   /// Throws `std::invalid_argument` for a key longer than `max_key_bytes`.
   Decision peek(std::string_view key) { return peek(key, clock_.now()); }
 
@@ -172,6 +149,36 @@ class MemoryLimiter {
 
  private:
   using State = StateOf<P>;
+
+  // detail::LockedMember: the joint check's hooks (memory/joint_check.hpp).
+  detail::KeyHandle locate_key(std::string_view key) override {
+    check_key(key);
+    const std::uint64_t hash = store_.hash(key);
+    return detail::KeyHandle{hash, ticks(clock_.now()), &store_.lock_of(hash)};
+  }
+  Decision allow_under_lock(std::string_view key, const detail::KeyHandle& handle, std::int64_t cost) override {
+    detail::require_cost(cost);
+    const std::int64_t t = handle.now_ns;
+    return to_decision(store_.update_locked(key, handle.hash, allow_fn(t, cost), is_full_fn(t)), kTickNs);
+  }
+  Decision refund_under_lock(std::string_view key, const detail::KeyHandle& handle, std::int64_t cost) override {
+    detail::require_cost(cost);
+    const std::int64_t t = handle.now_ns;
+    return to_decision(store_.update_locked(key, handle.hash, refund_fn(t, cost), is_full_fn(t)), kTickNs);
+  }
+  Decision evaluate_under_lock(std::string_view key, const detail::KeyHandle& handle, std::int64_t cost) override {
+    detail::require_cost(cost);
+    const std::int64_t t = handle.now_ns;
+    return to_decision(
+        store_.read_locked(key, handle.hash, [&](const State& state) { return rules_.evaluate(state, t, cost); }),
+        kTickNs);
+  }
+  Decision current_under_lock(std::string_view key, const detail::KeyHandle& handle) override {
+    const std::int64_t t = handle.now_ns;
+    return to_decision(
+        store_.read_locked(key, handle.hash, [&](const State& state) { return rules_.evaluate(state, t, 0); }),
+        kTickNs);
+  }
 
   // The store callbacks of allow and refund, shared by the locking and the `*_locked` paths.
   auto allow_fn(std::int64_t t, std::int64_t cost) const {

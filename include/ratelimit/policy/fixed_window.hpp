@@ -9,10 +9,11 @@
 
 #include "ratelimit/detail/arithmetic.hpp"
 #include "ratelimit/policy/policy.hpp"
+#include "ratelimit/policy/viewed_rules.hpp"
 
 namespace ratelimit {
 
-/// Fixed window counter (SPEC section 3): a count per aligned window, reset at each window edge.
+/// Fixed window counter (README "Policy formulas"): a count per aligned window, reset at each window edge.
 ///
 /// Cheapest and simplest; allows up to `2 * limit` across a window edge (the boundary burst).
 /// Example: `FixedWindow{.limit = 100, .window = std::chrono::minutes(1)}`.
@@ -25,7 +26,7 @@ struct FixedWindow {
   std::chrono::nanoseconds window{0};
 
   /// Validated parameters in ticks and the pure decision functions.
-  class Rules {
+  class Rules : public detail::ViewedRules<Rules> {
    public:
     /// Per-key state: the time of the latest write (its window is `floor(written / W)`) and the count.
     struct State {
@@ -37,22 +38,6 @@ struct FixedWindow {
     [[nodiscard]] std::int64_t limit() const noexcept { return limit_; }
     [[nodiscard]] std::int64_t window() const noexcept { return window_; }
 
-    [[nodiscard]] TickDecision evaluate(const State& s, std::int64_t now, std::int64_t cost) const noexcept {
-      return evaluate(view(s, now), cost);
-    }
-
-    void commit(State& s, std::int64_t now, std::int64_t cost) const noexcept { commit(s, view(s, now), cost); }
-
-    /// evaluate + commit (when admitted with cost >= 1) with one look at the state.
-    TickDecision decide(State& s, std::int64_t now, std::int64_t cost) const noexcept {
-      const View v = view(s, now);
-      const TickDecision d = evaluate(v, cost);
-      if (d.allowed && cost > 0) commit(s, v, cost);
-      return d;
-    }
-
-    [[nodiscard]] bool is_full(const State& s, std::int64_t now) const noexcept { return view(s, now).count == 0; }
-
     /// Gives back up to `cost` units consumed in the current window: `c = max(0, c - n)`. Units of an
     /// earlier window are gone already, so nothing is given back for them. Returns the state as a cost-0
     /// check sees it afterwards. `cost >= 0` (the caller checks).
@@ -62,12 +47,13 @@ struct FixedWindow {
         s.written = v.now;
         s.count = v.count > cost ? v.count - cost : 0;
       }
-      return evaluate(view(s, now), 0);
+      return evaluate(s, now, 0);
     }
 
    private:
     // Built only by `FixedWindow::rules`, which validates the values (a zero window would divide by zero).
     friend struct FixedWindow;
+    friend class detail::ViewedRules<Rules>;
     Rules(std::int64_t limit, std::int64_t window) : limit_(limit), window_(window) {}
 
     struct View {
@@ -76,7 +62,7 @@ struct FixedWindow {
       std::int64_t count;   // c after rolling over to the current window
     };
 
-    [[nodiscard]] TickDecision evaluate(const View& v, std::int64_t cost) const noexcept {
+    [[nodiscard]] TickDecision evaluate_at(const State&, const View& v, std::int64_t cost) const noexcept {
       TickDecision d{.allowed = cost <= limit_ - v.count, .limit = limit_};
       const std::int64_t after = d.allowed ? v.count + cost : v.count;
       d.remaining = limit_ - after;
@@ -86,10 +72,12 @@ struct FixedWindow {
       return d;
     }
 
-    static void commit(State& s, const View& v, std::int64_t cost) noexcept {
+    static void commit_at(State& s, const View& v, std::int64_t cost) noexcept {
       s.written = v.now;
       s.count = v.count + cost;
     }
+
+    static bool full_at(const State&, const View& v) noexcept { return v.count == 0; }
 
     [[nodiscard]] View view(const State& s, std::int64_t now) const noexcept {
       const std::int64_t t = detail::clamp_time(now > s.written ? now : s.written, window_);

@@ -9,10 +9,11 @@
 
 #include "ratelimit/detail/arithmetic.hpp"
 #include "ratelimit/policy/policy.hpp"
+#include "ratelimit/policy/viewed_rules.hpp"
 
 namespace ratelimit {
 
-/// Generic cell rate algorithm (SPEC section 3), from ATM traffic shaping (ITU-T I.371, the "virtual
+/// Generic cell rate algorithm (README "Policy formulas"), from ATM traffic shaping (ITU-T I.371, the "virtual
 /// scheduling" form): one theoretical arrival time (TAT) per key.
 ///
 /// `limit` requests per `period` on average, with up to `burst` at once from idle. Emission interval
@@ -28,7 +29,7 @@ struct Gcra {
   /// Requests that may pass at once from idle; >= 1.
   std::int64_t burst = 0;
 
-  class Rules {
+  class Rules : public detail::ViewedRules<Rules> {
    public:
     /// Per-key state: the theoretical arrival time and the time of the latest write. Both absent
     /// (`kInt64Min`) for a full key: `TAT = max(TAT, t)` is then `t`.
@@ -44,29 +45,11 @@ struct Gcra {
     /// tau = burst * T, in ticks.
     [[nodiscard]] std::int64_t tolerance() const noexcept { return tolerance_; }
 
-    [[nodiscard]] TickDecision evaluate(const State& s, std::int64_t now, std::int64_t cost) const noexcept {
-      return evaluate_at(s, effective_now(s, now), cost);
-    }
-
-    void commit(State& s, std::int64_t now, std::int64_t cost) const noexcept { commit_at(s, effective_now(s, now), cost); }
-
-    /// evaluate + commit (when admitted with cost >= 1) with one look at the state.
-    TickDecision decide(State& s, std::int64_t now, std::int64_t cost) const noexcept {
-      const std::int64_t t = effective_now(s, now);
-      const TickDecision d = evaluate_at(s, t, cost);
-      if (d.allowed && cost > 0) commit_at(s, t, cost);
-      return d;
-    }
-
-    [[nodiscard]] bool is_full(const State& s, std::int64_t now) const noexcept {
-      return s.tat <= effective_now(s, now);
-    }
-
     /// Gives back up to `cost` units: `TAT = max(TAT - n*T, t)`, so the key never holds more than
     /// `burst` (its state cannot go past full). Returns the state as a cost-0 check sees it afterwards.
     /// `cost >= 0`.
     TickDecision refund(State& s, std::int64_t now, std::int64_t cost) const noexcept {
-      const std::int64_t t = effective_now(s, now);
+      const std::int64_t t = view(s, now);
       if (s.tat > t && cost > 0) {
         const std::int64_t backlog = s.tat - t;
         // n*T >= backlog  <=>  n >= ceil(backlog / T); otherwise n*T < backlog cannot overflow.
@@ -79,10 +62,11 @@ struct Gcra {
    private:
     // Built only by `Gcra::rules`, which validates the values (a zero window would divide by zero).
     friend struct Gcra;
+    friend class detail::ViewedRules<Rules>;
     Rules(std::int64_t burst, std::int64_t emission_interval)
         : burst_(burst), emission_interval_(emission_interval), tolerance_(burst * emission_interval) {}
 
-    // The *_at functions take the effective time `t` already computed.
+    // The view is the effective time `t`; the *_at functions take it already computed.
     [[nodiscard]] TickDecision evaluate_at(const State& s, std::int64_t t, std::int64_t cost) const noexcept {
       const std::int64_t backlog = s.tat > t ? s.tat - t : 0;  // max(TAT, t) - t, in [0, tau]
       TickDecision d{.limit = burst_};
@@ -102,7 +86,9 @@ struct Gcra {
       s.written = t;
     }
 
-    [[nodiscard]] std::int64_t effective_now(const State& s, std::int64_t now) const noexcept {
+    static bool full_at(const State& s, std::int64_t t) noexcept { return s.tat <= t; }
+
+    [[nodiscard]] std::int64_t view(const State& s, std::int64_t now) const noexcept {
       return detail::clamp_time(now > s.written ? now : s.written, 2 * tolerance_);
     }
 

@@ -35,13 +35,16 @@ struct TickDecision {
 ///
 /// - `evaluate(state, now, cost)`: the decision, assuming the request is committed if allowed.
 /// - `commit(state, now, cost)`: applies an allowed request with `cost >= 1` (the only state write).
+/// - `decide(state, now, cost)`: `evaluate`, then `commit` when admitted with cost >= 1.
 /// - `is_full(state, now)`: true when the key could be forgotten without changing any decision.
+/// The five policies derive all four from one view of the state (`detail::ViewedRules`).
 template <class R>
 concept PolicyRules = std::copy_constructible<R> && std::default_initializable<typename R::State> &&
     requires(const R& rules, typename R::State& state, const typename R::State& cstate, std::int64_t now,
              std::int64_t cost) {
       { rules.evaluate(cstate, now, cost) } -> std::same_as<TickDecision>;
       rules.commit(state, now, cost);
+      { rules.decide(state, now, cost) } -> std::same_as<TickDecision>;
       { rules.is_full(cstate, now) } -> std::same_as<bool>;
       { rules.limit() } -> std::same_as<std::int64_t>;
     };
@@ -66,8 +69,8 @@ namespace detail {
   invalid("cost", "must be >= 0, got " + std::to_string(cost));
 }
 
-/// Throws `std::invalid_argument` for a negative cost (SPEC section 1). The throw is out of line so the
-/// check costs one compare on the hot path.
+/// Throws `std::invalid_argument` for a negative cost (README "Keys, costs and validation"). The throw is
+/// out of line so the check costs one compare on the hot path.
 inline void require_cost(std::int64_t cost) {
   if (cost < 0) [[unlikely]] throw_negative_cost(cost);
 }
@@ -86,17 +89,11 @@ inline void require_cost(std::int64_t cost) {
 template <PolicyRules R>
 TickDecision decide(const R& rules, typename R::State& state, std::int64_t now, std::int64_t cost) {
   detail::require_cost(cost);
-  if constexpr (requires { { rules.decide(state, now, cost) } -> std::same_as<TickDecision>; }) {
-    return rules.decide(state, now, cost);  // the same, looking at the state once
-  } else {
-    TickDecision d = rules.evaluate(state, now, cost);
-    if (d.allowed && cost > 0) rules.commit(state, now, cost);
-    return d;
-  }
+  return rules.decide(state, now, cost);
 }
 
 /// What a cost-1 request would see, consuming nothing: `allowed` and `retry_after` of cost 1,
-/// `remaining` and `reset_after` as they are now (SPEC section 2, `peek`).
+/// `remaining` and `reset_after` as they are now (README "Decisions", `peek`).
 template <PolicyRules R>
 TickDecision peek(const R& rules, const typename R::State& state, std::int64_t now) {
   TickDecision one = rules.evaluate(state, now, 1);
@@ -114,7 +111,7 @@ concept RefundableRules = PolicyRules<R> &&
     };
 
 /// Gives back up to `cost` units the key consumed (a request that failed or was cancelled), never
-/// past full: `remaining` stays <= `limit`. Exact formulas per policy (SPEC addition, "Refunds"):
+/// past full: `remaining` stays <= `limit`. Exact formulas per policy (README "Refunds"):
 /// fixed window `c = max(0, c - n)` in the current window; sliding window log removes `n` from the
 /// newest entries; sliding window counter `cur = max(0, cur - n)` (never `prev`); GCRA and token
 /// bucket `TAT = max(TAT - n*T, t)`. Returns the state afterwards as a cost-0 check sees it

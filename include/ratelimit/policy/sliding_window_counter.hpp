@@ -10,10 +10,11 @@
 
 #include "ratelimit/detail/arithmetic.hpp"
 #include "ratelimit/policy/policy.hpp"
+#include "ratelimit/policy/viewed_rules.hpp"
 
 namespace ratelimit {
 
-/// Sliding window counter (SPEC section 3), as popularised by Cloudflare: the estimate
+/// Sliding window counter (README "Policy formulas"), as popularised by Cloudflare: the estimate
 /// `prev * (W - r) / W + cur` smooths the fixed window's boundary burst with two counters per key.
 ///
 /// Approximate: it assumes the previous window's requests were spread evenly. Computed exactly in
@@ -26,7 +27,7 @@ struct SlidingWindowCounter {
   /// Window length; > 0 and a whole number of the backend's ticks.
   std::chrono::nanoseconds window{0};
 
-  class Rules {
+  class Rules : public detail::ViewedRules<Rules> {
    public:
     /// Per-key state: the latest write (its window is `k_s = floor(written / W)`), and the counts of
     /// window `k_s` (`current`) and of window `k_s - 1` (`previous`).
@@ -40,25 +41,6 @@ struct SlidingWindowCounter {
     [[nodiscard]] std::int64_t limit() const noexcept { return limit_; }
     [[nodiscard]] std::int64_t window() const noexcept { return window_; }
 
-    [[nodiscard]] TickDecision evaluate(const State& s, std::int64_t now, std::int64_t cost) const noexcept {
-      return evaluate(view(s, now), cost);
-    }
-
-    void commit(State& s, std::int64_t now, std::int64_t cost) const noexcept { commit(s, view(s, now), cost); }
-
-    /// evaluate + commit (when admitted with cost >= 1) with one look at the state.
-    TickDecision decide(State& s, std::int64_t now, std::int64_t cost) const noexcept {
-      const View v = view(s, now);
-      const TickDecision d = evaluate(v, cost);
-      if (d.allowed && cost > 0) commit(s, v, cost);
-      return d;
-    }
-
-    [[nodiscard]] bool is_full(const State& s, std::int64_t now) const noexcept {
-      const View v = view(s, now);
-      return v.current == 0 && v.previous == 0;
-    }
-
     /// Gives back up to `cost` units from the current window only: `cur = max(0, cur - n)`; `prev` is
     /// history and stays. Returns the state as a cost-0 check sees it afterwards. `cost >= 0`.
     TickDecision refund(State& s, std::int64_t now, std::int64_t cost) const noexcept {
@@ -68,12 +50,13 @@ struct SlidingWindowCounter {
         s.current = v.current > cost ? v.current - cost : 0;
         s.previous = v.previous;
       }
-      return evaluate(view(s, now), 0);
+      return evaluate(s, now, 0);
     }
 
    private:
     // Built only by `SlidingWindowCounter::rules`, which validates the values (a zero window would divide by zero).
     friend struct SlidingWindowCounter;
+    friend class detail::ViewedRules<Rules>;
     Rules(std::int64_t limit, std::int64_t window) : limit_(limit), window_(window) {}
 
     struct View {
@@ -83,7 +66,7 @@ struct SlidingWindowCounter {
       std::int64_t previous;
     };
 
-    [[nodiscard]] TickDecision evaluate(const View& v, std::int64_t cost) const noexcept {
+    [[nodiscard]] TickDecision evaluate_at(const State&, const View& v, std::int64_t cost) const noexcept {
       using detail::i128;
       const i128 w = window_;
       const i128 weighted_prev = i128{v.previous} * (w - v.offset);
@@ -111,11 +94,13 @@ struct SlidingWindowCounter {
       return d;
     }
 
-    static void commit(State& s, const View& v, std::int64_t cost) noexcept {
+    static void commit_at(State& s, const View& v, std::int64_t cost) noexcept {
       s.written = v.now;
       s.current = v.current + cost;
       s.previous = v.previous;
     }
+
+    static bool full_at(const State&, const View& v) noexcept { return v.current == 0 && v.previous == 0; }
 
     [[nodiscard]] View view(const State& s, std::int64_t now) const noexcept {
       const std::int64_t t = detail::clamp_time(now > s.written ? now : s.written, 2 * window_);

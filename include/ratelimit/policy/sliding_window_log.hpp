@@ -11,10 +11,11 @@
 
 #include "ratelimit/detail/arithmetic.hpp"
 #include "ratelimit/policy/policy.hpp"
+#include "ratelimit/policy/viewed_rules.hpp"
 
 namespace ratelimit {
 
-/// Sliding window log (SPEC section 3): every admitted request is kept as a (timestamp, cost) entry
+/// Sliding window log (README "Policy formulas"): every admitted request is kept as a (timestamp, cost) entry
 /// until it leaves the window `(t - W, t]`.
 ///
 /// Exact (never more than `limit` in any window of length `window`), at the price of memory that grows
@@ -27,7 +28,7 @@ struct SlidingWindowLog {
   /// Window length; > 0 and a whole number of the backend's ticks.
   std::chrono::nanoseconds window{0};
 
-  class Rules {
+  class Rules : public detail::ViewedRules<Rules> {
    public:
     /// One admitted request, or several admitted at the same tick (their costs summed: they expire
     /// together, so this is exact and keeps at most `limit` entries). A refund that leaves live entries
@@ -53,8 +54,50 @@ struct SlidingWindowLog {
     [[nodiscard]] std::int64_t limit() const noexcept { return limit_; }
     [[nodiscard]] std::int64_t window() const noexcept { return window_; }
 
-    [[nodiscard]] TickDecision evaluate(const State& s, std::int64_t now, std::int64_t cost) const noexcept {
-      const View v = view(s, now);
+    /// Gives back up to `cost` units, newest entries first (the refunded request is normally the
+    /// latest one): entries shrink or disappear until `cost` is given back or no live entry is left.
+    /// Returns the state as a cost-0 check sees it afterwards. `cost >= 0`. A refund of `cost >= 1` that
+    /// leaves live entries writes the state at its time `t`: a clock that then steps back stands at `t`.
+    TickDecision refund(State& s, std::int64_t now, std::int64_t cost) const {
+      const std::int64_t t = view(s, now).now;  // evaluate at the time the refunded entries set
+      drop_expired(s, view(s, now));
+      std::int64_t left = cost;
+      while (left > 0 && s.entries.size() > s.head) {
+        Entry& newest = s.entries.back();  // a refund's cost-0 mark goes first
+        const std::int64_t taken = newest.cost < left ? newest.cost : left;
+        newest.cost -= taken;
+        s.total -= taken;
+        left -= taken;
+        if (newest.cost == 0) s.entries.pop_back();
+      }
+      if (cost > 0 && s.total > 0 && s.entries.back().at < t) s.entries.push_back(Entry{t, 0});
+      return evaluate(s, t, 0);
+    }
+
+   private:
+    // Built only by `SlidingWindowLog::rules`, which validates the values (a zero window would divide by zero).
+    friend struct SlidingWindowLog;
+    friend class detail::ViewedRules<Rules>;
+    Rules(std::int64_t limit, std::int64_t window) : limit_(limit), window_(window) {}
+
+    struct View {
+      std::int64_t now;        // effective time: never before the newest entry
+      std::size_t first_live;  // index of the oldest entry inside (now - W, now]
+      std::int64_t expired;    // sum of costs of the entries before it
+    };
+
+    [[nodiscard]] View view(const State& s, std::int64_t now) const noexcept {
+      const std::int64_t written = s.written();
+      const std::int64_t t = detail::clamp_time(now > written ? now : written, window_);
+      View v{t, s.head, 0};
+      while (v.first_live < s.entries.size() && s.entries[v.first_live].at <= t - window_) {
+        v.expired += s.entries[v.first_live].cost;
+        ++v.first_live;
+      }
+      return v;
+    }
+
+    [[nodiscard]] TickDecision evaluate_at(const State& s, const View& v, std::int64_t cost) const noexcept {
       const std::int64_t count = s.total - v.expired;
       TickDecision d{.allowed = cost <= limit_ - count, .limit = limit_};
       d.remaining = limit_ - (d.allowed ? count + cost : count);
@@ -79,8 +122,7 @@ struct SlidingWindowLog {
       return d;
     }
 
-    void commit(State& s, std::int64_t now, std::int64_t cost) const {
-      const View v = view(s, now);
+    static void commit_at(State& s, const View& v, std::int64_t cost) {
       drop_expired(s, v);
       if (!s.entries.empty() && (s.entries.back().at == v.now || s.entries.back().cost == 0)) {
         s.entries.back() = Entry{v.now, s.entries.back().cost + cost};  // merge, or replace a refund's mark
@@ -90,51 +132,7 @@ struct SlidingWindowLog {
       s.total += cost;
     }
 
-    [[nodiscard]] bool is_full(const State& s, std::int64_t now) const noexcept {
-      return s.total == view(s, now).expired;
-    }
-
-    /// Gives back up to `cost` units, newest entries first (the refunded request is normally the
-    /// latest one): entries shrink or disappear until `cost` is given back or no live entry is left.
-    /// Returns the state as a cost-0 check sees it afterwards. `cost >= 0`. A refund of `cost >= 1` that
-    /// leaves live entries writes the state at its time `t`: a clock that then steps back stands at `t`.
-    TickDecision refund(State& s, std::int64_t now, std::int64_t cost) const {
-      const std::int64_t t = view(s, now).now;  // evaluate at the time the refunded entries set
-      drop_expired(s, view(s, now));
-      std::int64_t left = cost;
-      while (left > 0 && s.entries.size() > s.head) {
-        Entry& newest = s.entries.back();  // a refund's cost-0 mark goes first
-        const std::int64_t taken = newest.cost < left ? newest.cost : left;
-        newest.cost -= taken;
-        s.total -= taken;
-        left -= taken;
-        if (newest.cost == 0) s.entries.pop_back();
-      }
-      if (cost > 0 && s.total > 0 && s.entries.back().at < t) s.entries.push_back(Entry{t, 0});
-      return evaluate(s, t, 0);
-    }
-
-   private:
-    // Built only by `SlidingWindowLog::rules`, which validates the values (a zero window would divide by zero).
-    friend struct SlidingWindowLog;
-    Rules(std::int64_t limit, std::int64_t window) : limit_(limit), window_(window) {}
-
-    struct View {
-      std::int64_t now;        // effective time: never before the newest entry
-      std::size_t first_live;  // index of the oldest entry inside (now - W, now]
-      std::int64_t expired;    // sum of costs of the entries before it
-    };
-
-    [[nodiscard]] View view(const State& s, std::int64_t now) const noexcept {
-      const std::int64_t written = s.written();
-      const std::int64_t t = detail::clamp_time(now > written ? now : written, window_);
-      View v{t, s.head, 0};
-      while (v.first_live < s.entries.size() && s.entries[v.first_live].at <= t - window_) {
-        v.expired += s.entries[v.first_live].cost;
-        ++v.first_live;
-      }
-      return v;
-    }
+    static bool full_at(const State& s, const View& v) noexcept { return s.total == v.expired; }
 
     /// The newest entry that holds units (a refund's cost-0 mark may follow it); some entry must.
     static const Entry& newest_with_cost(const State& s) noexcept {

@@ -42,7 +42,7 @@ struct ClusterCall {
   /// The command and its arguments; they must outlive `execute`. For a script call: `EVALSHA <sha> ...`.
   std::vector<std::string_view> args;
   /// Non-empty for a script call: on `NOSCRIPT` the call is re-sent as `EVAL <script_body> ...` (args[0]
-  /// and args[1] replaced), which also caches the script on that node (SPEC section 5).
+  /// and args[1] replaced), which also caches the script on that node (README "Redis contract").
   std::string_view script_body;
   /// Out: the final reply (never a redirection; may be another error reply), unless `error` is set.
   Reply reply;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "ratelimit/error.hpp"
+
 namespace ratelimit::redis {
 
 /// One Redis Cluster node, as a seed for discovering the cluster.
@@ -18,7 +20,7 @@ struct ClusterNode {
   int port = 6379;
 };
 
-/// Where the time `t` of a check comes from (SPEC section 5).
+/// Where the time `t` of a check comes from (README "Redis contract").
 enum class TimeSource {
   /// The script reads Redis's `TIME`: every application server sees one clock (immune to their skew).
   server,
@@ -26,14 +28,29 @@ enum class TimeSource {
   client,
 };
 
-/// What a check returns when Redis cannot answer (refused, timed out, error reply, malformed reply).
-enum class OnError {
-  /// Admit: the decision a fresh key would get (a cost above the limit is still denied, `never`).
-  fail_open,
-  /// Deny: `allowed = false`, `remaining = 0`, `retry_after = reset_after = failure_retry_after`.
-  fail_closed,
-  /// Throw `ratelimit::BackendError` with the cause.
-  raise,
+/// Deprecated: the failure policy is backend-neutral now, `ratelimit::FailurePolicy` (`<ratelimit/error.hpp>`).
+using OnError [[deprecated("use ratelimit::FailurePolicy")]] = ratelimit::FailurePolicy;
+
+/// Options of one `RedisLimiter` (not of its connections): how it names its Redis keys, where its time
+/// comes from and what it does when Redis fails. A plain aggregate, every field has a working default.
+struct LimiterOptions {
+  /// Prepended to every Redis key (README "Redis backend", key layout); must not contain `{` or `}`.
+  std::string key_prefix = "ratelimit:";
+  /// The limiter's identity in its Redis keys. Empty (the default): the policy's kind and parameters are
+  /// its identity, so limiters with different parameters never share state and processes with the same
+  /// policy do. Non-empty: the name is the identity, and every limiter of this kind and name shares one
+  /// state whatever its parameters (changing them is a policy change, see README). At most 256 bytes,
+  /// without `{` or `}`.
+  std::string name{};
+  /// Where the time of a check comes from; `server` by default.
+  TimeSource time_source = TimeSource::server;
+  /// What a check returns when Redis fails; `fail_open` by default (rate limiting protects, it should
+  /// not take the service down with Redis).
+  FailurePolicy on_error = FailurePolicy::fail_open;
+  /// `retry_after` and `reset_after` of a `fail_closed` decision; in (0, 365 days].
+  std::chrono::milliseconds failure_retry_after{1000};
+  /// Longest key accepted, in bytes; a longer key throws `std::invalid_argument`. <= 2^20.
+  std::size_t max_key_bytes = 512;
 };
 
 /// Options of `RedisLimiter`; a plain aggregate, every field has a working default.
@@ -61,13 +78,15 @@ struct RedisOptions {
   std::chrono::milliseconds reconnect_backoff_min{10};
   /// Longest reconnect wait; >= `reconnect_backoff_min`, <= 24 h.
   std::chrono::milliseconds reconnect_backoff_max{1000};
-  /// Prepended to every Redis key (`<prefix><policy kind>{<key>}<suffix>`); must not contain `{` or `}`.
+  /// Prepended to every Redis key (README "Redis backend", key layout); must not contain `{` or `}`.
   std::string key_prefix = "ratelimit:";
+  /// The limiter's identity in its Redis keys (`LimiterOptions::name`); empty: its policy's parameters.
+  std::string name{};
   /// Where the time of a check comes from; `server` by default.
   TimeSource time_source = TimeSource::server;
   /// What a check returns when Redis fails; `fail_open` by default (rate limiting protects, it should
   /// not take the service down with Redis).
-  OnError on_error = OnError::fail_open;
+  FailurePolicy on_error = FailurePolicy::fail_open;
   /// `retry_after` and `reset_after` of a `fail_closed` decision; in (0, 365 days].
   std::chrono::milliseconds failure_retry_after{1000};
   /// Longest key accepted, in bytes; a longer key throws `std::invalid_argument`. <= 2^20.
@@ -82,6 +101,22 @@ struct RedisOptions {
   /// Cluster mode: shortest time between two slot-map refreshes triggered by errors or redirections
   /// (the first load and `ClusterRouter::refresh` are not throttled); >= 0.
   std::chrono::milliseconds cluster_refresh_interval{100};
+
+  /// The limiter fields of these options.
+  [[nodiscard]] LimiterOptions limiter() const {
+    return LimiterOptions{key_prefix, name, time_source, on_error, failure_retry_after, max_key_bytes};
+  }
+  /// These options with the limiter fields of `l`.
+  [[nodiscard]] RedisOptions with(const LimiterOptions& l) const {
+    RedisOptions o = *this;
+    o.key_prefix = l.key_prefix;
+    o.name = l.name;
+    o.time_source = l.time_source;
+    o.on_error = l.on_error;
+    o.failure_retry_after = l.failure_retry_after;
+    o.max_key_bytes = l.max_key_bytes;
+    return o;
+  }
 };
 
 }  // namespace ratelimit::redis

@@ -11,15 +11,16 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
-#include "ratelimit/backend_failures.hpp"
 #include "ratelimit/clock.hpp"
 #include "ratelimit/decision.hpp"
 #include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/error.hpp"
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/redis/cluster_router.hpp"
 #include "ratelimit/redis/connection.hpp"
@@ -44,11 +45,11 @@ struct Request {
   std::int64_t cost = 1;
 };
 
-/// The Redis backend (SPEC section 5): each check is one atomic Lua script run (`EVALSHA`) on the key's
+/// The Redis backend (README "Redis contract"): each check is one atomic Lua script run (`EVALSHA`) on the key's
 /// Redis key, so any number of threads and processes sharing the server share each key's limit exactly.
 ///
 /// Decisions are those of the in-memory backend for the same calls when times and the policy's
-/// durations are whole microseconds (SPEC section 4, "Backends agree"); Redis keeps time in integer
+/// durations are whole microseconds (README "Guarantees", "Backends agree"); Redis keeps time in integer
 /// microseconds. Thread-safe: every method may be called from any thread; calls go through a pool of
 /// `pool_size` connections. When Redis fails, `RedisOptions::on_error` decides (and `stats()` counts it).
 ///
@@ -92,38 +93,49 @@ class RedisLimiter final : public detail::LayeredMember {
   RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, C clock = {})
       : RedisLimiter(std::move(policy), std::shared_ptr<ConnectionPool>(), std::move(router), std::move(clock)) {}
 
-  /// As above with this limiter's own `key_prefix` instead of the pool's: limiters of the same policy
-  /// kind that share a pool (e.g. a per-minute and a per-day fixed window over the same keys) must use
-  /// distinct prefixes, or they share their Redis keys. Throws `std::invalid_argument` naming
-  /// `RedisOptions.key_prefix` when it holds `{` or `}`.
+  /// As above with this limiter's own `key_prefix` instead of the pool's. Throws
+  /// `std::invalid_argument` naming `RedisOptions.key_prefix` when it holds `{` or `}`.
   RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, std::string key_prefix, C clock = {})
-      : policy_(std::move(policy)), rules_(policy_.rules(detail::kTickNs)),
-        binding_(detail::bind<P>(rules_)), pool_(std::move(pool)),
-        options_(checked(with_prefix(pool_->options(), std::move(key_prefix)))), clock_(std::move(clock)) {}
+      : RedisLimiter(std::move(policy), pool, with_prefix(pool->options().limiter(), std::move(key_prefix)),
+                     std::move(clock)) {}
+
+  /// Sharing `pool`'s connections, with this limiter's own options (key prefix, name, time source,
+  /// failure policy): e.g. the layers of a layered limit, each named. Throws `std::invalid_argument`
+  /// naming the field.
+  RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, const LimiterOptions& limiter, C clock = {})
+      : RedisLimiter(std::move(policy), pool, std::shared_ptr<ClusterRouter>(), std::move(clock), &limiter) {}
+
+  /// On Redis Cluster, sharing `router`, with this limiter's own options. Throws as above.
+  RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, const LimiterOptions& limiter, C clock = {})
+      : RedisLimiter(std::move(policy), std::shared_ptr<ConnectionPool>(), std::move(router), std::move(clock),
+                     &limiter) {}
 
   /// On Redis Cluster, sharing `router` with this limiter's own `key_prefix` instead of the router's, for
   /// the same reason as above (e.g. the layers of tier plans on one router). The prefix is outside the
   /// hash tag: limiters over the same user key still share a slot, so layered checks stay one script.
   /// Throws `std::invalid_argument` naming `RedisOptions.key_prefix` when it holds `{` or `}`.
   RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, std::string key_prefix, C clock = {})
-      : policy_(std::move(policy)), rules_(policy_.rules(detail::kTickNs)),
-        binding_(detail::bind<P>(rules_)), cluster_(std::move(router)),
-        options_(checked(with_prefix(cluster_->options(), std::move(key_prefix)))), clock_(std::move(clock)) {}
+      : RedisLimiter(std::move(policy), router, with_prefix(router->options().limiter(), std::move(key_prefix)),
+                     std::move(clock)) {}
 
   /// Checks `cost` units for `key` and consumes them if admitted (cost >= 1). Thread-safe.
   /// Throws `std::invalid_argument` for a negative cost or a key longer than `max_key_bytes`;
-  /// `BackendError` when Redis fails under `OnError::raise`.
-  Decision allow(std::string_view key, std::int64_t cost = 1) { return check(key, cost, Mode::check); }
+  /// `BackendError` when Redis fails under `FailurePolicy::raise`.
+  Decision allow(std::string_view key, std::int64_t cost = 1) { return run(key, cost, Mode::check).decision; }
 
-  /// What a cost-1 request would see, consuming nothing (SPEC section 2). Thread-safe. Throws as `allow`.
-  Decision peek(std::string_view key) { return check(key, 1, Mode::peek); }
+  /// As `allow`, and says who decided: `Outcome::failure_policy` when Redis failed and `on_error`
+  /// (`fail_open` or `fail_closed`) answered. Thread-safe. Throws as `allow`.
+  CheckResult check(std::string_view key, std::int64_t cost = 1) { return run(key, cost, Mode::check); }
 
-  /// Gives back up to `cost` units `key` consumed (SPEC addition "Refunds", the same formulas as
+  /// What a cost-1 request would see, consuming nothing (README "Decisions"). Thread-safe. Throws as `allow`.
+  Decision peek(std::string_view key) { return run(key, 1, Mode::peek).decision; }
+
+  /// Gives back up to `cost` units `key` consumed (README "Refunds", the same formulas as
   /// `ratelimit::refund`, run in the policy's script with `ARGV[3] = "2"`), never past full. Returns the
   /// key's state afterwards as a cost-0 check sees it. Thread-safe. Throws as `allow`; when Redis fails
   /// and `on_error` is not `raise`, nothing is given back and a fresh key's state is returned (the
   /// failure is counted).
-  Decision refund(std::string_view key, std::int64_t cost) { return check(key, cost, Mode::refund); }
+  Decision refund(std::string_view key, std::int64_t cost) { return run(key, cost, Mode::refund).decision; }
 
   /// Forgets the key's state (`DEL` of its Redis keys). Thread-safe. Returns false when Redis failed and
   /// `on_error` is not `raise` (the failure is counted); throws `BackendError` under `raise`, and
@@ -141,7 +153,7 @@ class RedisLimiter final : public detail::LayeredMember {
       return true;
     } catch (const BackendError& e) {
       count_failure(e.cause(), 1);
-      if (options_.on_error == OnError::raise) throw;
+      if (options_.on_error == FailurePolicy::raise) throw;
       return false;
     }
   }
@@ -153,11 +165,20 @@ class RedisLimiter final : public detail::LayeredMember {
   /// sent may have been applied while every decision of the batch is a failure decision (`on_error`);
   /// under `raise` the first failure is thrown after the replies are drained.
   std::vector<Decision> allow_many(std::span<const Request> requests) {
+    std::vector<Decision> out;
+    out.reserve(requests.size());
+    for (const CheckResult& r : check_many(requests)) out.push_back(r.decision);
+    return out;
+  }
+
+  /// As `allow_many`, and says for each request who decided (`Outcome::failure_policy` when Redis failed
+  /// and `on_error` answered). Thread-safe. Throws as `allow_many`.
+  std::vector<CheckResult> check_many(std::span<const Request> requests) {
     for (const Request& r : requests) {
       check_key(r.key);
       ratelimit::detail::require_cost(r.cost);
     }
-    std::vector<Decision> out;
+    std::vector<CheckResult> out;
     if (requests.empty()) return out;
     out.reserve(requests.size());
     const std::int64_t now = now_us();
@@ -196,17 +217,17 @@ class RedisLimiter final : public detail::LayeredMember {
       }
     } catch (const BackendError& e) {
       count_failure(e.cause(), requests.size());
-      if (options_.on_error == OnError::raise) throw;
-      for (const Request& r : requests) out.push_back(failure_decision(now, r.cost, Mode::check));
+      if (options_.on_error == FailurePolicy::raise) throw;
+      for (const Request& r : requests) out.push_back(failed(now, r.cost, Mode::check));
       return out;
     }
     for (std::size_t i = 0; i < requests.size(); ++i) {
       try {
-        out.push_back(to_decision(detail::parse_decision(*replies[i], rules_.limit()), detail::kTickNs));
+        out.push_back(decided(*replies[i]));
       } catch (const BackendError& e) {
         count_failure(e.cause(), 1);
-        if (options_.on_error == OnError::raise) throw;
-        out.push_back(failure_decision(now, requests[i].cost, Mode::check));
+        if (options_.on_error == FailurePolicy::raise) throw;
+        out.push_back(failed(now, requests[i].cost, Mode::check));
       }
     }
     return out;
@@ -235,10 +256,13 @@ class RedisLimiter final : public detail::LayeredMember {
     return s;
   }
 
-  /// The Redis key holding `key`'s state: `<prefix><kind>{<encoded key>}<suffix>` (SPEC section 5).
+  /// The Redis key holding `key`'s state: `<prefix><identity>{<encoded key>}<suffix>`, the identity being
+  /// `<kind>:<parameters>` or, with `LimiterOptions::name`, `<kind>@<name>` (README "Redis backend").
   [[nodiscard]] std::string redis_key(std::string_view key) const {
-    return detail::redis_key(options_.key_prefix, P::kind, key, binding_.suffix);
+    return detail::redis_key(options_.key_prefix, identity_, key, binding_.suffix);
   }
+  /// This limiter's identity in its Redis keys (see `redis_key`). Thread-safe (immutable).
+  [[nodiscard]] const std::string& identity() const noexcept { return identity_; }
 
   /// The policy as given (durations in nanoseconds). Thread-safe (immutable).
   [[nodiscard]] const P& policy() const noexcept { return policy_; }
@@ -267,8 +291,8 @@ class RedisLimiter final : public detail::LayeredMember {
   /// gives its own failure decision (fail_open admits as a fresh key, fail_closed denies), all or
   /// nothing as above.
   /// Thread-safe. Throws `std::invalid_argument` for a negative cost or a key over `max_key_bytes`.
-  bool check_jointly(std::span<const JointRequest> requests, std::span<Decision> decisions) override {
-    return detail::run_layered(requests, decisions);
+  bool check_jointly(std::span<const JointRequest> requests, std::span<CheckResult> results) override {
+    return detail::run_layered(*this, requests, results);
   }
 
  private:
@@ -293,7 +317,7 @@ class RedisLimiter final : public detail::LayeredMember {
   }
   void layered_called() noexcept override { calls_.fetch_add(1, std::memory_order_relaxed); }
   void layered_failed(BackendErrorCause cause) noexcept override { count_failure(cause, 1); }
-  [[nodiscard]] OnError layered_on_error() const noexcept override { return options_.on_error; }
+  [[nodiscard]] FailurePolicy layered_on_error() const noexcept override { return options_.on_error; }
   [[nodiscard]] Decision layered_failure_decision(std::int64_t now, std::int64_t cost) const override {
     return failure_decision(now, cost, Mode::check);
   }
@@ -305,15 +329,24 @@ class RedisLimiter final : public detail::LayeredMember {
     return m == Mode::check ? "0" : (m == Mode::peek ? "1" : "2");
   }
 
-  RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, std::shared_ptr<ClusterRouter> router, C clock)
+  RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, std::shared_ptr<ClusterRouter> router, C clock,
+               const LimiterOptions* limiter = nullptr)
       : policy_(std::move(policy)), rules_(policy_.rules(detail::kTickNs)), binding_(detail::bind<P>(rules_)),
         pool_(std::move(pool)), cluster_(std::move(router)),
-        options_(checked(cluster_ ? cluster_->options() : pool_->options())), clock_(std::move(clock)) {}
+        options_(checked(own_options(pool_.get(), cluster_.get(), limiter))),
+        identity_(detail::limiter_identity(P::kind, options_.name, binding_.params)), clock_(std::move(clock)) {}
+
+  static RedisOptions own_options(const ConnectionPool* pool, const ClusterRouter* router,
+                                  const LimiterOptions* limiter) {
+    if (pool == nullptr && router == nullptr) throw std::invalid_argument("RedisLimiter: null pool or router");
+    const RedisOptions& shared = router != nullptr ? router->options() : pool->options();
+    return limiter != nullptr ? shared.with(*limiter) : shared;
+  }
 
   /// Cluster mode: every request as its own EVALSHA on its slot's master (grouped and pipelined per
   /// node by the router); failures are per request. Under `raise`, the first failure is thrown after
   /// every request was answered or failed.
-  std::vector<Decision> cluster_run(std::span<const Request> requests, Mode mode, std::int64_t now) {
+  std::vector<CheckResult> cluster_run(std::span<const Request> requests, Mode mode, std::int64_t now) {
     const std::string now_arg = time_arg(now);
     std::vector<std::string> keys(requests.size());
     std::vector<std::string> costs(requests.size());
@@ -329,20 +362,20 @@ class RedisLimiter final : public detail::LayeredMember {
     if (const std::size_t reloads = cluster_->execute(calls); reloads != 0) {
       script_reloads_.fetch_add(reloads, std::memory_order_relaxed);
     }
-    std::vector<Decision> out;
+    std::vector<CheckResult> out;
     out.reserve(requests.size());
     std::optional<BackendError> first;
     for (std::size_t i = 0; i < requests.size(); ++i) {
       try {
         if (calls[i].error) throw *calls[i].error;
-        out.push_back(to_decision(detail::parse_decision(*calls[i].reply, rules_.limit()), detail::kTickNs));
+        out.push_back(decided(*calls[i].reply));
       } catch (const BackendError& e) {
         count_failure(e.cause(), 1);
         if (!first) first = e;
-        out.push_back(failure_decision(now, requests[i].cost, mode));
+        out.push_back(failed(now, requests[i].cost, mode));
       }
     }
-    if (first && options_.on_error == OnError::raise) throw *first;
+    if (first && options_.on_error == FailurePolicy::raise) throw *first;
     return out;
   }
 
@@ -358,7 +391,7 @@ class RedisLimiter final : public detail::LayeredMember {
     return true;
   }
 
-  static RedisOptions with_prefix(RedisOptions o, std::string prefix) {
+  static LimiterOptions with_prefix(LimiterOptions o, std::string prefix) {
     o.key_prefix = std::move(prefix);
     return o;
   }
@@ -367,6 +400,10 @@ class RedisLimiter final : public detail::LayeredMember {
     if (o.key_prefix.find_first_of("{}") != std::string::npos) {
       ratelimit::detail::invalid("RedisOptions.key_prefix", "must not contain '{' or '}' (they delimit the hash tag)");
     }
+    if (o.name.find_first_of("{}") != std::string::npos) {
+      ratelimit::detail::invalid("LimiterOptions.name", "must not contain '{' or '}' (they delimit the hash tag)");
+    }
+    if (o.name.size() > 256) ratelimit::detail::invalid("LimiterOptions.name", "must be at most 256 bytes");
     if (o.max_key_bytes > (std::size_t{1} << 20)) ratelimit::detail::invalid("RedisOptions.max_key_bytes", "must be <= 2^20");
     // A denial always names a wait (acquire and Retry-After rely on it), and one in nanoseconds must fit.
     if (o.failure_retry_after.count() <= 0 || o.failure_retry_after > std::chrono::days(365)) {
@@ -416,7 +453,7 @@ class RedisLimiter final : public detail::LayeredMember {
     loaded_.store(true, std::memory_order_release);
   }
 
-  Decision check(std::string_view key, std::int64_t cost, Mode mode) {
+  CheckResult run(std::string_view key, std::int64_t cost, Mode mode) {
     check_key(key);
     ratelimit::detail::require_cost(cost);
     const std::int64_t now = now_us();
@@ -440,18 +477,26 @@ class RedisLimiter final : public detail::LayeredMember {
         args[1] = binding_.script->body;
         r = lease->command(args);
       }
-      return to_decision(detail::parse_decision(*r, rules_.limit()), detail::kTickNs);
+      return decided(*r);
     } catch (const BackendError& e) {
       count_failure(e.cause(), 1);
-      if (options_.on_error == OnError::raise) throw;
-      return failure_decision(now, cost, mode);
+      if (options_.on_error == FailurePolicy::raise) throw;
+      return failed(now, cost, mode);
     }
   }
 
   void count_failure(BackendErrorCause cause, std::size_t n) noexcept {
-    ratelimit::detail::thread_backend_failures() += n;  // lets a layered check tell failure from quota
     failures_.fetch_add(n, std::memory_order_relaxed);
     by_cause_[static_cast<std::size_t>(cause)].fetch_add(n, std::memory_order_relaxed);
+  }
+
+  /// The decision in a script's reply; throws `BackendError` if it breaks the contract.
+  CheckResult decided(const redisReply& r) const {
+    return {to_decision(detail::parse_decision(r, rules_.limit()), detail::kTickNs), Outcome::decided};
+  }
+  /// The failure policy's answer (see `failure_decision`), marked as such.
+  CheckResult failed(std::int64_t now, std::int64_t cost, Mode mode) const {
+    return {failure_decision(now, cost, mode), Outcome::failure_policy};
   }
 
   /// fail_open: what a fresh key would get (so a cost above the limit is still `never`);
@@ -460,7 +505,7 @@ class RedisLimiter final : public detail::LayeredMember {
   Decision failure_decision(std::int64_t now, std::int64_t cost, Mode mode) const {
     const bool peek = mode == Mode::peek;
     if (mode == Mode::refund) return to_decision(rules_.evaluate(StateOf<P>{}, now, 0), detail::kTickNs);
-    if (options_.on_error == OnError::fail_open) {
+    if (options_.on_error == FailurePolicy::fail_open) {
       const StateOf<P> fresh{};
       const TickDecision d = peek ? ratelimit::peek(rules_, fresh, now) : rules_.evaluate(fresh, now, cost);
       return to_decision(d, detail::kTickNs);
@@ -475,6 +520,7 @@ class RedisLimiter final : public detail::LayeredMember {
   std::shared_ptr<ConnectionPool> pool_;     // null on Redis Cluster
   std::shared_ptr<ClusterRouter> cluster_;  // null on a single server
   RedisOptions options_;
+  std::string identity_;  // <kind>:<params> or <kind>@<name>
   C clock_;
   std::atomic<bool> loaded_{false};
   std::atomic<std::uint64_t> calls_{0};

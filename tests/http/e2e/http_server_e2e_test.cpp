@@ -1,5 +1,5 @@
 // End to end: the example server in a child process on a free loopback port, real HTTP requests through
-// cpp-httplib's client, every status, header value and body checked against SPEC section 6. The server
+// cpp-httplib's client, every status, header value and body checked against README "Header fields". The server
 // runs with --manual-clock (time 0 at start, moved by the test), so every value is worked out by hand:
 //
 //   ip          FixedWindow{1000, 60 s}                    q=1000 w=60

@@ -103,7 +103,7 @@ TEST(RedisRefund, SlidingWindowLogRefundRecordsItsWriteTimeAsInMemory) {
 TEST(RedisRefund, SlidingWindowCounterMatchesMemory) { differential(ratelimit::SlidingWindowCounter{7, 2s}, 13); }
 TEST(RedisRefund, GcraMatchesMemory) { differential(ratelimit::Gcra{.limit = 5, .period = 2s, .burst = 4}, 14); }
 TEST(RedisRefund, TokenBucketMatchesMemory) {
-  // T = 2 s / 4 = 0.5 s: whole microseconds, as SPEC section 4 requires for the backends to agree.
+  // T = 2 s / 4 = 0.5 s: whole microseconds, as README "Guarantees" requires for the backends to agree.
   differential(ratelimit::TokenBucket{.capacity = 6, .refill_tokens = 4, .refill_period = 2s}, 15);
 }
 
@@ -134,7 +134,7 @@ TEST(RedisLayered, DeniedRequestsLeaveNothingOnceChecksReturn) {
   ratelimit::LimiterLayer<decltype(ip)> ip_layer(ip, "ip");
   ratelimit::LimiterLayer<decltype(key)> key_layer(key, "apikey");
   ratelimit::LimiterLayer<decltype(ep)> ep_layer(ep, "endpoint");
-  EXPECT_FALSE(ip_layer.lockable());
+  EXPECT_EQ(ip_layer.joint()->joint_domain(), pool.get());
   const std::array<std::string, 3> ips{"a", "b", "c"};
   const std::array<std::string, 2> keys{"x", "y"};
   const std::array<std::string, 4> eps{"/1", "/2", "/3", "/4"};
@@ -165,8 +165,8 @@ TEST(RedisLayered, DeniedRequestsLeaveNothingOnceChecksReturn) {
   for (std::size_t i = 0; i < eps.size(); ++i) EXPECT_EQ(25 - ep.peek(eps[i]).remaining, ep_ok[i].load());
 }
 
-// Two limiters of one policy kind on one pool share Redis keys unless each has its own prefix (as the
-// per-minute and per-day limits of a tier do).
+// Limiters of one policy kind on one pool: an own prefix keeps them apart, and so do different
+// parameters (the policy is the identity; the per-minute and per-day limits of a tier).
 TEST(RedisLayered, OwnKeyPrefixKeepsSameKindLimitersApart) {
   RATELIMIT_REQUIRE_REDIS();
   ManualClock clock;
@@ -180,7 +180,9 @@ TEST(RedisLayered, OwnKeyPrefixKeepsSameKindLimitersApart) {
   RedisLimiter<ratelimit::FixedWindow, ManualClock> shared(ratelimit::FixedWindow{1000, 24h}, pool, clock);
   RedisLimiter<ratelimit::FixedWindow, ManualClock> shared_too(ratelimit::FixedWindow{30, 1min}, pool, clock);
   EXPECT_EQ(shared.allow("k").remaining, 999);
-  EXPECT_EQ(shared_too.allow("k").remaining, 28);  // the same Redis key: the pitfall the prefix avoids
+  EXPECT_EQ(shared_too.allow("k").remaining, 29);  // its own key under the pool's prefix, not the day's
+  EXPECT_NE(shared.redis_key("k"), shared_too.redis_key("k"));
+  EXPECT_EQ(shared.peek("k").remaining, 999);
   EXPECT_THROW((RedisLimiter<ratelimit::FixedWindow, ManualClock>(ratelimit::FixedWindow{1, 1s}, pool, "a{b", clock)),
                std::invalid_argument);
 }

@@ -1,11 +1,12 @@
 #pragma once
 
 /// @file
-/// Redis key layout (SPEC section 5): `<prefix><policy kind>{<encoded key>}<suffix>`.
+/// Redis key layout (README "Redis backend"): `<prefix><identity>{<encoded key>}<suffix>`.
 
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ratelimit::redis::detail {
 
@@ -57,7 +58,25 @@ namespace ratelimit::redis::detail {
   return out;
 }
 
-/// The Redis key of `key` for a policy: `<prefix><kind>{<encode_key(key)>}<suffix>`. The prefix holds no
+/// A limiter's identity in its Redis keys: `<kind>@<name>` when named, else `<kind>:<p1>:<p2>...` (the
+/// policy's script parameters, in microsecond ticks: equal rules give equal identities). The first byte
+/// after the kind tells the two forms apart, so a name never meets an unnamed limiter's parameters.
+[[nodiscard]] inline std::string limiter_identity(std::string_view kind, std::string_view name,
+                                                  const std::vector<std::string>& params) {
+  std::string out(kind);
+  if (!name.empty()) {
+    out += '@';
+    out += name;
+    return out;
+  }
+  for (const std::string& p : params) {
+    out += ':';
+    out += p;
+  }
+  return out;
+}
+
+/// The Redis key of `key` for a policy (`kind` is the limiter's identity): `<prefix><kind>{<encode_key(key)>}<suffix>`. The prefix holds no
 /// braces (checked when the limiter is made), so the hash tag is exactly the encoded key and distinct
 /// (prefix, kind, key) triples never share a Redis key.
 [[nodiscard]] inline std::string redis_key(std::string_view prefix, std::string_view kind, std::string_view key,

@@ -40,7 +40,8 @@ struct LayeredPart {
 };
 
 /// What `run_layered` needs from each `RedisLimiter` (a non-template base, so limiters of different
-/// policies and clocks meet in one call). Internal: used through `JointBackend::check_jointly`.
+/// policies and clocks meet in one call). Internal: used through `JointBackend::check_jointly`. Every
+/// `JointBackend` whose domain is a pool's or a router's address is one of these.
 class LayeredMember : public JointBackend {
  public:
   /// The single server's pool, or null on Redis Cluster.
@@ -57,7 +58,7 @@ class LayeredMember : public JointBackend {
   /// Counts a failure of this limiter's part.
   virtual void layered_failed(BackendErrorCause cause) noexcept = 0;
   /// The limiter's failure policy.
-  [[nodiscard]] virtual OnError layered_on_error() const noexcept = 0;
+  [[nodiscard]] virtual FailurePolicy layered_on_error() const noexcept = 0;
   /// What this limiter answers for `cost` at `now_us` when Redis failed and `on_error` is not `raise`.
   [[nodiscard]] virtual Decision layered_failure_decision(std::int64_t now_us, std::int64_t cost) const = 0;
   /// Counts a NOSCRIPT answered by EVAL.
@@ -71,8 +72,8 @@ class LayeredMember : public JointBackend {
 [[nodiscard]] inline const EmbeddedScript& layered_script() { return script_for("layered"); }
 
 /// Runs `requests` (all of `LayeredMember`s with one `joint_domain()`) as one layered script call and
-/// fills `decisions`; see `JointBackend::check_jointly`. Returns false, sending nothing, when a request's
-/// backend is not a `LayeredMember` of that domain, two requests name the same Redis key, or (on Redis
+/// fills `results`; see `JointBackend::check_jointly`. Returns false, sending nothing, when a request's
+/// backend is not of `self`'s domain, two requests name the same Redis key, or (on Redis
 /// Cluster) the keys are in different slots; also false, with nothing applied or counted, when the
 /// cluster answers `TRYAGAIN` (the slot is migrating and its keys are split between the two nodes).
 ///
@@ -81,15 +82,17 @@ class LayeredMember : public JointBackend {
 /// the script ran before the failure, as for single checks); otherwise each member answers its own
 /// failure decision (`fail_open`: a fresh key's decision; `fail_closed`: a denial) and, if any of
 /// those denies, the admitting members report a fresh key's state with nothing consumed.
-inline bool run_layered(std::span<const JointRequest> requests, std::span<Decision> decisions) {
-  if (requests.empty() || decisions.size() != requests.size()) return false;
+inline bool run_layered(const LayeredMember& self, std::span<const JointRequest> requests,
+                        std::span<CheckResult> results) {
+  if (requests.empty() || results.size() != requests.size()) return false;
   std::vector<LayeredMember*> members(requests.size());
-  const void* domain = nullptr;
+  const void* const domain = self.joint_domain();
   for (std::size_t i = 0; i < requests.size(); ++i) {
-    members[i] = dynamic_cast<LayeredMember*>(requests[i].backend);
-    if (members[i] == nullptr) return false;
-    if (i == 0) domain = members[i]->joint_domain();
-    if (domain == nullptr || members[i]->joint_domain() != domain) return false;
+    if (domain == nullptr || requests[i].backend == nullptr || requests[i].backend->joint_domain() != domain) {
+      return false;
+    }
+    // One domain (a pool or router address) is only ever RedisLimiters': the cast is exact, no RTTI.
+    members[i] = static_cast<LayeredMember*>(requests[i].backend);
   }
   ClusterRouter* const router = members[0]->layered_router();
   ConnectionPool* const pool = members[0]->layered_pool();
@@ -149,24 +152,26 @@ inline bool run_layered(std::span<const JointRequest> requests, std::span<Decisi
     }
     for (std::size_t i = 0; i < parts.size(); ++i) {
       if (reply->element[i] == nullptr) throw BackendError(BackendErrorCause::protocol, "malformed layered script reply");
-      decisions[i] = members[i]->layered_decision(*reply->element[i]);
+      results[i] = {members[i]->layered_decision(*reply->element[i]), Outcome::decided};
     }
     return true;
   } catch (const BackendError& e) {
     bool raise = false;
     for (LayeredMember* m : members) {
       m->layered_failed(e.cause());
-      if (m->layered_on_error() == OnError::raise) raise = true;
+      if (m->layered_on_error() == FailurePolicy::raise) raise = true;
     }
     if (raise) throw;
     bool all = true;
     for (std::size_t i = 0; i < parts.size(); ++i) {
-      decisions[i] = members[i]->layered_failure_decision(parts[i].now_us, parts[i].cost);
-      if (!decisions[i].allowed) all = false;
+      results[i] = {members[i]->layered_failure_decision(parts[i].now_us, parts[i].cost), Outcome::failure_policy};
+      if (!results[i].decision.allowed) all = false;
     }
     if (!all) {
       for (std::size_t i = 0; i < parts.size(); ++i) {
-        if (decisions[i].allowed) decisions[i] = members[i]->layered_failure_decision(parts[i].now_us, 0);
+        if (results[i].decision.allowed) {
+          results[i].decision = members[i]->layered_failure_decision(parts[i].now_us, 0);
+        }
       }
     }
     return true;

@@ -4,7 +4,7 @@
 // script, and Redis failures answered by the failure policy.
 #include <gtest/gtest.h>
 
-#include <ratelimit/http.hpp>
+#include <ratelimit/layers.hpp>
 #include <ratelimit/ratelimit.hpp>
 #include <ratelimit/redis.hpp>
 
@@ -28,7 +28,7 @@ using ratelimit::ManualClock;
 using ratelimit::MemoryLimiter;
 using ratelimit::Verdict;
 using ratelimit::redis::ConnectionPool;
-using ratelimit::redis::OnError;
+using ratelimit::FailurePolicy;
 using ratelimit::redis::RedisLimiter;
 using ratelimit::redis::RedisOptions;
 
@@ -50,7 +50,7 @@ std::int64_t command_count(ratelimit::redis::Connection& admin, const std::strin
 }
 
 // Equal decisions, except that a retry_after computed by a floor division (sliding window counter's
-// floor(a * W / prev)) rounds at the backend's tick: 1 ns in memory, 1 us on Redis (SPEC section 4).
+// floor(a * W / prev)) rounds at the backend's tick: 1 ns in memory, 1 us on Redis (README "Guarantees").
 bool same(const Decision& redis, const Decision& memory) {
   const auto gap = redis.retry_after - memory.retry_after;
   return redis.allowed == memory.allowed && redis.limit == memory.limit && redis.remaining == memory.remaining &&
@@ -81,7 +81,7 @@ std::string show(const Decision& d) {
   return ::testing::AssertionSuccess();
 }
 
-RedisOptions dead_options(OnError on_error) {
+RedisOptions dead_options(FailurePolicy on_error) {
   RedisOptions o;
   o.host = "127.0.0.1";
   o.port = ratelimit_test::free_port();  // nothing listens there
@@ -311,7 +311,7 @@ TEST(RedisLayeredScript, FallsBackAcrossPoolsAndForARepeatedKey) {
 TEST(RedisLayeredScript, RedisDownFollowsTheFailurePolicy) {
   RATELIMIT_REQUIRE_REDIS();  // for free_port's environment only; the pools point at a dead port
   ManualClock clock;
-  for (const OnError on_error : {OnError::fail_open, OnError::fail_closed, OnError::raise}) {
+  for (const FailurePolicy on_error : {FailurePolicy::fail_open, FailurePolicy::fail_closed, FailurePolicy::raise}) {
     auto pool = std::make_shared<ConnectionPool>(dead_options(on_error));
     RedisLimiter<ratelimit::FixedWindow, ManualClock> a(ratelimit::FixedWindow{5, 1min}, pool, clock);
     RedisLimiter<ratelimit::TokenBucket, ManualClock> b(ratelimit::TokenBucket{.capacity = 3, .refill_tokens = 1, .refill_period = 1s},
@@ -320,7 +320,7 @@ TEST(RedisLayeredScript, RedisDownFollowsTheFailurePolicy) {
     LimiterLayer<decltype(b)> lb(b, "b");
     const auto check = [&] { return ratelimit::check_layers({{&la, "k"}, {&lb, "k", 2}}); };
     switch (on_error) {
-      case OnError::fail_open: {
+      case FailurePolicy::fail_open: {
         LayeredDecision d;
         ASSERT_NO_THROW(d = check());
         EXPECT_TRUE(d);
@@ -328,7 +328,7 @@ TEST(RedisLayeredScript, RedisDownFollowsTheFailurePolicy) {
         EXPECT_EQ(d.layers[1].decision, (Decision{.allowed = true, .limit = 3, .remaining = 1, .reset_after = 2s}));
         break;
       }
-      case OnError::fail_closed: {
+      case FailurePolicy::fail_closed: {
         LayeredDecision d;
         ASSERT_NO_THROW(d = check());
         EXPECT_FALSE(d);
@@ -338,7 +338,7 @@ TEST(RedisLayeredScript, RedisDownFollowsTheFailurePolicy) {
         }
         break;
       }
-      case OnError::raise:
+      case FailurePolicy::raise:
         EXPECT_THROW((void)check(), ratelimit::BackendError);
         EXPECT_EQ(la.stats().snapshot().backend_errors, 1u);
         EXPECT_EQ(lb.stats().snapshot().backend_errors, 1u);
@@ -356,7 +356,7 @@ TEST(RedisLayeredScript, RedisDownFollowsTheFailurePolicy) {
 TEST(RedisLayeredScript, FailClosedDenialIsNoQuotaDenialAndStartsNoPenalty) {
   RATELIMIT_REQUIRE_REDIS();  // for free_port's environment only; the pool points at a dead port
   ManualClock clock;
-  auto pool = std::make_shared<ConnectionPool>(dead_options(OnError::fail_closed));
+  auto pool = std::make_shared<ConnectionPool>(dead_options(FailurePolicy::fail_closed));
   RedisLimiter<ratelimit::FixedWindow, ManualClock> a(ratelimit::FixedWindow{5, 5min}, pool, clock);
   RedisLimiter<ratelimit::Gcra, ManualClock> b(ratelimit::Gcra{.limit = 10, .period = 1min, .burst = 2}, pool, clock);
   int limited_events = 0;
@@ -385,7 +385,7 @@ TEST(RedisLayeredScript, FailClosedDenialIsNoQuotaDenialAndStartsNoPenalty) {
 // nothing).
 TEST(RedisLayeredScript, ClusterRunsOneScriptOnlyWithinOneSlot) {
   ManualClock clock;
-  RedisOptions o = dead_options(OnError::fail_open);
+  RedisOptions o = dead_options(FailurePolicy::fail_open);
   o.cluster_nodes = {ratelimit::redis::ClusterNode{"127.0.0.1", o.port}};
   auto router = std::make_shared<ratelimit::redis::ClusterRouter>(o);
   RedisLimiter<ratelimit::FixedWindow, ManualClock> ip(ratelimit::FixedWindow{1000, 1min}, router, clock);
@@ -393,11 +393,12 @@ TEST(RedisLayeredScript, ClusterRunsOneScriptOnlyWithinOneSlot) {
   ASSERT_EQ(ip.joint_domain(), login.joint_domain());
   using ratelimit::redis::detail::key_slot;
   EXPECT_EQ(key_slot(ip.redis_key("10.0.0.1")), key_slot(login.redis_key("10.0.0.1")));
-  std::array<Decision, 2> out{};
+  std::array<ratelimit::CheckResult, 2> out{};
   const std::array<ratelimit::JointRequest, 2> same_slot{ratelimit::JointRequest{&ip, "10.0.0.1", 1},
                                                          ratelimit::JointRequest{&login, "10.0.0.1", 1}};
   EXPECT_TRUE(ip.check_jointly(same_slot, out));
-  EXPECT_TRUE(out[0].allowed && out[1].allowed);  // fail_open
+  EXPECT_TRUE(out[0].decision.allowed && out[1].decision.allowed);  // fail_open
+  EXPECT_TRUE(out[0].failed() && out[1].failed());  // and it says so
   EXPECT_EQ(ip.stats().failures, 1u);
   EXPECT_EQ(login.stats().failures, 1u);
   // Two keys in different slots.

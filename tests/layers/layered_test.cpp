@@ -2,7 +2,8 @@
 // consume-then-refund path, and a race of many threads through three layers.
 #include <gtest/gtest.h>
 
-#include <ratelimit/http.hpp>
+#include <ratelimit/http/headers.hpp>  // the header fields of layered decisions
+#include <ratelimit/layers.hpp>
 #include <ratelimit/ratelimit.hpp>
 
 #include <array>
@@ -23,8 +24,8 @@ using ratelimit::Verdict;
 
 namespace {
 
-/// A limiter without the in-memory locking protocol (like a Redis backend across slots): it forces
-/// `check_layers` onto the consume-then-refund path.
+/// A limiter that is no `JointBackend` (like a Redis backend across slots): it forces `check_layers`
+/// onto the consume-then-refund path.
 template <class P>
 class UnlockableLimiter {
  public:
@@ -239,7 +240,7 @@ TEST(Layered, ConsumeThenRefundPathGivesTheSameEndState) {
   LimiterLayer<decltype(ip)> ip_layer(ip, "ip");
   LimiterLayer<decltype(key)> key_layer(key, "apikey");
   LimiterLayer<decltype(ep)> ep_layer(ep, "endpoint");
-  EXPECT_FALSE(ip_layer.lockable());
+  EXPECT_EQ(ip_layer.joint(), nullptr);
   auto check = [&] { return ratelimit::check_layers({{&ip_layer, "ip"}, {&key_layer, "k"}, {&ep_layer, "ip:/x"}}); };
   EXPECT_TRUE(check());
   EXPECT_TRUE(check());

@@ -1,10 +1,10 @@
-// Time arithmetic of the http helpers at the ends of the int64 nanosecond range: penalties of
+// Time arithmetic of the layer helpers at the ends of the int64 nanosecond range: penalties of
 // nanoseconds::max() seen from before the epoch, and a plan cache whose clock jumps across the whole
 // range. Each result is clamped, never an overflow (this file is also built with
 // -fsanitize=address,undefined -fno-sanitize-recover=all; see the commit that added it).
 #include <gtest/gtest.h>
 
-#include <ratelimit/http.hpp>
+#include <ratelimit/layers.hpp>
 #include <ratelimit/ratelimit.hpp>
 
 #include <chrono>

@@ -1,7 +1,7 @@
 // The plan cache of TieredLimiter: one copy of each key, LRU order and expiry.
 #include <gtest/gtest.h>
 
-#include <ratelimit/http/plan_cache.hpp>
+#include <ratelimit/layers/detail/plan_cache.hpp>
 
 #include <atomic>
 #include <cstddef>

@@ -3,7 +3,7 @@
 // check_layers falls back to consume-then-refund.
 #include <gtest/gtest.h>
 
-#include <ratelimit/http.hpp>
+#include <ratelimit/layers.hpp>
 #include <ratelimit/ratelimit.hpp>
 
 #include <stdexcept>
@@ -39,19 +39,19 @@ class FakeJointLimiter final : public ratelimit::JointBackend {
 
   const void* joint_domain() const noexcept override { return domain_; }
   // The reference: consume each, and on a denial give every consumption back (reporting the state).
-  bool check_jointly(std::span<const JointRequest> requests, std::span<Decision> decisions) override {
+  bool check_jointly(std::span<const JointRequest> requests, std::span<ratelimit::CheckResult> results) override {
     ++joint_calls;
     if (mode_ == Joint::declines) return false;
     if (mode_ == Joint::throws) throw std::runtime_error("backend down");
     bool all = true;
     for (std::size_t i = 0; i < requests.size(); ++i) {
-      decisions[i] = static_cast<FakeJointLimiter*>(requests[i].backend)->inner_.allow(requests[i].key, requests[i].cost);
-      all = all && decisions[i].allowed;
+      results[i].decision = static_cast<FakeJointLimiter*>(requests[i].backend)->inner_.allow(requests[i].key, requests[i].cost);
+      all = all && results[i].decision.allowed;
     }
     if (!all) {
       for (std::size_t i = 0; i < requests.size(); ++i) {
-        if (!decisions[i].allowed) continue;
-        decisions[i] = static_cast<FakeJointLimiter*>(requests[i].backend)->inner_.refund(requests[i].key, requests[i].cost);
+        if (!results[i].decision.allowed) continue;
+        results[i].decision = static_cast<FakeJointLimiter*>(requests[i].backend)->inner_.refund(requests[i].key, requests[i].cost);
       }
     }
     return true;
@@ -75,7 +75,7 @@ TEST(JointBackendLayers, OneJointCallAllOrNothingWithOutcomesAndCounters) {
   FakeJointLimiter b(ratelimit::FixedWindow{1, 1min}, clock, &domain);
   LimiterLayer<FakeJointLimiter> la(a, "a");
   LimiterLayer<FakeJointLimiter> lb(b, "b");
-  EXPECT_FALSE(la.lockable());
+  EXPECT_EQ(la.joint()->joint_domain(), &domain);
   EXPECT_EQ(la.joint(), &a);
   const auto first = ratelimit::check_layers({{&la, "k"}, {&lb, "k"}});
   ASSERT_TRUE(first);

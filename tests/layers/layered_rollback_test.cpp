@@ -3,7 +3,7 @@
 // check is the one reported.
 #include <gtest/gtest.h>
 
-#include <ratelimit/http.hpp>
+#include <ratelimit/layers.hpp>
 #include <ratelimit/ratelimit.hpp>
 
 #include <functional>
@@ -17,8 +17,8 @@ using ratelimit::ManualClock;
 
 namespace {
 
-/// An in-memory limiter behind a backend that can fail: `allow` or `refund` throws when told to. Not
-/// lockable, so check_layers consumes layer by layer and refunds on a denial.
+/// An in-memory limiter behind a backend that can fail: `allow` or `refund` throws when told to. No
+/// `JointBackend`, so check_layers consumes layer by layer and refunds on a denial.
 class FlakyLimiter {
  public:
   FlakyLimiter(ratelimit::FixedWindow policy, ManualClock clock, std::string name)
@@ -63,7 +63,7 @@ TEST(LayeredRollback, ThrowingRefundDoesNotStopTheRollbackNorHideTheError) {
   FlakyLimiter second(ratelimit::FixedWindow{5, 1min}, clock, "second");
   FlakyLimiter third(ratelimit::FixedWindow{5, 1min}, clock, "third");
   LimiterLayer<FlakyLimiter> l1(first, "first"), l2(second, "second"), l3(third, "third");
-  ASSERT_FALSE(l1.lockable());
+  ASSERT_EQ(l1.joint(), nullptr);
   second.fail_refund = true;
   third.fail_allow = true;
   EXPECT_EQ(what_of([&] { (void)ratelimit::check_layers({{&l1, "k"}, {&l2, "k"}, {&l3, "k"}}); }),

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include <ratelimit/http.hpp>
+#include <ratelimit/layers.hpp>
 
 namespace {
 

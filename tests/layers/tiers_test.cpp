@@ -1,7 +1,7 @@
 // Tiered plans: resolution through a cached callback, and a plan's three limits all or nothing.
 #include <gtest/gtest.h>
 
-#include <ratelimit/http.hpp>
+#include <ratelimit/layers.hpp>
 #include <ratelimit/ratelimit.hpp>
 
 #include <atomic>

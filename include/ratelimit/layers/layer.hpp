@@ -1,0 +1,199 @@
+#pragma once
+
+/// @file
+/// `Layer`: a named limiter taking part in layered checks, with its counters, penalty, lists and
+/// `on_limited` callback; `LimiterLayer<L>` adapts any limiter (in-memory ones support atomic checks).
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "ratelimit/clock.hpp"
+#include "ratelimit/decision.hpp"
+#include "ratelimit/joint_backend.hpp"
+#include "ratelimit/layers/key_lists.hpp"
+#include "ratelimit/layers/layer_stats.hpp"
+#include "ratelimit/layers/penalty_box.hpp"
+#include "ratelimit/limiter.hpp"
+#include "ratelimit/quota_policy.hpp"
+
+namespace ratelimit {
+
+/// Why a layer's outcome in a layered check is what it is.
+enum class Verdict {
+  /// The layer admitted the request and, every layer admitting, kept the consumption.
+  admitted,
+  /// The layer admitted the request but another layer denied it: the consumption was given back.
+  rolled_back,
+  /// The layer denied the request: over its quota.
+  limited,
+  /// The layer denied the request from memory: the key is in a penalty (block-after-exceed).
+  penalized,
+  /// The layer denied the request: the key is on its deny list.
+  deny_listed,
+  /// The key is on the layer's allow list: not checked, not counted.
+  allow_listed,
+  /// Not checked: the request was already denied from memory (penalty or deny list) or, on a
+  /// backend without atomic multi-key checks, by an earlier layer.
+  unchecked,
+};
+
+/// True for the verdicts that deny the request.
+[[nodiscard]] constexpr bool denies(Verdict v) noexcept {
+  return v == Verdict::limited || v == Verdict::penalized || v == Verdict::deny_listed;
+}
+
+/// What `on_limited` receives when a layer denies a request.
+struct LimitedEvent {
+  /// The layer's policy name.
+  std::string_view layer;
+  /// The key the layer denied.
+  std::string_view key;
+  /// The layer's decision.
+  const Decision& decision;
+  /// `limited`, `penalized` or `deny_listed`.
+  Verdict verdict;
+};
+
+/// Options of a layer; every field has a working default (no penalty, no callback).
+struct LayerOptions {
+  /// Block-after-exceed: a key this layer denies for its quota is then denied for this long, from
+  /// memory, without a backend check. 0 (default) turns it off; otherwise > 0, any length up to
+  /// `nanoseconds::max()`: a penalty ends at the latest at INT64_MAX ns on the layer's clock (saturating),
+  /// and the header fields saturate there too.
+  std::chrono::nanoseconds penalty{0};
+  /// Most keys in a penalty at once (see `PenaltyBox`); >= 1.
+  std::size_t penalty_max_keys = 100'000;
+  /// Called after every denial by this layer, outside every lock, on the calling thread; must be
+  /// thread-safe and should be quick. Exceptions it throws reach the caller of `check_layers`.
+  std::function<void(const LimitedEvent&)> on_limited{};
+};
+
+/// A named limiter in a layered check (`check_layers`). Abstract: the backend hooks are implemented
+/// by `LimiterLayer<L>`. Thread-safe: any number of checks may use one layer at once.
+class Layer {
+ public:
+  /// `max_key_bytes`: the longest key the layer's limiter accepts (its penalty box accepts the same).
+  /// Throws `std::invalid_argument` naming `LayerOptions.penalty` when it is negative, or
+  /// `PenaltyBox.max_keys`.
+  Layer(QuotaPolicy quota, LayerOptions options, std::size_t max_key_bytes = 512)
+      : quota_(std::move(quota)), options_(std::move(options)),
+        penalties_(options_.penalty_max_keys, max_key_bytes) {
+    if (options_.penalty.count() < 0) detail::invalid("LayerOptions.penalty", "must be >= 0");
+  }
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+  virtual ~Layer() = default;
+
+  /// The policy name (for headers, problem bodies, counters).
+  [[nodiscard]] std::string_view name() const noexcept { return quota_.name; }
+  /// The advertised quota of the layer's policy.
+  [[nodiscard]] const QuotaPolicy& quota() const noexcept { return quota_; }
+  /// The options as given. Thread-safe (immutable).
+  [[nodiscard]] const LayerOptions& options() const noexcept { return options_; }
+  /// Live counters. Thread-safe.
+  [[nodiscard]] LayerStats& stats() noexcept { return stats_; }
+  [[nodiscard]] const LayerStats& stats() const noexcept { return stats_; }
+  /// The allow and deny lists. Thread-safe.
+  [[nodiscard]] KeyLists& lists() noexcept { return lists_; }
+  /// The keys in a penalty. Thread-safe.
+  [[nodiscard]] PenaltyBox& penalties() noexcept { return penalties_; }
+
+  // Backend hooks, used by `check_layers` and `refund_layers`.
+
+  /// Nanoseconds since the epoch of the layer's clock (penalties run on it).
+  [[nodiscard]] virtual std::int64_t now_ns() = 0;
+  /// The backend able to check this layer together with others in one atomic step (see
+  /// `JointBackend`: a `MemoryLimiter` or a `RedisLimiter`), or null. Layers whose backends share a
+  /// `joint_domain()` are checked by one `check_jointly` call instead of consume-then-refund.
+  [[nodiscard]] virtual JointBackend* joint() noexcept { return nullptr; }
+  /// The backend's own check of `cost` for `key` (its `check`, else `allow`), saying whether the
+  /// backend's failure policy answered; counts a backend error and rethrows when it throws.
+  virtual CheckResult backend_allow(std::string_view key, std::int64_t cost) = 0;
+  /// The backend's own `refund(key, cost)`; counts a backend error and rethrows when it throws.
+  virtual Decision backend_refund(std::string_view key, std::int64_t cost) = 0;
+
+ private:
+  QuotaPolicy quota_;
+  LayerOptions options_;
+  LayerStats stats_;
+  KeyLists lists_;
+  PenaltyBox penalties_;
+};
+
+/// A limiter that can give quota back.
+template <class L>
+concept RefundableLimiter = Limiter<L> && requires(L& l, std::string_view key, std::int64_t cost) {
+  { l.refund(key, cost) } -> std::same_as<Decision>;
+};
+
+/// Adapts a limiter `L` (borrowed: it must outlive the layer) into a `Layer`. `L` needs `refund`, a
+/// `policy()` (for the advertised quota) and a `clock()`; a `JointBackend` (`MemoryLimiter`: shard
+/// locks; `RedisLimiter`: one script) also gives atomic layered checks.
+template <RefundableLimiter L>
+class LimiterLayer final : public Layer {
+ public:
+  /// A layer named `name` (any string; header fields need printable ASCII when they write it),
+  /// advertising `quota_policy(name, limiter.policy())`. Throws `std::invalid_argument` for bad options.
+  LimiterLayer(L& limiter, std::string name, LayerOptions options = {})
+      : Layer(quota_policy(std::move(name), limiter.policy()), std::move(options), max_key_bytes_of(limiter)),
+        limiter_(limiter) {}
+
+  /// The adapted limiter.
+  [[nodiscard]] L& limiter() noexcept { return limiter_; }
+
+  [[nodiscard]] std::int64_t now_ns() override { return detail::now_ns(limiter_.clock()); }
+
+  [[nodiscard]] JointBackend* joint() noexcept override {
+    if constexpr (std::is_base_of_v<JointBackend, L>) {
+      return &limiter_;
+    } else {
+      return nullptr;
+    }
+  }
+  CheckResult backend_allow(std::string_view key, std::int64_t cost) override {
+    return counting_errors([&] {
+      if constexpr (requires { { limiter_.check(key, cost) } -> std::same_as<CheckResult>; }) {
+        return limiter_.check(key, cost);
+      } else {
+        return CheckResult{limiter_.allow(key, cost), Outcome::decided};  // a backend that cannot fail
+      }
+    });
+  }
+  Decision backend_refund(std::string_view key, std::int64_t cost) override {
+    return counting_errors([&] { return limiter_.refund(key, cost); });
+  }
+
+ private:
+  template <class Fn>
+  auto counting_errors(Fn fn) -> decltype(fn()) {
+    try {
+      return fn();
+    } catch (const std::invalid_argument&) {
+      throw;  // the caller's mistake, not the backend's
+    } catch (...) {
+      stats().add_backend_error();
+      throw;
+    }
+  }
+
+  /// The limiter's key bound, for its penalty box (512, the limiters' default, if it has none).
+  static std::size_t max_key_bytes_of(L& limiter) {
+    if constexpr (requires { limiter.options().max_key_bytes; }) {
+      return limiter.options().max_key_bytes;
+    } else {
+      return 512;
+    }
+  }
+
+  L& limiter_;
+};
+
+}  // namespace ratelimit

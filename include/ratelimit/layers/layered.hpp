@@ -1,0 +1,326 @@
+#pragma once
+
+/// @file
+/// All-or-nothing checks over several layers (limiter, key, cost): a request passes only if every
+/// layer admits it, and when any layer denies, no layer keeps a consumption.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <initializer_list>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ratelimit/decision.hpp"
+#include "ratelimit/joint_backend.hpp"
+#include "ratelimit/layers/layer.hpp"
+#include "ratelimit/memory/joint_check.hpp"
+#include "ratelimit/most_restrictive.hpp"
+#include "ratelimit/policy/policy.hpp"
+#include "ratelimit/quota_policy.hpp"
+
+namespace ratelimit {
+
+/// One layer of a request: which layer, for which key, at what cost.
+struct LayerRequest {
+  /// The layer; must outlive the check.
+  Layer* layer = nullptr;
+  /// The key in that layer (e.g. the client IP, the API key, "ip:path"); must outlive the check.
+  std::string_view key{};
+  /// Cost units; >= 0.
+  std::int64_t cost = 1;
+};
+
+/// What one layer said about a request.
+struct LayerOutcome {
+  Layer* layer = nullptr;
+  Verdict verdict = Verdict::unchecked;
+  /// The layer's decision. For `rolled_back`, the key's state after the give-back (`allowed`, current
+  /// `remaining`); for `penalized`, `remaining = 0` and `retry_after = reset_after =` the rest of the
+  /// penalty (and for a `limited` one that started a penalty, its waits are at least the penalty's); for
+  /// `deny_listed`, `retry_after = Decision::never`; meaningless for `allow_listed` and
+  /// `unchecked` (they appear in no header).
+  Decision decision{};
+  /// True when the backend failed and `decision` is its failure policy's answer (`fail_open` admits,
+  /// `fail_closed` denies), not a quota decision: no penalty follows such a denial, and the layer
+  /// counts a backend error.
+  bool backend_failed = false;
+};
+
+/// The answer of a layered check.
+struct LayeredDecision {
+  /// The most restrictive of the reported layers' decisions (`most_restrictive`); `allowed` iff every
+  /// layer admitted. With no reported layer (all allow-listed): allowed, `limit = 0`.
+  Decision decision{.allowed = true};
+  /// The index (in the request's layers) of the layer whose decision is `decision`, if any.
+  std::optional<std::size_t> reported_by{};
+  /// One outcome per requested layer, in order.
+  std::vector<LayerOutcome> layers{};
+
+  explicit operator bool() const noexcept { return decision.allowed; }
+
+  /// True when `verdict` of layer `i` appears in headers (checked, not skipped).
+  [[nodiscard]] static bool reported(Verdict v) noexcept {
+    return v != Verdict::allow_listed && v != Verdict::unchecked;
+  }
+  /// The (policy, decision) entries for `http::rate_limit_fields`, reported layers only, in order.
+  [[nodiscard]] std::vector<PolicyDecision> policy_decisions() const {
+    std::vector<PolicyDecision> out;
+    for (const LayerOutcome& o : layers) {
+      if (reported(o.verdict)) out.push_back({&o.layer->quota(), o.decision});
+    }
+    return out;
+  }
+  /// The names of the denying layers, for the problem body's `violated-policies`.
+  [[nodiscard]] std::vector<std::string> violated_policies() const {
+    std::vector<std::string> out;
+    for (const LayerOutcome& o : layers) {
+      if (denies(o.verdict)) out.emplace_back(o.layer->name());
+    }
+    return out;
+  }
+};
+
+namespace detail {
+
+inline Decision listed_denial(const Layer& layer) {
+  return Decision{.allowed = false, .limit = layer.quota().quota, .remaining = 0, .retry_after = Decision::never};
+}
+
+inline Decision penalty_denial(const Layer& layer, std::int64_t left_ns) {
+  const std::chrono::nanoseconds left(left_ns);
+  return Decision{.allowed = false, .limit = layer.quota().quota, .remaining = 0, .retry_after = left,
+                  .reset_after = left};
+}
+
+/// The denial that starts (or extends) a penalty says the penalty's wait when it is longer than the
+/// quota's: a client obeying the first 429 must not be denied again for it (README "Penalties and lists").
+inline void carry_penalty(Decision& d, std::int64_t left_ns) {
+  const std::chrono::nanoseconds left(left_ns);
+  d.retry_after = std::max(d.retry_after, left);
+  d.reset_after = std::max(d.reset_after, left);
+}
+
+/// Step 2 of `check_layers` when every active layer (verdict `unchecked`) has a `JointBackend` of one
+/// `joint_domain()` and there are at least two: one `check_jointly` call. Sets the active layers'
+/// outcomes and `denied`, and returns true; returns false (outcomes untouched) when there is no such
+/// backend or it declines, for the layer-by-layer path. A backend exception counts a backend error on
+/// every active layer and propagates (nothing to give back: the step is all or nothing).
+inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<LayerOutcome>& outcomes, bool& denied) {
+  std::vector<JointRequest> joint;
+  std::vector<std::size_t> index;
+  const void* domain = nullptr;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (outcomes[i].verdict != Verdict::unchecked) continue;
+    JointBackend* backend = requests[i].layer->joint();
+    if (backend == nullptr || backend->joint_domain() == nullptr) return false;
+    if (joint.empty()) domain = backend->joint_domain();
+    if (backend->joint_domain() != domain) return false;
+    joint.push_back(JointRequest{backend, requests[i].key, requests[i].cost});
+    index.push_back(i);
+  }
+  if (joint.size() < 2) return false;
+  std::vector<CheckResult> results(joint.size());
+  bool ran = false;
+  try {
+    ran = joint.front().backend->check_jointly(joint, results);
+  } catch (const std::invalid_argument&) {
+    throw;  // the caller's mistake, not the backend's
+  } catch (...) {
+    for (const std::size_t i : index) requests[i].layer->stats().add_backend_error();
+    throw;
+  }
+  if (!ran) return false;
+  bool all = true;
+  for (const CheckResult& r : results) all = all && r.decision.allowed;
+  for (std::size_t k = 0; k < joint.size(); ++k) {
+    LayerOutcome& o = outcomes[index[k]];
+    const Decision& d = results[k].decision;
+    o.verdict = !d.allowed ? Verdict::limited : (all ? Verdict::admitted : Verdict::rolled_back);
+    o.decision = o.verdict == Verdict::rolled_back ? given_back(d) : d;
+    o.backend_failed = results[k].failed();
+  }
+  denied = !all;
+  return true;
+}
+
+}  // namespace detail
+
+/// Checks a request against every layer in `requests`, all or nothing.
+///
+/// 1. From memory, without touching any backend: a key on a layer's deny list is denied
+///    (`deny_listed`), a key in a layer's penalty is denied (`penalized`); a key on a layer's allow
+///    list skips that layer (`allow_listed`). If any is denied, no backend is checked.
+/// 2. If every remaining layer (at least two) has a `JointBackend` of one `joint_domain()`: one atomic
+///    `check_jointly` evaluates every layer and keeps the consumptions only if all admit. In memory
+///    (any `MemoryLimiter`s) the shard locks of all keys are taken in one global order, every layer
+///    consumes, and on a denial every consumption is given back under the same locks; on Redis (layers
+///    on one server's pool, or on Redis Cluster one router with every key in one slot) it is one Lua
+///    script over all keys. No other check sees a partial state, and no layer's count ever holds a
+///    request that another layer denied. Redis failures: each layer's `on_error` applies as for its
+///    single checks; if any layer's is `raise`, `BackendError` propagates (counted as a backend error
+///    on every remaining layer); otherwise `fail_open` layers admit and `fail_closed` layers deny, all
+///    or nothing.
+/// 3. Otherwise (mixed backends, keys in different cluster slots, one Redis key twice): layers are
+///    checked in order, stopping at the first denial, and the admitted ones are refunded. Between
+///    consume and refund, other requests see the consumption (they may be denied spuriously; never
+///    admitted extra): the documented window of inexactness.
+/// 4. After the checks: a layer that denied for quota (with a finite wait) and has a penalty blocks
+///    the key, and its decision's `retry_after` and `reset_after` become at least the penalty's rest
+///    (so the headers of this first denial already name the penalty's wait); counters are updated;
+///    `on_limited` runs for each denying layer.
+///
+/// The same (layer, key) twice in one request consumes both costs; each outcome is that check's own
+/// (the second sees the first's consumption), and a rolled-back one reports the state after the give-back. Thread-safe.
+/// Throws `std::invalid_argument` for a null layer, a negative cost or a key too long for a layer;
+/// backend exceptions propagate after the admitted layers are given back (each of them, even when
+/// another's refund throws; the check's own error wins, else the first refund's).
+inline LayeredDecision check_layers(std::span<const LayerRequest> requests) {
+  LayeredDecision result;
+  result.layers.resize(requests.size());
+  bool denied_early = false;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const LayerRequest& r = requests[i];
+    if (r.layer == nullptr) detail::invalid("layer", "must not be null");
+    detail::require_cost(r.cost);
+    LayerOutcome& o = result.layers[i];
+    o.layer = r.layer;
+    switch (r.layer->lists().lookup(r.key)) {
+      case Listing::denied:
+        o.verdict = Verdict::deny_listed;
+        o.decision = detail::listed_denial(*r.layer);
+        denied_early = true;
+        continue;
+      case Listing::allowed:
+        o.verdict = Verdict::allow_listed;
+        o.decision = Decision{.allowed = true, .limit = r.layer->quota().quota, .remaining = r.layer->quota().quota};
+        continue;
+      case Listing::none:
+        break;
+    }
+    if (r.layer->options().penalty.count() > 0) {
+      if (const std::int64_t left = r.layer->penalties().blocked_for(r.key, r.layer->now_ns()); left > 0) {
+        o.verdict = Verdict::penalized;
+        o.decision = detail::penalty_denial(*r.layer, left);
+        denied_early = true;
+      }
+    }
+  }
+
+  auto active = [&](std::size_t i) { return result.layers[i].verdict == Verdict::unchecked; };
+  bool denied = denied_early;
+  if (!denied_early) {
+    if (!detail::check_jointly(requests, result.layers, denied)) {
+      std::vector<std::size_t> consumed;
+      // Every admitted layer is given back even when one refund throws; the first refund error is kept.
+      auto give_back = [&] {
+        std::exception_ptr first_error;
+        for (auto it = consumed.rbegin(); it != consumed.rend(); ++it) {
+          const LayerRequest& r = requests[*it];
+          LayerOutcome& o = result.layers[*it];
+          try {
+            o.decision = detail::given_back(r.layer->backend_refund(r.key, r.cost));
+            o.verdict = Verdict::rolled_back;
+          } catch (...) {
+            if (!first_error) first_error = std::current_exception();
+          }
+        }
+        return first_error;
+      };
+      try {
+        for (std::size_t i = 0; i < requests.size() && !denied; ++i) {
+          if (!active(i)) continue;
+          const LayerRequest& r = requests[i];
+          LayerOutcome& o = result.layers[i];
+          const CheckResult checked = r.layer->backend_allow(r.key, r.cost);
+          o.decision = checked.decision;
+          o.backend_failed = checked.failed();
+          o.verdict = o.decision.allowed ? Verdict::admitted : Verdict::limited;
+          if (!o.decision.allowed) denied = true;
+          if (o.decision.allowed && r.cost > 0) consumed.push_back(i);
+        }
+      } catch (...) {
+        (void)give_back();  // the error that stopped the check is the one to report
+        throw;
+      }
+      if (denied) {
+        if (const std::exception_ptr e = give_back()) std::rethrow_exception(e);
+      }
+    }
+  }
+
+  // Penalties, counters and callbacks, outside every lock.
+  std::vector<Decision> reported;
+  std::vector<std::size_t> index;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const LayerRequest& r = requests[i];
+    LayerOutcome& o = result.layers[i];
+    if (o.backend_failed) r.layer->stats().add_backend_error();
+    switch (o.verdict) {
+      case Verdict::admitted:
+        r.layer->stats().add_allowed();
+        break;
+      case Verdict::rolled_back:
+        r.layer->stats().add_rolled_back();
+        break;
+      case Verdict::limited:
+        // A penalty answers a key that exceeded its quota, not a backend that failed.
+        if (r.layer->options().penalty.count() > 0 && o.decision.retry_after != Decision::never &&
+            !o.backend_failed) {
+          const std::int64_t now = r.layer->now_ns();
+          r.layer->penalties().block(r.key, now, r.layer->options().penalty.count());
+          detail::carry_penalty(o.decision, r.layer->penalties().blocked_for(r.key, now));
+        }
+        [[fallthrough]];
+      case Verdict::penalized:
+      case Verdict::deny_listed:
+        r.layer->stats().add_denied();
+        if (r.layer->options().on_limited) {
+          r.layer->options().on_limited(LimitedEvent{r.layer->name(), r.key, o.decision, o.verdict});
+        }
+        break;
+      case Verdict::allow_listed:
+      case Verdict::unchecked:
+        break;
+    }
+    if (LayeredDecision::reported(o.verdict)) {
+      reported.push_back(o.decision);
+      index.push_back(i);
+    }
+  }
+  if (!reported.empty()) {
+    const std::size_t best = most_restrictive(reported);
+    result.decision = reported[best];
+    result.reported_by = index[best];
+  }
+  return result;
+}
+
+/// `check_layers` over a list written in place: `check_layers({{&ip, ip}, {&key, api_key}})`.
+inline LayeredDecision check_layers(std::initializer_list<LayerRequest> requests) {
+  return check_layers(std::span<const LayerRequest>(requests.begin(), requests.size()));
+}
+
+/// Gives back the consumption of a request that passed `check_layers` but then failed or was
+/// cancelled: each layer refunds `cost` for its key (see `ratelimit::refund`; allow-listed keys are
+/// skipped). Each layer is refunded on its own, not atomically across layers. Counts `refunded`.
+/// Thread-safe. Throws `std::invalid_argument` for a null layer or a negative cost.
+inline void refund_layers(std::span<const LayerRequest> requests) {
+  for (const LayerRequest& r : requests) {
+    if (r.layer == nullptr) detail::invalid("layer", "must not be null");
+    detail::require_cost(r.cost);
+  }
+  for (const LayerRequest& r : requests) {
+    if (r.layer->lists().lookup(r.key) == Listing::allowed) continue;
+    r.layer->backend_refund(r.key, r.cost);
+    r.layer->stats().add_refunded();
+  }
+}
+
+}  // namespace ratelimit
