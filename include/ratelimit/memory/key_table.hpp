@@ -3,6 +3,7 @@
 /// @file
 /// The flat, open-addressing hash table that holds one shard's keys and states.
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -11,6 +12,22 @@
 #include <utility>
 
 namespace ratelimit::detail {
+
+/// Whether a policy's state allocates on its own (a sliding window log), reported by `heap_bytes()`.
+template <class State>
+concept HeapState = requires(const State& s) {
+  { s.heap_bytes() } -> std::convertible_to<std::size_t>;
+};
+
+/// Heap bytes a state holds beyond its slot; 0 for fixed-size states (checked at compile time).
+template <class State>
+[[nodiscard]] std::size_t state_heap_bytes(const State& s) noexcept {
+  if constexpr (HeapState<State>) {
+    return s.heap_bytes();
+  } else {
+    return 0;
+  }
+}
 
 /// A Robin Hood hash table of (key, state) slots with backward-shift deletion (no tombstones).
 ///
@@ -23,6 +40,8 @@ namespace ratelimit::detail {
 /// - The stamp of each slot's latest touch (the store's per-shard touch sequence) lives in a separate dense
 ///   array (4 bytes a slot, 0 when empty), so sampling neighbours for LRU eviction reads one cache line,
 ///   not one slot each.
+/// - Heap bytes of states that allocate (sliding window logs) are kept as a running count: the store adds
+///   the change an update makes (`add_state_bytes`), and dropping a slot subtracts its state's bytes.
 /// - `replace` evicts one key and inserts another in one step, moving only the slots between the two.
 ///
 /// Not thread-safe: the shard's lock guards it. `hash` and `stamp` must not be 0 (0 marks an empty slot);
@@ -66,9 +85,24 @@ class KeyTable {
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   [[nodiscard]] std::size_t max_size() const noexcept { return max_size_; }
   [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
-  /// Bytes held by slots and long keys (for memory accounting in tests and benchmarks).
+  /// Bytes held by slots, their touch stamps, long keys and the states' own heap blocks. O(1).
   [[nodiscard]] std::size_t bytes() const noexcept {
-    return capacity_ * (sizeof(Slot) + sizeof(std::uint32_t)) + heap_key_bytes_;
+    return capacity_ * (sizeof(Slot) + sizeof(std::uint32_t)) + heap_key_bytes_ + state_bytes_;
+  }
+  /// Heap bytes held by the states themselves (0 unless `HeapState<State>`). O(1).
+  [[nodiscard]] std::size_t state_bytes() const noexcept { return state_bytes_; }
+  /// Records that an update changed a held state's heap bytes from `before` to `after`.
+  void add_state_bytes(std::size_t before, std::size_t after) noexcept { state_bytes_ = state_bytes_ - before + after; }
+  /// `bytes()` recomputed from every slot, O(capacity): a check of the running count.
+  [[nodiscard]] std::size_t recount_bytes() const noexcept {
+    std::size_t total = capacity_ * (sizeof(Slot) + sizeof(std::uint32_t));
+    for (std::size_t i = 0; i < capacity_; ++i) {
+      const Slot& s = slots_[i];
+      if (s.empty()) continue;
+      if (s.key_size > kInlineKeyBytes) total += s.key_size;
+      total += state_heap_bytes(s.state);
+    }
+    return total;
   }
 
   [[nodiscard]] Slot* find(std::uint64_t hash, std::string_view key) noexcept {
@@ -207,6 +241,7 @@ class KeyTable {
   /// Empties slot `index` (its key and state are dropped; the size is the caller's business).
   void release(std::size_t index) noexcept {
     if (slots_[index].key_size > kInlineKeyBytes) heap_key_bytes_ -= slots_[index].key_size;
+    if constexpr (HeapState<State>) state_bytes_ -= state_heap_bytes(slots_[index].state);
     clear_slot(slots_[index]);
     stamps_[index] = 0;
   }
@@ -280,6 +315,7 @@ class KeyTable {
   std::size_t size_ = 0;
   std::size_t max_size_ = 0;
   std::size_t heap_key_bytes_ = 0;
+  std::size_t state_bytes_ = 0;
 };
 
 }  // namespace ratelimit::detail

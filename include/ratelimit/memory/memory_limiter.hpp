@@ -27,9 +27,10 @@ namespace ratelimit {
 ///
 /// Thread-safe: every method may be called from any number of threads. Checks of one key are
 /// linearizable (each runs under that key's shard lock); checks of keys in different shards run in
-/// parallel. A present key's check does not allocate (except a sliding log growing its entry list). Memory is bounded by `MemoryOptions::max_keys`
-/// (README "Guarantees"): a key whose state is full again is reclaimed, and at the cap a new key evicts an
-/// approximately least recently used one.
+/// parallel. A present key's check does not allocate (except a sliding log growing its entry list).
+/// Memory is bounded by `MemoryOptions::max_keys` and, for sliding window logs, `MemoryOptions::max_bytes`
+/// (README "Guarantees"): a key whose state is full again is reclaimed, and at either bound keys are
+/// evicted, approximately least recently used first.
 ///
 /// A `JointBackend`: any `MemoryLimiter`s (of any policies and clocks) check several keys as one atomic
 /// step (`check_jointly`, used by `check_layers`), under the shard locks of all the keys.
@@ -47,10 +48,10 @@ class MemoryLimiter final : public detail::LockedMember {
   static constexpr std::int64_t kTickNs = 1;
 
   /// Throws `std::invalid_argument` naming the field when the policy (e.g. `Gcra.burst`) or an option
-  /// (`MemoryOptions.max_keys`, `.max_key_bytes`, `.shards`) is out of range.
+  /// (`MemoryOptions.max_keys`, `.max_key_bytes`, `.shards`, `.max_bytes`) is out of range.
   explicit MemoryLimiter(P policy, MemoryOptions options = {}, C clock = {})
-      : policy_(std::move(policy)), rules_(policy_.rules(kTickNs)), options_(validated(options)),
-        clock_(std::move(clock)), store_(options_.max_keys, shard_count(options_)) {}
+      : policy_(std::move(policy)), rules_(policy_.rules(kTickNs)), options_(validated(options, rules_)),
+        clock_(std::move(clock)), store_(options_.max_keys, shard_count(options_, rules_), options_.max_bytes) {}
 
   /// Checks a request of `cost` units for `key` now and consumes them if it is admitted.
   /// Thread-safe. Throws `std::invalid_argument` for a negative cost or a key longer than
@@ -133,10 +134,15 @@ class MemoryLimiter final : public detail::LockedMember {
 
   /// Keys held now. Thread-safe (a snapshot).
   [[nodiscard]] std::size_t size() const { return store_.size(); }
-  /// Keys evicted at `max_keys` so far that were not full (their usage was lost). Thread-safe.
+  /// Keys evicted so far, at `max_keys` or over `max_bytes`, that were not full (their usage was lost).
+  /// Thread-safe.
   [[nodiscard]] std::size_t evictions() const { return store_.evictions(); }
-  /// Bytes held by the store's tables (slots, their touch times and long keys). Thread-safe.
+  /// Bytes held by the store: slots, their touch times, long keys and sliding window logs' entries
+  /// (their vectors' capacity). A running count, O(shards). Thread-safe (a snapshot).
   [[nodiscard]] std::size_t table_bytes() const { return store_.table_bytes(); }
+  /// `table_bytes()` recomputed by walking every key, O(keys) under each shard's lock in turn: a check of
+  /// the running count for tests and diagnostics, not for a hot path. Thread-safe.
+  [[nodiscard]] std::size_t recount_table_bytes() const { return store_.recount_table_bytes(); }
 
   /// The policy as given (durations in nanoseconds). Thread-safe (immutable).
   [[nodiscard]] const P& policy() const noexcept { return policy_; }
@@ -200,18 +206,38 @@ class MemoryLimiter final : public detail::LockedMember {
     return [this, t](const State& state) { return rules_.is_full(state, t); };
   }
 
-  static MemoryOptions validated(MemoryOptions o) {
+  /// The most heap bytes one key's state can hold (0 for fixed-size states).
+  static std::size_t max_state_heap_bytes(const RulesOf<P>& rules) noexcept {
+    if constexpr (requires { rules.max_heap_bytes(); }) {
+      return rules.max_heap_bytes();
+    } else {
+      return 0;
+    }
+  }
+
+  static MemoryOptions validated(MemoryOptions o, const RulesOf<P>& rules) {
     if (o.max_keys < 1) detail::invalid("MemoryOptions.max_keys", "must be >= 1");
     if (o.max_key_bytes > (std::size_t{1} << 31)) detail::invalid("MemoryOptions.max_key_bytes", "must be <= 2^31");
     if (o.shards > 65536) detail::invalid("MemoryOptions.shards", "must be <= 65536");
+    if (o.max_bytes < 1) detail::invalid("MemoryOptions.max_bytes", "must be >= 1");
+    // One key's log must fit: evicting other keys could not bring a budget below it back in bounds.
+    if (const std::size_t one_key = max_state_heap_bytes(rules); o.max_bytes < one_key) {
+      detail::invalid("MemoryOptions.max_bytes",
+                      "must be >= " + std::to_string(one_key) +
+                          " (one key's longest log: 2 * (limit + 1) entries of 16 bytes), got " +
+                          std::to_string(o.max_bytes));
+    }
     return o;
   }
 
   /// Requested shards (64 by default) rounded up to a power of two, but at most one per 16 keys of
-  /// `max_keys` so that every shard holds a useful share of the cap.
-  static std::size_t shard_count(const MemoryOptions& o) {
+  /// `max_keys` so that every shard holds a useful share of the cap, and few enough that each shard's
+  /// share of `max_bytes` holds one key's longest log.
+  static std::size_t shard_count(const MemoryOptions& o, const RulesOf<P>& rules) {
     std::size_t shards = std::bit_ceil(o.shards == 0 ? std::size_t{64} : o.shards);
     while (shards > 1 && shards * 16 > o.max_keys) shards /= 2;
+    const std::size_t one_key = max_state_heap_bytes(rules);
+    while (shards > 1 && o.max_bytes / shards < one_key) shards /= 2;
     return shards;
   }
 

@@ -32,7 +32,9 @@ class ShardedStore {
   static constexpr int kEvictionSamples = 5;
 
   /// `max_keys >= 1` is a hard cap over all shards; `shards` is a power of two <= max_keys.
-  ShardedStore(std::size_t max_keys, std::size_t shards)
+  /// `max_state_bytes` caps the heap bytes of states that allocate (`HeapState`), split evenly over the
+  /// shards; the caller keeps each shard's share at least one key's largest state.
+  ShardedStore(std::size_t max_keys, std::size_t shards, std::size_t max_state_bytes = SIZE_MAX)
       : shard_count_(shards), shard_shift_(shards > 1 ? 64 - std::countr_zero(shards) : 0),
         shards_(std::make_unique<Shard[]>(shards)) {
     std::random_device entropy;
@@ -41,6 +43,7 @@ class ShardedStore {
     hash_key_[1] = random64();
     for (std::size_t i = 0; i < shards; ++i) {
       shards_[i].table.set_max_size(max_keys / shards + (i < max_keys % shards ? 1 : 0));
+      shards_[i].state_budget = max_state_bytes / shards + (i < max_state_bytes % shards ? 1 : 0);
     }
   }
 
@@ -71,9 +74,14 @@ class ShardedStore {
   auto update_locked(std::string_view key, std::uint64_t hash, Fn&& fn, IsFull&& is_full) {
     Shard& shard = shard_for(hash);
     if (Slot* slot = shard.table.find(hash, key)) {
+      const std::size_t before = state_heap_bytes(std::as_const(slot->state));  // 0 for fixed-size states
       auto [result, keep] = fn(slot->state, true);
+      if constexpr (HeapState<State>) shard.table.add_state_bytes(before, state_heap_bytes(std::as_const(slot->state)));
       if (keep) {
         shard.table.touch(*slot, next_stamp(shard));
+        if constexpr (HeapState<State>) {
+          if (shard.table.state_bytes() > shard.state_budget) [[unlikely]] trim_to_budget(shard, hash, key, is_full);
+        }
       } else {
         shard.table.erase(*slot);
       }
@@ -93,6 +101,10 @@ class ShardedStore {
         if (usage_lost) ++shard.evictions;
       }
       slot->state = std::move(fresh);
+      if constexpr (HeapState<State>) {
+        shard.table.add_state_bytes(0, state_heap_bytes(std::as_const(slot->state)));
+        if (shard.table.state_bytes() > shard.state_budget) [[unlikely]] trim_to_budget(shard, hash, key, is_full);
+      }
     }
     return result;
   }
@@ -149,14 +161,19 @@ class ShardedStore {
   [[nodiscard]] std::size_t size() const {
     return sum([](const Shard& s) { return s.table.size(); });
   }
-  /// Keys evicted at the cap so far that were not full (their usage is lost); a full key evicted
-  /// loses nothing and is not counted.
+  /// Keys evicted so far, at the cap or over the byte budget, that were not full (their usage is lost);
+  /// a full key evicted loses nothing and is not counted.
   [[nodiscard]] std::size_t evictions() const {
     return sum([](const Shard& s) { return s.evictions; });
   }
-  /// Bytes held by the tables (slots and long keys), excluding state that a policy allocates itself.
+  /// Bytes held by the tables: slots, touch stamps, long keys and the states' own heap blocks (sliding
+  /// window logs). A running count: O(shards).
   [[nodiscard]] std::size_t table_bytes() const {
     return sum([](const Shard& s) { return s.table.bytes(); });
+  }
+  /// `table_bytes()` recomputed from every slot, O(keys): a check of the running count.
+  [[nodiscard]] std::size_t recount_table_bytes() const {
+    return sum([](const Shard& s) { return s.table.recount_bytes(); });
   }
   [[nodiscard]] std::size_t shard_count() const noexcept { return shard_count_; }
 
@@ -176,6 +193,8 @@ class ShardedStore {
     Table table;
     std::size_t sweep_cursor = 0;
     std::size_t evictions = 0;
+    std::size_t state_budget = SIZE_MAX;  // this shard's share of the states' heap bytes
+    std::size_t trim_cursor = 0;
     std::uint32_t touches = 0;  // stamp of the latest touch
   };
 
@@ -240,6 +259,38 @@ class ShardedStore {
       }
     }
     return victim;
+  }
+
+  /// Evicts keys until the shard's state bytes fit its budget again, never the key just updated (its own
+  /// state fits a share by construction). Each victim is the least recently touched of `kEvictionSamples`
+  /// keys that hold heap bytes, sampled from a cursor that walks the table; O(samples) per victim when
+  /// most keys hold bytes (a held log key always does). Runs only over budget, so the usual check is one
+  /// comparison more.
+  template <class IsFull>
+  static void trim_to_budget(Shard& shard, std::uint64_t keep_hash, std::string_view keep_key, IsFull& is_full) {
+    const std::size_t capacity = shard.table.capacity();
+    if (shard.trim_cursor >= capacity) shard.trim_cursor = 0;
+    while (shard.table.state_bytes() > shard.state_budget) {
+      std::size_t victim = capacity;
+      std::uint32_t oldest = UINT32_MAX;
+      int seen = 0;
+      for (std::size_t scanned = 0; scanned < capacity && seen < kEvictionSamples; ++scanned) {
+        const std::size_t j = shard.trim_cursor;
+        shard.trim_cursor = j + 1 == capacity ? 0 : j + 1;
+        const std::uint32_t used = shard.table.last_used(j);
+        if (used == 0) continue;  // empty
+        const Slot& s = shard.table.at(j);
+        if (state_heap_bytes(s.state) == 0 || (s.hash == keep_hash && s.key() == keep_key)) continue;
+        ++seen;
+        if (victim == capacity || used < oldest) {
+          victim = j;
+          oldest = used;
+        }
+      }
+      if (victim == capacity) return;  // only the key just updated holds bytes
+      if (!is_full(std::as_const(shard.table.at(victim).state))) ++shard.evictions;
+      shard.table.erase(victim);
+    }
   }
 
   std::size_t shard_count_;

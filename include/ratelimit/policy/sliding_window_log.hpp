@@ -48,7 +48,15 @@ struct SlidingWindowLog {
       [[nodiscard]] std::int64_t written() const noexcept {
         return head < entries.size() ? entries.back().at : detail::kInt64Min;
       }
+      /// Heap bytes the log holds (its capacity, expired entries included): what the store counts.
+      [[nodiscard]] std::size_t heap_bytes() const noexcept { return entries.capacity() * sizeof(Entry); }
     };
+
+    /// The most heap bytes one key's log can hold: `limit + 1` entries, in a vector that grows by
+    /// doubling (so up to twice that). The store refuses a byte budget smaller than this.
+    [[nodiscard]] std::size_t max_heap_bytes() const noexcept {
+      return 2 * (static_cast<std::size_t>(limit_) + 1) * sizeof(Entry);
+    }
 
 
     [[nodiscard]] std::int64_t limit() const noexcept { return limit_; }
