@@ -100,7 +100,7 @@ TEST(ClusterBatch, OppositeNodeOrdersNeverTimeOut) {
   o.on_error = OnError::fail_closed;
   o.key_prefix = ratelimit_test::unique_prefix();
   o.pool_size = 1;
-  o.command_timeout = 100ms;
+  o.command_timeout = 300ms;  // the wait a lock-order inversion costs; long enough for sanitizer builds
   RedisLimiter limiter(ratelimit::Gcra{.limit = 1'000'000, .period = 1s, .burst = 1'000'000}, o);
   std::map<std::string, std::string> by_owner;
   for (int i = 0; by_owner.size() < 2 && i < 1000; ++i) {
@@ -127,15 +127,65 @@ TEST(ClusterBatch, OppositeNodeOrdersNeverTimeOut) {
       }
     });
   }
-  std::this_thread::sleep_for(1500ms);
+  std::this_thread::sleep_for(2s);
   stop = true;
   for (auto& t : threads) t.join();
   const auto s = limiter.stats();
-  std::printf("opposite orders, pool_size 1, 2 threads, 1.5 s: %ld checks, %llu failures (%llu timeouts)\n",
+  std::printf("opposite orders, pool_size 1, 2 threads, 2 s: %ld checks, %llu failures (%llu timeouts)\n",
               checks.load(), static_cast<unsigned long long>(s.failures), static_cast<unsigned long long>(s.timeouts));
   EXPECT_EQ(s.failures, 0u);
   EXPECT_EQ(denied.load(), 0);
   EXPECT_GT(checks.load(), 100);
+}
+
+// allow_many with two requests per key, [k cost 3, k cost 1] against FixedWindow{3, 1 h}, while every
+// master's script cache is flushed every 2 ms and another limiter keeps re-caching the script: a
+// request that met NOSCRIPT must not be re-sent after a later request of the same key already ran (the
+// pair would come out reversed: cost 3 denied, cost 1 admitted).
+TEST(ClusterBatch, NoscriptKeepsTheOrderOfRequestsOnOneKey) {
+  RATELIMIT_REQUIRE_CLUSTER();
+  const RedisCluster& cluster = *shared_cluster();
+  ratelimit::ManualClock clock;
+  const auto o = ratelimit_test::cluster_client_options(cluster);
+  RedisLimiter l(ratelimit::FixedWindow{.limit = 3, .window = 1h}, o, clock);
+  auto o2 = ratelimit_test::cluster_client_options(cluster);
+  RedisLimiter recacher(ratelimit::FixedWindow{.limit = 3, .window = 1h}, o2, clock);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] {
+    std::vector<ratelimit::redis::Connection> admins;
+    for (const int port : cluster.master_ports()) admins.push_back(RedisCluster::admin(port));
+    while (!stop.load()) {
+      for (auto& a : admins) (void)a.command({"SCRIPT", "FLUSH"});
+      std::this_thread::sleep_for(2ms);
+    }
+  });
+  threads.emplace_back([&] {
+    for (long i = 0; !stop.load(); ++i) (void)recacher.allow("r" + std::to_string(i % 64));
+  });
+  long reversed = 0, pairs = 0;
+  for (int batch = 0; batch < 20; ++batch) {
+    std::vector<std::string> keys;
+    for (int i = 0; i < 2000; ++i) keys.push_back("b" + std::to_string(batch) + ":" + std::to_string(i));
+    std::vector<Request> requests;
+    for (const std::string& k : keys) {
+      requests.push_back({k, 3});
+      requests.push_back({k, 1});
+    }
+    const auto d = l.allow_many(requests);
+    for (std::size_t i = 0; i < d.size(); i += 2) {
+      ++pairs;
+      if (!d[i].allowed && d[i + 1].allowed) ++reversed;
+    }
+  }
+  stop = true;
+  for (auto& t : threads) t.join();
+  const auto s = l.stats();
+  std::printf("%ld pairs, %ld reversed, %llu NOSCRIPT answered by EVAL\n", pairs, reversed,
+              static_cast<unsigned long long>(s.script_reloads));
+  EXPECT_EQ(reversed, 0);
+  EXPECT_GT(s.script_reloads, 0u);
+  EXPECT_EQ(s.failures, 0u);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <initializer_list>
 #include <optional>
@@ -198,7 +199,8 @@ inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<La
 /// The same (layer, key) twice in one request consumes both costs; each outcome is that check's own
 /// (the second sees the first's consumption), and a rolled-back one reports the state after the give-back. Thread-safe.
 /// Throws `std::invalid_argument` for a null layer, a negative cost or a key too long for a layer;
-/// backend exceptions propagate after the admitted layers are given back.
+/// backend exceptions propagate after the admitted layers are given back (each of them, even when
+/// another's refund throws; the check's own error wins, else the first refund's).
 inline LayeredDecision check_layers(std::span<const LayerRequest> requests) {
   LayeredDecision result;
   result.layers.resize(requests.size());
@@ -280,13 +282,20 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests) {
       }
     } else if (!detail::check_jointly(requests, result.layers, denied)) {
       std::vector<std::size_t> consumed;
+      // Every admitted layer is given back even when one refund throws; the first refund error is kept.
       auto give_back = [&] {
+        std::exception_ptr first_error;
         for (auto it = consumed.rbegin(); it != consumed.rend(); ++it) {
           const LayerRequest& r = requests[*it];
           LayerOutcome& o = result.layers[*it];
-          o.verdict = Verdict::rolled_back;
-          o.decision = detail::given_back(r.layer->backend_refund(r.key, r.cost));
+          try {
+            o.decision = detail::given_back(r.layer->backend_refund(r.key, r.cost));
+            o.verdict = Verdict::rolled_back;
+          } catch (...) {
+            if (!first_error) first_error = std::current_exception();
+          }
         }
+        return first_error;
       };
       try {
         for (std::size_t i = 0; i < requests.size() && !denied; ++i) {
@@ -301,10 +310,12 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests) {
           if (o.decision.allowed && r.cost > 0) consumed.push_back(i);
         }
       } catch (...) {
-        give_back();
+        (void)give_back();  // the error that stopped the check is the one to report
         throw;
       }
-      if (denied) give_back();
+      if (denied) {
+        if (const std::exception_ptr e = give_back()) std::rethrow_exception(e);
+      }
     }
   }
 

@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -39,10 +40,11 @@ namespace ratelimit::redis {
 /// (all groups are written before any is read, so the nodes work in parallel), and follows `MOVED`
 /// (updates the slot's owner and asks for a refresh) and `ASK` (`ASKING`, then that node, once), at most
 /// `cluster_max_redirects` times per call. It knows nothing of scripts: a `NOSCRIPT` is a reply like any
-/// other, answered by the `ScriptExecutor`. A call whose node
-/// cannot be reached before anything is sent is retried only when a refreshed map names another owner
-/// (e.g. a replica promoted after its master died); anything already sent is never re-sent, so a check
-/// is applied at most once. Nodes are remembered for the router's lifetime (a cluster has few).
+/// other, answered by the script executor (`run_script`). A call whose node
+/// cannot be reached before anything is sent, or whose slot has no known owner, is retried only when a
+/// refreshed map names another owner (e.g. a replica promoted after its master died, a slot assigned
+/// since); anything already sent is never re-sent, so a check is applied at most once. Nodes are
+/// remembered for the router's lifetime (a cluster has few).
 ///
 /// Thread-safe: every method may be called from any thread; the map is guarded by a shared mutex,
 /// refreshes are serialised and throttled (`cluster_refresh_interval`).
@@ -70,13 +72,30 @@ class ClusterRouter final : public Route {
     std::vector<std::size_t> pending(calls.size());
     for (std::size_t i = 0; i < calls.size(); ++i) pending[i] = i;
     const int rounds = options_.cluster_max_redirects + 1;
-    for (int round = 0; round < rounds && !pending.empty(); ++round) {
+    while (!pending.empty()) {
       std::vector<Group> groups;
       bool want_refresh = false;
+      std::vector<std::pair<std::size_t, Node*>> unreachable;  // nothing sent: may go elsewhere
+      std::vector<std::size_t> next;
+      std::unordered_set<std::string_view> keys_sent;
       for (const std::size_t i : pending) {
+        // One call per key in flight: a later call on the key goes once the earlier has its final reply,
+        // so a redirection of the earlier one cannot let the later one run first.
+        if (!calls[i].key.empty() && !keys_sent.insert(calls[i].key).second) {
+          next.push_back(i);
+          continue;
+        }
+        if (state[i].tries++ == rounds) {
+          calls[i].reply.reset();
+          calls[i].error = BackendError(BackendErrorCause::protocol,
+                                        "more than cluster_max_redirects (" + std::to_string(options_.cluster_max_redirects) +
+                                            ") redirections for slot " + std::to_string(calls[i].slot));
+          continue;
+        }
         Node* node = state[i].ask != nullptr ? state[i].ask : owner(calls[i].slot);
         if (node == nullptr) {
           calls[i].error = BackendError(BackendErrorCause::io, "slot " + std::to_string(calls[i].slot) + " has no known owner");
+          unreachable.emplace_back(i, nullptr);  // retried if the refresh names an owner
           want_refresh = true;
           continue;
         }
@@ -93,8 +112,6 @@ class ClusterRouter final : public Route {
       for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
       std::sort(order.begin(), order.end(),
                 [&groups](std::size_t x, std::size_t y) { return std::less<>()(groups[x].node, groups[y].node); });
-      std::vector<std::size_t> next;
-      std::vector<std::pair<std::size_t, Node*>> unreachable;  // nothing sent: may go elsewhere
       // Write every group first, then read: the nodes run their parts of the batch at the same time.
       for (const std::size_t k : order) {
         Group& g = groups[k];
@@ -140,7 +157,9 @@ class ClusterRouter final : public Route {
         }
       }
       groups.clear();  // leases back to their pools before a refresh opens connections
-      if (want_refresh && refresh_now(Refresh::throttled)) {
+      if (want_refresh) {
+        // Retried when the map (refreshed now, or by another thread meanwhile) names another owner.
+        (void)refresh_now(Refresh::throttled);
         for (const auto& [i, failed] : unreachable) {
           if (state[i].ask == nullptr && owner(calls[i].slot) != failed) {
             calls[i].error.reset();
@@ -148,13 +167,8 @@ class ClusterRouter final : public Route {
           }
         }
       }
+      std::sort(next.begin(), next.end());  // request order: the earlier call on a key goes first
       pending = std::move(next);
-    }
-    for (const std::size_t i : pending) {
-      calls[i].reply.reset();
-      calls[i].error = BackendError(BackendErrorCause::protocol, "more than cluster_max_redirects (" +
-                                                                     std::to_string(options_.cluster_max_redirects) +
-                                                                     ") redirections for slot " + std::to_string(calls[i].slot));
     }
   }
 
@@ -213,6 +227,7 @@ class ClusterRouter final : public Route {
     std::unique_ptr<ConnectionPool> pool;
   };
   struct State {
+    int tries = 0;        // times sent (or found without an owner)
     Node* ask = nullptr;  // ASK target for the next attempt (with ASKING first)
     std::string asking_refused;
   };

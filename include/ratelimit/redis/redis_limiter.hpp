@@ -108,6 +108,15 @@ class RedisLimiter final : public detail::LayeredMember {
   RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, const LimiterOptions& limiter, C clock = {})
       : RedisLimiter(std::move(policy), std::shared_ptr<Route>(std::move(router)), std::move(clock), &limiter) {}
 
+  /// On Redis Cluster, sharing `router` with this limiter's own `key_prefix` instead of the router's, for
+  /// the same reason as above (e.g. the layers of tier plans on one router). The prefix is outside the
+  /// hash tag: limiters over the same user key still share a slot, so layered checks stay one script.
+  /// Throws `std::invalid_argument` naming `RedisOptions.key_prefix` when it holds `{` or `}`.
+  RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, std::string key_prefix, C clock = {})
+      : RedisLimiter(std::move(policy), router, with_prefix(own_options(router.get(), nullptr).limiter(),
+                                                            std::move(key_prefix)),
+                     std::move(clock)) {}
+
   /// Checks `cost` units for `key` and consumes them if admitted (cost >= 1). Thread-safe.
   /// Throws `std::invalid_argument` for a negative cost or a key longer than `max_key_bytes`;
   /// `BackendError` when Redis fails under `OnError::raise`.
@@ -291,6 +300,7 @@ class RedisLimiter final : public detail::LayeredMember {
       keys[i] = redis_key(requests[i].key);
       costs[i] = std::to_string(requests[i].cost);
       calls[i].slot = detail::key_slot(keys[i]);
+      calls[i].key = keys[i];  // two requests on one key stay in request order
       fill_args(calls[i].args, "EVALSHA", binding_.script->sha1, keys[i], now_arg, costs[i], mode);
       order[i] = keys[i];
     }

@@ -28,6 +28,10 @@ class ClusterRouter;
 struct RouteCall {
   /// The slot of the command's key (`detail::key_slot`); a single server ignores it.
   std::uint16_t slot = 0;
+  /// The command's key when calls on one key must run in request order (empty: no such constraint). Of
+  /// the calls of one `execute` naming the same key, a cluster sends one at a time, after the earlier
+  /// ones have their final reply (a single server's pipeline keeps order anyway). Must outlive `execute`.
+  std::string_view key;
   /// The command and its arguments; they must outlive `execute`.
   std::vector<std::string_view> args;
   /// Out: the final reply (never a redirection; may be another error reply), unless `error` is set.

@@ -44,6 +44,7 @@ inline std::size_t run_script(Route& route, const detail::EmbeddedScript& script
     std::vector<RouteCall> again(missing.size());
     for (std::size_t k = 0; k < missing.size(); ++k) {
       again[k].slot = calls[missing[k]].slot;
+      again[k].key = calls[missing[k]].key;
       again[k].args = calls[missing[k]].args;
       again[k].args[0] = "EVAL";
       again[k].args[1] = script.body;
@@ -80,6 +81,7 @@ inline std::size_t run_script(Route& route, const detail::EmbeddedScript& script
     std::vector<RouteCall> part(batch.size());
     for (std::size_t k = 0; k < batch.size(); ++k) {
       part[k].slot = calls[batch[k]].slot;
+      part[k].key = calls[batch[k]].key;
       part[k].args = calls[batch[k]].args;
     }
     route.execute(part);
