@@ -112,7 +112,7 @@ struct SlidingWindowLog {
       if (d.allowed && cost > 0) {
         d.reset_after = window_;  // the newest entry is now
       } else {
-        d.reset_after = count > 0 ? newest_with_cost(s).at + window_ - v.now : 0;
+        d.reset_after = count > 0 ? newest_cost_at(s) + window_ - v.now : 0;
       }
       if (cost > limit_) return detail::never_passes(d);
       if (!d.allowed) {
@@ -142,9 +142,13 @@ struct SlidingWindowLog {
 
     static bool full_at(const State& s, const View& v) noexcept { return s.total == v.expired; }
 
-    /// The newest entry that holds units (a refund's cost-0 mark may follow it); some entry must.
-    static const Entry& newest_with_cost(const State& s) noexcept {
-      return s.entries.back().cost == 0 ? s.entries[s.entries.size() - 2] : s.entries.back();
+    /// The time of the newest entry that holds units (a refund's cost-0 mark may follow it); the oldest
+    /// possible time when none does. Written as a loop so that no path indexes an empty log.
+    static std::int64_t newest_cost_at(const State& s) noexcept {
+      for (std::size_t i = s.entries.size(); i > s.head; --i) {
+        if (s.entries[i - 1].cost != 0) return s.entries[i - 1].at;
+      }
+      return detail::kInt64Min;
     }
 
     /// Forgets the entries that left the window (the state is the same for every decision).

@@ -28,28 +28,9 @@
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/pool.hpp"
 #include "ratelimit/redis/reply.hpp"
+#include "ratelimit/redis/route.hpp"
 
 namespace ratelimit::redis {
-
-/// One single-key command for `ClusterRouter::execute`, and its outcome.
-struct ClusterCall {
-  /// The slot of the command's key (`detail::key_slot`).
-  std::uint16_t slot = 0;
-  /// The command's key when calls on one key must run in request order (empty: no such constraint). Of
-  /// the calls of one `execute` naming the same key, one at a time is sent, after the earlier ones have
-  /// their final reply. Must outlive `execute`.
-  std::string_view key;
-  /// The command and its arguments; they must outlive `execute`. For a script call: `EVALSHA <sha> ...`.
-  std::vector<std::string_view> args;
-  /// Non-empty for a script call: on `NOSCRIPT` the call is re-sent as `EVAL <script_body> ...` (args[0]
-  /// and args[1] replaced), which also caches the script on that node (README "Redis contract").
-  std::string_view script_body;
-  /// Out: the final reply (never a redirection; may be another error reply), unless `error` is set.
-  Reply reply;
-  /// Out: why the call got no reply. After a failure once the command was sent (timeout, connection
-  /// lost) the command may still have run: it is never re-sent.
-  std::optional<BackendError> error;
-};
 
 /// The routing layer of the Redis backend on Redis Cluster: not a general cluster client, only what the
 /// limiter needs (single-key commands, always on masters).
@@ -57,8 +38,9 @@ struct ClusterCall {
 /// Keeps the slot map read with `CLUSTER SLOTS` (loaded on first use from the seed nodes, or any node
 /// known since) and one `ConnectionPool` per node. `execute` groups calls by node, pipelines each group
 /// (all groups are written before any is read, so the nodes work in parallel), and follows `MOVED`
-/// (updates the slot's owner and asks for a refresh), `ASK` (`ASKING`, then that node, once) and
-/// `NOSCRIPT` (re-send with `EVAL`), at most `cluster_max_redirects` times per call. A call whose node
+/// (updates the slot's owner and asks for a refresh) and `ASK` (`ASKING`, then that node, once), at most
+/// `cluster_max_redirects` times per call. It knows nothing of scripts: a `NOSCRIPT` is a reply like any
+/// other, answered by the script executor (`run_script`). A call whose node
 /// cannot be reached before anything is sent, or whose slot has no known owner, is retried only when a
 /// refreshed map names another owner (e.g. a replica promoted after its master died, a slot assigned
 /// since); anything already sent is never re-sent, so a check is applied at most once. Nodes are
@@ -66,7 +48,7 @@ struct ClusterCall {
 ///
 /// Thread-safe: every method may be called from any thread; the map is guarded by a shared mutex,
 /// refreshes are serialised and throttled (`cluster_refresh_interval`).
-class ClusterRouter {
+class ClusterRouter final : public Route {
  public:
   /// Validates the options (seed nodes, pool and timeout fields); connects nothing yet. Throws
   /// `std::invalid_argument` naming the field (`RedisOptions.cluster_nodes`, ...).
@@ -79,14 +61,12 @@ class ClusterRouter {
   ClusterRouter& operator=(const ClusterRouter&) = delete;
 
   /// Runs every call on the master owning its slot; outcomes land in each call's `reply` / `error`.
-  /// Returns the number of `NOSCRIPT` answered by `EVAL`. Never throws `BackendError` (failures are per
-  /// call); may throw `std::bad_alloc`.
-  std::size_t execute(std::span<ClusterCall> calls) {
-    std::size_t reloads = 0;
-    if (calls.empty()) return 0;
+  /// Never throws `BackendError` (failures are per call); may throw `std::bad_alloc`.
+  void execute(std::span<RouteCall> calls) override {
+    if (calls.empty()) return;
     if (!map_loaded_.load(std::memory_order_acquire) && !refresh_now(Refresh::initial)) {
-      for (ClusterCall& c : calls) c.error = BackendError(BackendErrorCause::io, "no cluster slot map: " + last_refresh_error());
-      return 0;
+      for (RouteCall& c : calls) c.error = BackendError(BackendErrorCause::io, "no cluster slot map: " + last_refresh_error());
+      return;
     }
     std::vector<State> state(calls.size());
     std::vector<std::size_t> pending(calls.size());
@@ -100,7 +80,7 @@ class ClusterRouter {
       std::unordered_set<std::string_view> keys_sent;
       for (const std::size_t i : pending) {
         // One call per key in flight: a later call on the key goes once the earlier has its final reply,
-        // so a NOSCRIPT (or a redirection) of the earlier one cannot let the later one run first.
+        // so a redirection of the earlier one cannot let the later one run first.
         if (!calls[i].key.empty() && !keys_sent.insert(calls[i].key).second) {
           next.push_back(i);
           continue;
@@ -164,7 +144,7 @@ class ClusterRouter {
               if (ok->type == REDIS_REPLY_ERROR) state[i].asking_refused = std::string(text(*ok));
             }
             Reply r = (*g.lease)->read_reply();
-            switch (classify(calls[i], state[i], std::move(r), g.node, reloads)) {
+            switch (classify(calls[i], state[i], std::move(r), g.node)) {
               case Outcome::done: break;
               case Outcome::done_refresh: want_refresh = true; break;
               case Outcome::again: next.push_back(i); break;
@@ -190,8 +170,20 @@ class ClusterRouter {
       std::sort(next.begin(), next.end());  // request order: the earlier call on a key goes first
       pending = std::move(next);
     }
-    return reloads;
   }
+
+  [[nodiscard]] bool sharded() const noexcept override { return true; }
+  [[nodiscard]] const void* domain() const noexcept override { return this; }
+  [[nodiscard]] RouteCounters counters() const override {
+    RouteCounters c;
+    c.connects = connects();
+    c.drops = drops();
+    c.moved = moved();
+    c.asks = asks();
+    c.refreshes = refreshes();
+    return c;
+  }
+  [[nodiscard]] ClusterRouter* cluster_router() noexcept override { return this; }
 
   /// Reloads the slot map with `CLUSTER SLOTS` from the first known node that answers. Returns false
   /// (keeping the old map) when none does. Thread-safe; concurrent refreshes run one at a time.
@@ -225,7 +217,7 @@ class ClusterRouter {
     return n;
   }
   /// The options as given. Thread-safe (immutable).
-  [[nodiscard]] const RedisOptions& options() const noexcept { return options_; }
+  [[nodiscard]] const RedisOptions& options() const noexcept override { return options_; }
 
  private:
   struct Node {
@@ -237,7 +229,6 @@ class ClusterRouter {
   struct State {
     int tries = 0;        // times sent (or found without an owner)
     Node* ask = nullptr;  // ASK target for the next attempt (with ASKING first)
-    bool eval = false;    // NOSCRIPT seen: send EVAL with the body
     std::string asking_refused;
   };
   struct Group {
@@ -305,19 +296,12 @@ class ClusterRouter {
     return n < 0 ? nullptr : nodes_[static_cast<std::size_t>(n)].get();
   }
 
-  void send(Connection& c, const ClusterCall& call, const State& s) {
+  void send(Connection& c, const RouteCall& call, const State& s) {
     if (s.ask != nullptr) c.append(std::span<const std::string_view>(kAsking));
-    if (!s.eval) {
-      c.append(call.args);
-      return;
-    }
-    std::vector<std::string_view> args = call.args;
-    args[0] = "EVAL";
-    args[1] = call.script_body;
-    c.append(args);
+    c.append(call.args);
   }
 
-  static void fail_group(std::span<ClusterCall> calls, const Group& g, const BackendError& e) {
+  static void fail_group(std::span<RouteCall> calls, const Group& g, const BackendError& e) {
     for (const std::size_t i : g.calls) calls[i].error = e;
   }
 
@@ -339,8 +323,7 @@ class ClusterRouter {
     return node_at(host, port);
   }
 
-  Outcome classify(ClusterCall& call, State& s, Reply r, Node* from, std::size_t& reloads) {
-    const bool was_asking = s.ask != nullptr;
+  Outcome classify(RouteCall& call, State& s, Reply r, Node* from) {
     s.ask = nullptr;  // ASK is followed once; a later redirection starts from the map again
     if (r->type == REDIS_REPLY_ERROR) {
       const std::string_view msg = text(*r);
@@ -361,12 +344,6 @@ class ClusterRouter {
           s.ask = target;
           return Outcome::again;
         }
-      } else if (msg.starts_with("NOSCRIPT") && !call.script_body.empty() && !s.eval) {
-        ++reloads;
-        s.eval = true;
-        // Still migrating: the script must go where the key is now.
-        if (was_asking && s.asking_refused.empty()) s.ask = from;
-        return Outcome::again;
       }
     }
     // CLUSTERDOWN (a master failed, no replica promoted yet) and TRYAGAIN are the caller's failures, but

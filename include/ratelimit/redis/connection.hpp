@@ -94,7 +94,9 @@ class Connection {
     if (redisSetTimeout(raw, to_timeval(options.command_timeout)) != REDIS_OK) {
       throw BackendError(BackendErrorCause::io, "cannot set the command timeout on " + endpoint(options));
     }
-    if (!options.password.empty()) {
+    // A user without a password still authenticates: Redis accepts any password (the empty one too)
+    // for a `nopass` user and refuses a user that has one; skipping AUTH would run as `default`.
+    if (!options.password.empty() || !options.user.empty()) {
       const Reply r = options.user.empty() ? c.command({"AUTH", options.password})
                                            : c.command({"AUTH", options.user, options.password});
       if (r->type == REDIS_REPLY_ERROR) {

@@ -61,9 +61,11 @@ struct RedisOptions {
   int port = 6379;
   /// Path of a Unix domain socket; when non-empty it is used instead of host/port.
   std::string unix_socket{};
-  /// ACL user for `AUTH user password` (Redis 6+); empty means `AUTH password` (the default user).
+  /// ACL user for `AUTH user password` (Redis 6+), also with an empty password (a `nopass` user; a user
+  /// that has a password then refuses the connection: `BackendError`, cause `reply`). Empty: `AUTH
+  /// password` (the default user) when `password` is set.
   std::string user{};
-  /// Password; empty means no `AUTH`.
+  /// Password; with `user` and `password` both empty no `AUTH` is sent.
   std::string password{};
   /// Logical database selected with `SELECT` on every new connection; >= 0.
   int database = 0;

@@ -33,6 +33,8 @@
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/pool.hpp"
 #include "ratelimit/redis/reply.hpp"
+#include "ratelimit/redis/route.hpp"
+#include "ratelimit/redis/script_executor.hpp"
 #include "ratelimit/redis/stats.hpp"
 
 namespace ratelimit::redis {
@@ -54,7 +56,7 @@ struct Request {
 /// `pool_size` connections. When Redis fails, `RedisOptions::on_error` decides (and `stats()` counts it).
 ///
 /// On Redis Cluster (`RedisOptions::cluster_nodes` set) each check runs on the master owning its key's
-/// slot, through a `ClusterRouter` (slot map, a pool per node, `MOVED` / `ASK` / `NOSCRIPT` handling);
+/// slot, through a `ClusterRouter` (slot map, a pool per node, `MOVED` / `ASK` handling);
 /// decisions are the same. Each key's state lives on one master and replicates asynchronously, so a
 /// failover can lose that master's last writes (those keys briefly admit again what they had consumed).
 ///
@@ -75,15 +77,12 @@ class RedisLimiter final : public detail::LayeredMember {
   /// `cluster_nodes`, a `ClusterRouter`); connects nothing yet, so Redis may be down at start. Throws
   /// `std::invalid_argument` naming the field (e.g. `Gcra.period`, `RedisOptions.key_prefix`).
   RedisLimiter(P policy, RedisOptions options, C clock = {})
-      : RedisLimiter(std::move(policy),
-                     options.cluster_nodes.empty() ? std::make_shared<ConnectionPool>(options) : nullptr,
-                     options.cluster_nodes.empty() ? nullptr : std::make_shared<ClusterRouter>(options),
-                     std::move(clock)) {}
+      : RedisLimiter(std::move(policy), make_route(options), std::move(clock), nullptr) {}
 
   /// As above, sharing `pool` (and its options) with other limiters, e.g. one per policy of a layered
   /// limit. Throws `std::invalid_argument` as above.
   RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, C clock = {})
-      : RedisLimiter(std::move(policy), std::move(pool), std::shared_ptr<ClusterRouter>(), std::move(clock)) {}
+      : RedisLimiter(std::move(policy), server_route(std::move(pool)), std::move(clock), nullptr) {}
 
   /// On Redis Cluster, sharing `router` (its pools, slot map and options) with other limiters. A layered
   /// check over limiters of one router is one script only when every key is in one slot (the hash tag
@@ -91,31 +90,31 @@ class RedisLimiter final : public detail::LayeredMember {
   /// checks layer by layer and refunds the layers already consumed when a later one denies. Throws
   /// `std::invalid_argument` as above.
   RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, C clock = {})
-      : RedisLimiter(std::move(policy), std::shared_ptr<ConnectionPool>(), std::move(router), std::move(clock)) {}
+      : RedisLimiter(std::move(policy), std::shared_ptr<Route>(std::move(router)), std::move(clock), nullptr) {}
 
   /// As above with this limiter's own `key_prefix` instead of the pool's. Throws
   /// `std::invalid_argument` naming `RedisOptions.key_prefix` when it holds `{` or `}`.
   RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, std::string key_prefix, C clock = {})
-      : RedisLimiter(std::move(policy), pool, with_prefix(pool->options().limiter(), std::move(key_prefix)),
+      : RedisLimiter(std::move(policy), pool, with_prefix(server_route(pool)->options().limiter(), std::move(key_prefix)),
                      std::move(clock)) {}
 
   /// Sharing `pool`'s connections, with this limiter's own options (key prefix, name, time source,
   /// failure policy): e.g. the layers of a layered limit, each named. Throws `std::invalid_argument`
   /// naming the field.
   RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, const LimiterOptions& limiter, C clock = {})
-      : RedisLimiter(std::move(policy), pool, std::shared_ptr<ClusterRouter>(), std::move(clock), &limiter) {}
+      : RedisLimiter(std::move(policy), server_route(std::move(pool)), std::move(clock), &limiter) {}
 
   /// On Redis Cluster, sharing `router`, with this limiter's own options. Throws as above.
   RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, const LimiterOptions& limiter, C clock = {})
-      : RedisLimiter(std::move(policy), std::shared_ptr<ConnectionPool>(), std::move(router), std::move(clock),
-                     &limiter) {}
+      : RedisLimiter(std::move(policy), std::shared_ptr<Route>(std::move(router)), std::move(clock), &limiter) {}
 
   /// On Redis Cluster, sharing `router` with this limiter's own `key_prefix` instead of the router's, for
   /// the same reason as above (e.g. the layers of tier plans on one router). The prefix is outside the
   /// hash tag: limiters over the same user key still share a slot, so layered checks stay one script.
   /// Throws `std::invalid_argument` naming `RedisOptions.key_prefix` when it holds `{` or `}`.
   RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, std::string key_prefix, C clock = {})
-      : RedisLimiter(std::move(policy), router, with_prefix(router->options().limiter(), std::move(key_prefix)),
+      : RedisLimiter(std::move(policy), router, with_prefix(own_options(router.get(), nullptr).limiter(),
+                                                            std::move(key_prefix)),
                      std::move(clock)) {}
 
   /// Checks `cost` units for `key` and consumes them if admitted (cost >= 1). Thread-safe.
@@ -144,12 +143,14 @@ class RedisLimiter final : public detail::LayeredMember {
     check_key(key);
     calls_.fetch_add(1, std::memory_order_relaxed);
     try {
-      if (cluster_) return cluster_reset(key);
-      auto lease = pool_->acquire();
       const std::string k = redis_key(key);
-      const Reply r = lease->command({"DEL", k});
-      if (r->type == REDIS_REPLY_ERROR) throw BackendError(BackendErrorCause::reply, std::string(text(*r)));
-      if (r->type != REDIS_REPLY_INTEGER) throw BackendError(BackendErrorCause::protocol, "DEL: not an integer reply");
+      RouteCall call;
+      call.slot = detail::key_slot(k);
+      call.args = {"DEL", k};
+      route_->execute(std::span<RouteCall>(&call, 1));
+      if (call.error) throw *call.error;
+      if (call.reply->type == REDIS_REPLY_ERROR) throw BackendError(BackendErrorCause::reply, std::string(text(*call.reply)));
+      if (call.reply->type != REDIS_REPLY_INTEGER) throw BackendError(BackendErrorCause::protocol, "DEL: not an integer reply");
       return true;
     } catch (const BackendError& e) {
       count_failure(e.cause(), 1);
@@ -158,12 +159,14 @@ class RedisLimiter final : public detail::LayeredMember {
     }
   }
 
-  /// Checks many requests (any keys and costs) in one round trip on one connection (pipelined);
+  /// Checks many requests (any keys and costs) pipelined on one connection (per node on Redis Cluster);
   /// decisions come back in the order of `requests`. All share one time reading. Each request is atomic
-  /// on its own, not the batch. Thread-safe. Validates every request first (throws
+  /// on its own, not the batch, and the requests of one key run in their order, also when the script
+  /// cache is flushed meanwhile: one round trip when the keys are distinct, one per repetition of the
+  /// most repeated key otherwise. Thread-safe. Validates every request first (throws
   /// `std::invalid_argument`, sending nothing). When the connection fails midway, the requests already
-  /// sent may have been applied while every decision of the batch is a failure decision (`on_error`);
-  /// under `raise` the first failure is thrown after the replies are drained.
+  /// sent may have been applied while their decisions are failure decisions (`on_error`); under `raise`
+  /// the first failure is thrown after the replies are drained.
   std::vector<Decision> allow_many(std::span<const Request> requests) {
     std::vector<Decision> out;
     out.reserve(requests.size());
@@ -182,55 +185,8 @@ class RedisLimiter final : public detail::LayeredMember {
     if (requests.empty()) return out;
     out.reserve(requests.size());
     const std::int64_t now = now_us();
-    const std::string now_arg = time_arg(now);
     calls_.fetch_add(requests.size(), std::memory_order_relaxed);
-    if (cluster_) return cluster_run(requests, Mode::check, now);
-    std::vector<Reply> replies;
-    try {
-      auto lease = pool_->acquire();
-      ensure_loaded(*lease);
-      std::vector<std::string> keys;
-      std::vector<std::string> costs;
-      keys.reserve(requests.size());
-      costs.reserve(requests.size());
-      std::vector<std::string_view> args;
-      for (const Request& r : requests) {
-        keys.push_back(redis_key(r.key));
-        costs.push_back(std::to_string(r.cost));
-        fill_args(args, "EVALSHA", binding_.script->sha1, keys.back(), now_arg, costs.back(), Mode::check);
-        lease->append(args);
-      }
-      replies.reserve(requests.size());
-      for (std::size_t i = 0; i < requests.size(); ++i) replies.push_back(lease->read_reply());
-      // A NOSCRIPT (e.g. the server restarted since SCRIPT LOAD) costs one more round trip, with EVAL.
-      std::vector<std::size_t> missing;
-      for (std::size_t i = 0; i < replies.size(); ++i) {
-        if (is_error(*replies[i], "NOSCRIPT")) missing.push_back(i);
-      }
-      if (!missing.empty()) {
-        script_reloads_.fetch_add(1, std::memory_order_relaxed);
-        for (const std::size_t i : missing) {
-          fill_args(args, "EVAL", binding_.script->body, keys[i], now_arg, costs[i], Mode::check);
-          lease->append(args);
-        }
-        for (const std::size_t i : missing) replies[i] = lease->read_reply();
-      }
-    } catch (const BackendError& e) {
-      count_failure(e.cause(), requests.size());
-      if (options_.on_error == FailurePolicy::raise) throw;
-      for (const Request& r : requests) out.push_back(failed(now, r.cost, Mode::check));
-      return out;
-    }
-    for (std::size_t i = 0; i < requests.size(); ++i) {
-      try {
-        out.push_back(decided(*replies[i]));
-      } catch (const BackendError& e) {
-        count_failure(e.cause(), 1);
-        if (options_.on_error == FailurePolicy::raise) throw;
-        out.push_back(failed(now, requests[i].cost, Mode::check));
-      }
-    }
-    return out;
+    return run_many(requests, Mode::check, now);
   }
 
   /// The limiter's counters. Thread-safe.
@@ -243,16 +199,12 @@ class RedisLimiter final : public detail::LayeredMember {
     s.protocol_errors = by_cause_[2].load(std::memory_order_relaxed);
     s.reply_errors = by_cause_[3].load(std::memory_order_relaxed);
     s.script_reloads = script_reloads_.load(std::memory_order_relaxed);
-    if (cluster_) {
-      s.connects = cluster_->connects();
-      s.dropped_connections = cluster_->drops();
-      s.moved_redirections = cluster_->moved();
-      s.ask_redirections = cluster_->asks();
-      s.slot_map_refreshes = cluster_->refreshes();
-    } else {
-      s.connects = pool_->connects();
-      s.dropped_connections = pool_->drops();
-    }
+    const RouteCounters c = route_->counters();
+    s.connects = c.connects;
+    s.dropped_connections = c.drops;
+    s.moved_redirections = c.moved;
+    s.ask_redirections = c.asks;
+    s.slot_map_refreshes = c.refreshes;
     return s;
   }
 
@@ -274,12 +226,14 @@ class RedisLimiter final : public detail::LayeredMember {
   /// The embedded Lua script this limiter runs (its body is lua/<kind>.lua's parts and main, assembled).
   [[nodiscard]] const detail::EmbeddedScript& script() const noexcept { return *binding_.script; }
   /// The cluster router (null when not on Redis Cluster).
-  [[nodiscard]] const std::shared_ptr<ClusterRouter>& cluster() const noexcept { return cluster_; }
+  [[nodiscard]] std::shared_ptr<ClusterRouter> cluster() const noexcept {
+    return std::shared_ptr<ClusterRouter>(route_, route_->cluster_router());
+  }
+  /// Where this limiter's commands go (its pool's server, or its cluster router).
+  [[nodiscard]] const std::shared_ptr<Route>& route() const noexcept { return route_; }
 
   /// The pool, or on Redis Cluster the router: limiters sharing it can be checked jointly.
-  [[nodiscard]] const void* joint_domain() const noexcept override {
-    return cluster_ ? static_cast<const void*>(cluster_.get()) : static_cast<const void*>(pool_.get());
-  }
+  [[nodiscard]] const void* joint_domain() const noexcept override { return route_->domain(); }
 
   /// All-or-nothing check of `requests` (each naming a `RedisLimiter` with this one's `joint_domain()`,
   /// any policies and clocks) as one `EVALSHA` of lua/layered.lua; see `JointBackend::check_jointly`.
@@ -297,8 +251,7 @@ class RedisLimiter final : public detail::LayeredMember {
 
  private:
   // detail::LayeredMember, for run_layered.
-  [[nodiscard]] ConnectionPool* layered_pool() const noexcept override { return pool_.get(); }
-  [[nodiscard]] ClusterRouter* layered_router() const noexcept override { return cluster_.get(); }
+  [[nodiscard]] Route& layered_route() const noexcept override { return *route_; }
   [[nodiscard]] detail::LayeredPart layered_part(std::string_view key, std::int64_t cost) override {
     check_key(key);
     ratelimit::detail::require_cost(cost);
@@ -321,7 +274,7 @@ class RedisLimiter final : public detail::LayeredMember {
   [[nodiscard]] Decision layered_failure_decision(std::int64_t now, std::int64_t cost) const override {
     return failure_decision(now, cost, Mode::check);
   }
-  void layered_reloaded() noexcept override { script_reloads_.fetch_add(1, std::memory_order_relaxed); }
+  void layered_reloaded(std::size_t n) noexcept override { script_reloads_.fetch_add(n, std::memory_order_relaxed); }
 
   /// ARGV[3] of the scripts.
   enum class Mode { check, peek, refund };
@@ -329,37 +282,44 @@ class RedisLimiter final : public detail::LayeredMember {
     return m == Mode::check ? "0" : (m == Mode::peek ? "1" : "2");
   }
 
-  RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, std::shared_ptr<ClusterRouter> router, C clock,
-               const LimiterOptions* limiter = nullptr)
+  RedisLimiter(P policy, std::shared_ptr<Route> route, C clock, const LimiterOptions* limiter)
       : policy_(std::move(policy)), rules_(policy_.rules(detail::kTickNs)), binding_(detail::bind<P>(rules_)),
-        pool_(std::move(pool)), cluster_(std::move(router)),
-        options_(checked(own_options(pool_.get(), cluster_.get(), limiter))),
+        route_(std::move(route)), options_(checked(own_options(route_.get(), limiter))),
         identity_(detail::limiter_identity(P::kind, options_.name, binding_.params)), clock_(std::move(clock)) {}
 
-  static RedisOptions own_options(const ConnectionPool* pool, const ClusterRouter* router,
-                                  const LimiterOptions* limiter) {
-    if (pool == nullptr && router == nullptr) throw std::invalid_argument("RedisLimiter: null pool or router");
-    const RedisOptions& shared = router != nullptr ? router->options() : pool->options();
-    return limiter != nullptr ? shared.with(*limiter) : shared;
+  static std::shared_ptr<Route> make_route(const RedisOptions& options) {
+    if (options.cluster_nodes.empty()) return server_route(std::make_shared<ConnectionPool>(options));
+    return std::make_shared<ClusterRouter>(options);
+  }
+  static std::shared_ptr<Route> server_route(std::shared_ptr<ConnectionPool> pool) {
+    return std::make_shared<ServerRoute>(std::move(pool));
   }
 
-  /// Cluster mode: every request as its own EVALSHA on its slot's master (grouped and pipelined per
-  /// node by the router); failures are per request. Under `raise`, the first failure is thrown after
-  /// every request was answered or failed.
-  std::vector<CheckResult> cluster_run(std::span<const Request> requests, Mode mode, std::int64_t now) {
+  static RedisOptions own_options(const Route* route, const LimiterOptions* limiter) {
+    if (route == nullptr) throw std::invalid_argument("RedisLimiter: null router");
+    return limiter != nullptr ? route->options().with(*limiter) : route->options();
+  }
+
+  /// Every request as its own script call, through the route (pipelined, per node on Redis Cluster) and
+  /// the executor (NOSCRIPT, each key's order); failures are per request. Under `raise`, the first
+  /// failure is thrown after every request was answered or failed.
+  std::vector<CheckResult> run_many(std::span<const Request> requests, Mode mode, std::int64_t now) {
     const std::string now_arg = time_arg(now);
     std::vector<std::string> keys(requests.size());
     std::vector<std::string> costs(requests.size());
-    std::vector<ClusterCall> calls(requests.size());
+    std::vector<RouteCall> calls(requests.size());
+    std::vector<std::string_view> order(requests.size());
     for (std::size_t i = 0; i < requests.size(); ++i) {
       keys[i] = redis_key(requests[i].key);
       costs[i] = std::to_string(requests[i].cost);
       calls[i].slot = detail::key_slot(keys[i]);
       calls[i].key = keys[i];  // two requests on one key stay in request order
       fill_args(calls[i].args, "EVALSHA", binding_.script->sha1, keys[i], now_arg, costs[i], mode);
-      calls[i].script_body = binding_.script->body;
+      order[i] = keys[i];
     }
-    if (const std::size_t reloads = cluster_->execute(calls); reloads != 0) {
+    const std::span<const std::string_view> order_keys = requests.size() > 1 ? std::span<const std::string_view>(order)
+                                                                             : std::span<const std::string_view>();
+    if (const std::size_t reloads = run_script(*route_, *binding_.script, calls, order_keys); reloads != 0) {
       script_reloads_.fetch_add(reloads, std::memory_order_relaxed);
     }
     std::vector<CheckResult> out;
@@ -377,18 +337,6 @@ class RedisLimiter final : public detail::LayeredMember {
     }
     if (first && options_.on_error == FailurePolicy::raise) throw *first;
     return out;
-  }
-
-  bool cluster_reset(std::string_view key) {
-    const std::string k = redis_key(key);
-    ClusterCall call;
-    call.slot = detail::key_slot(k);
-    call.args = {"DEL", k};
-    cluster_->execute(std::span<ClusterCall>(&call, 1));
-    if (call.error) throw *call.error;
-    if (call.reply->type == REDIS_REPLY_ERROR) throw BackendError(BackendErrorCause::reply, std::string(text(*call.reply)));
-    if (call.reply->type != REDIS_REPLY_INTEGER) throw BackendError(BackendErrorCause::protocol, "DEL: not an integer reply");
-    return true;
   }
 
   static LimiterOptions with_prefix(LimiterOptions o, std::string prefix) {
@@ -441,48 +389,13 @@ class RedisLimiter final : public detail::LayeredMember {
     for (const std::string& p : binding_.params) args.push_back(p);
   }
 
-  /// SCRIPT LOAD once per limiter (later NOSCRIPTs are answered by EVAL); checks the server's SHA1.
-  void ensure_loaded(Connection& c) {
-    if (loaded_.load(std::memory_order_acquire)) return;
-    const Reply r = c.command({"SCRIPT", "LOAD", binding_.script->body});
-    if (r->type == REDIS_REPLY_ERROR) throw BackendError(BackendErrorCause::reply, "SCRIPT LOAD: " + std::string(text(*r)));
-    if (r->type != REDIS_REPLY_STRING || text(*r) != binding_.script->sha1) {
-      throw BackendError(BackendErrorCause::protocol, "SCRIPT LOAD returned '" + std::string(text(*r)) +
-                                                          "', expected " + std::string(binding_.script->sha1));
-    }
-    loaded_.store(true, std::memory_order_release);
-  }
-
   CheckResult run(std::string_view key, std::int64_t cost, Mode mode) {
     check_key(key);
     ratelimit::detail::require_cost(cost);
     const std::int64_t now = now_us();
     calls_.fetch_add(1, std::memory_order_relaxed);
-    if (cluster_) {
-      const Request one{key, cost};
-      return cluster_run(std::span<const Request>(&one, 1), mode, now).front();
-    }
-    try {
-      auto lease = pool_->acquire();
-      ensure_loaded(*lease);
-      const std::string k = redis_key(key);
-      const std::string now_arg = time_arg(now);
-      const std::string cost_arg = std::to_string(cost);
-      std::vector<std::string_view> args;
-      fill_args(args, "EVALSHA", binding_.script->sha1, k, now_arg, cost_arg, mode);
-      Reply r = lease->command(args);
-      if (is_error(*r, "NOSCRIPT")) {
-        script_reloads_.fetch_add(1, std::memory_order_relaxed);
-        args[0] = "EVAL";
-        args[1] = binding_.script->body;
-        r = lease->command(args);
-      }
-      return decided(*r);
-    } catch (const BackendError& e) {
-      count_failure(e.cause(), 1);
-      if (options_.on_error == FailurePolicy::raise) throw;
-      return failed(now, cost, mode);
-    }
+    const Request one{key, cost};
+    return run_many(std::span<const Request>(&one, 1), mode, now).front();
   }
 
   void count_failure(BackendErrorCause cause, std::size_t n) noexcept {
@@ -517,12 +430,10 @@ class RedisLimiter final : public detail::LayeredMember {
   P policy_;
   RulesOf<P> rules_;
   detail::ScriptBinding binding_;
-  std::shared_ptr<ConnectionPool> pool_;     // null on Redis Cluster
-  std::shared_ptr<ClusterRouter> cluster_;  // null on a single server
+  std::shared_ptr<Route> route_;  // a server's pool, or the cluster router
   RedisOptions options_;
   std::string identity_;  // <kind>:<params> or <kind>@<name>
   C clock_;
-  std::atomic<bool> loaded_{false};
   std::atomic<std::uint64_t> calls_{0};
   std::atomic<std::uint64_t> failures_{0};
   std::array<std::atomic<std::uint64_t>, 4> by_cause_{};

@@ -19,7 +19,7 @@ struct ReplyDeleter {
 /// An owned hiredis reply; null only when moved from. Move-only.
 using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 
-/// True when `reply` is an error reply whose message starts with `prefix` (e.g. "NOSCRIPT").
+/// True when `reply` is an error reply whose message starts with `prefix` (e.g. `MOVED`).
 [[nodiscard]] inline bool is_error(const redisReply& reply, std::string_view prefix = {}) noexcept {
   if (reply.type != REDIS_REPLY_ERROR || reply.str == nullptr) return false;
   return std::string_view(reply.str, reply.len).starts_with(prefix);

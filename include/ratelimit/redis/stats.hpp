@@ -18,8 +18,9 @@ struct RedisStats {
   std::uint64_t timeouts = 0;
   std::uint64_t protocol_errors = 0;
   std::uint64_t reply_errors = 0;
-  /// `NOSCRIPT` replies answered by sending the script with `EVAL` (after a restart, failover or
-  /// `SCRIPT FLUSH`).
+  /// `NOSCRIPT` replies answered by sending the script with `EVAL`, one per reply (a batch after a
+  /// `SCRIPT FLUSH` counts each request that met it): the first use on each server, and again after a
+  /// restart, failover or `SCRIPT FLUSH`.
   std::uint64_t script_reloads = 0;
   /// Connections opened (first connects and reconnects) and broken connections dropped, by the pool.
   std::uint64_t connects = 0;

@@ -24,6 +24,8 @@
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/pool.hpp"
 #include "ratelimit/redis/reply.hpp"
+#include "ratelimit/redis/route.hpp"
+#include "ratelimit/redis/script_executor.hpp"
 
 namespace ratelimit::redis::detail {
 
@@ -44,10 +46,8 @@ struct LayeredPart {
 /// `JointBackend` whose domain is a pool's or a router's address is one of these.
 class LayeredMember : public JointBackend {
  public:
-  /// The single server's pool, or null on Redis Cluster.
-  [[nodiscard]] virtual ConnectionPool* layered_pool() const noexcept = 0;
-  /// The cluster router, or null on a single server.
-  [[nodiscard]] virtual ClusterRouter* layered_router() const noexcept = 0;
+  /// Where the limiter's commands go (its pool's server, or its cluster router).
+  [[nodiscard]] virtual Route& layered_route() const noexcept = 0;
   /// This limiter's part for `key` at `cost`, reading its clock. Throws
   /// `std::invalid_argument` for a key longer than `max_key_bytes` or a negative cost.
   [[nodiscard]] virtual LayeredPart layered_part(std::string_view key, std::int64_t cost) = 0;
@@ -61,8 +61,8 @@ class LayeredMember : public JointBackend {
   [[nodiscard]] virtual FailurePolicy layered_on_error() const noexcept = 0;
   /// What this limiter answers for `cost` at `now_us` when Redis failed and `on_error` is not `raise`.
   [[nodiscard]] virtual Decision layered_failure_decision(std::int64_t now_us, std::int64_t cost) const = 0;
-  /// Counts a NOSCRIPT answered by EVAL.
-  virtual void layered_reloaded() noexcept = 0;
+  /// Counts `n` NOSCRIPTs answered by EVAL.
+  virtual void layered_reloaded(std::size_t n) noexcept = 0;
 
  protected:
   ~LayeredMember() = default;
@@ -94,8 +94,7 @@ inline bool run_layered(const LayeredMember& self, std::span<const JointRequest>
     // One domain (a pool or router address) is only ever RedisLimiters': the cast is exact, no RTTI.
     members[i] = static_cast<LayeredMember*>(requests[i].backend);
   }
-  ClusterRouter* const router = members[0]->layered_router();
-  ConnectionPool* const pool = members[0]->layered_pool();
+  Route& route = members[0]->layered_route();
   std::vector<LayeredPart> parts;
   parts.reserve(requests.size());
   for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -107,7 +106,7 @@ inline bool run_layered(const LayeredMember& self, std::span<const JointRequest>
     for (std::size_t j = 0; j < i; ++j) {
       if (parts[i].key == parts[j].key) return false;  // the script decides each key against its stored state once
     }
-    if (router != nullptr && key_slot(parts[i].key) != key_slot(parts[0].key)) return false;
+    if (route.sharded() && key_slot(parts[i].key) != key_slot(parts[0].key)) return false;
   }
 
   const EmbeddedScript& script = layered_script();
@@ -122,30 +121,18 @@ inline bool run_layered(const LayeredMember& self, std::span<const JointRequest>
     for (const std::string& a : p.argv) args.push_back(a);
   }
   try {
-    Reply reply;
-    if (router != nullptr) {
-      ClusterCall call;
-      call.slot = key_slot(parts[0].key);
-      call.args = args;
-      call.script_body = script.body;
-      if (router->execute(std::span<ClusterCall>(&call, 1)) != 0) members[0]->layered_reloaded();
-      // The slot is migrating and only some of the keys are on the node asked: the cluster runs no
-      // multi-key script until the move ends, so the caller checks layer by layer (nothing ran).
-      if (!call.error && is_error(*call.reply, "TRYAGAIN")) return false;
-      for (LayeredMember* m : members) m->layered_called();
-      if (call.error) throw *call.error;
-      reply = std::move(call.reply);
-    } else {
-      for (LayeredMember* m : members) m->layered_called();
-      auto lease = pool->acquire();
-      reply = lease->command(args);
-      if (is_error(*reply, "NOSCRIPT")) {
-        members[0]->layered_reloaded();
-        args[0] = "EVAL";
-        args[1] = script.body;
-        reply = lease->command(args);
-      }
+    RouteCall call;
+    call.slot = key_slot(parts[0].key);
+    call.args = args;
+    if (const std::size_t reloads = run_script(route, script, std::span<RouteCall>(&call, 1)); reloads != 0) {
+      members[0]->layered_reloaded(reloads);
     }
+    // The slot is migrating and only some of the keys are on the node asked: the cluster runs no
+    // multi-key script until the move ends, so the caller checks layer by layer (nothing ran).
+    if (route.sharded() && !call.error && is_error(*call.reply, "TRYAGAIN")) return false;
+    for (LayeredMember* m : members) m->layered_called();
+    if (call.error) throw *call.error;
+    const Reply reply = std::move(call.reply);
     if (reply->type == REDIS_REPLY_ERROR) throw BackendError(BackendErrorCause::reply, std::string(text(*reply)));
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != parts.size() || reply->element == nullptr) {
       throw BackendError(BackendErrorCause::protocol, "malformed layered script reply: expected " + count + " decisions");
