@@ -1,5 +1,5 @@
-# Sourced by tests/run.sh and examples/run.sh: which compiler to use, and which Debian 12 package to
-# install for it. A package is named only for the compilers listed here; any other compiler must exist
+# Sourced by tests/run.sh and examples/run.sh: their shared flags, which compiler to use, and which
+# Debian 12 package to install for it. A package is named only for the compilers listed here; any other compiler must exist
 # already: no package name is ever guessed from what was typed (apt reads an unknown name as a pattern).
 
 # Prints the Debian 12 package that provides the compiler command NAME, or nothing when NAME is not known.
@@ -60,4 +60,48 @@ install_missing() {
   echo "$script: installing ${missing[*]}"
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# parse_run_flags SCRIPT_PATH "$@": the flags both run scripts take (see their --help). Reads the defaults from
+# cxx, sanitize, build_type, bench and jobs as the caller set them; sets them, dry_run, extra_args (what
+# follows `--`) and san_flags. Exits 2 with a message naming the script on a bad flag.
+parse_run_flags() {
+  local path="$1" script
+  script="$(basename "$(dirname "$1")")/$(basename "$1")"  # tests/run.sh, for messages
+  shift
+  dry_run=0
+  extra_args=()
+  while [[ $# -gt 0 ]]; do
+    case "$1" in
+      --cxx) cxx="${2:?--cxx needs a compiler}"; shift 2 ;;
+      --sanitize) sanitize="${2:?--sanitize needs a mode}"; shift 2 ;;
+      --build-type) build_type="${2:?--build-type needs a type}"; shift 2 ;;
+      --bench) bench=ON; shift ;;
+      --jobs) jobs="${2:?--jobs needs a number}"; shift 2 ;;
+      --dry-run) dry_run=1; shift ;;
+      --) shift; extra_args=("$@"); break ;;
+      -h|--help) sed -n '2,/^set -euo/p' "$path" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+      *) echo "$script: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    esac
+  done
+  case "$bench" in ON|on|1|true|yes) bench=ON ;; *) bench=OFF ;; esac
+  if ! [[ "$jobs" =~ ^[1-9][0-9]*$ ]]; then
+    echo "$script: --jobs must be a positive number, got '$jobs'" >&2
+    exit 2
+  fi
+  san_flags=""
+  case "$sanitize" in
+    ""|none) sanitize=none ;;
+    thread) san_flags="-fsanitize=thread -g" ;;
+    *)
+      local parts p
+      IFS=',' read -r -a parts <<<"$sanitize"
+      for p in "${parts[@]}"; do
+        case "$p" in
+          address|undefined|leak) ;;
+          *) echo "$script: unknown sanitizer '$p' in '$sanitize'" >&2; exit 2 ;;
+        esac
+      done
+      san_flags="-fsanitize=$sanitize -fno-sanitize-recover=all -fno-omit-frame-pointer -g" ;;
+  esac
 }

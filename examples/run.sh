@@ -23,41 +23,14 @@ sanitize="${RATELIMIT_SANITIZE:-none}"
 build_type="${RATELIMIT_BUILD_TYPE:-Release}"
 bench="${RATELIMIT_BENCH:-OFF}"
 jobs="${RATELIMIT_JOBS:-$(nproc)}"
-dry_run=0
-run_args=()
 
 die() { echo "examples/run.sh: $*" >&2; exit 2; }
 
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --cxx) cxx="${2:?--cxx needs a compiler}"; shift 2 ;;
-    --sanitize) sanitize="${2:?--sanitize needs a mode}"; shift 2 ;;
-    --build-type) build_type="${2:?--build-type needs a type}"; shift 2 ;;
-    --bench) bench=ON; shift ;;
-    --jobs) jobs="${2:?--jobs needs a number}"; shift 2 ;;
-    --dry-run) dry_run=1; shift ;;
-    --) shift; run_args=("$@"); break ;;
-    -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown argument '$1' (see --help)" ;;
-  esac
-done
-
-case "$bench" in ON|on|1|true|yes) bench=ON ;; *) bench=OFF ;; esac
-[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || die "--jobs must be a positive number, got '$jobs'"
-san_flags=""
-case "$sanitize" in
-  ""|none) sanitize=none ;;
-  thread) san_flags="-fsanitize=thread -g" ;;
-  *)
-    IFS=',' read -r -a parts <<<"$sanitize"
-    for p in "${parts[@]}"; do
-      case "$p" in address|undefined|leak) ;; *) die "unknown sanitizer '$p' in '$sanitize'" ;; esac
-    done
-    san_flags="-fsanitize=$sanitize -fno-sanitize-recover=all -fno-omit-frame-pointer -g" ;;
-esac
-
 # shellcheck source=../cmake/find_compiler.sh
 source "$src_dir/cmake/find_compiler.sh"
+parse_run_flags "${BASH_SOURCE[0]}" "$@"
+run_args=("${extra_args[@]}")
+
 find_compiler examples/run.sh "$cxx"
 cxx_name="$(basename "$cxx")"
 packages=(cmake make g++)

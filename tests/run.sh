@@ -27,48 +27,20 @@ sanitize="${RATELIMIT_SANITIZE:-none}"
 build_type="${RATELIMIT_BUILD_TYPE:-RelWithDebInfo}"
 bench="${RATELIMIT_BENCH:-OFF}"
 jobs="${RATELIMIT_JOBS:-$(nproc)}"
-ctest_extra=()
-dry_run=0
 
 die() { echo "tests/run.sh: $*" >&2; exit 2; }
 
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --cxx) cxx="${2:?--cxx needs a compiler}"; shift 2 ;;
-    --sanitize) sanitize="${2:?--sanitize needs a mode}"; shift 2 ;;
-    --build-type) build_type="${2:?--build-type needs a type}"; shift 2 ;;
-    --bench) bench=ON; shift ;;
-    --jobs) jobs="${2:?--jobs needs a number}"; shift 2 ;;
-    --dry-run) dry_run=1; shift ;;
-    --) shift; ctest_extra=("$@"); break ;;
-    -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown argument '$1' (see --help)" ;;
-  esac
-done
-
-case "$bench" in ON|on|1|true|yes) bench=ON ;; *) bench=OFF ;; esac
-[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || die "--jobs must be a positive number, got '$jobs'"
-
+# shellcheck source=../cmake/find_compiler.sh
+source "$src_dir/cmake/find_compiler.sh"
+parse_run_flags "${BASH_SOURCE[0]}" "$@"
+ctest_extra=("${extra_args[@]}")
 # Sanitizer compile flags and runtime options. Flags go into CMAKE_CXX_FLAGS, so the test binary,
 # GoogleTest's main and the package-test consumers are all instrumented.
-san_flags=""
-case "$sanitize" in
-  ""|none) sanitize=none ;;
-  thread) san_flags="-fsanitize=thread -g" ;;
-  *)
-    IFS=',' read -r -a parts <<<"$sanitize"
-    for p in "${parts[@]}"; do
-      case "$p" in address|undefined|leak) ;; *) die "unknown sanitizer '$p' in '$sanitize'" ;; esac
-    done
-    san_flags="-fsanitize=$sanitize -fno-sanitize-recover=all -fno-omit-frame-pointer -g" ;;
-esac
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
 
 # --- Compiler and Debian packages: install only what is missing -----------------------------------
-# shellcheck source=../cmake/find_compiler.sh
-source "$src_dir/cmake/find_compiler.sh"
 find_compiler tests/run.sh "$cxx"
 cxx_name="$(basename "$cxx")"
 packages=(cmake make pkg-config g++ libgtest-dev libhiredis-dev redis-server redis-tools libcli11-dev nlohmann-json3-dev libcpp-httplib-dev)
