@@ -14,6 +14,7 @@
 # A compiler that is not installed is installed only when it is one of g++, g++-12, clang++, clang++-14
 # (Debian 12 packages); any other must exist already, else the script stops with "compiler not found".
 #   RATELIMIT_SOAK_SECONDS=N                        also run the Redis soak test for N seconds (default 0: not)
+#   RATELIMIT_HEAVY_TESTS=ON                        also run the heavy real-server tests (label heavy; default OFF)
 #   RATELIMIT_TRAFFIC_LOG=PATH                      access log for the replay test (default: the shipped log)
 # Each configuration has its own build directory, build/<compiler>-<type>[-<sanitizers>], so runs
 # never mix objects. Our own targets build with warnings as errors (-DRATELIMIT_WERROR=ON).
@@ -118,6 +119,7 @@ cmake -S "$src_dir" -B "$build_dir" \
   -DRATELIMIT_BUILD_EXAMPLES=ON \
   -DRATELIMIT_BUILD_BENCH="$bench" \
   -DRATELIMIT_SOAK_SECONDS="${RATELIMIT_SOAK_SECONDS:-0}" \
+  -DRATELIMIT_HEAVY_TESTS="${RATELIMIT_HEAVY_TESTS:-OFF}" \
   ${RATELIMIT_TRAFFIC_LOG:+-DRATELIMIT_TRAFFIC_LOG="$RATELIMIT_TRAFFIC_LOG"}
 # The build runs the test binary to list its tests (gtest_discover_tests), so it needs the wrapper too.
 "${wrap[@]}" cmake --build "$build_dir" -j "$jobs"
