@@ -20,6 +20,7 @@
 #include "ratelimit/clock.hpp"
 #include "ratelimit/decision.hpp"
 #include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/detail/key_length.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/redis/cluster_router.hpp"
@@ -360,12 +361,7 @@ class RedisLimiter final : public detail::LayeredMember {
     return o;
   }
 
-  void check_key(std::string_view key) const {
-    if (key.size() > options_.max_key_bytes) {
-      ratelimit::detail::invalid("key", std::to_string(key.size()) + " bytes exceeds max_key_bytes (" +
-                                            std::to_string(options_.max_key_bytes) + ")");
-    }
-  }
+  void check_key(std::string_view key) const { ratelimit::detail::check_key_length(key, options_.max_key_bytes); }
 
   /// The client clock in whole microseconds (floor), kept where every script value stays exact.
   std::int64_t now_us() {
