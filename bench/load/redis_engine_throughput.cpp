@@ -91,8 +91,8 @@ double async_in_flight(L& limiter, int depth, double seconds) {
   std::atomic<int> running{0};
   std::mutex m;
   std::condition_variable cv;
-  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
   const auto start = Clock::now();
+  const auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   struct Loop {
     L* limiter;
     std::atomic<long>* n;
