@@ -19,6 +19,7 @@
 
 #include <ratelimit/redis.hpp>
 
+#include "cluster_support.hpp"
 #include "test_support.hpp"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
@@ -361,6 +362,29 @@ TEST_F(AsyncRedisFault, LimiterDestroyedWithCallsInFlight) {
   const std::int64_t c = kBurst - again.peek("k").remaining;
   EXPECT_GE(c, 1 + static_cast<std::int64_t>(tally.admitted()));
   EXPECT_LE(c, 1 + static_cast<std::int64_t>(n));
+}
+
+// Redis Cluster: async calls on keys of every master complete once each, through the router's worker,
+// and land exactly once.
+TEST(AsyncRedisCluster, CallsOnEveryMasterCompleteOnce) {
+  RATELIMIT_REQUIRE_CLUSTER();
+  ManualClock clock;
+  auto o = ratelimit_test::cluster_client_options(*ratelimit_test::shared_cluster());
+  o.time_source = ratelimit::redis::TimeSource::client;
+  o.on_error = FailurePolicy::raise;
+  RedisLimiter<ratelimit::Gcra, ManualClock> l(kBig, o, clock);
+  constexpr std::size_t keys = 30, per_key = 20;
+  Tally tally(keys * per_key);
+  for (std::size_t i = 0; i < keys * per_key; ++i) {
+    l.check_async("k" + std::to_string(i % keys), 1,
+                  [&, i](std::exception_ptr e, CheckResult r) { tally.done(i, r, e != nullptr); });
+  }
+  ASSERT_TRUE(tally.wait(10s));
+  tally.expect_each_exactly_once();
+  EXPECT_EQ(tally.admitted(), keys * per_key);
+  for (std::size_t k = 0; k < keys; ++k) {
+    EXPECT_EQ(l.peek("k" + std::to_string(k)).remaining, kBurst - static_cast<std::int64_t>(per_key));
+  }
 }
 
 // A child process must not use its parent's limiter (it throws std::logic_error, touching nothing the
