@@ -71,7 +71,8 @@ struct RedisOptions {
   int database = 0;
   /// Bound on establishing a connection (TCP connect); in (0, 24 h].
   std::chrono::milliseconds connect_timeout{200};
-  /// Bound on every command's round trip, and on waiting for a free pooled connection; in (0, 24 h].
+  /// Each call's deadline (sync calls; the default of async ones), and how long a connection may owe a
+  /// reply without sending a byte before it is dropped; in (0, 24 h].
   std::chrono::milliseconds command_timeout{100};
   /// Connections per server; >= 1. Every caller shares them (automatic pipelining, README "Redis
   /// engine"): a call goes on the connection with the fewest commands outstanding.

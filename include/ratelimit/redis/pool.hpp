@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -67,8 +68,12 @@ class ConnectionPool {
 
   /// Lends an idle connection, opens a new one if fewer than `pool_size` are open, else waits for one
   /// (at most `command_timeout`). Throws `BackendError`: io/timeout when connecting fails or is backing
-  /// off, timeout when no connection came free in time.
+  /// off, timeout when no connection came free in time; `std::logic_error` in a process forked after the
+  /// pool was made (its connections are the parent's).
   Lease acquire() {
+    if (detail::fork_generation().load(std::memory_order_relaxed) != generation_) {
+      throw std::logic_error("ratelimit: a Redis pool made before fork() is used in the child; make a new one");
+    }
     std::unique_lock lock(mutex_);
     const auto deadline = std::chrono::steady_clock::now() + options_.command_timeout;
     for (;;) {
@@ -186,6 +191,7 @@ class ConnectionPool {
   }
 
   RedisOptions options_;
+  const unsigned generation_ = detail::fork_generation().load(std::memory_order_relaxed);
   std::mutex mutex_;
   std::condition_variable cv_;
   std::vector<std::unique_ptr<Connection>> idle_;

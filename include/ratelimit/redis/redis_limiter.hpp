@@ -56,8 +56,9 @@ struct Request {
 ///
 /// Decisions are those of the in-memory backend for the same calls when times and the policy's
 /// durations are whole microseconds (README "Guarantees", "Backends agree"); Redis keeps time in integer
-/// microseconds. Thread-safe: every method may be called from any thread; calls go through a pool of
-/// `pool_size` connections. When Redis fails, `RedisOptions::on_error` decides (and `stats()` counts it).
+/// microseconds. Thread-safe: every method may be called from any thread; calls from every thread share
+/// the pool's `pool_size` pipelined connections (README "Redis engine"), and the `*_async` methods start
+/// a check without blocking. When Redis fails, `RedisOptions::on_error` decides (and `stats()` counts it).
 ///
 /// On Redis Cluster (`RedisOptions::cluster_nodes` set) each check runs on the master owning its key's
 /// slot, through a `ClusterRouter` (slot map, a pool per node, `MOVED` / `ASK` handling);

@@ -44,6 +44,9 @@ struct RouteCall {
   /// Out: why the call got no reply. After a failure once the command was sent (timeout, connection
   /// lost) the command may still have run: it is never re-sent.
   std::optional<BackendError> error;
+  /// Out (`Pipeline::execute`): whether the command was written; a call that failed unsent may go
+  /// elsewhere (e.g. to a replica promoted meanwhile).
+  bool sent = false;
 };
 
 /// The former name of `RouteCall`.

@@ -9,7 +9,8 @@ namespace ratelimit::redis {
 
 /// A snapshot of a limiter's counters (each read atomically; the set is not one instant).
 struct RedisStats {
-  /// Checks attempted: `allow`, `peek`, `reset`, and every request of `allow_many`.
+  /// Checks attempted: `allow`, `peek`, `reset`, every request of `allow_many`, and every async call
+  /// started (`check_async`, ...).
   std::uint64_t calls = 0;
   /// Checks that Redis did not answer and `on_error` decided (or that threw under `raise`).
   std::uint64_t failures = 0;
