@@ -52,7 +52,7 @@ class MemoryLimiter final : public detail::LockedMember {
   /// (`MemoryOptions.max_keys`, `.max_key_bytes`, `.shards`, `.max_bytes`) is out of range.
   explicit MemoryLimiter(P policy, MemoryOptions options = {}, C clock = {})
       : policy_(std::move(policy)), rules_(policy_.rules(kTickNs)), options_(validated(options, rules_)),
-        clock_(std::move(clock)), store_(options_.max_keys, shard_count(options_, rules_), options_.max_bytes) {}
+        clock_(std::move(clock)), store_(options_.max_keys, shards_for(options_, rules_), options_.max_bytes) {}
 
   /// Checks a request of `cost` units for `key` now and consumes them if it is admitted.
   /// Thread-safe. Throws `std::invalid_argument` for a negative cost or a key longer than
@@ -144,6 +144,16 @@ class MemoryLimiter final : public detail::LockedMember {
   /// `table_bytes()` recomputed by walking every key, O(keys) under each shard's lock in turn: a check of
   /// the running count for tests and diagnostics, not for a hot path. Thread-safe.
   [[nodiscard]] std::size_t recount_table_bytes() const { return store_.recount_table_bytes(); }
+
+  /// Independently locked shards of the store (a power of two; `MemoryOptions::shards`). Thread-safe.
+  [[nodiscard]] std::size_t shard_count() const noexcept { return store_.shard_count(); }
+  /// The shard that holds `key`, in [0, shard_count()): checks of keys in different shards run in parallel,
+  /// keys of one shard share its lock. The mapping is random per limiter (a keyed hash). For diagnostics and
+  /// benchmarks. Thread-safe. Throws `std::invalid_argument` for a key longer than `max_key_bytes`.
+  [[nodiscard]] std::size_t shard_of(std::string_view key) const {
+    check_key(key);
+    return store_.shard_index(store_.hash(key));
+  }
 
   /// Replaces the policy at run time, keeping every key's usage (README "Changing a policy at run
   /// time"): each key's state is carried over in units (`Rules::carry`: GCRA and token bucket keep the
@@ -264,7 +274,7 @@ class MemoryLimiter final : public detail::LockedMember {
   /// Requested shards (64 by default) rounded up to a power of two, but at most one per 16 keys of
   /// `max_keys` so that every shard holds a useful share of the cap, and few enough that each shard's
   /// share of `max_bytes` holds one key's longest log.
-  static std::size_t shard_count(const MemoryOptions& o, const RulesOf<P>& rules) {
+  static std::size_t shards_for(const MemoryOptions& o, const RulesOf<P>& rules) {
     std::size_t shards = std::bit_ceil(o.shards == 0 ? std::size_t{64} : o.shards);
     while (shards > 1 && shards * 16 > o.max_keys) shards /= 2;
     const std::size_t one_key = max_state_heap_bytes(rules);

@@ -172,6 +172,9 @@ class ClusterRouter final : public Route {
     }
   }
 
+  /// Async calls go through a worker thread that runs them as batches of `execute` (see `RouteWorker`).
+  void submit(PipelineOp& op) override { worker_.submit(op); }
+
   [[nodiscard]] bool sharded() const noexcept override { return true; }
   [[nodiscard]] const void* domain() const noexcept override { return this; }
   [[nodiscard]] RouteCounters counters() const override {
@@ -181,6 +184,7 @@ class ClusterRouter final : public Route {
     c.moved = moved();
     c.asks = asks();
     c.refreshes = refreshes();
+    c.refused = worker_.refused();
     return c;
   }
   [[nodiscard]] ClusterRouter* cluster_router() noexcept override { return this; }
@@ -451,6 +455,7 @@ class ClusterRouter final : public Route {
   std::atomic<std::uint64_t> moved_{0};
   std::atomic<std::uint64_t> asks_{0};
   std::atomic<std::uint64_t> refreshes_{0};
+  RouteWorker worker_{*this, options_.max_in_flight};  // last: stopped before the rest goes
 };
 
 }  // namespace ratelimit::redis

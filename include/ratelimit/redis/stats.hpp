@@ -30,6 +30,9 @@ struct RedisStats {
   std::uint64_t moved_redirections = 0;
   std::uint64_t ask_redirections = 0;
   std::uint64_t slot_map_refreshes = 0;
+  /// Calls refused at once because their connection had `max_in_flight` commands outstanding (counted
+  /// by the shared pool or router; also in `failures` of the limiter that made them).
+  std::uint64_t refused_calls = 0;
 };
 
 }  // namespace ratelimit::redis
