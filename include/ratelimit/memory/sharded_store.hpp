@@ -157,6 +157,28 @@ class ShardedStore {
     return removed;
   }
 
+  /// Holds every shard's lock at once (taken in ascending address order, the global lock order of joint
+  /// checks), calls `fn(state)` for every key, then `done()`, and releases them: no check runs meanwhile,
+  /// so every check sees the states and whatever `done` changes either all before or all after. `fn`
+  /// must not change a state's heap bytes. Thread-safe.
+  template <class Fn, class Done>
+  void transform_all(Fn&& fn, Done&& done) {
+    for (std::size_t i = 0; i < shard_count_; ++i) shards_[i].lock.lock();
+    struct Unlock {
+      ShardedStore& store;
+      ~Unlock() {
+        for (std::size_t i = store.shard_count_; i > 0; --i) store.shards_[i - 1].lock.unlock();
+      }
+    } unlock{*this};
+    for (std::size_t i = 0; i < shard_count_; ++i) {
+      Table& table = shards_[i].table;
+      for (std::size_t j = 0; j < table.capacity(); ++j) {
+        if (Slot& slot = table.at(j); !slot.empty()) fn(slot.state);
+      }
+    }
+    done();
+  }
+
   /// Keys held now (a snapshot; other threads may change it at once).
   [[nodiscard]] std::size_t size() const {
     return sum([](const Shard& s) { return s.table.size(); });
