@@ -5,6 +5,7 @@
 
 #include "ratelimit/ratelimit.hpp"
 #include "ratelimit/redis/cluster_router.hpp"
+#include "ratelimit/redis/concurrency_limiter.hpp"
 #include "ratelimit/redis/connection.hpp"
 #include "ratelimit/redis/error.hpp"
 #include "ratelimit/redis/options.hpp"
