@@ -376,7 +376,8 @@ int run_parent(Args a, const char* self) {
                   static_cast<long long>(n), static_cast<long long>(a.limit), n > a.limit ? "  OVER" : "");
       if (n > a.limit) ++over;
     }
-    const std::int64_t windows = (end_us - start_us + 999'999) / 1'000'000;
+    // Every window the phase touched (its last checks may land in the window after the nominal end).
+    const std::int64_t windows = stamps.empty() ? 1 : stamps.back() / 1'000'000 - stamps.front() / 1'000'000 + 1;
     bound_total = static_cast<double>(a.limit * windows);
   } else {
     // Every interval [stamp i, stamp j]: count - (B + floor(d / T)) must be <= 0; each end j over it counts once.
