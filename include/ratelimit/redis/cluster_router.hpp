@@ -38,7 +38,8 @@ namespace ratelimit::redis {
 /// Keeps the slot map read with `CLUSTER SLOTS` (loaded on first use from the seed nodes, or any node
 /// known since) and one `ConnectionPool` per node. `execute` groups calls by node; a single group goes on
 /// the node's shared pipelined connection (with other callers' commands), several are pipelined each on
-/// an exclusive connection (all groups are written before any is read, so the nodes work in parallel), and follows `MOVED`
+/// an exclusive connection (all groups are written before any is read, so the nodes work in parallel),
+/// and follows `MOVED`
 /// (updates the slot's owner and asks for a refresh) and `ASK` (`ASKING`, then that node, once), at most
 /// `cluster_max_redirects` times per call. It knows nothing of scripts: a `NOSCRIPT` is a reply like any
 /// other, answered by the script executor (`run_script`). A call whose node

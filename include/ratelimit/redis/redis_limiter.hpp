@@ -332,7 +332,9 @@ class RedisLimiter final : public detail::LayeredMember {
   [[nodiscard]] Decision layered_failure_decision(std::int64_t now, std::int64_t cost) const override {
     return failure_decision(now, cost, Mode::check);
   }
-  void layered_reloaded(std::size_t n) noexcept override { core_->script_reloads.fetch_add(n, std::memory_order_relaxed); }
+  void layered_reloaded(std::size_t n) noexcept override {
+    core_->script_reloads.fetch_add(n, std::memory_order_relaxed);
+  }
 
   /// ARGV[3] of the scripts.
   enum class Mode { check, peek, refund };
