@@ -1,6 +1,6 @@
 -- ratelimit: a layered check, all or nothing, one atomic step over N keys: each layer
 -- has its own policy kind, parameters, time and cost; every layer is decided against its key's state,
--- and only when every layer admits are the consumptions (cost >= 1) kept. Otherwise nothing is written.
+-- and only when every enforcing layer admits are the consumptions (cost >= 1) kept. Otherwise nothing is written.
 -- It decides as ratelimit::check_layers does in memory (the policies' parts are the per-policy scripts').
 --
 -- KEYS[i]      the key of layer i; all distinct (the C++ side checks; a repeated key is checked layer by
@@ -10,13 +10,16 @@
 -- ARGV[6i-4]   layer i's now: integer microseconds, or "" for the server's TIME (read once per call)
 -- ARGV[6i-3]   layer i's cost: integer >= 0
 -- ARGV[6i-2..6i]  the parameters the per-policy script takes as ARGV[4..6] ("" where it takes fewer)
+-- ARGV[6n+1]   optional shadow mask: character i is "1" when layer i is in shadow mode (its denial
+--              does not stop the others; absent or shorter: enforcing)
 -- Reply        one {allowed (1/0), limit, remaining, retry_after_us (-1 = never), reset_after_us} per
 --              layer, in order. When every layer admits: each as its per-policy check would reply.
---              When any denies: the denying layers' replies as their checks would give them, and each
---              admitted layer's current state with nothing consumed {1, limit, remaining, 0, reset_after}
+--              When any enforcing layer denies: the denying layers' replies as their checks would give
+--              them, and each admitted layer's current state with nothing consumed {1, limit, remaining, 0, reset_after}
 --              (a cost-0 check's numbers: what the in-memory check reports for a rolled-back layer).
--- Writes       only when every layer admits: then each layer runs as its per-policy check (mode "0"),
---              which decides again exactly as the first, dry pass (mode "3") did, and keeps the cost.
+-- Writes       only when every enforcing layer admits: then each admitting layer runs as its per-policy
+--              check (mode "0"), which decides again exactly as the first, dry pass (mode "3") did, and
+--              keeps the cost; a shadow layer that denied writes nothing.
 -- Parts        time write window fixed_window sliding_window_log sliding_window_counter gcra
 --              (lua/parts/, in this order, then this file: cmake/RatelimitRedis.cmake assembles the script)
 
@@ -26,6 +29,7 @@ local kinds = {fixed_window = fixed_window, sliding_window_log = sliding_window_
                sliding_window_counter = sliding_window_counter, token_bucket = token_bucket, gcra = gcra}
 
 local n = #KEYS
+local shadow = ARGV[6 * n + 1] or ""
 local server_now                                             -- one TIME reading for every layer
 local steps, nows, costs, replies = {}, {}, {}, {}
 local all = true
@@ -40,12 +44,12 @@ for i = 1, n do
   end
   steps[i], nows[i], costs[i] = step, now, tonumber(ARGV[a + 3])
   replies[i] = step(KEYS[i], now, costs[i], "3", tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]))
-  if replies[i][1] == 0 then all = false end
+  if replies[i][1] == 0 and shadow:sub(i, i) ~= "1" then all = false end
 end
 for i = 1, n do
   local a = 6 * i - 6
   if all then
-    if costs[i] > 0 then
+    if costs[i] > 0 and replies[i][1] == 1 then              -- a shadow layer's denial writes nothing
       replies[i] = steps[i](KEYS[i], nows[i], costs[i], "0", tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]),
                             tonumber(ARGV[a + 6]))
     end

@@ -199,6 +199,16 @@ class KeyTable {
     }
   }
 
+  /// The mean distance of the keys from their home slots (0 when empty): how long probes are. O(capacity),
+  /// for tests and diagnostics.
+  [[nodiscard]] double mean_displacement() const noexcept {
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < capacity_; ++i) {
+      if (!slots_[i].empty()) total += distance_of(slots_[i], i);
+    }
+    return size_ == 0 ? 0.0 : static_cast<double>(total) / static_cast<double>(size_);
+  }
+
   /// The slot where a probe for `hash` starts (its home); capacity() must be > 0.
   [[nodiscard]] std::size_t home_of(std::uint64_t hash) const noexcept { return home(hash); }
 

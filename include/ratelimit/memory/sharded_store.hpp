@@ -157,6 +157,28 @@ class ShardedStore {
     return removed;
   }
 
+  /// Holds every shard's lock at once (taken in ascending address order, the global lock order of joint
+  /// checks), calls `fn(state)` for every key, then `done()`, and releases them: no check runs meanwhile,
+  /// so every check sees the states and whatever `done` changes either all before or all after. `fn`
+  /// must not change a state's heap bytes. Thread-safe.
+  template <class Fn, class Done>
+  void transform_all(Fn&& fn, Done&& done) {
+    for (std::size_t i = 0; i < shard_count_; ++i) shards_[i].lock.lock();
+    struct Unlock {
+      ShardedStore& store;
+      ~Unlock() {
+        for (std::size_t i = store.shard_count_; i > 0; --i) store.shards_[i - 1].lock.unlock();
+      }
+    } unlock{*this};
+    for (std::size_t i = 0; i < shard_count_; ++i) {
+      Table& table = shards_[i].table;
+      for (std::size_t j = 0; j < table.capacity(); ++j) {
+        if (Slot& slot = table.at(j); !slot.empty()) fn(slot.state);
+      }
+    }
+    done();
+  }
+
   /// Keys held now (a snapshot; other threads may change it at once).
   [[nodiscard]] std::size_t size() const {
     return sum([](const Shard& s) { return s.table.size(); });
@@ -176,6 +198,22 @@ class ShardedStore {
     return sum([](const Shard& s) { return s.table.recount_bytes(); });
   }
   [[nodiscard]] std::size_t shard_count() const noexcept { return shard_count_; }
+  /// The mean distance of the keys from their home slots over all shards: how long probes are. O(keys),
+  /// locks one shard at a time; for tests and diagnostics.
+  [[nodiscard]] double mean_displacement() const {
+    double total = 0;
+    std::size_t keys = 0;
+    for (std::size_t i = 0; i < shard_count_; ++i) {
+      std::lock_guard guard(shards_[i].lock);
+      total += shards_[i].table.mean_displacement() * static_cast<double>(shards_[i].table.size());
+      keys += shards_[i].table.size();
+    }
+    return keys == 0 ? 0.0 : total / static_cast<double>(keys);
+  }
+  /// The index of the shard that holds `hash`, in [0, shard_count()).
+  [[nodiscard]] std::size_t shard_index(std::uint64_t hash) const noexcept {
+    return shard_shift_ == 0 ? 0 : static_cast<std::size_t>(hash >> shard_shift_);
+  }
 
   /// Advances every shard's touch sequence by `n`, at most to 2^32 - 1 (for tests of its wrap-around).
   /// Thread-safe.
@@ -209,7 +247,7 @@ class ShardedStore {
     return ++shard.touches;
   }
 
-  Shard& shard_for(std::uint64_t hash) noexcept { return shards_[shard_shift_ == 0 ? 0 : hash >> shard_shift_]; }
+  Shard& shard_for(std::uint64_t hash) noexcept { return shards_[shard_index(hash)]; }
 
   template <class Field>
   std::size_t sum(Field field) const {

@@ -36,8 +36,9 @@ namespace ratelimit::redis {
 /// limiter needs (single-key commands, always on masters).
 ///
 /// Keeps the slot map read with `CLUSTER SLOTS` (loaded on first use from the seed nodes, or any node
-/// known since) and one `ConnectionPool` per node. `execute` groups calls by node, pipelines each group
-/// (all groups are written before any is read, so the nodes work in parallel), and follows `MOVED`
+/// known since) and one `ConnectionPool` per node. `execute` groups calls by node; a single group goes on
+/// the node's shared pipelined connection (with other callers' commands), several are pipelined each on
+/// an exclusive connection (all groups are written before any is read, so the nodes work in parallel), and follows `MOVED`
 /// (updates the slot's owner and asks for a refresh) and `ASK` (`ASKING`, then that node, once), at most
 /// `cluster_max_redirects` times per call. It knows nothing of scripts: a `NOSCRIPT` is a reply like any
 /// other, answered by the script executor (`run_script`). A call whose node
@@ -111,6 +112,32 @@ class ClusterRouter final : public Route {
           g = groups.end() - 1;
         }
         g->calls.push_back(i);
+      }
+      // One node and no ASK (the usual case: a single check): the node's shared pipelined connection, so
+      // concurrent callers' commands go in one write (README "Redis engine").
+      if (groups.size() == 1 && std::none_of(groups[0].calls.begin(), groups[0].calls.end(),
+                                             [&state](std::size_t i) { return state[i].ask != nullptr; })) {
+        Group& g = groups[0];
+        std::vector<RouteCall> part(g.calls.size());
+        for (std::size_t k = 0; k < part.size(); ++k) part[k].args = calls[g.calls[k]].args;
+        g.node->pool->pipeline().execute(std::span<RouteCall>(part));
+        for (std::size_t k = 0; k < part.size(); ++k) {
+          const std::size_t i = g.calls[k];
+          if (part[k].error) {
+            calls[i].reply.reset();
+            calls[i].error = std::move(part[k].error);
+            if (!part[k].sent) unreachable.emplace_back(i, g.node);  // nothing sent: may go elsewhere
+            want_refresh = true;
+            continue;
+          }
+          switch (classify(calls[i], state[i], std::move(part[k].reply), g.node)) {
+            case Outcome::done: break;
+            case Outcome::done_refresh: want_refresh = true; break;
+            case Outcome::again: next.push_back(i); break;
+            case Outcome::again_refresh: next.push_back(i); want_refresh = true; break;
+          }
+        }
+        groups.clear();
       }
       // Leases are taken one after another and held until the reads: take them in one global order (by
       // node address), or two batches naming two nodes in opposite orders wait for each other.
@@ -193,6 +220,9 @@ class ClusterRouter final : public Route {
     }
   }
 
+  /// Async calls go through a worker thread that runs them as batches of `execute` (see `RouteWorker`).
+  void submit(PipelineOp& op) override { worker_.submit(op); }
+
   [[nodiscard]] bool sharded() const noexcept override { return true; }
   [[nodiscard]] const void* domain() const noexcept override { return this; }
   [[nodiscard]] RouteCounters counters() const override {
@@ -202,6 +232,7 @@ class ClusterRouter final : public Route {
     c.moved_redirections = moved();
     c.ask_redirections = asks();
     c.slot_map_refreshes = refreshes();
+    c.refused_calls = worker_.refused();
     const std::shared_lock lock(mutex_);
     for (const auto& node : nodes_) {
       const BreakerCounters b = node->pool->breaker().counters();
@@ -481,6 +512,7 @@ class ClusterRouter final : public Route {
   std::atomic<std::uint64_t> moved_{0};
   std::atomic<std::uint64_t> asks_{0};
   std::atomic<std::uint64_t> refreshes_{0};
+  RouteWorker worker_{*this, options_.max_in_flight};  // last: stopped before the rest goes
 };
 
 }  // namespace ratelimit::redis

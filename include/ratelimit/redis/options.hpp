@@ -70,10 +70,15 @@ struct ConnectionOptions {
   int database = 0;
   /// Bound on establishing a connection (TCP connect); in (0, 24 h].
   std::chrono::milliseconds connect_timeout{200};
-  /// Bound on every command's round trip, and on waiting for a free pooled connection; in (0, 24 h].
+  /// Each call's deadline (sync calls; the default of async ones), and how long a connection may owe a
+  /// reply without sending a byte before it is dropped; in (0, 24 h].
   std::chrono::milliseconds command_timeout{100};
-  /// Most connections open at once; >= 1. Threads beyond it wait (up to `command_timeout`).
+  /// Connections per server; >= 1. Every caller shares them (automatic pipelining, README "Redis
+  /// engine"): a call goes on the connection with the fewest commands outstanding.
   std::size_t pool_size = 4;
+  /// Most commands queued or awaiting a reply on one connection; >= 1. A call beyond it fails at once
+  /// (cause `timeout`, "queue full") with the failure policy instead of waiting.
+  std::size_t max_in_flight = 4096;
   /// First wait before reconnecting after a failed connect; it doubles up to `reconnect_backoff_max`.
   /// Checks during the wait fail at once (no connect storm while Redis is down). >= 0.
   std::chrono::milliseconds reconnect_backoff_min{10};

@@ -12,6 +12,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "ratelimit/redis/connection.hpp"
 #include "ratelimit/redis/error.hpp"
 #include "ratelimit/redis/options.hpp"
+#include "ratelimit/redis/pipeline.hpp"
 
 namespace ratelimit::redis {
 
@@ -30,7 +32,8 @@ class PoolTimeout : public BackendError {
   using BackendError::BackendError;
 };
 
-/// Up to `pool_size` connections to one Redis server, opened lazily.
+/// Connections to one Redis server, opened lazily: `pool_size` shared pipelined ones (`pipeline()`,
+/// what the limiter uses: README "Redis engine") and up to `pool_size` exclusive ones (`acquire()`).
 ///
 /// `acquire()` lends a connection through a `Lease` that gives it back when destroyed; a connection that
 /// broke is dropped instead and re-made by a later `acquire`. After a failed connect, new connects wait
@@ -42,7 +45,14 @@ class ConnectionPool {
   /// Throws `std::invalid_argument` naming the field (`ConnectionOptions.pool_size`, ...).
   /// `limiter_defaults`: the options of limiters made on this pool without their own (validated by them).
   explicit ConnectionPool(ConnectionOptions options, LimiterOptions limiter_defaults = {})
-      : options_(validated(std::move(options))), limiter_defaults_(std::move(limiter_defaults)) {}
+      : options_(validated(std::move(options))), limiter_defaults_(std::move(limiter_defaults)) {
+    pipelines_.reserve(options_.pool_size);
+    for (std::size_t i = 0; i < options_.pool_size; ++i) {
+      pipelines_.push_back(std::make_unique<Pipeline>([this] { return open_connection(); },
+                                                      [this] { drops_.fetch_add(1, std::memory_order_relaxed); },
+                                                      options_.command_timeout, options_.max_in_flight));
+    }
+  }
   /// Deprecated: `ConnectionPool(options.connection(), options.limiter())`. Throws as above.
   [[deprecated("use ConnectionPool(options.connection(), options.limiter())")]] explicit ConnectionPool(
       const RedisOptions& options)
@@ -74,8 +84,12 @@ class ConnectionPool {
   /// Lends an idle connection, opens a new one if fewer than `pool_size` are open, else waits for one
   /// (at most `command_timeout`). Waiting is first come, first served: a connection given back goes to
   /// the longest waiting thread, never to one that arrived later. Throws `BackendError`: io/timeout when
-  /// connecting fails or is backing off, `PoolTimeout` (timeout) when no connection came free in time.
+  /// connecting fails or is backing off, `PoolTimeout` (timeout) when no connection came free in time;
+  /// `std::logic_error` in a process forked after the pool was made (its connections are the parent's).
   Lease acquire() {
+    if (detail::fork_generation().load(std::memory_order_relaxed) != generation_) {
+      throw std::logic_error("ratelimit: a Redis pool made before fork() is used in the child; make a new one");
+    }
     std::unique_lock lock(mutex_);
     if (waiters_.empty()) {
       if (!idle_.empty()) {
@@ -97,6 +111,52 @@ class ConnectionPool {
     if (me.conn) return Lease(this, std::move(me.conn));
     --open_;  // the slot reserved for this thread; connect counts it again
     return connect_or_pass(lock);
+  }
+
+  /// The shared connection with the fewest commands outstanding (the first of equals, so an idle
+  /// single caller always uses one connection). Thread-safe; never blocks.
+  Pipeline& pipeline() noexcept {
+    Pipeline* best = pipelines_.front().get();
+    std::size_t least = best->load();
+    for (std::size_t i = 1; i < pipelines_.size() && least != 0; ++i) {
+      if (const std::size_t l = pipelines_[i]->load(); l < least) {
+        least = l;
+        best = pipelines_[i].get();
+      }
+    }
+    return *best;
+  }
+
+  /// Opens one connection, under the reconnect backoff shared with `acquire` (fails at once with the
+  /// last connect error while backing off). Counted in `connects()`. Thread-safe. Throws `BackendError`.
+  std::unique_ptr<Connection> open_connection() {
+    {
+      const std::lock_guard lock(mutex_);
+      if (std::chrono::steady_clock::now() < next_connect_) {
+        throw BackendError(BackendErrorCause::io, "reconnect backing off after: " + last_connect_error_);
+      }
+    }
+    try {
+      auto c = std::make_unique<Connection>(Connection::open(options_));
+      connects_.fetch_add(1, std::memory_order_relaxed);
+      const std::lock_guard lock(mutex_);
+      backoff_ = std::chrono::milliseconds(0);
+      next_connect_ = {};
+      return c;
+    } catch (const BackendError& e) {
+      const std::lock_guard lock(mutex_);
+      backoff_ = std::clamp(backoff_ * 2, options_.reconnect_backoff_min, options_.reconnect_backoff_max);
+      next_connect_ = std::chrono::steady_clock::now() + backoff_;
+      last_connect_error_ = e.what();
+      throw;
+    }
+  }
+
+  /// Submissions refused by a full pipeline (`max_in_flight`), summed. Thread-safe.
+  [[nodiscard]] std::uint64_t refused() const noexcept {
+    std::uint64_t n = 0;
+    for (const auto& p : pipelines_) n += p->refused();
+    return n;
   }
 
   /// Connections opened so far (first connects and reconnects). Thread-safe.
@@ -123,6 +183,7 @@ class ConnectionPool {
     if (o.connect_timeout.count() <= 0 || o.connect_timeout > kDay) bad("connect_timeout", "must be in (0, 24 h]");
     if (o.command_timeout.count() <= 0 || o.command_timeout > kDay) bad("command_timeout", "must be in (0, 24 h]");
     if (o.pool_size < 1) bad("pool_size", "must be >= 1");
+    if (o.max_in_flight < 1) bad("max_in_flight", "must be >= 1");
     if (o.reconnect_backoff_min.count() < 0) bad("reconnect_backoff_min", "must be >= 0");
     if (o.reconnect_backoff_max < o.reconnect_backoff_min) bad("reconnect_backoff_max", "must be >= reconnect_backoff_min");
     if (o.reconnect_backoff_max > kDay) bad("reconnect_backoff_max", "must be <= 24 h");
@@ -130,25 +191,15 @@ class ConnectionPool {
   }
 
   Lease connect(std::unique_lock<std::mutex>& lock) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now < next_connect_) {
-      throw BackendError(BackendErrorCause::io, "reconnect backing off after: " + last_connect_error_);
-    }
     ++open_;  // reserve the slot, connect without holding the lock
     lock.unlock();
     try {
-      auto c = std::make_unique<Connection>(Connection::open(options_));
-      connects_.fetch_add(1, std::memory_order_relaxed);
+      auto c = open_connection();
       lock.lock();
-      backoff_ = std::chrono::milliseconds(0);
-      next_connect_ = {};
       return Lease(this, std::move(c));
-    } catch (const BackendError& e) {
+    } catch (const BackendError&) {
       lock.lock();
       --open_;
-      backoff_ = std::clamp(backoff_ * 2, options_.reconnect_backoff_min, options_.reconnect_backoff_max);
-      next_connect_ = std::chrono::steady_clock::now() + backoff_;
-      last_connect_error_ = e.what();
       cv_.notify_one();
       throw;
     }
@@ -202,6 +253,7 @@ class ConnectionPool {
   ConnectionOptions options_;
   LimiterOptions limiter_defaults_{};
   CircuitBreaker<> breaker_{options_.breaker};
+  const unsigned generation_ = detail::fork_generation().load(std::memory_order_relaxed);
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Waiter*> waiters_;  // in arrival order
@@ -212,6 +264,8 @@ class ConnectionPool {
   std::string last_connect_error_;
   std::atomic<std::uint64_t> connects_{0};
   std::atomic<std::uint64_t> drops_{0};
+  // Last: destroyed first (their I/O threads finish before the rest of the pool goes).
+  std::vector<std::unique_ptr<Pipeline>> pipelines_;
 };
 
 }  // namespace ratelimit::redis

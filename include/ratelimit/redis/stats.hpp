@@ -21,12 +21,16 @@ struct RouteCounters {
   /// Circuit breaker (README "Circuit breaker"): times a server's breaker opened, and probes it let through.
   std::uint64_t breaker_opens = 0;
   std::uint64_t breaker_probes = 0;
+  /// Calls refused at once because their connection had `max_in_flight` commands outstanding (also in
+  /// `failures` of the limiter that made them).
+  std::uint64_t refused_calls = 0;
 };
 
 /// A snapshot of a limiter's counters, and of its route's (`RouteCounters`, shared with the limiters on
 /// the same pool or router). Each read atomically; the set is not one instant.
 struct RedisStats : RouteCounters {
-  /// Checks attempted: `allow`, `peek`, `reset`, and every request of `allow_many`.
+  /// Checks attempted: `allow`, `peek`, `reset`, every request of `allow_many`, and every async call
+  /// started (`check_async`, ...).
   std::uint64_t calls = 0;
   /// Checks that Redis did not answer and `on_error` decided (or that threw under `raise`).
   std::uint64_t failures = 0;
