@@ -44,6 +44,7 @@ class SimulatedRedis final : public ratelimit::redis::Route {
       const std::int64_t b = std::stoll(std::string(c.args[7]));
       const std::int64_t g = std::stoll(std::string(c.args[8]));
       auto& s = state_[key];
+      ++calls_by_key_[key];
       std::int64_t v[9];
       if (mode == "2") {
         const auto d = lease_.give_back(s, now, a, b, g);
@@ -65,6 +66,10 @@ class SimulatedRedis final : public ratelimit::redis::Route {
   [[nodiscard]] const ratelimit::redis::LimiterOptions& limiter_defaults() const noexcept override { return options_; }
   [[nodiscard]] ratelimit::redis::RouteCounters counters() const override { return {}; }
   [[nodiscard]] std::uint64_t calls() const noexcept { return calls_; }
+  /// Script calls per Redis key.
+  [[nodiscard]] const std::unordered_map<std::string, std::uint64_t>& calls_by_key() const noexcept {
+    return calls_by_key_;
+  }
 
  private:
   static void fill(std::int64_t* v, const ratelimit::TickDecision& d, std::int64_t units, std::int64_t mark,
@@ -97,6 +102,7 @@ class SimulatedRedis final : public ratelimit::redis::Route {
   ratelimit::redis::RedisOptions options_;
   std::unordered_map<std::string, ratelimit::lease::GcraLease::State> state_;
   std::uint64_t calls_ = 0;
+  std::unordered_map<std::string, std::uint64_t> calls_by_key_;
 };
 
 struct SimulationResult {
@@ -109,6 +115,7 @@ struct SimulationResult {
   std::uint64_t over_bound_intervals = 0;
   double hot_fraction_of_bound = 0;  // the hottest key: admitted / (B + floor(D / T))
   double seconds = 0;                // simulated time
+  double hot_calls_per_check = 0;    // the 10 hottest keys: Redis calls per check
 };
 
 /// `instances` LeasedLimiters over `keys` keys, Zipf(1) demand at `rate` checks/s for `seconds`, each request
@@ -145,6 +152,7 @@ inline SimulationResult simulate(int instances, std::size_t keys, double rate, d
   r.instances = instances;
   r.keys = keys;
   std::unordered_map<std::size_t, std::vector<std::int64_t>> served;
+  std::uint64_t hot_checks = 0;
   double t = 0;
   while ((t += gap(rng)) < seconds) {
     const auto t_ns = std::chrono::nanoseconds(static_cast<std::int64_t>(t * 1e9));
@@ -153,6 +161,7 @@ inline SimulationResult simulate(int instances, std::size_t keys, double rate, d
     const std::string key = "k" + std::to_string(k);
     auto& l = *fleet[rng() % static_cast<std::uint64_t>(instances)];
     ++r.checks;
+    if (k < 10) ++hot_checks;
     if (exact.allow(key)) ++r.exact_admitted;
     if (l.allow(key)) {
       ++r.admitted;
@@ -160,6 +169,12 @@ inline SimulationResult simulate(int instances, std::size_t keys, double rate, d
     }
   }
   r.redis_calls = redis->calls();
+  std::uint64_t hot_calls = 0;
+  for (std::size_t k = 0; k < 10; ++k) {
+    const auto it = redis->calls_by_key().find(fleet.front()->redis_key("k" + std::to_string(k)));
+    if (it != redis->calls_by_key().end()) hot_calls += it->second;
+  }
+  r.hot_calls_per_check = static_cast<double>(hot_calls) / static_cast<double>(std::max<std::uint64_t>(1, hot_checks));
   std::size_t hottest = 0, hottest_n = 0;
   for (auto& [k, stamps] : served) {
     std::sort(stamps.begin(), stamps.end());

@@ -117,10 +117,15 @@ class KeyTable {
     }
   }
 
+  /// Whether the next `insert` grows the table (its load would pass 7/8).
+  [[nodiscard]] bool at_growth() const noexcept { return (size_ + 1) * 8 > capacity_ * 7; }
+  /// Grows the capacity by a quarter (to 8 from empty). Allocates; strong guarantee.
+  void grow() { rehash(capacity_ < 8 ? 8 : capacity_ + capacity_ / 4); }
+
   /// Inserts a key that is not present, touched at `stamp`; the caller keeps `size() < max_size()`.
   /// Allocates (growth, long keys).
   Slot& insert(std::uint64_t hash, std::string_view key, std::uint32_t stamp) {
-    if ((size_ + 1) * 8 > capacity_ * 7) rehash(capacity_ < 8 ? 8 : capacity_ + capacity_ / 4);
+    if (at_growth()) grow();
     Slot incoming;
     own_key(incoming, hash, key);
     ++size_;
