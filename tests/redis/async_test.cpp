@@ -147,7 +147,8 @@ TEST_F(AsyncRedis, TenThousandInFlightCompleteOnceAndCountOnce) {
 }
 
 TEST_F(AsyncRedis, ConcurrentSyncCallersShareOneConnectionsWrites) {
-  auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(options(FailurePolicy::raise));
+  const auto o = options(FailurePolicy::raise);
+  auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(o.connection(), o.limiter());
   RedisLimiter<ratelimit::Gcra, ManualClock> l(kBig, pool, clock_);
   constexpr int threads = 8, per_thread = 400;
   std::vector<std::thread> ts;

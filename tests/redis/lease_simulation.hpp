@@ -62,7 +62,8 @@ class SimulatedRedis final : public ratelimit::redis::Route {
   }
   [[nodiscard]] bool sharded() const noexcept override { return false; }
   [[nodiscard]] const void* domain() const noexcept override { return this; }
-  [[nodiscard]] const ratelimit::redis::RedisOptions& options() const noexcept override { return options_; }
+  [[nodiscard]] const ratelimit::redis::ConnectionOptions& options() const noexcept override { return options_; }
+  [[nodiscard]] const ratelimit::redis::LimiterOptions& limiter_defaults() const noexcept override { return options_; }
   [[nodiscard]] ratelimit::redis::RouteCounters counters() const override { return {}; }
   [[nodiscard]] std::uint64_t calls() const noexcept { return calls_; }
   /// Script calls per Redis key.

@@ -285,7 +285,7 @@ TEST(LeaseCluster, LeasesWorkUnchangedOnRedisCluster) {
   RATELIMIT_REQUIRE_CLUSTER();
   ManualClock clock;
   const auto o = ratelimit_test::cluster_client_options(*ratelimit_test::shared_cluster());
-  auto router = std::make_shared<ratelimit::redis::ClusterRouter>(o);
+  auto router = std::make_shared<ratelimit::redis::ClusterRouter>(o.connection(), o.limiter());
   Leased<ratelimit::Gcra> a(kGcra, router, o.limiter(), lease_options(), clock, clock);
   Leased<ratelimit::Gcra> b(kGcra, router, o.limiter(), lease_options(), clock, clock);
   int admitted = 0;

@@ -138,7 +138,7 @@ class LeasedLimiter {
         lease_(checked(lease)),
         arithmetic_(rules_, lease_.lifetime.count()),
         route_(route ? std::move(route) : throw std::invalid_argument("LeasedLimiter: null route")),
-        options_(checked(route_->options().with(limiter))),
+        options_(checked(both(route_->options(), limiter))),
         script_(&detail::script_for(std::is_same_v<P, FixedWindow> ? "fixed_window_lease" : "gcra_lease")),
         clock_(std::move(clock)),
         mono_(std::move(mono)) {
@@ -321,8 +321,16 @@ class LeasedLimiter {
   };
 
   static std::shared_ptr<Route> make_route(const RedisOptions& options) {
-    if (options.cluster_nodes.empty()) return std::make_shared<ServerRoute>(std::make_shared<ConnectionPool>(options));
-    return std::make_shared<ClusterRouter>(options);
+    if (options.cluster_nodes.empty()) {
+      return std::make_shared<ServerRoute>(std::make_shared<ConnectionPool>(options.connection()));
+    }
+    return std::make_shared<ClusterRouter>(options.connection());
+  }
+  static RedisOptions both(const ConnectionOptions& connection, const LimiterOptions& limiter) {
+    RedisOptions o;
+    o.connection() = connection;
+    o.limiter() = limiter;
+    return o;
   }
 
   static LeaseOptions checked(LeaseOptions o) {
@@ -338,13 +346,13 @@ class LeasedLimiter {
   }
   static RedisOptions checked(RedisOptions o) {
     if (o.key_prefix.find_first_of("{}") != std::string::npos) {
-      ratelimit::detail::invalid("RedisOptions.key_prefix", "must not contain '{' or '}' (they delimit the hash tag)");
+      ratelimit::detail::invalid("LimiterOptions.key_prefix", "must not contain '{' or '}' (they delimit the hash tag)");
     }
     if (o.name.find_first_of("{}") != std::string::npos || o.name.size() > 256) {
       ratelimit::detail::invalid("LimiterOptions.name", "at most 256 bytes, without '{' or '}'");
     }
     if (o.failure_retry_after.count() <= 0 || o.failure_retry_after > std::chrono::days(365)) {
-      ratelimit::detail::invalid("RedisOptions.failure_retry_after", "must be in (0, 365 days]");
+      ratelimit::detail::invalid("LimiterOptions.failure_retry_after", "must be in (0, 365 days]");
     }
     return o;
   }
