@@ -685,9 +685,17 @@ class LeasedLimiter {
   CheckResult direct(std::string_view key, std::int64_t cost) {
     std::vector<Call> calls(1);
     calls[0] = grant_call(key, cost, cost, "0");
+    const std::int64_t sent = mono_ns();
     execute(calls);
     try {
       Parsed p = parse(calls[0]);
+      units_granted_.fetch_add(static_cast<std::uint64_t>(p.units), std::memory_order_relaxed);
+      // As in `run`: a leasable key's grant that arrives after its serving window is not served.
+      if (arithmetic_.leasable() && p.units > 0 && mono_ns() >= sent + std::min(serve_window_ns_, p.serve_for_ns)) {
+        send_returns({Return{std::string(key), p.units, p.mark, p.granted_after}});
+        return {Decision{false, arithmetic_.limit(), 0, std::chrono::nanoseconds(1), p.decision.reset_after},
+                Outcome::decided};
+      }
       return {p.decision, Outcome::decided};
     } catch (const BackendError& e) {
       return failure(e, cost);
