@@ -282,9 +282,9 @@ class ShardedStore {
   /// The least recently used of the first `kEvictionSamples` keys from the incoming key's home slot.
   ///
   /// The sample starts at a uniformly random place (the hash is keyed, so nobody who sends keys can aim
-  /// it), next to the slots the failed lookup has just read and `replace` will move; it reads only the
-  /// dense array of touch stamps (one cache line). A full key is the stale one LRU picks anyway, so the
-  /// sample does not read states: reading eight whole slots cost six more cache lines per new key.
+  /// it), next to the slots the failed lookup has just read and `replace` will move; it reads only their
+  /// touch stamps (in the slots). A full key is the stale one LRU picks anyway, so the sample does not
+  /// judge states.
   /// The smallest stamp is the least recent touch: the key touched last is evicted only from a shard
   /// that holds nothing else.
   static std::size_t lru_victim(Shard& shard, std::uint64_t hash) {
