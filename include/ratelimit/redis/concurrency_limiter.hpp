@@ -41,7 +41,7 @@
 namespace ratelimit::redis {
 
 /// Options of `RedisConcurrencyLimiter`; a plain aggregate. Connection, key prefix, `max_key_bytes` and
-/// `on_error` come from the pool's (or router's) `RedisOptions`.
+/// `on_error` come from the pool's (or router's) `limiter_defaults()`.
 struct RedisConcurrencyOptions {
   /// Units in flight per key at most, over all processes; in [1, 100,000] (each unit is one member of
   /// the key's sorted set).
@@ -99,9 +99,9 @@ class RedisConcurrencyLimiter final : public PermitSource {
 
   RedisConcurrencyLimiter(RedisConcurrencyOptions options, std::shared_ptr<Route> route)
       : options_(validated(std::move(options))), route_(checked_route(std::move(route))),
-        redis_(route_->options()) {
+        redis_(both(route_->options(), route_->limiter_defaults())) {
     if (redis_.key_prefix.find_first_of("{}") != std::string::npos) {
-      ratelimit::detail::invalid("RedisOptions.key_prefix", "must not contain '{' or '}' (they delimit the hash tag)");
+      ratelimit::detail::invalid("LimiterOptions.key_prefix", "must not contain '{' or '}' (they delimit the hash tag)");
     }
     std::random_device entropy;
     instance_ = to_hex((std::uint64_t{entropy()} << 32) | entropy()) + to_hex((std::uint64_t{entropy()} << 32) | entropy());
@@ -244,8 +244,14 @@ class RedisConcurrencyLimiter final : public PermitSource {
   };
 
   static std::shared_ptr<Route> make_route(const RedisOptions& o) {
-    if (o.cluster_nodes.empty()) return server_route(std::make_shared<ConnectionPool>(o));
-    return std::make_shared<ClusterRouter>(o);
+    if (o.cluster_nodes.empty()) return server_route(std::make_shared<ConnectionPool>(o.connection(), o.limiter()));
+    return std::make_shared<ClusterRouter>(o.connection(), o.limiter());
+  }
+  static RedisOptions both(const ConnectionOptions& connection, const LimiterOptions& limiter) {
+    RedisOptions o;
+    o.connection() = connection;
+    o.limiter() = limiter;
+    return o;
   }
   static std::shared_ptr<Route> server_route(std::shared_ptr<ConnectionPool> pool) {
     return std::make_shared<ServerRoute>(std::move(pool));
