@@ -60,6 +60,11 @@ class SimulatedRedis final : public ratelimit::redis::Route {
     }
     clock_.advance(std::chrono::microseconds(rtt_us_ - rtt_us_ / 2));
   }
+  /// The simulation is synchronous: an async call fails at once (the lease logic sends none).
+  void submit(ratelimit::redis::PipelineOp& op) override {
+    op.complete(ratelimit::redis::Reply{},
+                ratelimit::BackendError(ratelimit::BackendErrorCause::io, "SimulatedRedis: no async calls"));
+  }
   [[nodiscard]] bool sharded() const noexcept override { return false; }
   [[nodiscard]] const void* domain() const noexcept override { return this; }
   [[nodiscard]] const ratelimit::redis::ConnectionOptions& options() const noexcept override { return options_; }
