@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -12,23 +11,18 @@
 #include <ratelimit/layers.hpp>
 #include <ratelimit/ratelimit.hpp>
 
+#include "../support/invalid_message.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
+using ratelimit_test::invalid_message;
 
 constexpr const char* kFiveOverFour = "key: 5 bytes exceeds max_key_bytes (4)";
 
 TEST(KeyLength, TheCheckNamesTheSizeAndTheBound) {
-  EXPECT_EQ(message_of([] { ratelimit::detail::check_key_length("12345", 4); }), kFiveOverFour);
+  EXPECT_EQ(invalid_message([] { ratelimit::detail::check_key_length("12345", 4); }), kFiveOverFour);
   EXPECT_NO_THROW(ratelimit::detail::check_key_length("1234", 4));
   EXPECT_NO_THROW(ratelimit::detail::check_key_length("", 0));
 }
@@ -37,11 +31,11 @@ TEST(KeyLength, MemoryLimiterLayerPenaltyBoxAndTiersSayTheSame) {
   ratelimit::ManualClock clock;
   ratelimit::MemoryLimiter<ratelimit::FixedWindow, ratelimit::ManualClock> limiter(
       {.limit = 5, .window = 1s}, {.max_key_bytes = 4}, clock);
-  EXPECT_EQ(message_of([&] { (void)limiter.allow("12345"); }), kFiveOverFour);
+  EXPECT_EQ(invalid_message([&] { (void)limiter.allow("12345"); }), kFiveOverFour);
   EXPECT_TRUE(limiter.allow("1234").allowed);
 
   ratelimit::PenaltyBox box(16, 4);
-  EXPECT_EQ(message_of([&] { (void)box.blocked_for("12345", 0); }), kFiveOverFour);
+  EXPECT_EQ(invalid_message([&] { (void)box.blocked_for("12345", 0); }), kFiveOverFour);
 
   ratelimit::TierOptions o;
   o.plans = {ratelimit::Plan{"free", 30, 1'000, 10}};
@@ -49,7 +43,7 @@ TEST(KeyLength, MemoryLimiterLayerPenaltyBoxAndTiersSayTheSame) {
   o.memory.max_key_bytes = 4;
   ratelimit::TieredLimiter<ratelimit::ManualClock> tiers(
       o, [](std::string_view) { return std::optional<std::string>(); }, clock);
-  EXPECT_EQ(message_of([&] { (void)tiers.plan_for("12345"); }), kFiveOverFour);
+  EXPECT_EQ(invalid_message([&] { (void)tiers.plan_for("12345"); }), kFiveOverFour);
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "../support/invalid_message.hpp"
+
 using namespace std::chrono_literals;
 using ratelimit::ManualClock;
 using ratelimit::Plan;
@@ -36,14 +38,7 @@ struct Directory {
   }
 };
 
-std::string message_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "<no throw>";
-}
+using ratelimit_test::invalid_message;
 
 }  // namespace
 
@@ -112,20 +107,20 @@ TEST(Tiers, DayLimitDenialConsumesNoMinuteOrBurstQuota) {
 TEST(Tiers, BadOptionsNameTheField) {
   auto none = [](std::string_view) -> std::optional<std::string> { return std::nullopt; };
   auto starts = [](const std::string& what, const std::string& prefix) { return what.rfind(prefix, 0) == 0; };
-  EXPECT_TRUE(starts(message_of([&] { TieredLimiter<> t(TierOptions{}, none); }), "TierOptions.plans:"));
+  EXPECT_TRUE(starts(invalid_message([&] { TieredLimiter<> t(TierOptions{}, none); }), "TierOptions.plans:"));
   TierOptions dup;
   dup.plans = {Plan{"a", 1, 1, 1}, Plan{"a", 2, 2, 2}};
-  EXPECT_TRUE(starts(message_of([&] { TieredLimiter<> t(dup, none); }), "TierOptions.plans:"));
+  EXPECT_TRUE(starts(invalid_message([&] { TieredLimiter<> t(dup, none); }), "TierOptions.plans:"));
   TierOptions bad_default = example_plans();
   bad_default.default_plan = "platinum";
-  EXPECT_TRUE(starts(message_of([&] { TieredLimiter<> t(bad_default, none); }), "TierOptions.default_plan:"));
+  EXPECT_TRUE(starts(invalid_message([&] { TieredLimiter<> t(bad_default, none); }), "TierOptions.default_plan:"));
   TierOptions zero = example_plans();
   zero.plans[1].per_day = 0;
-  EXPECT_TRUE(starts(message_of([&] { TieredLimiter<> t(zero, none); }), "Plan.per_day:"));
+  EXPECT_TRUE(starts(invalid_message([&] { TieredLimiter<> t(zero, none); }), "Plan.per_day:"));
   TierOptions no_cache = example_plans();
   no_cache.cache_entries = 0;
-  EXPECT_TRUE(starts(message_of([&] { TieredLimiter<> t(no_cache, none); }), "TierOptions.cache_entries:"));
-  EXPECT_TRUE(starts(message_of([&] { TieredLimiter<> t(example_plans(), nullptr); }), "resolver:"));
+  EXPECT_TRUE(starts(invalid_message([&] { TieredLimiter<> t(no_cache, none); }), "TierOptions.cache_entries:"));
+  EXPECT_TRUE(starts(invalid_message([&] { TieredLimiter<> t(example_plans(), nullptr); }), "resolver:"));
 }
 
 TEST(Tiers, OverLongKeysAreRejectedBeforeTheResolverOrTheCache) {
@@ -136,8 +131,8 @@ TEST(Tiers, OverLongKeysAreRejectedBeforeTheResolverOrTheCache) {
   TieredLimiter<ManualClock> tiers(o, [&](std::string_view k) { return dir(k); }, clock);
   for (int i = 0; i < 300; ++i) {
     const std::string key = std::to_string(i) + std::string(65, 'x');  // 66..68 bytes, each distinct
-    ASSERT_EQ(message_of([&] { (void)tiers.plan_for(key); }).rfind("key: ", 0), 0u) << i;
-    ASSERT_EQ(message_of([&] { (void)tiers.allow(key); }).rfind("key: ", 0), 0u) << i;
+    ASSERT_EQ(invalid_message([&] { (void)tiers.plan_for(key); }).rfind("key: ", 0), 0u) << i;
+    ASSERT_EQ(invalid_message([&] { (void)tiers.allow(key); }).rfind("key: ", 0), 0u) << i;
   }
   EXPECT_EQ(dir.calls.load(), 0);  // no resolver call for a key no limiter would take
   EXPECT_EQ(tiers.cached(), 0u);   // and nothing kept

@@ -12,6 +12,8 @@
 
 #include <ratelimit/ratelimit.hpp>
 
+#include "../support/invalid_message.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -23,19 +25,8 @@ using ratelimit::MemoryOptions;
 constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
 constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
 
-template <class Fn>
-std::string invalid_message(Fn&& fn) {
-  try {
-    fn();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception other than std::invalid_argument";
-  }
-  return "no exception";
-}
-
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+using ratelimit_test::invalid_message;
+using ratelimit_test::starts_with;
 
 // Every policy with limit 3, so that from idle at t = 0 exactly three cost-1 requests pass.
 template <class P>

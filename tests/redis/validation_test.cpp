@@ -6,23 +6,16 @@
 
 #include <ratelimit/redis.hpp>
 
+#include "../support/invalid_message.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
 using ratelimit::redis::RedisLimiter;
 using ratelimit::redis::RedisOptions;
 
-template <class Fn>
-std::string invalid_message(Fn&& fn) {
-  try {
-    fn();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "no std::invalid_argument";
-}
-
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+using ratelimit_test::invalid_message;
+using ratelimit_test::starts_with;
 
 TEST(RedisValidation, PolicyMustBeWholeMicrosecondsAndAtMostOnePerMicrosecond) {
   const RedisOptions o;

@@ -9,7 +9,7 @@
 
 #include "ratelimit/detail/arithmetic.hpp"
 #include "ratelimit/policy/policy.hpp"
-#include "ratelimit/policy/viewed_rules.hpp"
+#include "ratelimit/policy/window_rules.hpp"
 
 namespace ratelimit {
 
@@ -26,17 +26,13 @@ struct FixedWindow {
   std::chrono::nanoseconds window{0};
 
   /// Validated parameters in ticks and the pure decision functions.
-  class Rules : public detail::ViewedRules<Rules> {
+  class Rules : public detail::WindowRules<Rules> {
    public:
     /// Per-key state: the time of the latest write (its window is `floor(written / W)`) and the count.
     struct State {
       std::int64_t written = detail::kInt64Min;
       std::int64_t count = 0;
     };
-
-
-    [[nodiscard]] std::int64_t limit() const noexcept { return limit_; }
-    [[nodiscard]] std::int64_t window() const noexcept { return window_; }
 
     /// Gives back up to `cost` units consumed in the current window: `c = max(0, c - n)`. Units of an
     /// earlier window are gone already, so nothing is given back for them. Returns the state as a cost-0
@@ -68,7 +64,7 @@ struct FixedWindow {
     // Built only by `FixedWindow::rules`, which validates the values (a zero window would divide by zero).
     friend struct FixedWindow;
     friend class detail::ViewedRules<Rules>;
-    Rules(std::int64_t limit, std::int64_t window) : limit_(limit), window_(window) {}
+    explicit Rules(detail::WindowTicks t) noexcept : WindowRules(t) {}
 
     struct View {
       std::int64_t now;     // effective time: never before the latest write
@@ -100,18 +96,12 @@ struct FixedWindow {
       const bool same_window = s.count > 0 && s.written >= start;
       return View{t, t - start, same_window ? s.count : 0};
     }
-
-    std::int64_t limit_;
-    std::int64_t window_;
   };
 
   /// Validates for a backend whose tick is `tick_ns` nanoseconds.
   /// Throws `std::invalid_argument` naming `FixedWindow.limit` or `FixedWindow.window`.
   [[nodiscard]] Rules rules(std::int64_t tick_ns) const {
-    detail::require_positive(limit, "FixedWindow.limit");
-    const std::int64_t w = detail::to_ticks(window, tick_ns, "FixedWindow.window");
-    detail::require_horizon(w, tick_ns, "FixedWindow.window");
-    return Rules(limit, w);
+    return Rules(detail::window_ticks(limit, window, tick_ns, "FixedWindow", 1));
   }
 };
 

@@ -36,6 +36,29 @@ struct Grant {
   std::int64_t serve_for = TickDecision::never;
 };
 
+/// `evaluate` and `peek` of a lease, derived once from its `grant(state, now, need, want)` (CRTP).
+template <class Derived>
+class LeaseQueries {
+ public:
+  /// What a request of `cost` would get at `now` without a lease (the decision of a grant of exactly
+  /// `cost`), writing nothing.
+  template <class State>
+  [[nodiscard]] TickDecision evaluate(const State& s, std::int64_t now, std::int64_t cost) const noexcept {
+    State copy = s;
+    return static_cast<const Derived&>(*this).grant(copy, now, cost, cost).decision;
+  }
+
+  /// `peek`: cost 1's `allowed` / `retry_after`, cost 0's `remaining` / `reset_after`; writes nothing.
+  template <class State>
+  [[nodiscard]] TickDecision peek(const State& s, std::int64_t now) const noexcept {
+    TickDecision one = evaluate(s, now, 1);
+    const TickDecision zero = evaluate(s, now, 0);
+    one.remaining = zero.remaining;
+    one.reset_after = zero.reset_after;
+    return one;
+  }
+};
+
 /// Leases for GCRA and the token bucket (one TAT per key).
 ///
 /// With lease lifetime `L` (every leased unit is served at most `L` after the store granted it), every grant -
@@ -44,7 +67,7 @@ struct Grant {
 /// of length d. A key whose tolerance cannot cover a lease (`B * T <= L`) is not leasable: `lifetime()` is
 /// then 0, every grant uses the full tolerance, and the caller must serve at once (per-request checks).
 /// Thread-safety: immutable; the functions taking a `State&` must be serialized per state by the store.
-class GcraLease {
+class GcraLease : public LeaseQueries<GcraLease> {
  public:
   /// The stored state of a leased key. Absent (all defaults) is full.
   struct State {
@@ -137,22 +160,6 @@ class GcraLease {
     return evaluate(s, t, 0);
   }
 
-  /// What a request of `cost` would get at `now` without a lease (the decision of a grant of exactly
-  /// `cost`), writing nothing.
-  [[nodiscard]] TickDecision evaluate(const State& s, std::int64_t now, std::int64_t cost) const noexcept {
-    State copy = s;
-    return grant(copy, now, cost, cost).decision;
-  }
-
-  /// `peek`: cost 1's `allowed` / `retry_after`, cost 0's `remaining` / `reset_after`; writes nothing.
-  [[nodiscard]] TickDecision peek(const State& s, std::int64_t now) const noexcept {
-    TickDecision one = evaluate(s, now, 1);
-    const TickDecision zero = evaluate(s, now, 0);
-    one.remaining = zero.remaining;
-    one.reset_after = zero.reset_after;
-    return one;
-  }
-
  private:
   [[nodiscard]] std::int64_t view(const State& s, std::int64_t now) const noexcept {
     return detail::clamp_time(now > s.written ? now : s.written, 2 * tau_);
@@ -168,7 +175,7 @@ class GcraLease {
 /// until the window ends (`Grant::serve_for`), so every window still admits at most `limit` units, whenever
 /// they are served. No tolerance is reduced; a returned unit goes back only into the window it came from.
 /// Thread-safety: immutable; the functions taking a `State&` must be serialized per state by the store.
-class FixedWindowLease {
+class FixedWindowLease : public LeaseQueries<FixedWindowLease> {
  public:
   /// The same state as the fixed window's: latest write time and the count of its window.
   using State = FixedWindow::Rules::State;
@@ -222,21 +229,6 @@ class FixedWindowLease {
       s.count = v.count > unused ? v.count - unused : 0;
     }
     return evaluate(s, now, 0);
-  }
-
-  /// What a request of `cost` would get at `now` without a lease, writing nothing.
-  [[nodiscard]] TickDecision evaluate(const State& s, std::int64_t now, std::int64_t cost) const noexcept {
-    State copy = s;
-    return grant(copy, now, cost, cost).decision;
-  }
-
-  /// `peek`: cost 1's `allowed` / `retry_after`, cost 0's `remaining` / `reset_after`; writes nothing.
-  [[nodiscard]] TickDecision peek(const State& s, std::int64_t now) const noexcept {
-    TickDecision one = evaluate(s, now, 1);
-    const TickDecision zero = evaluate(s, now, 0);
-    one.remaining = zero.remaining;
-    one.reset_after = zero.reset_after;
-    return one;
   }
 
  private:

@@ -10,7 +10,7 @@
 
 #include "ratelimit/detail/arithmetic.hpp"
 #include "ratelimit/policy/policy.hpp"
-#include "ratelimit/policy/viewed_rules.hpp"
+#include "ratelimit/policy/window_rules.hpp"
 
 namespace ratelimit {
 
@@ -27,7 +27,7 @@ struct SlidingWindowCounter {
   /// Window length; > 0 and a whole number of the backend's ticks.
   std::chrono::nanoseconds window{0};
 
-  class Rules : public detail::ViewedRules<Rules> {
+  class Rules : public detail::WindowRules<Rules> {
    public:
     /// Per-key state: the latest write (its window is `k_s = floor(written / W)`), and the counts of
     /// window `k_s` (`current`) and of window `k_s - 1` (`previous`).
@@ -36,10 +36,6 @@ struct SlidingWindowCounter {
       std::int64_t current = 0;
       std::int64_t previous = 0;
     };
-
-
-    [[nodiscard]] std::int64_t limit() const noexcept { return limit_; }
-    [[nodiscard]] std::int64_t window() const noexcept { return window_; }
 
     /// Gives back up to `cost` units from the current window only: `cur = max(0, cur - n)`; `prev` is
     /// history and stays. Returns the state as a cost-0 check sees it afterwards. `cost >= 0`.
@@ -71,7 +67,7 @@ struct SlidingWindowCounter {
     // Built only by `SlidingWindowCounter::rules`, which validates the values (a zero window would divide by zero).
     friend struct SlidingWindowCounter;
     friend class detail::ViewedRules<Rules>;
-    Rules(std::int64_t limit, std::int64_t window) : limit_(limit), window_(window) {}
+    explicit Rules(detail::WindowTicks t) noexcept : WindowRules(t) {}
 
     struct View {
       std::int64_t now;  // effective time: never before the latest write
@@ -130,18 +126,12 @@ struct SlidingWindowCounter {
       }
       return v;
     }
-
-    std::int64_t limit_;
-    std::int64_t window_;
   };
 
   /// Validates for a backend whose tick is `tick_ns` nanoseconds.
   /// Throws `std::invalid_argument` naming `SlidingWindowCounter.limit` or `SlidingWindowCounter.window`.
   [[nodiscard]] Rules rules(std::int64_t tick_ns) const {
-    detail::require_positive(limit, "SlidingWindowCounter.limit");
-    const std::int64_t w = detail::to_ticks(window, tick_ns, "SlidingWindowCounter.window");
-    detail::require_horizon(detail::i128{w} * 2, tick_ns, "SlidingWindowCounter.window");
-    return Rules(limit, w);
+    return Rules(detail::window_ticks(limit, window, tick_ns, "SlidingWindowCounter", 2));
   }
 };
 

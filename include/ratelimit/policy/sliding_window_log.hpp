@@ -11,7 +11,7 @@
 
 #include "ratelimit/detail/arithmetic.hpp"
 #include "ratelimit/policy/policy.hpp"
-#include "ratelimit/policy/viewed_rules.hpp"
+#include "ratelimit/policy/window_rules.hpp"
 
 namespace ratelimit {
 
@@ -28,7 +28,7 @@ struct SlidingWindowLog {
   /// Window length; > 0 and a whole number of the backend's ticks.
   std::chrono::nanoseconds window{0};
 
-  class Rules : public detail::ViewedRules<Rules> {
+  class Rules : public detail::WindowRules<Rules> {
    public:
     /// One admitted request, or several admitted at the same tick (their costs summed: they expire
     /// together, so this is exact and keeps at most `limit` entries). A refund that leaves live entries
@@ -57,10 +57,6 @@ struct SlidingWindowLog {
     [[nodiscard]] std::size_t max_heap_bytes() const noexcept {
       return 2 * (static_cast<std::size_t>(limit_) + 1) * sizeof(Entry);
     }
-
-
-    [[nodiscard]] std::int64_t limit() const noexcept { return limit_; }
-    [[nodiscard]] std::int64_t window() const noexcept { return window_; }
 
     /// Gives back up to `cost` units, newest entries first (the refunded request is normally the
     /// latest one): entries shrink or disappear until `cost` is given back or no live entry is left.
@@ -91,7 +87,7 @@ struct SlidingWindowLog {
     // Built only by `SlidingWindowLog::rules`, which validates the values (a zero window would divide by zero).
     friend struct SlidingWindowLog;
     friend class detail::ViewedRules<Rules>;
-    Rules(std::int64_t limit, std::int64_t window) : limit_(limit), window_(window) {}
+    explicit Rules(detail::WindowTicks t) noexcept : WindowRules(t) {}
 
     struct View {
       std::int64_t now;        // effective time: never before the newest entry
@@ -169,18 +165,12 @@ struct SlidingWindowLog {
         s.head = 0;
       }
     }
-
-    std::int64_t limit_;
-    std::int64_t window_;
   };
 
   /// Validates for a backend whose tick is `tick_ns` nanoseconds.
   /// Throws `std::invalid_argument` naming `SlidingWindowLog.limit` or `SlidingWindowLog.window`.
   [[nodiscard]] Rules rules(std::int64_t tick_ns) const {
-    detail::require_positive(limit, "SlidingWindowLog.limit");
-    const std::int64_t w = detail::to_ticks(window, tick_ns, "SlidingWindowLog.window");
-    detail::require_horizon(w, tick_ns, "SlidingWindowLog.window");
-    return Rules(limit, w);
+    return Rules(detail::window_ticks(limit, window, tick_ns, "SlidingWindowLog", 1));
   }
 };
 

@@ -1,0 +1,51 @@
+#pragma once
+
+/// @file
+/// `detail::WindowRules`: what the three window policies' rules share (a limit and a window length in
+/// ticks, validated once), on top of `detail::ViewedRules`.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/policy/viewed_rules.hpp"
+
+namespace ratelimit::detail {
+
+/// A window policy's limit and window length in ticks, validated by `window_ticks`.
+struct WindowTicks {
+  std::int64_t limit;
+  std::int64_t window;
+};
+
+/// Validates a window policy's parameters for a backend whose tick is `tick_ns` nanoseconds: `limit >= 1`,
+/// `window` > 0 and a whole number of ticks, and the policy's longest wait (`horizon_windows` windows)
+/// representable. Throws `std::invalid_argument` naming `<policy>.limit` or `<policy>.window`.
+[[nodiscard]] inline WindowTicks window_ticks(std::int64_t limit, std::chrono::nanoseconds window, std::int64_t tick_ns,
+                                              std::string_view policy, std::int64_t horizon_windows) {
+  require_positive(limit, std::string(policy) + ".limit");
+  const std::string window_field = std::string(policy) + ".window";
+  const std::int64_t w = to_ticks(window, tick_ns, window_field);
+  require_horizon(i128{w} * horizon_windows, tick_ns, window_field);
+  return WindowTicks{limit, w};
+}
+
+/// Base of a window policy's `Rules` (CRTP, see `ViewedRules`): the validated limit and window.
+template <class Derived>
+class WindowRules : public ViewedRules<Derived> {
+ public:
+  /// Requests (cost units) admitted per window; >= 1.
+  [[nodiscard]] std::int64_t limit() const noexcept { return limit_; }
+  /// The window length in ticks; >= 1.
+  [[nodiscard]] std::int64_t window() const noexcept { return window_; }
+
+ protected:
+  explicit WindowRules(WindowTicks t) noexcept : limit_(t.limit), window_(t.window) {}
+
+  std::int64_t limit_;
+  std::int64_t window_;
+};
+
+}  // namespace ratelimit::detail
