@@ -6,6 +6,7 @@
 #include <cstddef>
 
 namespace bench {
-/// Bytes currently allocated through operator new (usable sizes, so allocator rounding counts).
+/// Bytes this thread allocated through operator new minus those it freed (usable sizes, so allocator
+/// rounding counts); compare two readings taken on one thread.
 std::size_t heap_bytes() noexcept;
 }  // namespace bench

@@ -23,6 +23,9 @@ struct JointRequest {
   std::string_view key{};
   /// Cost units; >= 0.
   std::int64_t cost = 1;
+  /// A shadow (dry-run) request: it is decided and consumes like the others, but its denial does not
+  /// deny the joint step (README "Shadow mode").
+  bool shadow = false;
 };
 
 /// A limiter whose backend can check several (limiter, key, cost) requests as one atomic step, all or
@@ -41,11 +44,12 @@ class JointBackend {
   /// backend as its own kind.
   [[nodiscard]] virtual const void* joint_domain() const noexcept = 0;
 
-  /// Checks every request (all of this limiter's domain) in one atomic step: if every one admits, every
-  /// consumption (cost >= 1) is kept; otherwise none is. Fills `results` (as many as `requests`): each
-  /// request's decision when all admit; when any denies, the denying ones' decisions, and for the
-  /// admitting ones their state with nothing consumed (`allowed`, current `remaining`, `retry_after`
-  /// 0, current `reset_after`). A result whose outcome is `Outcome::failure_policy` is the backend's
+  /// Checks every request (all of this limiter's domain) in one atomic step: if every request that is
+  /// not `shadow` admits, every admitting request's consumption (cost >= 1) is kept, shadow ones included;
+  /// otherwise none is. A shadow request's denial never stops the step. Fills `results` (as many as
+  /// `requests`): each request's decision when the step passes; when it does not, the denying ones'
+  /// decisions, and for the admitting ones their state with nothing consumed (`allowed`, current
+  /// `remaining`, `retry_after` 0, current `reset_after`). A result whose outcome is `Outcome::failure_policy` is the backend's
   /// failure-policy answer, not a quota decision.
   ///
   /// Returns false, having sent nothing, when these requests cannot be one step (e.g. keys in different

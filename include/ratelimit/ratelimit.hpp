@@ -1,11 +1,12 @@
 #pragma once
 
 /// @file
-/// Umbrella header: every policy, the in-memory backend, clocks and acquire. Redis is in
+/// Umbrella header: every policy, the in-memory backend, concurrency limits, clocks and acquire. Redis is in
 /// `<ratelimit/redis.hpp>`.
 
 #include "ratelimit/acquire.hpp"
 #include "ratelimit/clock.hpp"
+#include "ratelimit/concurrency.hpp"
 #include "ratelimit/decision.hpp"
 #include "ratelimit/joint_backend.hpp"
 #include "ratelimit/limiter.hpp"

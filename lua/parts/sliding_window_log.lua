@@ -8,9 +8,6 @@
 -- members are live with costs summing to at most L, and only writes change the set: at most L + 1
 -- members. Limit L, window W (us; the window is (t - W, t]).
 
--- Exact integer text for a score (Redis would print a large number in exponent form).
-local function int(x) return string.format("%d", x) end
-
 -- The decision for cost n >= 0 against the members at[i], costs[i] (oldest first, live from first_live,
 -- count units in all; newest_cost: the newest member holding units): allowed (a boolean), remaining,
 -- retry_after_us (-1 = never), reset_after_us.

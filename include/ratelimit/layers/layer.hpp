@@ -4,6 +4,7 @@
 /// `Layer`: a named limiter taking part in layered checks, with its counters, penalty, lists and
 /// `on_limited` callback; `LimiterLayer<L>` adapts any limiter (in-memory ones support atomic checks).
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -60,6 +61,8 @@ struct LimitedEvent {
   const Decision& decision;
   /// `limited`, `penalized` or `deny_listed`.
   Verdict verdict;
+  /// True for a would-be denial of a layer in shadow mode: the request was not denied by it.
+  bool shadow = false;
 };
 
 /// Options of a layer; every field has a working default (no penalty, no callback).
@@ -74,6 +77,14 @@ struct LayerOptions {
   /// Called after every denial by this layer, outside every lock, on the calling thread; must be
   /// thread-safe and should be quick. Exceptions it throws reach the caller of `check_layers`.
   std::function<void(const LimitedEvent&)> on_limited{};
+  /// Shadow (dry-run) mode: the layer decides and keeps state exactly as if it enforced, but its
+  /// denials do not deny the request; they are counted as `shadow_denied` and reported to `on_limited`
+  /// with `shadow = true` (README "Shadow mode"). Changeable at run time with `Layer::set_shadow`.
+  bool shadow = false;
+  /// In shadow mode, whether the layer's entry appears in the header fields (`policy_decisions()`),
+  /// as an admitting entry with the layer's would-be `remaining` and `reset_after`. Default: no, a
+  /// shadow layer changes nothing the client sees.
+  bool shadow_headers = false;
 };
 
 /// A named limiter in a layered check (`check_layers`). Abstract: the backend hooks are implemented
@@ -85,7 +96,7 @@ class Layer {
   /// `PenaltyBox.max_keys`.
   Layer(QuotaPolicy quota, LayerOptions options, std::size_t max_key_bytes = 512)
       : quota_(std::move(quota)), options_(std::move(options)),
-        penalties_(options_.penalty_max_keys, max_key_bytes) {
+        penalties_(options_.penalty_max_keys, max_key_bytes), shadow_(options_.shadow) {
     if (options_.penalty.count() < 0) detail::invalid("LayerOptions.penalty", "must be >= 0");
   }
   Layer(const Layer&) = delete;
@@ -105,6 +116,12 @@ class Layer {
   [[nodiscard]] KeyLists& lists() noexcept { return lists_; }
   /// The keys in a penalty. Thread-safe.
   [[nodiscard]] PenaltyBox& penalties() noexcept { return penalties_; }
+  /// True while the layer is in shadow mode (starts as `LayerOptions::shadow`). Thread-safe.
+  [[nodiscard]] bool shadow() const noexcept { return shadow_.load(std::memory_order_relaxed); }
+  /// Switches shadow mode on or off for the checks that start afterwards (a check already running
+  /// keeps the mode it read). The layer's state is the same either way, so switching loses nothing.
+  /// Thread-safe.
+  void set_shadow(bool on) noexcept { shadow_.store(on, std::memory_order_relaxed); }
 
   // Backend hooks, used by `check_layers` and `refund_layers`.
 
@@ -126,6 +143,7 @@ class Layer {
   LayerStats stats_;
   KeyLists lists_;
   PenaltyBox penalties_;
+  std::atomic<bool> shadow_;
 };
 
 /// A limiter that can give quota back.

@@ -51,12 +51,43 @@ struct LayerOutcome {
   /// `fail_closed` denies), not a quota decision: no penalty follows such a denial, and the layer
   /// counts a backend error.
   bool backend_failed = false;
+  /// True when the layer ran in shadow mode for this check (README "Shadow mode"): its denying verdict
+  /// (`limited`, `penalized`, `deny_listed`) is a would-be denial that did not deny the request.
+  bool shadow = false;
+
+  /// True when this outcome denied the request (a denying verdict, not in shadow mode).
+  [[nodiscard]] bool denied() const noexcept { return denies(verdict) && !shadow; }
+  /// True when this outcome is a shadow layer's would-be denial.
+  [[nodiscard]] bool shadow_denied() const noexcept { return denies(verdict) && shadow; }
+  /// True when the outcome appears in header fields: checked (not allow-listed, not unchecked), and not
+  /// in shadow mode unless its layer has `LayerOptions::shadow_headers`.
+  [[nodiscard]] bool in_headers() const noexcept {
+    return verdict != Verdict::allow_listed && verdict != Verdict::unchecked &&
+           (!shadow || (layer != nullptr && layer->options().shadow_headers));
+  }
+  /// The decision as header fields show it: `decision`, except that a shadow layer's entry admits
+  /// (`allowed`, `retry_after` 0) with its would-be `remaining` and `reset_after`: the request passed.
+  [[nodiscard]] Decision header_decision() const noexcept {
+    if (!shadow) return decision;
+    Decision d = decision;
+    d.allowed = true;
+    d.retry_after = std::chrono::nanoseconds::zero();
+    return d;
+  }
+};
+
+/// Options of one layered check.
+struct CheckOptions {
+  /// Every layer of this check in shadow mode, whatever its own setting (README "Shadow mode"): the
+  /// request always passes, and each layer decides and keeps state as if it enforced alone.
+  bool shadow = false;
 };
 
 /// The answer of a layered check.
 struct LayeredDecision {
-  /// The most restrictive of the reported layers' decisions (`most_restrictive`); `allowed` iff every
-  /// layer admitted. With no reported layer (all allow-listed): allowed, `limit = 0`.
+  /// The most restrictive of the header entries' decisions (`most_restrictive` over `header_decision()`
+  /// of the outcomes `in_headers()`); `allowed` iff every enforcing layer admitted. With no such entry
+  /// (all allow-listed, or only shadow layers without headers): allowed, `limit = 0`.
   Decision decision{.allowed = true};
   /// The index (in the request's layers) of the layer whose decision is `decision`, if any.
   std::optional<std::size_t> reported_by{};
@@ -65,23 +96,33 @@ struct LayeredDecision {
 
   explicit operator bool() const noexcept { return decision.allowed; }
 
-  /// True when `verdict` of layer `i` appears in headers (checked, not skipped).
+  /// True when `verdict` of layer `i` appears in headers (checked, not skipped); shadow layers also
+  /// need `LayerOptions::shadow_headers` (see `LayerOutcome::in_headers`).
   [[nodiscard]] static bool reported(Verdict v) noexcept {
     return v != Verdict::allow_listed && v != Verdict::unchecked;
   }
-  /// The (policy, decision) entries for `http::rate_limit_fields`, reported layers only, in order.
+  /// The (policy, decision) entries for `http::rate_limit_fields`: the outcomes `in_headers()`, in
+  /// order, each with its `header_decision()`.
   [[nodiscard]] std::vector<PolicyDecision> policy_decisions() const {
     std::vector<PolicyDecision> out;
     for (const LayerOutcome& o : layers) {
-      if (reported(o.verdict)) out.push_back({&o.layer->quota(), o.decision});
+      if (o.in_headers()) out.push_back({&o.layer->quota(), o.header_decision()});
     }
     return out;
   }
-  /// The names of the denying layers, for the problem body's `violated-policies`.
+  /// The names of the denying layers, for the problem body's `violated-policies` (shadow layers never).
   [[nodiscard]] std::vector<std::string> violated_policies() const {
     std::vector<std::string> out;
     for (const LayerOutcome& o : layers) {
-      if (denies(o.verdict)) out.emplace_back(o.layer->name());
+      if (o.denied()) out.emplace_back(o.layer->name());
+    }
+    return out;
+  }
+  /// The names of the shadow layers that would have denied the request.
+  [[nodiscard]] std::vector<std::string> shadow_denials() const {
+    std::vector<std::string> out;
+    for (const LayerOutcome& o : layers) {
+      if (o.shadow_denied()) out.emplace_back(o.layer->name());
     }
     return out;
   }
@@ -122,7 +163,7 @@ inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<La
     if (backend == nullptr || backend->joint_domain() == nullptr) return false;
     if (joint.empty()) domain = backend->joint_domain();
     if (backend->joint_domain() != domain) return false;
-    joint.push_back(JointRequest{backend, requests[i].key, requests[i].cost});
+    joint.push_back(JointRequest{backend, requests[i].key, requests[i].cost, outcomes[i].shadow});
     index.push_back(i);
   }
   if (joint.size() < 2) return false;
@@ -137,8 +178,8 @@ inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<La
     throw;
   }
   if (!ran) return false;
-  bool all = true;
-  for (const CheckResult& r : results) all = all && r.decision.allowed;
+  bool all = true;  // every enforcing layer admitted
+  for (std::size_t k = 0; k < joint.size(); ++k) all = all && (results[k].decision.allowed || joint[k].shadow);
   for (std::size_t k = 0; k < joint.size(); ++k) {
     LayerOutcome& o = outcomes[index[k]];
     const Decision& d = results[k].decision;
@@ -176,12 +217,19 @@ inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<La
 ///    (so the headers of this first denial already name the penalty's wait); counters are updated;
 ///    `on_limited` runs for each denying layer.
 ///
+/// Shadow mode (`LayerOptions::shadow`, `Layer::set_shadow`, or `options.shadow` for every layer; README
+/// "Shadow mode"): the enforcing layers decide the request; a shadow layer goes through every step above
+/// as it would enforcing (lists, penalty, the same joint or layer-by-layer check), consumes when the
+/// request passes and it admits, and when it would deny it records a would-be denial (`shadow_denied`)
+/// and causes no rollback and no denial. A shadow layer admitted in a request an enforcing layer denied
+/// is rolled back like any other.
+///
 /// The same (layer, key) twice in one request consumes both costs; each outcome is that check's own
 /// (the second sees the first's consumption), and a rolled-back one reports the state after the give-back. Thread-safe.
 /// Throws `std::invalid_argument` for a null layer, a negative cost or a key too long for a layer;
 /// backend exceptions propagate after the admitted layers are given back (each of them, even when
 /// another's refund throws; the check's own error wins, else the first refund's).
-inline LayeredDecision check_layers(std::span<const LayerRequest> requests) {
+inline LayeredDecision check_layers(std::span<const LayerRequest> requests, const CheckOptions& options = {}) {
   LayeredDecision result;
   result.layers.resize(requests.size());
   bool denied_early = false;
@@ -191,11 +239,12 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests) {
     detail::require_cost(r.cost);
     LayerOutcome& o = result.layers[i];
     o.layer = r.layer;
+    o.shadow = options.shadow || r.layer->shadow();  // read once: the whole check runs in one mode
     switch (r.layer->lists().lookup(r.key)) {
       case Listing::denied:
         o.verdict = Verdict::deny_listed;
         o.decision = detail::listed_denial(*r.layer);
-        denied_early = true;
+        denied_early = denied_early || !o.shadow;
         continue;
       case Listing::allowed:
         o.verdict = Verdict::allow_listed;
@@ -208,7 +257,7 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests) {
       if (const std::int64_t left = r.layer->penalties().blocked_for(r.key, r.layer->now_ns()); left > 0) {
         o.verdict = Verdict::penalized;
         o.decision = detail::penalty_denial(*r.layer, left);
-        denied_early = true;
+        denied_early = denied_early || !o.shadow;
       }
     }
   }
@@ -242,7 +291,7 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests) {
           o.decision = checked.decision;
           o.backend_failed = checked.failed();
           o.verdict = o.decision.allowed ? Verdict::admitted : Verdict::limited;
-          if (!o.decision.allowed) denied = true;
+          if (!o.decision.allowed && !o.shadow) denied = true;
           if (o.decision.allowed && r.cost > 0) consumed.push_back(i);
         }
       } catch (...) {
@@ -280,17 +329,21 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests) {
         [[fallthrough]];
       case Verdict::penalized:
       case Verdict::deny_listed:
-        r.layer->stats().add_denied();
+        if (o.shadow) {
+          r.layer->stats().add_shadow_denied();
+        } else {
+          r.layer->stats().add_denied();
+        }
         if (r.layer->options().on_limited) {
-          r.layer->options().on_limited(LimitedEvent{r.layer->name(), r.key, o.decision, o.verdict});
+          r.layer->options().on_limited(LimitedEvent{r.layer->name(), r.key, o.decision, o.verdict, o.shadow});
         }
         break;
       case Verdict::allow_listed:
       case Verdict::unchecked:
         break;
     }
-    if (LayeredDecision::reported(o.verdict)) {
-      reported.push_back(o.decision);
+    if (o.in_headers()) {
+      reported.push_back(o.header_decision());
       index.push_back(i);
     }
   }
@@ -303,8 +356,8 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests) {
 }
 
 /// `check_layers` over a list written in place: `check_layers({{&ip, ip}, {&key, api_key}})`.
-inline LayeredDecision check_layers(std::initializer_list<LayerRequest> requests) {
-  return check_layers(std::span<const LayerRequest>(requests.begin(), requests.size()));
+inline LayeredDecision check_layers(std::initializer_list<LayerRequest> requests, const CheckOptions& options = {}) {
+  return check_layers(std::span<const LayerRequest>(requests.begin(), requests.size()), options);
 }
 
 /// Gives back the consumption of a request that passed `check_layers` but then failed or was

@@ -79,12 +79,12 @@ class LockedMember : public JointBackend {
 }
 
 /// See `JointBackend::check_jointly`. Under all the locks, every request decides on the state as it is
-/// before any commits, and only if all admit does each consume: a denied request then inserts no key, so
-/// it evicts none at `max_keys` (a rollback could not bring an evicted key back). Requests that share a
-/// state (one limiter, one key) consume in order instead (the second sees the first), and on a denial
-/// every consumption is given back. Atomic: no other check sees a partial
-/// state; every outcome is `Outcome::decided` (memory cannot fail). Exceptions (a bad key) leave
-/// nothing consumed.
+/// before any commits, and only if all enforcing (not shadow) ones admit does each admitting one consume:
+/// a denied request then inserts no key, so it evicts none at `max_keys` (a rollback could not bring an
+/// evicted key back). Requests that share a state (one limiter, one key) consume in order instead (the
+/// second sees the first), and on an enforcing denial every consumption is given back (a shadow denial
+/// gives back nothing). Atomic: no other check sees a partial state; every outcome is
+/// `Outcome::decided` (memory cannot fail). Exceptions (a bad key) leave nothing consumed.
 inline bool LockedMember::check_jointly(std::span<const JointRequest> requests, std::span<CheckResult> results) {
   if (results.size() != requests.size()) return false;
   for (const JointRequest& r : requests) {
@@ -108,10 +108,10 @@ inline bool LockedMember::check_jointly(std::span<const JointRequest> requests, 
     }
   }
   if (!shared_state) {
-    bool all = true;
+    bool all = true;  // every enforcing request admits
     for (std::size_t i = 0; i < requests.size(); ++i) {
       results[i].decision = members[i]->evaluate_under_lock(requests[i].key, handles[i], requests[i].cost);
-      all = all && results[i].decision.allowed;
+      all = all && (results[i].decision.allowed || requests[i].shadow);
     }
     if (!all) {
       for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -132,7 +132,7 @@ inline bool LockedMember::check_jointly(std::span<const JointRequest> requests, 
   try {
     for (std::size_t i = 0; i < requests.size(); ++i) {
       results[i].decision = members[i]->allow_under_lock(requests[i].key, handles[i], requests[i].cost);
-      if (!results[i].decision.allowed) denied = true;
+      if (!results[i].decision.allowed && !requests[i].shadow) denied = true;
       if (results[i].decision.allowed && requests[i].cost > 0) consumed.push_back(i);
     }
   } catch (...) {

@@ -5,11 +5,13 @@
 
 #include <hiredis/hiredis.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/time.h>
 #include <time.h>
 
 #include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -80,7 +82,7 @@ class Connection {
  public:
   /// Connects, sets the command timeout, authenticates and selects the database.
   /// Throws `BackendError` (io, timeout, or reply for a refused `AUTH` / `SELECT`).
-  static Connection open(const RedisOptions& options) {
+  static Connection open(const ConnectionOptions& options) {
     const timeval connect_tv = to_timeval(options.connect_timeout);
     redisContext* raw = options.unix_socket.empty()
                             ? redisConnectWithTimeout(options.host.c_str(), options.port, connect_tv)
@@ -188,6 +190,58 @@ class Connection {
     return Reply(static_cast<redisReply*>(raw));
   }
 
+  /// The socket (for `poll`). Valid while the connection lives.
+  [[nodiscard]] int fd() const noexcept { return ctx_ ? ctx_->fd : -1; }
+
+  /// Writes `bytes` (whole RESP commands) to the socket, bypassing hiredis's output buffer: the
+  /// pipelined engine formats its batches itself. `MSG_NOSIGNAL`: a closed peer is EPIPE, not SIGPIPE.
+  /// Bounded by the command timeout. Throws `BackendError` and marks the connection broken on failure.
+  void write_raw(std::string_view bytes) {
+    check_usable();
+    while (!bytes.empty()) {
+      const ssize_t n = ::send(ctx_->fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        fail_raw(errno, "write");
+      }
+      bytes.remove_prefix(static_cast<std::size_t>(n));
+    }
+  }
+
+  /// Reads what the socket has (blocking up to the command timeout when it has nothing) into the reply
+  /// parser. Throws `BackendError` and marks the connection broken on failure or end of stream.
+  void read_some() {
+    check_usable();
+    char buf[16 * 1024];
+    for (;;) {
+      const ssize_t n = ::recv(ctx_->fd, buf, sizeof buf, 0);
+      if (n > 0) {
+        if (redisReaderFeed(ctx_->reader, buf, static_cast<std::size_t>(n)) != REDIS_OK) {
+          broken_ = true;
+          throw BackendError(BackendErrorCause::protocol, "reply parser refused the input");
+        }
+        return;
+      }
+      if (n == 0) {
+        broken_ = true;
+        throw BackendError(BackendErrorCause::io, "server closed the connection");
+      }
+      if (errno != EINTR) fail_raw(errno, "read");
+    }
+  }
+
+  /// The next complete reply among the bytes read so far, or null when none is complete. Throws
+  /// `BackendError` (protocol) and marks the connection broken when the bytes are not RESP.
+  Reply next_buffered_reply() {
+    check_usable();
+    void* raw = nullptr;
+    if (redisReaderGetReply(ctx_->reader, &raw) != REDIS_OK) {
+      broken_ = true;
+      throw BackendError(BackendErrorCause::protocol, std::string("malformed reply: ") + ctx_->reader->errstr);
+    }
+    return Reply(static_cast<redisReply*>(raw));
+  }
+
  private:
   struct ContextDeleter {
     void operator()(redisContext* c) const noexcept { redisFree(c); }
@@ -203,7 +257,7 @@ class Connection {
     return tv;
   }
 
-  static std::string endpoint(const RedisOptions& o) {
+  static std::string endpoint(const ConnectionOptions& o) {
     return o.unix_socket.empty() ? o.host + ":" + std::to_string(o.port) : "unix:" + o.unix_socket;
   }
 
@@ -232,6 +286,14 @@ class Connection {
     if (c.err == 0) throw BackendError(BackendErrorCause::protocol, "no reply");
     const std::string what = c.err == REDIS_ERR_EOF ? "server closed the connection" : std::string(c.errstr);
     throw BackendError(cause_of(c, saved_errno), what);
+  }
+
+  [[noreturn]] void fail_raw(int saved_errno, const char* what) {
+    broken_ = true;
+    const bool timed_out = saved_errno == EAGAIN || saved_errno == EWOULDBLOCK;
+    throw BackendError(timed_out ? BackendErrorCause::timeout : BackendErrorCause::io,
+                       std::string(what) + (timed_out ? ": timed out" : ": ") +
+                           (timed_out ? std::string() : std::string(std::strerror(saved_errno))));
   }
 
   void prepare(std::span<const std::string_view> args) {

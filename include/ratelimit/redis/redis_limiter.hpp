@@ -7,19 +7,23 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <concepts>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "ratelimit/clock.hpp"
 #include "ratelimit/decision.hpp"
 #include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/detail/key_length.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/redis/cluster_router.hpp"
@@ -52,10 +56,11 @@ struct Request {
 ///
 /// Decisions are those of the in-memory backend for the same calls when times and the policy's
 /// durations are whole microseconds (README "Guarantees", "Backends agree"); Redis keeps time in integer
-/// microseconds. Thread-safe: every method may be called from any thread; calls go through a pool of
-/// `pool_size` connections. When Redis fails, `RedisOptions::on_error` decides (and `stats()` counts it).
+/// microseconds. Thread-safe: every method may be called from any thread; calls from every thread share
+/// the pool's `pool_size` pipelined connections (README "Redis engine"), and the `*_async` methods start
+/// a check without blocking. When Redis fails, `LimiterOptions::on_error` decides (and `stats()` counts it).
 ///
-/// On Redis Cluster (`RedisOptions::cluster_nodes` set) each check runs on the master owning its key's
+/// On Redis Cluster (`ConnectionOptions::cluster_nodes` set) each check runs on the master owning its key's
 /// slot, through a `ClusterRouter` (slot map, a pool per node, `MOVED` / `ASK` handling);
 /// decisions are the same. Each key's state lives on one master and replicates asynchronously, so a
 /// failover can lose that master's last writes (those keys briefly admit again what they had consumed).
@@ -75,12 +80,18 @@ class RedisLimiter final : public detail::LayeredMember {
 
   /// Validates the policy for Redis and the options, and makes a connection pool (or, with
   /// `cluster_nodes`, a `ClusterRouter`); connects nothing yet, so Redis may be down at start. Throws
-  /// `std::invalid_argument` naming the field (e.g. `Gcra.period`, `RedisOptions.key_prefix`).
-  RedisLimiter(P policy, RedisOptions options, C clock = {})
-      : RedisLimiter(std::move(policy), make_route(options), std::move(clock), nullptr) {}
+  /// `std::invalid_argument` naming the field (e.g. `Gcra.period`, `LimiterOptions.key_prefix`,
+  /// `ConnectionOptions.pool_size`).
+  RedisLimiter(P policy, const RedisOptions& options, C clock = {})
+      : RedisLimiter(std::move(policy), make_route(options.connection()), std::move(clock), &options.limiter()) {}
 
-  /// As above, sharing `pool` (and its options) with other limiters, e.g. one per policy of a layered
-  /// limit. Throws `std::invalid_argument` as above.
+  /// As above, from the two halves: the connections (`connection`, a pool or router of its own) and this
+  /// limiter's `limiter` options. Throws `std::invalid_argument` as above.
+  RedisLimiter(P policy, const ConnectionOptions& connection, const LimiterOptions& limiter = {}, C clock = {})
+      : RedisLimiter(std::move(policy), make_route(connection), std::move(clock), &limiter) {}
+
+  /// As above, sharing `pool` with other limiters, e.g. one per policy of a layered limit; the limiter
+  /// options are the pool's `limiter_defaults()`. Throws `std::invalid_argument` as above.
   RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, C clock = {})
       : RedisLimiter(std::move(policy), server_route(std::move(pool)), std::move(clock), nullptr) {}
 
@@ -92,10 +103,10 @@ class RedisLimiter final : public detail::LayeredMember {
   RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, C clock = {})
       : RedisLimiter(std::move(policy), std::shared_ptr<Route>(std::move(router)), std::move(clock), nullptr) {}
 
-  /// As above with this limiter's own `key_prefix` instead of the pool's. Throws
-  /// `std::invalid_argument` naming `RedisOptions.key_prefix` when it holds `{` or `}`.
+  /// As above with this limiter's own `key_prefix` instead of the pool's default. Throws
+  /// `std::invalid_argument` naming `LimiterOptions.key_prefix` when it holds `{` or `}`.
   RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, std::string key_prefix, C clock = {})
-      : RedisLimiter(std::move(policy), pool, with_prefix(server_route(pool)->options().limiter(), std::move(key_prefix)),
+      : RedisLimiter(std::move(policy), pool, with_prefix(server_route(pool)->limiter_defaults(), std::move(key_prefix)),
                      std::move(clock)) {}
 
   /// Sharing `pool`'s connections, with this limiter's own options (key prefix, name, time source,
@@ -111,7 +122,7 @@ class RedisLimiter final : public detail::LayeredMember {
   /// On Redis Cluster, sharing `router` with this limiter's own `key_prefix` instead of the router's, for
   /// the same reason as above (e.g. the layers of tier plans on one router). The prefix is outside the
   /// hash tag: limiters over the same user key still share a slot, so layered checks stay one script.
-  /// Throws `std::invalid_argument` naming `RedisOptions.key_prefix` when it holds `{` or `}`.
+  /// Throws `std::invalid_argument` naming `LimiterOptions.key_prefix` when it holds `{` or `}`.
   RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, std::string key_prefix, C clock = {})
       : RedisLimiter(std::move(policy), router, with_prefix(own_options(router.get(), nullptr).limiter(),
                                                             std::move(key_prefix)),
@@ -136,12 +147,64 @@ class RedisLimiter final : public detail::LayeredMember {
   /// failure is counted).
   Decision refund(std::string_view key, std::int64_t cost) { return run(key, cost, Mode::refund).decision; }
 
+  /// The async `check` (README "Redis engine"): starts the check and returns at once, never blocking.
+  /// `callback(std::exception_ptr error, CheckResult result)` runs exactly once, on the I/O thread of
+  /// the connection that carried the call (never inside this function): with Redis's decision, or when
+  /// Redis failed (no reply by the deadline, connection lost, queue full, limiter destroyed) with the
+  /// failure policy's decision (`Outcome::failure_policy`); under `FailurePolicy::raise` `error` then
+  /// holds the `BackendError` (and `result` a fail_closed-style denial). A call cut after it was written
+  /// may have run on the server; it is never re-sent. The callback must not throw (the process
+  /// terminates) and must not block: a sync call on a `RedisLimiter` from it throws `std::logic_error`;
+  /// async calls are fine. `timeout`: the call's deadline from now, in (0, 24 h]; by default
+  /// `command_timeout`. The call keeps what it needs alive, so the limiter may be destroyed before it
+  /// completes (README "Redis engine", destruction). Thread-safe. Throws `std::invalid_argument` (key
+  /// length, negative cost, timeout) and `std::logic_error` (used in a forked child) with nothing started.
+  template <class F>
+    requires std::invocable<F&, std::exception_ptr, CheckResult>
+  void check_async(std::string_view key, std::int64_t cost, std::chrono::milliseconds timeout, F&& callback) {
+    start_async(key, cost, Mode::check, timeout, std::forward<F>(callback));
+  }
+  /// As above with the deadline `command_timeout` from now.
+  template <class F>
+    requires std::invocable<F&, std::exception_ptr, CheckResult>
+  void check_async(std::string_view key, std::int64_t cost, F&& callback) {
+    start_async(key, cost, Mode::check, options_.command_timeout, std::forward<F>(callback));
+  }
+
+  /// The async `allow`: as `check_async`, with `callback(std::exception_ptr, Decision)`.
+  template <class F>
+    requires std::invocable<F&, std::exception_ptr, Decision>
+  void allow_async(std::string_view key, std::int64_t cost, std::chrono::milliseconds timeout, F&& callback) {
+    start_async(key, cost, Mode::check, timeout, decision_only(std::forward<F>(callback)));
+  }
+  /// As above with the deadline `command_timeout` from now.
+  template <class F>
+    requires std::invocable<F&, std::exception_ptr, Decision>
+  void allow_async(std::string_view key, std::int64_t cost, F&& callback) {
+    start_async(key, cost, Mode::check, options_.command_timeout, decision_only(std::forward<F>(callback)));
+  }
+
+  /// The async `peek`: as `check_async`, consuming nothing, with `callback(std::exception_ptr, Decision)`.
+  template <class F>
+    requires std::invocable<F&, std::exception_ptr, Decision>
+  void peek_async(std::string_view key, F&& callback) {
+    start_async(key, 1, Mode::peek, options_.command_timeout, decision_only(std::forward<F>(callback)));
+  }
+
+  /// The async `refund`: as `check_async`, with `callback(std::exception_ptr, Decision)` receiving the
+  /// state afterwards (a fresh key's when Redis failed: nothing was given back, or it may have been).
+  template <class F>
+    requires std::invocable<F&, std::exception_ptr, Decision>
+  void refund_async(std::string_view key, std::int64_t cost, F&& callback) {
+    start_async(key, cost, Mode::refund, options_.command_timeout, decision_only(std::forward<F>(callback)));
+  }
+
   /// Forgets the key's state (`DEL` of its Redis keys). Thread-safe. Returns false when Redis failed and
   /// `on_error` is not `raise` (the failure is counted); throws `BackendError` under `raise`, and
   /// `std::invalid_argument` for a key longer than `max_key_bytes`.
   bool reset(std::string_view key) {
     check_key(key);
-    calls_.fetch_add(1, std::memory_order_relaxed);
+    core_->calls.fetch_add(1, std::memory_order_relaxed);
     try {
       const std::string k = redis_key(key);
       RouteCall call;
@@ -185,26 +248,22 @@ class RedisLimiter final : public detail::LayeredMember {
     if (requests.empty()) return out;
     out.reserve(requests.size());
     const std::int64_t now = now_us();
-    calls_.fetch_add(requests.size(), std::memory_order_relaxed);
+    core_->calls.fetch_add(requests.size(), std::memory_order_relaxed);
     return run_many(requests, Mode::check, now);
   }
 
   /// The limiter's counters. Thread-safe.
   [[nodiscard]] RedisStats stats() const noexcept {
     RedisStats s;
-    s.calls = calls_.load(std::memory_order_relaxed);
-    s.failures = failures_.load(std::memory_order_relaxed);
-    s.io_errors = by_cause_[0].load(std::memory_order_relaxed);
-    s.timeouts = by_cause_[1].load(std::memory_order_relaxed);
-    s.protocol_errors = by_cause_[2].load(std::memory_order_relaxed);
-    s.reply_errors = by_cause_[3].load(std::memory_order_relaxed);
-    s.script_reloads = script_reloads_.load(std::memory_order_relaxed);
-    const RouteCounters c = route_->counters();
-    s.connects = c.connects;
-    s.dropped_connections = c.drops;
-    s.moved_redirections = c.moved;
-    s.ask_redirections = c.asks;
-    s.slot_map_refreshes = c.refreshes;
+    static_cast<RouteCounters&>(s) = route_->counters();
+    s.calls = core_->calls.load(std::memory_order_relaxed);
+    s.failures = core_->failures.load(std::memory_order_relaxed);
+    s.io_errors = core_->by_cause[0].load(std::memory_order_relaxed);
+    s.timeouts = core_->by_cause[1].load(std::memory_order_relaxed);
+    s.protocol_errors = core_->by_cause[2].load(std::memory_order_relaxed);
+    s.reply_errors = core_->by_cause[3].load(std::memory_order_relaxed);
+    s.short_circuited = core_->by_cause[4].load(std::memory_order_relaxed);
+    s.script_reloads = core_->script_reloads.load(std::memory_order_relaxed);
     return s;
   }
 
@@ -220,7 +279,7 @@ class RedisLimiter final : public detail::LayeredMember {
   [[nodiscard]] const P& policy() const noexcept { return policy_; }
   /// The validated rules, in ticks of 1 us (Redis's time unit). Thread-safe (immutable).
   [[nodiscard]] const RulesOf<P>& rules() const noexcept { return rules_; }
-  /// The options in effect (the pool's or router's, with this limiter's key prefix). Thread-safe.
+  /// The options in effect: the route's connection options and this limiter's own. Thread-safe (immutable).
   [[nodiscard]] const RedisOptions& options() const noexcept { return options_; }
   [[nodiscard]] C& clock() noexcept { return clock_; }
   /// The embedded Lua script this limiter runs (its body is lua/<kind>.lua's parts and main, assembled).
@@ -268,13 +327,15 @@ class RedisLimiter final : public detail::LayeredMember {
   [[nodiscard]] Decision layered_decision(const redisReply& r) const override {
     return to_decision(detail::parse_decision(r, rules_.limit()), detail::kTickNs);
   }
-  void layered_called() noexcept override { calls_.fetch_add(1, std::memory_order_relaxed); }
+  void layered_called() noexcept override { core_->calls.fetch_add(1, std::memory_order_relaxed); }
   void layered_failed(BackendErrorCause cause) noexcept override { count_failure(cause, 1); }
   [[nodiscard]] FailurePolicy layered_on_error() const noexcept override { return options_.on_error; }
   [[nodiscard]] Decision layered_failure_decision(std::int64_t now, std::int64_t cost) const override {
     return failure_decision(now, cost, Mode::check);
   }
-  void layered_reloaded(std::size_t n) noexcept override { script_reloads_.fetch_add(n, std::memory_order_relaxed); }
+  void layered_reloaded(std::size_t n) noexcept override {
+    core_->script_reloads.fetch_add(n, std::memory_order_relaxed);
+  }
 
   /// ARGV[3] of the scripts.
   enum class Mode { check, peek, refund };
@@ -285,9 +346,10 @@ class RedisLimiter final : public detail::LayeredMember {
   RedisLimiter(P policy, std::shared_ptr<Route> route, C clock, const LimiterOptions* limiter)
       : policy_(std::move(policy)), rules_(policy_.rules(detail::kTickNs)), binding_(detail::bind<P>(rules_)),
         route_(std::move(route)), options_(checked(own_options(route_.get(), limiter))),
-        identity_(detail::limiter_identity(P::kind, options_.name, binding_.params)), clock_(std::move(clock)) {}
+        identity_(detail::limiter_identity(P::kind, options_.name, binding_.params)), clock_(std::move(clock)),
+        core_(std::make_shared<Core>(rules_, options_)) {}
 
-  static std::shared_ptr<Route> make_route(const RedisOptions& options) {
+  static std::shared_ptr<Route> make_route(const ConnectionOptions& options) {
     if (options.cluster_nodes.empty()) return server_route(std::make_shared<ConnectionPool>(options));
     return std::make_shared<ClusterRouter>(options);
   }
@@ -297,7 +359,10 @@ class RedisLimiter final : public detail::LayeredMember {
 
   static RedisOptions own_options(const Route* route, const LimiterOptions* limiter) {
     if (route == nullptr) throw std::invalid_argument("RedisLimiter: null router");
-    return limiter != nullptr ? route->options().with(*limiter) : route->options();
+    RedisOptions o;
+    o.connection() = route->options();
+    o.limiter() = limiter != nullptr ? *limiter : route->limiter_defaults();
+    return o;
   }
 
   /// Every request as its own script call, through the route (pipelined, per node on Redis Cluster) and
@@ -320,7 +385,7 @@ class RedisLimiter final : public detail::LayeredMember {
     const std::span<const std::string_view> order_keys = requests.size() > 1 ? std::span<const std::string_view>(order)
                                                                              : std::span<const std::string_view>();
     if (const std::size_t reloads = run_script(*route_, *binding_.script, calls, order_keys); reloads != 0) {
-      script_reloads_.fetch_add(reloads, std::memory_order_relaxed);
+      core_->script_reloads.fetch_add(reloads, std::memory_order_relaxed);
     }
     std::vector<CheckResult> out;
     out.reserve(requests.size());
@@ -346,26 +411,21 @@ class RedisLimiter final : public detail::LayeredMember {
 
   static RedisOptions checked(RedisOptions o) {
     if (o.key_prefix.find_first_of("{}") != std::string::npos) {
-      ratelimit::detail::invalid("RedisOptions.key_prefix", "must not contain '{' or '}' (they delimit the hash tag)");
+      ratelimit::detail::invalid("LimiterOptions.key_prefix", "must not contain '{' or '}' (they delimit the hash tag)");
     }
     if (o.name.find_first_of("{}") != std::string::npos) {
       ratelimit::detail::invalid("LimiterOptions.name", "must not contain '{' or '}' (they delimit the hash tag)");
     }
     if (o.name.size() > 256) ratelimit::detail::invalid("LimiterOptions.name", "must be at most 256 bytes");
-    if (o.max_key_bytes > (std::size_t{1} << 20)) ratelimit::detail::invalid("RedisOptions.max_key_bytes", "must be <= 2^20");
+    if (o.max_key_bytes > (std::size_t{1} << 20)) ratelimit::detail::invalid("LimiterOptions.max_key_bytes", "must be <= 2^20");
     // A denial always names a wait (acquire and Retry-After rely on it), and one in nanoseconds must fit.
     if (o.failure_retry_after.count() <= 0 || o.failure_retry_after > std::chrono::days(365)) {
-      ratelimit::detail::invalid("RedisOptions.failure_retry_after", "must be in (0, 365 days]");
+      ratelimit::detail::invalid("LimiterOptions.failure_retry_after", "must be in (0, 365 days]");
     }
     return o;
   }
 
-  void check_key(std::string_view key) const {
-    if (key.size() > options_.max_key_bytes) {
-      ratelimit::detail::invalid("key", std::to_string(key.size()) + " bytes exceeds max_key_bytes (" +
-                                            std::to_string(options_.max_key_bytes) + ")");
-    }
-  }
+  void check_key(std::string_view key) const { ratelimit::detail::check_key_length(key, options_.max_key_bytes); }
 
   /// The client clock in whole microseconds (floor), kept where every script value stays exact.
   std::int64_t now_us() {
@@ -393,38 +453,123 @@ class RedisLimiter final : public detail::LayeredMember {
     check_key(key);
     ratelimit::detail::require_cost(cost);
     const std::int64_t now = now_us();
-    calls_.fetch_add(1, std::memory_order_relaxed);
+    core_->calls.fetch_add(1, std::memory_order_relaxed);
     const Request one{key, cost};
     return run_many(std::span<const Request>(&one, 1), mode, now).front();
   }
 
-  void count_failure(BackendErrorCause cause, std::size_t n) noexcept {
-    failures_.fetch_add(n, std::memory_order_relaxed);
-    by_cause_[static_cast<std::size_t>(cause)].fetch_add(n, std::memory_order_relaxed);
-  }
-
-  /// The decision in a script's reply; throws `BackendError` if it breaks the contract.
-  CheckResult decided(const redisReply& r) const {
-    return {to_decision(detail::parse_decision(r, rules_.limit()), detail::kTickNs), Outcome::decided};
-  }
-  /// The failure policy's answer (see `failure_decision`), marked as such.
-  CheckResult failed(std::int64_t now, std::int64_t cost, Mode mode) const {
-    return {failure_decision(now, cost, mode), Outcome::failure_policy};
-  }
-
-  /// fail_open: what a fresh key would get (so a cost above the limit is still `never`);
-  /// fail_closed: a denial with `failure_retry_after`. A failed refund gives nothing back: a fresh key's
-  /// state under either.
+  void count_failure(BackendErrorCause cause, std::size_t n) noexcept { core_->count_failure(cause, n); }
+  CheckResult decided(const redisReply& r) const { return core_->decided(r); }
+  CheckResult failed(std::int64_t now, std::int64_t cost, Mode mode) const { return core_->failed(now, cost, mode); }
   Decision failure_decision(std::int64_t now, std::int64_t cost, Mode mode) const {
-    const bool peek = mode == Mode::peek;
-    if (mode == Mode::refund) return to_decision(rules_.evaluate(StateOf<P>{}, now, 0), detail::kTickNs);
-    if (options_.on_error == FailurePolicy::fail_open) {
-      const StateOf<P> fresh{};
-      const TickDecision d = peek ? ratelimit::peek(rules_, fresh, now) : rules_.evaluate(fresh, now, cost);
-      return to_decision(d, detail::kTickNs);
+    return core_->failure_decision(now, cost, mode);
+  }
+
+  /// What a call needs after it was started, shared with its async completion (which may outlive the
+    /// limiter): the rules, the failure policy and the counters.
+  struct Core {
+    RulesOf<P> rules;
+    FailurePolicy on_error;
+    std::chrono::milliseconds failure_retry_after;
+    std::atomic<std::uint64_t> calls{0};
+    std::atomic<std::uint64_t> failures{0};
+    std::array<std::atomic<std::uint64_t>, 5> by_cause{};  // by BackendErrorCause
+    std::atomic<std::uint64_t> script_reloads{0};
+
+    Core(RulesOf<P> r, const RedisOptions& o)
+        : rules(std::move(r)), on_error(o.on_error), failure_retry_after(o.failure_retry_after) {}
+
+    void count_failure(BackendErrorCause cause, std::size_t n) noexcept {
+      failures.fetch_add(n, std::memory_order_relaxed);
+      by_cause[static_cast<std::size_t>(cause)].fetch_add(n, std::memory_order_relaxed);
     }
-    const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.failure_retry_after);
-    return Decision{false, rules_.limit(), 0, wait, wait};
+
+    /// The decision in a script's reply; throws `BackendError` if it breaks the contract.
+    CheckResult decided(const redisReply& r) const {
+      return {to_decision(detail::parse_decision(r, rules.limit()), detail::kTickNs), Outcome::decided};
+    }
+    /// The failure policy's answer (see `failure_decision`), marked as such.
+    CheckResult failed(std::int64_t now, std::int64_t cost, Mode mode) const {
+      return {failure_decision(now, cost, mode), Outcome::failure_policy};
+    }
+
+    /// fail_open: what a fresh key would get (so a cost above the limit is still `never`);
+    /// fail_closed: a denial with `failure_retry_after`. A failed refund gives nothing back: a fresh key's
+    /// state under either.
+    Decision failure_decision(std::int64_t now, std::int64_t cost, Mode mode) const {
+      const bool peek = mode == Mode::peek;
+      if (mode == Mode::refund) return to_decision(rules.evaluate(StateOf<P>{}, now, 0), detail::kTickNs);
+      if (on_error == FailurePolicy::fail_open) {
+        const StateOf<P> fresh{};
+        const TickDecision d = peek ? ratelimit::peek(rules, fresh, now) : rules.evaluate(fresh, now, cost);
+        return to_decision(d, detail::kTickNs);
+      }
+      const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(failure_retry_after);
+      return Decision{false, rules.limit(), 0, wait, wait};
+    }
+  };
+
+  /// One async script call of this limiter; owns itself from `start` until its callback ran.
+  template <class G>
+  class AsyncCheck final : public AsyncScriptCall {
+   public:
+    AsyncCheck(const detail::EmbeddedScript& script, std::shared_ptr<Core> core, std::int64_t now,
+               std::int64_t cost, Mode mode, G g)
+        : AsyncScriptCall(script), core_(std::move(core)), now_(now), cost_(cost), mode_(mode), g_(std::move(g)) {}
+
+   private:
+    void finished(Reply reply, std::optional<BackendError> error, bool reloaded) noexcept override {
+      if (reloaded) core_->script_reloads.fetch_add(1, std::memory_order_relaxed);
+      CheckResult result{};
+      std::exception_ptr failure;
+      try {
+        if (error) throw *error;
+        result = core_->decided(*reply);
+      } catch (const BackendError& e) {
+        core_->count_failure(e.cause(), 1);
+        result = core_->failed(now_, cost_, mode_);
+        if (core_->on_error == FailurePolicy::raise) failure = std::current_exception();
+      }
+      G g = std::move(g_);
+      delete this;  // before the callback: it may destroy what this call references
+      g(failure, result);
+    }
+
+    std::shared_ptr<Core> core_;
+    std::int64_t now_;
+    std::int64_t cost_;
+    Mode mode_;
+    G g_;
+  };
+
+  template <class F>
+  static auto decision_only(F&& f) {
+    return [f = std::forward<F>(f)](std::exception_ptr e, const CheckResult& r) mutable { f(e, r.decision); };
+  }
+
+  template <class G>
+  void start_async(std::string_view key, std::int64_t cost, Mode mode, std::chrono::milliseconds timeout, G&& g) {
+    check_key(key);
+    ratelimit::detail::require_cost(cost);
+    if (timeout.count() <= 0 || timeout > std::chrono::hours(24)) {
+      ratelimit::detail::invalid("timeout", "must be in (0, 24 h]");
+    }
+    const std::int64_t now = now_us();
+    auto call = std::make_unique<AsyncCheck<std::decay_t<G>>>(*binding_.script, core_, now, cost, mode,
+                                                              std::forward<G>(g));
+    std::string k = redis_key(key);
+    call->slot = detail::key_slot(k);
+    call->deadline = std::chrono::steady_clock::now() + timeout;
+    const std::array<std::string_view, 3> head{"EVALSHA", binding_.script->sha1, "1"};
+    call->args.assign(head.begin(), head.end());
+    call->args.push_back(std::move(k));
+    call->args.push_back(time_arg(now));
+    call->args.push_back(std::to_string(cost));
+    call->args.emplace_back(mode_arg(mode));
+    for (const std::string& p : binding_.params) call->args.push_back(p);
+    call->start(*route_);  // throws only with nothing started (then `call` still owns it)
+    core_->calls.fetch_add(1, std::memory_order_relaxed);
+    (void)call.release();  // owned by the route until it completes
   }
 
   P policy_;
@@ -434,10 +579,7 @@ class RedisLimiter final : public detail::LayeredMember {
   RedisOptions options_;
   std::string identity_;  // <kind>:<params> or <kind>@<name>
   C clock_;
-  std::atomic<std::uint64_t> calls_{0};
-  std::atomic<std::uint64_t> failures_{0};
-  std::array<std::atomic<std::uint64_t>, 4> by_cause_{};
-  std::atomic<std::uint64_t> script_reloads_{0};
+  std::shared_ptr<Core> core_;
 };
 
 }  // namespace ratelimit::redis

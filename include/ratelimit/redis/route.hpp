@@ -6,19 +6,27 @@
 /// send commands and follow redirections; they know nothing of scripts (the `ScriptExecutor` does).
 
 #include <cstddef>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <optional>
 #include <span>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "ratelimit/redis/circuit_breaker.hpp"
 #include "ratelimit/redis/error.hpp"
 #include "ratelimit/redis/options.hpp"
+#include "ratelimit/redis/pipeline.hpp"
 #include "ratelimit/redis/pool.hpp"
 #include "ratelimit/redis/reply.hpp"
+#include "ratelimit/redis/stats.hpp"
 
 namespace ratelimit::redis {
 
@@ -39,19 +47,40 @@ struct RouteCall {
   /// Out: why the call got no reply. After a failure once the command was sent (timeout, connection
   /// lost) the command may still have run: it is never re-sent.
   std::optional<BackendError> error;
+  /// Out (`Pipeline::execute`): whether the command was written; a call that failed unsent may go
+  /// elsewhere (e.g. to a replica promoted meanwhile).
+  bool sent = false;
 };
 
 /// The former name of `RouteCall`.
 using ClusterCall = RouteCall;
 
-/// Connection counters of a route (cluster ones are zero on a single server).
-struct RouteCounters {
-  std::uint64_t connects = 0;
-  std::uint64_t drops = 0;
-  std::uint64_t moved = 0;
-  std::uint64_t asks = 0;
-  std::uint64_t refreshes = 0;
-};
+namespace detail {
+
+/// What a round trip that threw `e` (not a `PoolTimeout`, which says nothing) tells `ticket`'s breaker: an
+/// error reply means the server is alive, anything else a failure.
+inline void settle(CircuitBreaker<>::Ticket& ticket, const BackendError& e) noexcept {
+  if (e.cause() == BackendErrorCause::reply) {
+    ticket.succeeded();
+  } else {
+    ticket.failed();
+  }
+}
+
+/// The same from the outcomes of one round trip's calls: any reply (error replies too) is a success.
+inline void settle(CircuitBreaker<>::Ticket& ticket, std::span<const RouteCall> calls) noexcept {
+  for (const RouteCall& c : calls) {
+    if (c.reply || !c.error) return ticket.succeeded();
+  }
+  if (!calls.empty()) settle(ticket, *calls.front().error);
+}
+
+/// The error of a call the breaker refused.
+inline BackendError circuit_open(std::string_view server) {
+  return BackendError(BackendErrorCause::circuit_open, "not sent: circuit breaker open for " + std::string(server));
+}
+
+}  // namespace detail
 
 /// Where commands go. Implementations are thread-safe.
 class Route {
@@ -65,6 +94,10 @@ class Route {
   /// `reply` / `error`, and a call is sent at most once per `execute` (redirections aside). Never throws
   /// `BackendError` (failures are per call); may throw `std::bad_alloc`.
   virtual void execute(std::span<RouteCall> calls) = 0;
+  /// Starts one async call (`op.command`, `op.args`, `op.slot`, `op.deadline` set); never blocks.
+  /// `op.complete` runs exactly once, on the route's I/O thread (README "Redis engine"). Throws
+  /// `std::logic_error` in a process forked after the route was made.
+  virtual void submit(PipelineOp& op) = 0;
   /// True when keys of different slots may live on different servers (a multi-key script then needs
   /// its keys in one slot).
   [[nodiscard]] virtual bool sharded() const noexcept = 0;
@@ -72,14 +105,18 @@ class Route {
   /// script.
   [[nodiscard]] virtual const void* domain() const noexcept = 0;
   /// The options of the route's connections.
-  [[nodiscard]] virtual const RedisOptions& options() const noexcept = 0;
+  [[nodiscard]] virtual const ConnectionOptions& options() const noexcept = 0;
+  /// The options of limiters made on this route without their own (defaults, unless the pool or router
+  /// was made from a whole `RedisOptions`).
+  [[nodiscard]] virtual const LimiterOptions& limiter_defaults() const noexcept = 0;
   [[nodiscard]] virtual RouteCounters counters() const = 0;
   /// The router when this route is Redis Cluster, else null.
   [[nodiscard]] virtual ClusterRouter* cluster_router() noexcept { return nullptr; }
 };
 
-/// A single server: every call on one pooled connection, pipelined. When the connection fails midway,
-/// every call of the `execute` gets the error (the ones already sent may have run).
+/// A single server: every call on the pool's least loaded shared connection (`Pipeline`), pipelined
+/// with every other caller's. When the connection fails midway, every call written and unanswered gets
+/// the error (it may have run).
 class ServerRoute final : public Route {
  public:
   /// Throws `std::invalid_argument` for a null pool.
@@ -89,38 +126,144 @@ class ServerRoute final : public Route {
 
   void execute(std::span<RouteCall> calls) override {
     if (calls.empty()) return;
-    try {
-      auto lease = pool_->acquire();
-      if (calls.size() == 1) {
-        calls[0].reply = lease->command(calls[0].args);
-        calls[0].error.reset();
-        return;
-      }
-      for (const RouteCall& c : calls) lease->append(c.args);
-      for (RouteCall& c : calls) {
-        c.reply = lease->read_reply();
-        c.error.reset();
-      }
-    } catch (const BackendError& e) {
-      for (RouteCall& c : calls) {
-        c.reply.reset();
-        c.error = e;
-      }
-    }
+    auto ticket = pool_->breaker().admit();  // README "Circuit breaker": no I/O while open
+    if (!ticket) return fail(calls, detail::circuit_open(server()));
+    pool_->pipeline().execute(calls);
+    detail::settle(ticket, calls);
   }
+  void submit(PipelineOp& op) override { pool_->pipeline().submit(op); }
   [[nodiscard]] bool sharded() const noexcept override { return false; }
   [[nodiscard]] const void* domain() const noexcept override { return pool_.get(); }
-  [[nodiscard]] const RedisOptions& options() const noexcept override { return pool_->options(); }
+  [[nodiscard]] const ConnectionOptions& options() const noexcept override { return pool_->options(); }
+  [[nodiscard]] const LimiterOptions& limiter_defaults() const noexcept override { return pool_->limiter_defaults(); }
   [[nodiscard]] RouteCounters counters() const override {
     RouteCounters c;
     c.connects = pool_->connects();
-    c.drops = pool_->drops();
+    c.dropped_connections = pool_->drops();
+    c.refused_calls = pool_->refused();
+    const BreakerCounters b = pool_->breaker().counters();
+    c.breaker_opens = b.opens;
+    c.breaker_probes = b.probes;
     return c;
   }
   [[nodiscard]] const std::shared_ptr<ConnectionPool>& pool() const noexcept { return pool_; }
 
  private:
+  static void fail(std::span<RouteCall> calls, const BackendError& e) {
+    for (RouteCall& c : calls) {
+      c.reply.reset();
+      c.error = e;
+    }
+  }
+  [[nodiscard]] std::string server() const {
+    const ConnectionOptions& o = pool_->options();
+    return o.unix_socket.empty() ? o.host + ":" + std::to_string(o.port) : "unix:" + o.unix_socket;
+  }
+
   std::shared_ptr<ConnectionPool> pool_;
+};
+
+/// Async calls for a route without a pipelined engine of its own (Redis Cluster): one worker thread
+/// takes every call queued and runs them as one `Route::execute` (pipelined per node), then runs their
+/// completions; so calls never block their caller and complete exactly once. At most `max_in_flight`
+/// calls are queued (more fail at once, cause timeout). Destruction fails the calls still queued (cause
+/// io) and waits for the running batch. Thread-safe; refuses use in a forked child (`std::logic_error`).
+class RouteWorker final : public AsyncSink {
+ public:
+  RouteWorker(Route& route, std::size_t max_in_flight)
+      : route_(route), max_in_flight_(max_in_flight),
+        generation_(detail::fork_generation().load(std::memory_order_relaxed)) {}
+  RouteWorker(const RouteWorker&) = delete;
+  RouteWorker& operator=(const RouteWorker&) = delete;
+  ~RouteWorker() {
+    if (detail::fork_generation().load(std::memory_order_relaxed) != generation_) {
+      (void)cv_.release();  // may count the parent's waiting thread: destroying it would wait forever
+      if (thread_.joinable()) new std::thread(std::move(thread_));  // the parent's thread: not in this process
+      return;
+    }
+    {
+      const std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    cv_->notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void submit(PipelineOp& op) override {
+    if (detail::fork_generation().load(std::memory_order_relaxed) != generation_) {
+      throw std::logic_error("ratelimit: a Redis limiter made before fork() is used in the child; make a new one");
+    }
+    PipelineOpAccess::set_sink(op, this);
+    {
+      const std::lock_guard lock(mutex_);
+      if (!thread_.joinable()) thread_ = std::thread([this] { main(); });
+      if (queue_.size() >= max_in_flight_ && !stopping_) {
+        refused_.fetch_add(1, std::memory_order_relaxed);
+        refused_ops_.push_back(&op);
+      } else {
+        queue_.push_back(&op);
+      }
+    }
+    cv_->notify_one();
+  }
+  [[nodiscard]] std::uint64_t refused() const noexcept { return refused_.load(std::memory_order_relaxed); }
+
+ private:
+  void main() {
+    detail::on_io_thread() = true;
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      cv_->wait(lock, [this] { return stopping_ || !queue_.empty() || !refused_ops_.empty(); });
+      std::vector<PipelineOp*> refused(refused_ops_.begin(), refused_ops_.end());
+      refused_ops_.clear();
+      std::vector<PipelineOp*> batch(queue_.begin(), queue_.end());
+      queue_.clear();
+      const bool stopping = stopping_;
+      if (stopping && batch.empty() && refused.empty()) return;
+      lock.unlock();
+      for (PipelineOp* op : refused) {
+        op->complete(nullptr, BackendError(BackendErrorCause::timeout, "queue full: max_in_flight calls queued"));
+      }
+      if (stopping) {
+        for (PipelineOp* op : batch) {
+          op->complete(nullptr, BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed"));
+        }
+      } else {
+        run(batch);
+      }
+      lock.lock();
+    }
+  }
+
+  void run(const std::vector<PipelineOp*>& batch) {
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<PipelineOp*> due;
+    std::vector<RouteCall> calls;
+    for (PipelineOp* op : batch) {
+      if (op->deadline <= now) {
+        op->complete(nullptr, BackendError(BackendErrorCause::timeout, "deadline passed before the call was sent"));
+        continue;
+      }
+      due.push_back(op);
+      RouteCall& c = calls.emplace_back();
+      c.slot = op->slot;
+      c.args.assign(op->args.begin(), op->args.end());
+    }
+    if (calls.empty()) return;
+    route_.execute(calls);
+    for (std::size_t i = 0; i < due.size(); ++i) due[i]->complete(std::move(calls[i].reply), std::move(calls[i].error));
+  }
+
+  Route& route_;
+  const std::size_t max_in_flight_;
+  const unsigned generation_;
+  std::mutex mutex_;
+  std::unique_ptr<std::condition_variable> cv_ = std::make_unique<std::condition_variable>();
+  std::deque<PipelineOp*> queue_;
+  std::deque<PipelineOp*> refused_ops_;
+  bool stopping_ = false;
+  std::thread thread_;
+  std::atomic<std::uint64_t> refused_{0};
 };
 
 }  // namespace ratelimit::redis

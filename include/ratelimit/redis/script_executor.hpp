@@ -5,13 +5,17 @@
 /// `NOSCRIPT`, for single checks, batches, layered checks, on one server or Redis Cluster.
 
 #include <cstddef>
+#include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "ratelimit/redis/detail/lua_scripts.hpp"
+#include "ratelimit/redis/error.hpp"
+#include "ratelimit/redis/pipeline.hpp"
 #include "ratelimit/redis/reply.hpp"
 #include "ratelimit/redis/route.hpp"
 
@@ -93,5 +97,46 @@ inline std::size_t run_script(Route& route, const detail::EmbeddedScript& script
   }
   return reloads;
 }
+
+/// One async script call: `args` = `{"EVALSHA", script.sha1, numkeys, keys..., args...}`. Started with
+/// `start`; a `NOSCRIPT` reply is answered once by sending `EVAL` with the body on the same connection
+/// (it did not run, so this is no re-send of a call that may have run). `finished` then runs once, on
+/// the route's I/O thread, with the final reply or the error and whether the script was sent again.
+class AsyncScriptCall : public PipelineOp {
+ public:
+  explicit AsyncScriptCall(const detail::EmbeddedScript& script) : script_(&script) {}
+
+  /// Submits the call through `route` (`slot` and `deadline` set). Throws what `Route::submit` throws.
+  void start(Route& route) {
+    format();
+    route.submit(*this);
+  }
+
+  void complete(Reply reply, std::optional<BackendError> error) noexcept final {
+    if (!error && reply && !reloaded_ && is_error(*reply, "NOSCRIPT") && sink() != nullptr) {
+      reloaded_ = true;
+      args[0] = "EVAL";
+      args[1] = std::string(script_->body);
+      format();
+      sink()->submit(*this);
+      return;
+    }
+    finished(std::move(reply), std::move(error), reloaded_);
+  }
+
+ protected:
+  ~AsyncScriptCall() = default;
+  /// The outcome; called exactly once. May delete the call.
+  virtual void finished(Reply reply, std::optional<BackendError> error, bool reloaded) noexcept = 0;
+
+ private:
+  void format() {
+    std::vector<std::string_view> views(args.begin(), args.end());
+    command.clear();
+    append_resp(command, views);
+  }
+  const detail::EmbeddedScript* script_;
+  bool reloaded_ = false;
+};
 
 }  // namespace ratelimit::redis

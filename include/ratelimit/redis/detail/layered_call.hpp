@@ -81,7 +81,8 @@ class LayeredMember : public JointBackend {
 /// counts it; if any member's `on_error` is `raise`, the error is thrown (nothing was consumed unless
 /// the script ran before the failure, as for single checks); otherwise each member answers its own
 /// failure decision (`fail_open`: a fresh key's decision; `fail_closed`: a denial) and, if any of
-/// those denies, the admitting members report a fresh key's state with nothing consumed.
+/// those denies (a shadow member's denial stops nothing), the admitting members report a fresh key's
+/// state with nothing consumed.
 inline bool run_layered(const LayeredMember& self, std::span<const JointRequest> requests,
                         std::span<CheckResult> results) {
   if (requests.empty() || results.size() != requests.size()) return false;
@@ -112,7 +113,7 @@ inline bool run_layered(const LayeredMember& self, std::span<const JointRequest>
   const EmbeddedScript& script = layered_script();
   const std::string count = std::to_string(parts.size());
   std::vector<std::string_view> args;
-  args.reserve(3 + parts.size() * 6);
+  args.reserve(4 + parts.size() * 6);
   args.push_back("EVALSHA");
   args.push_back(script.sha1);
   args.push_back(count);
@@ -120,6 +121,9 @@ inline bool run_layered(const LayeredMember& self, std::span<const JointRequest>
   for (const LayeredPart& p : parts) {
     for (const std::string& a : p.argv) args.push_back(a);
   }
+  std::string shadow_mask;  // sent only when some layer is in shadow mode (lua/layered.lua ARGV[5n+1])
+  for (const JointRequest& r : requests) shadow_mask.push_back(r.shadow ? '1' : '0');
+  if (shadow_mask.find('1') != std::string::npos) args.push_back(shadow_mask);
   try {
     RouteCall call;
     call.slot = key_slot(parts[0].key);
@@ -152,7 +156,7 @@ inline bool run_layered(const LayeredMember& self, std::span<const JointRequest>
     bool all = true;
     for (std::size_t i = 0; i < parts.size(); ++i) {
       results[i] = {members[i]->layered_failure_decision(parts[i].now_us, parts[i].cost), Outcome::failure_policy};
-      if (!results[i].decision.allowed) all = false;
+      if (!results[i].decision.allowed && !requests[i].shadow) all = false;
     }
     if (!all) {
       for (std::size_t i = 0; i < parts.size(); ++i) {

@@ -15,8 +15,8 @@
 
 #include <ratelimit/ratelimit.hpp>
 
-#include "../examples/access_log.hpp"
-#include "../examples/replay.hpp"
+#include "../../examples/access_log.hpp"
+#include "../../examples/replay.hpp"
 
 using namespace std::chrono_literals;
 

@@ -13,7 +13,7 @@
 
 #include <ratelimit/ratelimit.hpp>
 
-#include "support/reference_model.hpp"
+#include "../support/reference_model.hpp"
 
 namespace {
 

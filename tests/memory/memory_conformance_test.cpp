@@ -1,7 +1,7 @@
 // The backend conformance suite (tests/support/conformance.hpp) run against MemoryLimiter.
 #include <ratelimit/ratelimit.hpp>
 
-#include "support/conformance.hpp"
+#include "../support/conformance.hpp"
 
 namespace {
 

@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "../examples/address.hpp"
+#include "../../examples/address.hpp"
 
 namespace {
 

@@ -1,0 +1,47 @@
+// examples/http_server: the command line, parsed with CLI11.
+#include "command_line.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <stdexcept>
+
+#include "../address.hpp"
+
+namespace example {
+
+std::optional<int> parse_command_line(int argc, char** argv, Config& config) {
+  CLI::App app{"ratelimit example: an HTTP API behind three rate-limit layers"};
+  app.option_defaults()->always_capture_default();  // --help shows each option's default
+  app.add_option("--port", config.port, "TCP port; 0 picks a free one (printed on stdout)")->check(CLI::Range(0, 65535));
+  app.add_option("--host", config.host, "address to listen on");
+  app.add_option("--redis", config.redis, "HOST[:PORT] ([IPv6]:PORT) of a Redis server shared by all instances")
+      ->check([](const std::string& value) {
+        try {
+          (void)parse_address(value, 6379, "--redis");
+          return std::string();
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+      });
+  app.add_option("--trusted-proxy", config.trusted_proxies, "peer address whose X-Forwarded-For is believed");
+  std::vector<std::string> api_keys;
+  app.add_option("--api-key", api_keys, "KEY=PLAN (free, pro, enterprise); demo-pro and demo-enterprise exist")
+      ->check([](const std::string& entry) {
+        return entry.find('=') == std::string::npos ? "expected KEY=PLAN, got " + entry : std::string();
+      });
+  app.add_option("--deny", config.deny, "client IP on the deny list (403)");
+  app.add_flag("--no-limits", config.no_limits, "serve without rate limiting (for throughput comparisons)");
+  app.add_flag("--manual-clock", config.manual_clock, "tests only: time starts at 0, moved by POST /__test/advance?ms=N");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  for (const std::string& entry : api_keys) {
+    const auto eq = entry.find('=');
+    config.api_keys[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  return std::nullopt;
+}
+
+}  // namespace example

@@ -1,0 +1,27 @@
+// examples/http_server: the command line (CLI11 lives in command_line.cpp only).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace example {
+
+/// What the command line asks for; every field has the default `--help` shows.
+struct Config {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string redis;  // HOST[:PORT]; empty: the in-process backend
+  std::vector<std::string> trusted_proxies;
+  std::map<std::string, std::string, std::less<>> api_keys;  // --api-key KEY=PLAN, added to the key directory
+  std::vector<std::string> deny;
+  bool no_limits = false;
+  bool manual_clock = false;
+};
+
+/// Parses the command line into `config`. Returns the exit status when the program should stop now
+/// (`--help`, or a bad option, reported on stderr), nothing when it should go on.
+std::optional<int> parse_command_line(int argc, char** argv, Config& config);
+
+}  // namespace example

@@ -1,0 +1,151 @@
+// examples/http_server: the layers and plans of the service (see main.cpp for the table), on one backend.
+#include "limits.hpp"
+
+#include <map>
+#include <optional>
+#include <string_view>
+#include <type_traits>
+
+#include <ratelimit/layers.hpp>
+#include <ratelimit/ratelimit.hpp>
+#if RATELIMIT_EXAMPLE_REDIS
+#include <ratelimit/redis.hpp>
+#endif
+
+#include "../address.hpp"
+
+namespace example {
+namespace {
+
+using namespace std::chrono_literals;
+
+/// Makes the in-process limiters: layered checks over them are atomic (one global lock order).
+struct MemoryBackend {
+  ServerClock clock;
+  template <class P>
+  std::unique_ptr<ratelimit::MemoryLimiter<P, ServerClock>> operator()(P policy, std::string_view /*name*/) const {
+    return std::make_unique<ratelimit::MemoryLimiter<P, ServerClock>>(policy, ratelimit::MemoryOptions{}, clock);
+  }
+};
+
+#if RATELIMIT_EXAMPLE_REDIS
+/// Makes Redis limiters sharing one connection pool, so several server processes share every limit.
+/// Each limiter is named after its layer (`LimiterOptions::name`, README "Which limiters share state"):
+/// the name, not the parameters, is its identity, so each layer has keys of its own and editing a plan's
+/// numbers keeps its usage. Layered checks over them consume in order and refund on a denial.
+struct RedisBackend {
+  std::shared_ptr<ratelimit::redis::ConnectionPool> pool;
+  ServerClock clock;
+  template <class P>
+  std::unique_ptr<ratelimit::redis::RedisLimiter<P, ServerClock>> operator()(P policy, std::string_view name) const {
+    ratelimit::redis::LimiterOptions options = pool->limiter_defaults();
+    options.name = std::string(name);
+    return std::make_unique<ratelimit::redis::RedisLimiter<P, ServerClock>>(policy, pool, options, clock);
+  }
+};
+#endif
+
+/// The limiters and layers of the service on one backend.
+template <class Backend>
+class BackendLimits final : public Limits {
+ public:
+  using IpLimiter = typename std::invoke_result_t<const Backend&, ratelimit::FixedWindow, std::string_view>::element_type;
+  using EndpointLimiter =
+      typename std::invoke_result_t<const Backend&, ratelimit::SlidingWindowLog, std::string_view>::element_type;
+
+  BackendLimits(const Config& config, const Backend& make, ServerClock clock)
+      : ip_(make(ratelimit::FixedWindow{.limit = 1000, .window = 1min}, "ip")),
+        search_(make(ratelimit::SlidingWindowLog{.limit = 10, .window = 1min}, "search")),
+        export_(make(ratelimit::SlidingWindowLog{.limit = 5, .window = 1min}, "export")),
+        login_(make(ratelimit::SlidingWindowLog{.limit = 5, .window = 5min}, "login")),
+        ip_layer_(*ip_, "ip"),
+        search_layer_(*search_, "search"),
+        export_layer_(*export_, "export"),
+        login_layer_(*login_, "login", {.penalty = 15min}),
+        tiers_(tier_options(), [this](std::string_view key) { return plan_of(key); }, make, clock) {
+    for (const auto& [key, plan] : config.api_keys) directory_[key] = plan;
+    for (const std::string& ip : config.deny) ip_layer_.lists().deny(ip);
+  }
+
+  void layers_for(const std::string& path, const std::string& ip, const std::string& api_key,
+                  std::vector<std::string>& keys, std::vector<ratelimit::LayerRequest>& out) override {
+    keys.reserve(3);
+    keys.push_back(ip);
+    // Only a key in the directory is a client of its own; missing and unknown keys are the free plan per
+    // IP, so inventing a new key per request gains nothing (not the free plan, not /search or /export).
+    keys.push_back(!api_key.empty() && directory_.contains(api_key) ? "key:" + api_key : "ip:" + ip);
+    out.push_back({&ip_layer_, keys[0], 1});
+    tiers_.append_layers(keys[1], 1, out);
+    if (path == "/search") out.push_back({&search_layer_, keys[1], 1});
+    if (path == "/export") out.push_back({&export_layer_, keys[1], 1});
+    if (path == "/login") out.push_back({&login_layer_, keys[0], 1});
+  }
+
+  std::string metrics() override {
+    std::string out;
+    auto add = [&](ratelimit::Layer& layer) {
+      const auto c = layer.stats().snapshot();
+      const std::string l = "{layer=\"" + std::string(layer.name()) + "\"} ";
+      out += "ratelimit_allowed_total" + l + std::to_string(c.allowed) + "\n";
+      out += "ratelimit_denied_total" + l + std::to_string(c.denied) + "\n";
+      out += "ratelimit_rolled_back_total" + l + std::to_string(c.rolled_back) + "\n";
+      out += "ratelimit_refunded_total" + l + std::to_string(c.refunded) + "\n";
+      out += "ratelimit_backend_errors_total" + l + std::to_string(c.backend_errors) + "\n";
+    };
+    add(ip_layer_);
+    for (std::size_t i = 0; i < tiers_.plan_count(); ++i) {
+      auto& p = tiers_.plan_at(i);
+      add(p.minute_layer);
+      add(p.day_layer);
+      add(p.burst_layer);
+    }
+    add(search_layer_);
+    add(export_layer_);
+    add(login_layer_);
+    return out;
+  }
+
+ private:
+  static ratelimit::TierOptions tier_options() {
+    ratelimit::TierOptions o;
+    o.plans = {{"free", 30, 1'000, 10}, {"pro", 300, 50'000, 50}, {"enterprise", 3'000, 500'000, 200}};
+    o.default_plan = "free";
+    return o;
+  }
+  std::optional<std::string> plan_of(std::string_view key) const {
+    if (key.rfind("key:", 0) != 0) return std::nullopt;
+    const auto it = directory_.find(key.substr(4));
+    return it == directory_.end() ? std::nullopt : std::optional<std::string>(it->second);
+  }
+
+  std::map<std::string, std::string, std::less<>> directory_{{"demo-pro", "pro"}, {"demo-enterprise", "enterprise"}};
+  std::unique_ptr<IpLimiter> ip_;
+  std::unique_ptr<EndpointLimiter> search_, export_, login_;
+  ratelimit::LimiterLayer<IpLimiter> ip_layer_;
+  ratelimit::LimiterLayer<EndpointLimiter> search_layer_, export_layer_, login_layer_;
+  ratelimit::BasicTieredLimiter<Backend, ServerClock> tiers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Limits> make_limits(const Config& config, const ServerClock& clock) {
+  if (config.redis.empty()) return std::make_unique<BackendLimits<MemoryBackend>>(config, MemoryBackend{clock}, clock);
+#if RATELIMIT_EXAMPLE_REDIS
+  ratelimit::redis::RedisOptions options;
+  const Address redis = parse_address(config.redis, 6379, "--redis");  // checked by the command line
+  options.host = redis.host;
+  options.port = redis.port;
+  // Connections are shared and pipelined (README "Redis engine"): every worker thread's checks join the
+  // same writes, so two carry them all; more would only split the batches.
+  options.pool_size = 2;
+  options.key_prefix = "ratelimit:example:";
+  // With --manual-clock every process runs on the test's time; otherwise Redis's TIME is the clock.
+  options.time_source = clock.manual() ? ratelimit::redis::TimeSource::client : ratelimit::redis::TimeSource::server;
+  auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(options.connection(), options.limiter());
+  return std::make_unique<BackendLimits<RedisBackend>>(config, RedisBackend{pool, clock}, clock);
+#else
+  return nullptr;
+#endif
+}
+
+}  // namespace example

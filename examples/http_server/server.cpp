@@ -1,0 +1,187 @@
+// examples/http_server: the HTTP server. What each request gets is listed in main.cpp.
+#include "server.hpp"
+
+#include <httplib.h>
+#include <pthread.h>
+
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <iostream>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <ratelimit/http.hpp>
+#include <ratelimit/http/problem.hpp>
+#include <ratelimit/layers.hpp>
+
+namespace example {
+namespace {
+
+/// The client address: the socket peer, or, when the peer is a trusted proxy, the right-most
+/// X-Forwarded-For entry that is not itself a trusted proxy (entries left of it are client-supplied).
+/// Several X-Forwarded-For lines are one list, joined in order (RFC 9110 section 5.3): reading only the
+/// first line would let a client pick its address by sending a line of its own before the proxy's.
+std::string client_ip(const httplib::Request& req, const std::set<std::string, std::less<>>& trusted) {
+  const char* const field = "X-Forwarded-For";
+  if (!trusted.contains(req.remote_addr) || !req.has_header(field)) return req.remote_addr;
+  std::vector<std::string> hops;
+  const std::size_t lines = req.get_header_value_count(field);
+  for (std::size_t line = 0; line < lines; ++line) {
+    std::stringstream list(req.get_header_value(field, line));
+    for (std::string hop; std::getline(list, hop, ',');) {
+      const auto b = hop.find_first_not_of(" \t");
+      const auto e = hop.find_last_not_of(" \t");
+      if (b != std::string::npos) hops.push_back(hop.substr(b, e - b + 1));
+    }
+  }
+  for (auto it = hops.rbegin(); it != hops.rend(); ++it) {
+    if (!trusted.contains(*it)) return *it;
+  }
+  return hops.empty() ? req.remote_addr : hops.front();
+}
+
+void set_fields(httplib::Response& res, const ratelimit::LayeredDecision& d) {
+  const auto entries = d.policy_decisions();
+  for (const auto& [name, value] : ratelimit::http::rate_limit_fields(entries)) res.set_header(name, value);
+}
+
+void json_reply(httplib::Response& res, const nlohmann::json& body) { res.set_content(body.dump(), "application/json"); }
+
+/// Longest X-API-Key accepted; every issued key is far shorter.
+constexpr std::size_t kMaxApiKeyBytes = 256;
+
+/// An RFC 9457 body with only the status and its reason: nothing of the request or of any exception.
+void problem_reply(httplib::Response& res, int status, const char* title) {
+  res.status = status;
+  res.set_content(nlohmann::json{{"type", "about:blank"}, {"title", title}, {"status", status}}.dump(),
+                  std::string(ratelimit::http::kProblemContentType));
+}
+
+/// The rate-limit check before routing: headers on every limited response, 429/403/431/400 answered here.
+void add_limits(httplib::Server& server, const Config& config, Limits& limits,
+                const std::set<std::string, std::less<>>& trusted) {
+  server.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
+    using Handled = httplib::Server::HandlerResponse;
+    if (config.no_limits || req.path == "/health" || req.path == "/metrics" || req.path.rfind("/__test/", 0) == 0) {
+      return Handled::Unhandled;
+    }
+    const std::string api_key = req.get_header_value("X-API-Key");
+    if (api_key.size() > kMaxApiKeyBytes) {
+      problem_reply(res, 431, "Request Header Fields Too Large");
+      return Handled::Handled;
+    }
+    std::vector<std::string> keys;
+    std::vector<ratelimit::LayerRequest> layers;
+    std::optional<ratelimit::LayeredDecision> checked;
+    try {
+      limits.layers_for(req.path, client_ip(req, trusted), api_key, keys, layers);
+      checked = ratelimit::check_layers(layers);
+    } catch (const std::invalid_argument&) {  // a key no limiter takes (too long); nothing was consumed
+      problem_reply(res, 400, "Bad Request");
+      return Handled::Handled;
+    }
+    const ratelimit::LayeredDecision& d = *checked;
+    set_fields(res, d);
+    if (d) return Handled::Unhandled;  // on to the route, with the headers set
+    bool listed = false;
+    for (const auto& o : d.layers) listed = listed || o.verdict == ratelimit::Verdict::deny_listed;
+    if (listed) {
+      problem_reply(res, 403, "Forbidden");
+      return Handled::Handled;
+    }
+    const auto violated = d.violated_policies();
+    res.status = 429;
+    res.set_content(ratelimit::http::quota_exceeded_json(violated, d.decision, req.path),
+                    std::string(ratelimit::http::kProblemContentType));
+    return Handled::Handled;
+  });
+}
+
+/// The routes: the API, /health, /metrics, and with --manual-clock the test clock.
+void add_routes(httplib::Server& server, Limits& limits, const ServerClock& clock) {
+  server.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
+  server.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(limits.metrics(), "text/plain; version=0.0.4");
+  });
+  server.Get("/search", [](const httplib::Request& req, httplib::Response& res) {
+    json_reply(res, {{"query", req.get_param_value("q")}, {"results", nlohmann::json::array()}});
+  });
+  server.Get("/export", [](const httplib::Request&, httplib::Response& res) { json_reply(res, {{"export", "queued"}}); });
+  server.Post("/login", [](const httplib::Request& req, httplib::Response& res) {
+    const bool ok = req.get_param_value("user") == "demo" && req.get_param_value("password") == "demo";
+    res.status = ok ? 200 : 401;
+    json_reply(res, {{"login", ok ? "ok" : "denied"}});
+  });
+  if (clock.manual()) {
+    server.Post("/__test/advance", [&](const httplib::Request& req, httplib::Response& res) {
+      clock.advance(std::chrono::milliseconds(std::stoll(req.get_param_value("ms"))));
+      res.set_content(std::to_string(clock.now().time_since_epoch().count()) + "\n", "text/plain");
+    });
+  }
+}
+
+}  // namespace
+
+sigset_t block_stop_signals() {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  return stop_signals;
+}
+
+int serve(const Config& config, Limits& limits, const ServerClock& clock, const sigset_t& stop_signals) {
+  const std::set<std::string, std::less<>> trusted(config.trusted_proxies.begin(), config.trusted_proxies.end());
+  httplib::Server server;
+  // httplib writes headers and body separately: without TCP_NODELAY, Nagle plus delayed ACKs stall each
+  // keep-alive response ~40 ms. And let a connection serve more than httplib's default of 5 requests.
+  server.set_tcp_nodelay(true);
+  server.set_keep_alive_max_count(10'000);
+
+  add_limits(server, config, limits, trusted);
+  // cpp-httplib's default answers an exception with its what() in an EXCEPTION_WHAT header: internals to
+  // the client. Log it here and answer a bare 500 (backend down, a bug).
+  server.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      std::cerr << "http_server: " << req.method << " " << req.path << ": " << e.what() << "\n";
+    } catch (...) {
+      std::cerr << "http_server: " << req.method << " " << req.path << ": unknown exception\n";
+    }
+    res.headers.clear();
+    problem_reply(res, 500, "Internal Server Error");
+  });
+  add_routes(server, limits, clock);
+
+  const int port = config.port == 0 ? server.bind_to_any_port(config.host)
+                                    : (server.bind_to_port(config.host, config.port) ? config.port : -1);
+  if (port < 0) {
+    std::cerr << "http_server: cannot listen on " << config.host << ":" << config.port << "\n";
+    return 1;
+  }
+  std::printf("listening on %s:%d\n", config.host.c_str(), port);
+  std::fflush(stdout);
+
+  std::thread stopper([&] {
+    int signal = 0;
+    sigwait(&stop_signals, &signal);
+    server.stop();
+  });
+  const bool ok = server.listen_after_bind();
+  if (stopper.joinable()) {
+    pthread_kill(stopper.native_handle(), SIGTERM);  // wakes sigwait if the server stopped on its own
+    stopper.join();
+  }
+  return ok ? 0 : 1;
+}
+
+}  // namespace example

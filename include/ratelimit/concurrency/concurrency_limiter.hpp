@@ -1,0 +1,479 @@
+#pragma once
+
+/// @file
+/// `ConcurrencyLimiter`: at most `permits` units in flight per key, in process, with a bounded wait
+/// queue per key (README "Concurrency limits").
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "ratelimit/clock.hpp"
+#include "ratelimit/concurrency/permit.hpp"
+#include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/detail/siphash.hpp"
+
+namespace ratelimit {
+
+/// Which waiter of a key's queue gets returned units first.
+enum class QueueOrder {
+  /// FIFO: the longest waiting first; a waiter needing more units than are free holds back the ones
+  /// behind it (no overtaking, so large requests are not starved).
+  oldest_first,
+  /// LIFO: the newest first (fresh requests are served while old ones, whose clients may have given up,
+  /// wait); at a full queue the oldest waiters are pushed out (`queue_full`) to make room.
+  newest_first,
+};
+
+/// Options of `ConcurrencyLimiter`; a plain aggregate.
+struct ConcurrencyOptions {
+  /// Units in flight per key at most; >= 1.
+  std::int64_t permits = 1;
+  /// Units that may wait per key at most (a waiter of n units takes n); >= 0. 0: nobody waits.
+  std::int64_t queue_limit = 0;
+  /// Order in which waiters get returned units.
+  QueueOrder queue_order = QueueOrder::oldest_first;
+  /// Keys held at once at most (a key is held while it has permits out or waiters queued; an idle key
+  /// is forgotten at once); >= 1. A new key beyond it is denied (`key_limit`): busy keys are never evicted.
+  std::size_t max_keys = 100'000;
+  /// Longest key accepted, in bytes; a longer key throws `std::invalid_argument`. <= 2^31.
+  std::size_t max_key_bytes = 512;
+  /// Independently locked shards, rounded up to a power of two; 0 picks 16. <= 65536.
+  std::size_t shards = 0;
+};
+
+/// What a blocked `ConcurrencyLimiter::acquire` waits on: its own wake-up signal. A wait strategy is
+/// called as `strategy(PermitWait&, std::chrono::nanoseconds timeout)` and returns when it likes (early
+/// returns are fine: the caller checks its state and its deadline on its clock, and calls again).
+class PermitWait {
+ public:
+  /// Blocks the calling thread until this waiter is answered (granted, pushed out, cancelled) or
+  /// `timeout` of real time (steady clock) passed. Thread-safe.
+  void wait_for(std::chrono::nanoseconds timeout) {
+    // Bounded slices: a deadline far away (or never) must not overflow the condition variable's clock.
+    const auto slice = std::min<std::chrono::nanoseconds>(timeout, std::chrono::hours(1));
+    std::unique_lock lock(mutex_);
+    cv_.wait_for(lock, slice, [this] { return signaled_; });
+  }
+  /// True once this waiter was answered. Thread-safe.
+  [[nodiscard]] bool answered() const noexcept { return state_.load(std::memory_order_acquire) != kWaiting; }
+
+ private:
+  template <Clock>
+  friend class ConcurrencyLimiter;
+  static constexpr int kWaiting = 0;
+  static constexpr int kGranted = 1;
+  static constexpr int kDenied = 2;
+
+  void signal() {
+    {
+      std::lock_guard lock(mutex_);
+      signaled_ = true;
+    }
+    cv_.notify_one();
+  }
+
+  std::atomic<int> state_{kWaiting};
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool signaled_ = false;
+};
+
+/// The default wait strategy: blocks on the waiter's condition variable (`PermitWait::wait_for`).
+/// Tests pass one that moves a `ManualClock` or releases a permit instead.
+struct BlockingWait {
+  void operator()(PermitWait& wait, std::chrono::nanoseconds timeout) const { wait.wait_for(timeout); }
+};
+
+/// At most `permits` units in flight per key (a bulkhead: nginx `limit_conn`, .NET `ConcurrencyLimiter`),
+/// in process. Algorithm: per key a count of units held and a queue of waiters; units are taken when
+/// they fit (and, oldest-first, nobody waits ahead), and each returned unit goes to the queue in
+/// `queue_order`, as many waiters as fit (README "Concurrency limits").
+///
+/// Thread-safe: every method may be called from any number of threads; one key's operations are
+/// linearizable under its shard's lock. Callbacks and wake-ups run after that lock is released.
+/// Memory: a key is held only while it has permits out or waiters queued (idle keys are forgotten at
+/// once), at most `max_keys` of them; per waiter one small heap block.
+/// The limiter must outlive its permits; destroying it denies queued async waiters (`cancelled`), and
+/// must not race with blocked `acquire` calls.
+///
+/// @tparam C a `Clock` for deadlines: `std::chrono::steady_clock` by default; `ManualClock` in tests
+///           (with a wait strategy that moves it).
+template <Clock C = std::chrono::steady_clock>
+class ConcurrencyLimiter final : public PermitSource {
+ public:
+  using clock_type = C;
+  /// The callback of `acquire_async`; called exactly once, must not throw.
+  using Callback = std::function<void(PermitResult)>;
+
+  /// Throws `std::invalid_argument` naming the field (`ConcurrencyOptions.permits`, `.queue_limit`,
+  /// `.queue_order`, `.max_keys`, `.max_key_bytes`, `.shards`) when out of range.
+  explicit ConcurrencyLimiter(ConcurrencyOptions options, C clock = {})
+      : options_(validated(options)), clock_(std::move(clock)), shard_count_(shard_count(options_)),
+        shards_(std::make_unique<Shard[]>(shard_count_)) {
+    std::random_device entropy;
+    auto random64 = [&entropy] { return (std::uint64_t{entropy()} << 32) | entropy(); };
+    hash_key_[0] = random64();
+    hash_key_[1] = random64();
+    for (std::size_t i = 0; i < shard_count_; ++i) shards_[i].keys = Map(0, Hash{hash_key_}, Equal{});
+  }
+  ConcurrencyLimiter(const ConcurrencyLimiter&) = delete;
+  ConcurrencyLimiter& operator=(const ConcurrencyLimiter&) = delete;
+
+  /// Answers every queued async waiter `cancelled`.
+  ~ConcurrencyLimiter() {
+    std::vector<std::shared_ptr<Waiter>> cancelled;
+    for (std::size_t s = 0; s < shard_count_; ++s) {
+      std::lock_guard lock(shards_[s].mutex);
+      for (auto& [key, state] : shards_[s].keys) {
+        for (auto& w : state.queue) {
+          w->denial = PermitStatus::cancelled;
+          w->state_.store(PermitWait::kDenied, std::memory_order_release);
+          cancelled.push_back(w);
+        }
+        state.queue.clear();
+      }
+    }
+    for (auto& w : cancelled) deliver(*w);
+  }
+
+  /// Takes `units` for `key` if they fit now, without waiting (oldest-first: only when nobody waits).
+  /// Thread-safe. Returns the permit, or `busy` / `too_many_units` / `key_limit` with the key's counts.
+  /// Throws `std::invalid_argument` for `units < 1` (`units`) or a key over `max_key_bytes` (`key`).
+  PermitResult try_acquire(std::string_view key, std::int64_t units = 1) {
+    return acquire(key, units, std::chrono::nanoseconds(0));
+  }
+
+  /// Takes `units` for `key`, waiting up to `max_wait` (on the limiter's clock) in the key's queue.
+  /// Returns at once with the permit when the units fit, with `too_many_units` when they never can,
+  /// `busy` when `max_wait` is 0, `queue_full` when the queue cannot take them (oldest-first), or
+  /// `key_limit`; otherwise waits until granted (in `queue_order`), pushed out (`queue_full`,
+  /// newest-first) or the deadline (`timed_out`). Waiting calls `wait(PermitWait&, remaining)`
+  /// repeatedly (`BlockingWait` by default; inject one driving a `ManualClock` in tests). Thread-safe.
+  /// Throws `std::invalid_argument` for `units < 1` (`units`), a negative `max_wait` (`max_wait`) or a
+  /// key over `max_key_bytes` (`key`); whatever `wait` throws (the waiter leaves the queue first).
+  template <class Wait = BlockingWait>
+  PermitResult acquire(std::string_view key, std::int64_t units, std::chrono::nanoseconds max_wait,
+                       Wait&& wait = {}) {
+    validate(key, units, max_wait);
+    const std::int64_t deadline = detail::saturating_add(now_ns(), max_wait.count());
+    std::shared_ptr<Waiter> w;
+    PermitResult immediate = enqueue(key, units, max_wait, deadline, nullptr, w);
+    if (!w) return immediate;
+    try {
+      for (;;) {
+        if (w->answered()) return answer(*w);
+        const std::int64_t now = now_ns();
+        if (now >= deadline) {
+          withdraw(*w, PermitStatus::timed_out);
+          return answer(*w);
+        }
+        wait(static_cast<PermitWait&>(*w), std::chrono::nanoseconds(deadline - now));
+      }
+    } catch (...) {
+      withdraw(*w, PermitStatus::cancelled);
+      if (w->state_.load(std::memory_order_acquire) == PermitWait::kGranted) (void)answer(*w);  // give it back
+      throw;
+    }
+  }
+
+  /// As `acquire`, without blocking: `done(PermitResult)` is called exactly once, inline when the answer
+  /// is immediate, else later on the thread that returns units (granted, in `queue_order`), that pushes
+  /// it out, or that finds its deadline passed: deadlines are checked on every operation on the key and
+  /// by `expire_waiters()`, which an event loop's timer should call (this limiter starts no thread).
+  /// `done` must not throw. Thread-safe. Throws as `acquire` (then `done` is not called).
+  void acquire_async(std::string_view key, std::int64_t units, std::chrono::nanoseconds max_wait, Callback done) {
+    validate(key, units, max_wait);
+    if (!done) detail::invalid("done", "must not be empty");
+    const std::int64_t deadline = detail::saturating_add(now_ns(), max_wait.count());
+    std::shared_ptr<Waiter> w;
+    PermitResult immediate = enqueue(key, units, max_wait, deadline, &done, w);
+    if (!w) done(std::move(immediate));
+  }
+
+  /// Answers `timed_out` to every queued waiter whose deadline passed (async callbacks run here, blocked
+  /// callers wake), and grants what that frees. Returns how many expired. Thread-safe; O(keys).
+  std::size_t expire_waiters() {
+    const std::int64_t now = now_ns();
+    std::size_t expired = 0;
+    for (std::size_t s = 0; s < shard_count_; ++s) {
+      std::vector<std::shared_ptr<Waiter>> out;
+      {
+        std::lock_guard lock(shards_[s].mutex);
+        for (auto it = shards_[s].keys.begin(); it != shards_[s].keys.end();) {
+          const std::size_t before = out.size();
+          expire(it->second, now, out);
+          expired += out.size() - before;
+          grant(it->second, out);
+          it = it->second.idle() ? erase(shards_[s], it) : std::next(it);
+        }
+      }
+      for (auto& w : out) deliver(*w);
+    }
+    return expired;
+  }
+
+  /// Units in flight for `key` now. Thread-safe (a snapshot).
+  [[nodiscard]] std::int64_t in_flight(std::string_view key) const { return counts(key).first; }
+  /// Units waiting in `key`'s queue now. Thread-safe (a snapshot).
+  [[nodiscard]] std::int64_t queued(std::string_view key) const { return counts(key).second; }
+  /// Keys held now (with permits out or waiters queued). Thread-safe (a snapshot).
+  [[nodiscard]] std::size_t size() const noexcept { return keys_.load(std::memory_order_relaxed); }
+  /// The options as given. Thread-safe (immutable).
+  [[nodiscard]] const ConcurrencyOptions& options() const noexcept { return options_; }
+  /// The clock deadlines are read on (a `ManualClock` copy shares its time with the caller's).
+  [[nodiscard]] C& clock() noexcept { return clock_; }
+
+  // PermitSource
+  void release_permit(void* token, std::int64_t units) noexcept override {
+    auto* state = static_cast<KeyState*>(token);
+    Shard& shard = shards_[state->shard];
+    std::vector<std::shared_ptr<Waiter>> out;
+    {
+      std::lock_guard lock(shard.mutex);
+      state->in_flight -= units;
+      expire(*state, now_ns(), out);
+      grant(*state, out);
+      if (state->idle()) erase(shard, shard.keys.find(*state->key));
+    }
+    for (auto& w : out) deliver(*w);
+  }
+  [[nodiscard]] bool permit_valid(const void*) const noexcept override { return true; }
+
+ private:
+  struct KeyState;
+  struct Waiter : PermitWait {
+    KeyState* where = nullptr;  // while queued
+    typename std::list<std::shared_ptr<Waiter>>::iterator pos{};
+    std::size_t shard = 0;
+    std::int64_t units = 0;
+    std::int64_t deadline_ns = 0;
+    PermitStatus denial = PermitStatus::timed_out;
+    std::int64_t in_flight = 0;  // at the answer
+    std::int64_t queued = 0;
+    void* token = nullptr;        // the key's state, when granted
+    Callback done;                // async only
+  };
+  using Queue = std::list<std::shared_ptr<Waiter>>;
+
+  struct KeyState {
+    std::int64_t in_flight = 0;
+    std::int64_t queued_units = 0;
+    Queue queue;
+    const std::string* key = nullptr;  // the map's key (stable: map nodes never move)
+    std::size_t shard = 0;
+    [[nodiscard]] bool idle() const noexcept { return in_flight == 0 && queue.empty(); }
+  };
+
+  struct Hash {
+    using is_transparent = void;
+    const std::uint64_t* key;
+    std::size_t operator()(std::string_view s) const noexcept { return detail::siphash<1, 3>(key[0], key[1], s); }
+  };
+  struct Equal {
+    using is_transparent = void;
+    bool operator()(std::string_view a, std::string_view b) const noexcept { return a == b; }
+  };
+  using Map = std::unordered_map<std::string, KeyState, Hash, Equal>;
+
+  struct alignas(64) Shard {
+    std::mutex mutex;
+    Map keys{0, Hash{nullptr}, Equal{}};
+  };
+
+  static ConcurrencyOptions validated(ConcurrencyOptions o) {
+    detail::require_positive(o.permits, "ConcurrencyOptions.permits");
+    if (o.queue_limit < 0) detail::invalid("ConcurrencyOptions.queue_limit", "must be >= 0, got " + std::to_string(o.queue_limit));
+    if (o.queue_order != QueueOrder::oldest_first && o.queue_order != QueueOrder::newest_first) {
+      detail::invalid("ConcurrencyOptions.queue_order", "must be oldest_first or newest_first");
+    }
+    if (o.max_keys < 1) detail::invalid("ConcurrencyOptions.max_keys", "must be >= 1");
+    if (o.max_key_bytes > (std::size_t{1} << 31)) detail::invalid("ConcurrencyOptions.max_key_bytes", "must be <= 2^31");
+    if (o.shards > 65536) detail::invalid("ConcurrencyOptions.shards", "must be <= 65536");
+    return o;
+  }
+  static std::size_t shard_count(const ConcurrencyOptions& o) { return std::bit_ceil(o.shards == 0 ? 16 : o.shards); }
+
+  void validate(std::string_view key, std::int64_t units, std::chrono::nanoseconds max_wait) const {
+    if (key.size() > options_.max_key_bytes) {
+      detail::invalid("key", std::to_string(key.size()) + " bytes exceeds max_key_bytes (" +
+                                 std::to_string(options_.max_key_bytes) + ")");
+    }
+    detail::require_positive(units, "units");
+    if (max_wait.count() < 0) detail::invalid("max_wait", "must be >= 0");
+  }
+
+  std::int64_t now_ns() { return detail::now_ns(clock_); }
+
+  std::size_t shard_of(std::string_view key) const noexcept {
+    const std::uint64_t h = detail::siphash<1, 3>(hash_key_[0], hash_key_[1], key);
+    return static_cast<std::size_t>(h >> 32) & (shard_count_ - 1);
+  }
+  typename Map::iterator erase(Shard& shard, typename Map::iterator it) {
+    keys_.fetch_sub(1, std::memory_order_relaxed);
+    return shard.keys.erase(it);
+  }
+
+  /// Takes the units, queues a waiter (`w` set) or answers at once (the returned result).
+  PermitResult enqueue(std::string_view key, std::int64_t units, std::chrono::nanoseconds max_wait,
+                       std::int64_t deadline, Callback* done, std::shared_ptr<Waiter>& w) {
+    const std::size_t s = shard_of(key);
+    Shard& shard = shards_[s];
+    std::vector<std::shared_ptr<Waiter>> out;
+    PermitResult result;
+    {
+      std::lock_guard lock(shard.mutex);
+      auto it = shard.keys.find(key);
+      if (it == shard.keys.end()) {
+        if (units > options_.permits) return PermitResult{{}, PermitStatus::too_many_units, 0, 0};
+        if (keys_.fetch_add(1, std::memory_order_relaxed) >= options_.max_keys) {
+          keys_.fetch_sub(1, std::memory_order_relaxed);
+          return PermitResult{{}, PermitStatus::key_limit, 0, 0};
+        }
+        it = shard.keys.try_emplace(std::string(key)).first;
+        it->second.key = &it->first;
+        it->second.shard = s;
+      }
+      KeyState& state = it->second;
+      expire(state, now_ns(), out);
+      grant(state, out);
+      const bool nobody_ahead = state.queue.empty() || options_.queue_order == QueueOrder::newest_first;
+      if (nobody_ahead && state.in_flight + units <= options_.permits) {
+        state.in_flight += units;
+        result = PermitResult{Permit(this, &state, units), PermitStatus::acquired, state.in_flight, state.queued_units};
+      } else if (units > options_.permits) {
+        result = PermitResult{{}, PermitStatus::too_many_units, state.in_flight, state.queued_units};
+      } else if (max_wait.count() == 0) {
+        result = PermitResult{{}, PermitStatus::busy, state.in_flight, state.queued_units};
+      } else if (units > options_.queue_limit ||
+                 (options_.queue_order == QueueOrder::oldest_first && state.queued_units + units > options_.queue_limit)) {
+        result = PermitResult{{}, PermitStatus::queue_full, state.in_flight, state.queued_units};
+      } else {
+        while (state.queued_units + units > options_.queue_limit) {  // newest-first: push the oldest out
+          out.push_back(state.queue.front());
+          state.queue.pop_front();
+          Waiter& old = *out.back();
+          state.queued_units -= old.units;
+          answer_denied(old, PermitStatus::queue_full, state);
+        }
+        w = std::make_shared<Waiter>();
+        w->units = units;
+        w->deadline_ns = deadline;
+        w->where = &state;
+        w->shard = s;
+        if (done != nullptr) w->done = std::move(*done);
+        w->pos = state.queue.insert(state.queue.end(), w);
+        state.queued_units += units;
+      }
+      if (state.idle()) erase(shard, it);
+    }
+    for (auto& x : out) deliver(*x);
+    return result;
+  }
+
+  static void answer_denied(Waiter& w, PermitStatus why, const KeyState& state) {
+    w.denial = why;
+    w.in_flight = state.in_flight;
+    w.queued = state.queued_units;
+    w.state_.store(PermitWait::kDenied, std::memory_order_release);
+  }
+
+  /// Under the lock: answers the waiters whose deadline passed (`now` on the limiter's clock).
+  static void expire(KeyState& state, std::int64_t now, std::vector<std::shared_ptr<Waiter>>& out) {
+    for (auto it = state.queue.begin(); it != state.queue.end();) {
+      if ((*it)->deadline_ns > now) {
+        ++it;
+        continue;
+      }
+      state.queued_units -= (*it)->units;
+      answer_denied(**it, PermitStatus::timed_out, state);
+      out.push_back(std::move(*it));
+      it = state.queue.erase(it);
+    }
+  }
+
+  /// Under the lock: grants queued waiters in `queue_order` while the next one fits.
+  void grant(KeyState& state, std::vector<std::shared_ptr<Waiter>>& out) {
+    const bool fifo = options_.queue_order == QueueOrder::oldest_first;
+    while (!state.queue.empty()) {
+      std::shared_ptr<Waiter>& next = fifo ? state.queue.front() : state.queue.back();
+      if (state.in_flight + next->units > options_.permits) break;
+      state.in_flight += next->units;
+      state.queued_units -= next->units;
+      next->in_flight = state.in_flight;
+      next->queued = state.queued_units;
+      next->token = &state;
+      next->state_.store(PermitWait::kGranted, std::memory_order_release);
+      out.push_back(std::move(next));
+      fifo ? state.queue.pop_front() : state.queue.pop_back();
+    }
+  }
+
+  /// Outside every lock: tells an answered waiter (callback, or wake-up of the blocked caller).
+  void deliver(Waiter& w) {
+    if (w.done) {
+      Callback done = std::move(w.done);
+      done(answer(w));
+    } else {
+      w.signal();
+    }
+  }
+
+  /// The result of an answered waiter (its permit, once).
+  PermitResult answer(Waiter& w) {
+    if (w.state_.load(std::memory_order_acquire) == PermitWait::kGranted) {
+      void* token = std::exchange(w.token, nullptr);
+      if (token == nullptr) return PermitResult{{}, PermitStatus::cancelled, w.in_flight, w.queued};
+      return PermitResult{Permit(this, token, w.units), PermitStatus::acquired, w.in_flight, w.queued};
+    }
+    return PermitResult{{}, w.denial, w.in_flight, w.queued};
+  }
+
+  /// Takes a still-queued waiter out of its queue, answering it `why` (a granted one stays granted).
+  void withdraw(Waiter& w, PermitStatus why) {
+    Shard& shard = shards_[w.shard];
+    std::vector<std::shared_ptr<Waiter>> out;
+    {
+      std::lock_guard lock(shard.mutex);
+      if (w.answered()) return;
+      KeyState& state = *w.where;  // held: the key has this waiter queued
+      state.queued_units -= w.units;
+      answer_denied(w, why, state);
+      state.queue.erase(w.pos);
+      grant(state, out);  // oldest-first, the one that held back others is gone
+      if (state.idle()) erase(shard, shard.keys.find(*state.key));
+    }
+    for (auto& x : out) deliver(*x);
+  }
+
+  std::pair<std::int64_t, std::int64_t> counts(std::string_view key) const {
+    Shard& shard = shards_[shard_of(key)];
+    std::lock_guard lock(shard.mutex);
+    const auto it = shard.keys.find(key);
+    return it == shard.keys.end() ? std::pair<std::int64_t, std::int64_t>{0, 0}
+                                  : std::pair{it->second.in_flight, it->second.queued_units};
+  }
+
+  ConcurrencyOptions options_;
+  C clock_;
+  std::uint64_t hash_key_[2]{};
+  std::size_t shard_count_;
+  std::unique_ptr<Shard[]> shards_;
+  std::atomic<std::size_t> keys_{0};
+};
+
+}  // namespace ratelimit

@@ -1,0 +1,134 @@
+#pragma once
+
+/// @file
+/// `Permit`: the move-only handle of units held in a concurrency limiter (in memory or on Redis), and
+/// `PermitResult`, what an acquisition returns (README "Concurrency limits").
+
+#include <cstdint>
+#include <string_view>
+#include <utility>
+
+namespace ratelimit {
+
+/// What a backend of permits implements so that one `Permit` type serves every backend. `token` is the
+/// backend's own handle of one permit (in memory its key's state; on Redis its renewal record).
+class PermitSource {
+ public:
+  PermitSource() = default;
+  PermitSource(const PermitSource&) = delete;
+  PermitSource& operator=(const PermitSource&) = delete;
+
+  /// Returns the `units` of the permit `token`; called once per permit. Must not throw.
+  virtual void release_permit(void* token, std::int64_t units) noexcept = 0;
+  /// Whether the permit `token` still counts as in flight (on Redis: not expired, renewal not failed).
+  [[nodiscard]] virtual bool permit_valid(const void* token) const noexcept = 0;
+
+ protected:
+  ~PermitSource() = default;
+};
+
+/// Units held in a concurrency limiter for one key, returned when the permit is destroyed or
+/// `release()`d (RAII). Move-only; a default-constructed or moved-from permit holds nothing.
+///
+/// The limiter that issued a permit must outlive it. Not thread-safe itself (one owner), but
+/// `valid()` may be called from any thread while the owner works, and permits of one limiter may be
+/// released from any threads at once.
+class Permit {
+ public:
+  Permit() = default;
+  /// For backends: a permit of `units` (>= 1) that `source` issued as `token`.
+  Permit(PermitSource* source, void* token, std::int64_t units) noexcept
+      : source_(source), token_(token), units_(units) {}
+  Permit(const Permit&) = delete;
+  Permit& operator=(const Permit&) = delete;
+  Permit(Permit&& other) noexcept
+      : source_(std::exchange(other.source_, nullptr)), token_(std::exchange(other.token_, nullptr)),
+        units_(std::exchange(other.units_, 0)) {}
+  /// Releases what this permit held, then takes `other`'s.
+  Permit& operator=(Permit&& other) noexcept {
+    if (this != &other) {
+      release();
+      source_ = std::exchange(other.source_, nullptr);
+      token_ = std::exchange(other.token_, nullptr);
+      units_ = std::exchange(other.units_, 0);
+    }
+    return *this;
+  }
+  ~Permit() { release(); }
+
+  /// Returns the units to the limiter (waiters are woken in queue order). Idempotent: later calls do
+  /// nothing. Never throws (on Redis a failed release leaves the permit to expire).
+  void release() noexcept {
+    if (source_ != nullptr) std::exchange(source_, nullptr)->release_permit(std::exchange(token_, nullptr), units_);
+    units_ = 0;
+  }
+
+  /// True until `release()` (or a move away): this object still owns its units.
+  [[nodiscard]] bool held() const noexcept { return source_ != nullptr; }
+  /// True while held and still counted in flight by the backend. In memory a held permit is always
+  /// valid; on Redis it turns false, at once and for good, when a renewal fails or the permit expired
+  /// (the holder should stop its work: others may be admitted in its place). Thread-safe.
+  [[nodiscard]] bool valid() const noexcept { return source_ != nullptr && source_->permit_valid(token_); }
+  /// The units held (0 once released).
+  [[nodiscard]] std::int64_t units() const noexcept { return units_; }
+  /// Same as `valid()`.
+  explicit operator bool() const noexcept { return valid(); }
+
+ private:
+  PermitSource* source_ = nullptr;
+  void* token_ = nullptr;
+  std::int64_t units_ = 0;
+};
+
+/// Why an acquisition was answered as it was.
+enum class PermitStatus {
+  /// The units are held: `PermitResult::permit` owns them.
+  acquired,
+  /// Not enough units free and no waiting asked for (`try_acquire`, or `max_wait` 0).
+  busy,
+  /// The wait queue of the key could not take the units (`queue_limit`), or, newest-first, a newer
+  /// waiter pushed this one out of it.
+  queue_full,
+  /// `max_wait` ran out while waiting.
+  timed_out,
+  /// More units than `permits` asked for: can never pass.
+  too_many_units,
+  /// A new key while `max_keys` keys hold permits or waiters.
+  key_limit,
+  /// The limiter was destroyed while the request waited.
+  cancelled,
+  /// The backend failed (Redis unreachable, error reply); nothing is held.
+  backend_failed,
+};
+
+/// The name of a status: "acquired", "busy", "queue_full", ...
+[[nodiscard]] constexpr std::string_view to_string(PermitStatus s) noexcept {
+  switch (s) {
+    case PermitStatus::acquired: return "acquired";
+    case PermitStatus::busy: return "busy";
+    case PermitStatus::queue_full: return "queue_full";
+    case PermitStatus::timed_out: return "timed_out";
+    case PermitStatus::too_many_units: return "too_many_units";
+    case PermitStatus::key_limit: return "key_limit";
+    case PermitStatus::cancelled: return "cancelled";
+    case PermitStatus::backend_failed: return "backend_failed";
+  }
+  return "unknown";
+}
+
+/// The answer of an acquisition: a permit, or why not and how busy the key was.
+struct PermitResult {
+  /// Holds the units when `status == acquired`; empty otherwise.
+  Permit permit{};
+  PermitStatus status = PermitStatus::busy;
+  /// Units in flight for the key when the answer was made (after this grant when acquired).
+  std::int64_t in_flight = 0;
+  /// Units waiting in the key's queue then (in memory; 0 on Redis, which keeps no queue).
+  std::int64_t queued = 0;
+
+  /// True when acquired.
+  explicit operator bool() const noexcept { return status == PermitStatus::acquired; }
+  [[nodiscard]] bool acquired() const noexcept { return status == PermitStatus::acquired; }
+};
+
+}  // namespace ratelimit

@@ -1,0 +1,613 @@
+#pragma once
+
+/// @file
+/// `Pipeline`: one Redis connection shared by every caller (automatic pipelining). Whatever is queued
+/// when the connection is free goes out in one write; replies are matched in order. Sync callers do the
+/// I/O themselves (flat combining: the caller that finds the connection idle writes and reads, the
+/// others join its batch and are handed their replies); async calls are driven by the connection's I/O
+/// thread, which also runs their completions (README "Redis engine").
+
+#include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "ratelimit/redis/connection.hpp"
+#include "ratelimit/redis/error.hpp"
+#include "ratelimit/redis/reply.hpp"
+
+namespace ratelimit::redis {
+
+class PipelineOp;
+
+namespace detail {
+struct Waiter;
+struct RouteCallOut;
+}  // namespace detail
+
+/// Where an async call goes: a `Pipeline`, or a route's fallback. Implementations are thread-safe.
+class AsyncSink {
+ public:
+  /// Starts `op`; never blocks. `op.complete` is called exactly once, on the sink's I/O thread (also
+  /// when the call is refused: queue full, shutting down). Throws `std::logic_error` when called in a
+  /// process forked after the sink was made (README "Redis engine", fork).
+  virtual void submit(PipelineOp& op) = 0;
+
+ protected:
+  ~AsyncSink() = default;
+};
+
+/// One command of an async call, completed exactly once by the sink it was submitted to.
+class PipelineOp {
+ public:
+  /// The command in RESP (`append_resp`): exactly one reply is expected.
+  std::string command;
+  /// The command's arguments, for sinks that send through a `Route` (e.g. Redis Cluster); the slot of
+  /// its key (`detail::key_slot`).
+  std::vector<std::string> args;
+  std::uint16_t slot = 0;
+  /// When the call fails with cause `timeout` if it has no reply yet (a call not yet written is then
+  /// never sent; one already written may still run on the server: its late reply is discarded).
+  std::chrono::steady_clock::time_point deadline{};
+
+  PipelineOp() = default;
+  PipelineOp(const PipelineOp&) = delete;
+  PipelineOp& operator=(const PipelineOp&) = delete;
+
+  /// The outcome: the reply (possibly an error reply), or the error. Called once per submission on the
+  /// sink's I/O thread; may submit the op again (e.g. `EVAL` after `NOSCRIPT`) or delete it.
+  virtual void complete(Reply reply, std::optional<BackendError> error) noexcept = 0;
+
+ protected:
+  ~PipelineOp() = default;
+  /// The sink of the last submission (for a re-send from `complete`).
+  [[nodiscard]] AsyncSink* sink() const noexcept { return sink_; }
+
+ private:
+  friend class Pipeline;
+  friend struct PipelineOpAccess;
+  detail::Waiter* waiter_ = nullptr;  // sync callers: the caller waiting; null for async calls
+  AsyncSink* sink_ = nullptr;
+  Reply reply_;  // the outcome, until the I/O thread runs `complete`
+  std::optional<BackendError> error_;
+  detail::RouteCallOut* out_ = nullptr;  // sync calls only: where the outcome goes
+};
+
+/// Internal access for sinks other than `Pipeline`.
+struct PipelineOpAccess {
+  static void set_sink(PipelineOp& op, AsyncSink* s) noexcept { op.sink_ = s; }
+};
+
+namespace detail {
+
+/// A sync caller waiting for its calls (a stack object of `Pipeline::execute`).
+struct Waiter {
+  std::condition_variable cv;
+  std::size_t remaining = 0;
+  bool drive = false;  // handed the connection: this caller does the I/O next
+};
+
+/// Where a sync call's outcome goes.
+struct RouteCallOut {
+  Reply* reply;
+  std::optional<BackendError>* error;
+  bool* sent;
+};
+
+}  // namespace detail
+
+/// Appends `args` to `out` as one RESP command (an array of bulk strings).
+inline void append_resp(std::string& out, std::span<const std::string_view> args) {
+  char num[24];
+  auto put_len = [&](char tag, std::size_t n) {
+    out += tag;
+    const auto r = std::to_chars(num, num + sizeof num, n);
+    out.append(num, r.ptr);
+    out += "\r\n";
+  };
+  put_len('*', args.size());
+  for (const std::string_view a : args) {
+    put_len('$', a.size());
+    out.append(a);
+    out += "\r\n";
+  }
+}
+
+namespace detail {
+
+/// Bumped in a child after fork(): a pipeline made before it refuses use (its connection and threads
+/// belong to the parent).
+inline std::atomic<unsigned>& fork_generation() noexcept {
+  static std::atomic<unsigned> generation{0};
+  static const int registered = pthread_atfork(nullptr, nullptr, [] {
+    fork_generation().fetch_add(1, std::memory_order_relaxed);
+  });
+  (void)registered;
+  return generation;
+}
+
+/// True on a pipeline's I/O thread (where async completions run): a blocking call there would wait
+/// for the thread that is waiting.
+inline bool& on_io_thread() noexcept {
+  thread_local bool on = false;
+  return on;
+}
+
+}  // namespace detail
+
+/// One connection to one Redis server, shared by any number of callers (README "Redis engine").
+///
+/// Sync `execute`: the caller queues its commands; if nobody is doing I/O it writes everything queued
+/// (its own and others') in one write and reads replies until its own have come, then hands the
+/// connection to the next waiting caller (or to the I/O thread for async calls). A caller that finds the
+/// connection busy waits; its commands go in the next write. No timer, no thread hop when idle.
+///
+/// Async `submit`: queued the same way; when the connection is idle the I/O thread (started on first
+/// need) drives it. Completions of async calls always run on the I/O thread, one at a time, in reply
+/// order; a completion must not block (a sync call from it throws `std::logic_error`).
+///
+/// Faults: a write or read failure, or no byte for `command_timeout` while replies are due, breaks the
+/// connection: every call written and unanswered fails (it may have run; it is never re-sent), calls
+/// still queued go on a new connection (opened by the next write, with the pool's backoff). At most
+/// `max_in_flight` commands are queued or unanswered; a submission beyond fails at once (cause timeout,
+/// "queue full"). Destruction fails every unanswered call (cause io) and runs its completion before it
+/// returns. Thread-safe; not usable in a child process after fork (throws `std::logic_error`).
+class Pipeline final : public AsyncSink {
+ public:
+  /// Opens a connection (throws `BackendError`); called with no lock held, by the caller that writes.
+  using Opener = std::function<std::unique_ptr<Connection>()>;
+  /// Called when a broken connection is dropped.
+  using DropCounter = std::function<void()>;
+
+  /// `command_timeout` bounds each call (its deadline) and the wait for bytes of a due reply; both > 0.
+  /// `max_in_flight` >= 1. Connects nothing yet.
+  Pipeline(Opener open, DropCounter dropped, std::chrono::milliseconds command_timeout, std::size_t max_in_flight)
+      : open_(std::move(open)), dropped_(std::move(dropped)), command_timeout_(command_timeout),
+        max_in_flight_(max_in_flight), generation_(detail::fork_generation().load(std::memory_order_relaxed)) {}
+
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  ~Pipeline() {
+    if (forked()) {
+      // A child's copy: the parent's threads do not exist here. Leave everything (the fds close at exit).
+      // Its condition variable may count the parent's waiting I/O thread: destroying it would wait forever.
+      (void)conn_.release();
+      (void)io_cv_.release();
+      if (io_.joinable()) new std::thread(std::move(io_));  // never joined nor destroyed: it does not exist
+      return;
+    }
+    {
+      const std::lock_guard lock(mutex_);
+      stopping_ = true;
+      if (!driving_) fail_all(BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed"));
+      wake_io();
+    }
+    if (io_.joinable()) io_.join();
+    if (wake_fd_ >= 0) ::close(wake_fd_);
+  }
+
+  /// Runs every call (pipelined with whatever else is queued) and blocks until each has its outcome in
+  /// `reply` / `error` (within `command_timeout`). Never throws `BackendError`; throws `std::logic_error`
+  /// from an async completion or in a forked child.
+  template <class Call>
+  void execute(std::span<Call> calls) {
+    if (calls.empty()) return;
+    if (detail::on_io_thread()) {
+      throw std::logic_error("ratelimit: a blocking Redis call from an async completion (use the async API there)");
+    }
+    check_not_forked();
+    struct SyncOp final : PipelineOp {
+      void complete(Reply, std::optional<BackendError>) noexcept override {}
+    };
+    std::vector<SyncOp> ops(calls.size());
+    detail::Waiter waiter;
+    const auto deadline = std::chrono::steady_clock::now() + command_timeout_;
+    std::vector<detail::RouteCallOut> outs(calls.size());
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      ops[i].deadline = deadline;
+      outs[i] = detail::RouteCallOut{&calls[i].reply, &calls[i].error, &calls[i].sent};
+      calls[i].sent = false;
+      ops[i].out_ = &outs[i];
+      ops[i].waiter_ = &waiter;
+      append_resp(ops[i].command, std::span<const std::string_view>(calls[i].args));  // outside the lock
+    }
+    std::unique_lock lock(mutex_);
+    if (stopping_ || queued_.size() + inflight_.size() >= max_in_flight_) {
+      if (!stopping_) refused_.fetch_add(1, std::memory_order_relaxed);
+      const BackendError e = refusal();
+      lock.unlock();
+      for (Call& c : calls) {
+        c.reply.reset();
+        c.error = e;
+      }
+      return;
+    }
+    waiter.remaining = calls.size();
+    for (SyncOp& op : ops) queued_.push_back(&op);
+    update_load();
+    if (!driving_) {
+      driving_ = true;
+      drive(lock, &waiter);
+    }
+    while (waiter.remaining > 0) {
+      if (waiter.drive) {
+        waiter.drive = false;
+        drive(lock, &waiter);
+      } else {
+        waiter.cv.wait(lock);
+      }
+    }
+  }
+
+  /// Starts `op` (its `command` and `deadline` set); never blocks. `op.complete` runs exactly once per
+  /// submission on this pipeline's I/O thread. Throws `std::logic_error` in a forked child.
+  void submit(PipelineOp& op) override {
+    check_not_forked();
+    op.sink_ = this;
+    op.waiter_ = nullptr;
+    const std::lock_guard lock(mutex_);
+    start_io_thread();
+    if (stopping_ || queued_.size() + inflight_.size() >= max_in_flight_) {
+      if (!stopping_) refused_.fetch_add(1, std::memory_order_relaxed);
+      op.error_ = refusal();
+      completions_.push_back(&op);
+      wake_io();
+      return;
+    }
+    queued_.push_back(&op);
+    update_load();
+    if (!driving_) {
+      driving_ = true;
+      io_drive_ = true;
+      wake_io();
+    }
+  }
+
+  /// Commands queued or awaiting a reply (a snapshot, for choosing the least loaded connection).
+  [[nodiscard]] std::size_t load() const noexcept { return load_.load(std::memory_order_relaxed); }
+  /// Submissions refused because `max_in_flight` commands were outstanding.
+  [[nodiscard]] std::uint64_t refused() const noexcept { return refused_.load(std::memory_order_relaxed); }
+  /// Writes to the socket so far (each carries every command queued at the time).
+  [[nodiscard]] std::uint64_t writes() const noexcept { return writes_.load(std::memory_order_relaxed); }
+
+ private:
+  [[nodiscard]] bool forked() const noexcept {
+    return detail::fork_generation().load(std::memory_order_relaxed) != generation_;
+  }
+  void check_not_forked() const {
+    if (forked()) {
+      throw std::logic_error("ratelimit: a Redis limiter or pool made before fork() is used in the child; "
+                             "make a new one in the child (README \"Redis engine\", fork)");
+    }
+  }
+  [[nodiscard]] BackendError refusal() const {
+    return stopping_ ? BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed")
+                     : BackendError(BackendErrorCause::timeout, "queue full: max_in_flight commands outstanding");
+  }
+  void update_load() noexcept { load_.store(queued_.size() + inflight_.size(), std::memory_order_relaxed); }
+
+  // Lock held. Starts the I/O thread once (async calls need it).
+  void start_io_thread() {
+    if (io_.joinable()) return;
+    wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    io_ = std::thread([this] { io_main(); });
+  }
+  // Lock held.
+  void wake_io() {
+    io_cv_->notify_one();
+    if (wake_fd_ >= 0) {
+      const std::uint64_t one = 1;
+      [[maybe_unused]] const auto n = ::write(wake_fd_, &one, sizeof one);
+    }
+  }
+
+  // Lock held. Records the outcome of `op`: a sync caller's goes straight to it; an async one is run by
+  // the I/O thread (at once when this is the I/O thread: `ready`).
+  void finish(PipelineOp* op, Reply reply, std::optional<BackendError> error, std::vector<PipelineOp*>* ready) {
+    if (op->waiter_ != nullptr) {
+      *op->out_->reply = std::move(reply);
+      *op->out_->error = std::move(error);
+      if (--op->waiter_->remaining == 0) op->waiter_->cv.notify_one();
+      return;
+    }
+    op->reply_ = std::move(reply);
+    op->error_ = std::move(error);
+    if (ready != nullptr) {
+      ready->push_back(op);
+    } else {
+      completions_.push_back(op);
+      wake_io();
+    }
+  }
+
+  // Lock held. Fails every queued (never sent) and unanswered call with `e`.
+  void fail_all(const BackendError& e, std::vector<PipelineOp*>* ready = nullptr) {
+    for (PipelineOp* op : inflight_) {
+      if (op != nullptr) finish(op, nullptr, e, ready);
+    }
+    inflight_.clear();
+    for (PipelineOp* op : queued_) finish(op, nullptr, e, ready);
+    queued_.clear();
+    update_load();
+  }
+
+  // Lock held. The connection failed: unanswered calls fail (they may have run), queued ones wait for
+  // a new connection.
+  void break_connection(const BackendError& e, std::vector<PipelineOp*>* ready) {
+    for (PipelineOp* op : inflight_) {
+      if (op != nullptr) finish(op, nullptr, e, ready);
+    }
+    inflight_.clear();
+    update_load();
+    if (conn_) {
+      conn_.reset();
+      if (dropped_) dropped_();
+    }
+  }
+
+  // Lock held. Calls past their deadline fail: queued ones are dropped unsent; unanswered ones leave a
+  // hole in `inflight_` whose reply is discarded.
+  void expire(std::chrono::steady_clock::time_point now, std::vector<PipelineOp*>* ready) {
+    for (auto it = queued_.begin(); it != queued_.end();) {
+      if ((*it)->deadline <= now) {
+        finish(*it, nullptr, BackendError(BackendErrorCause::timeout, "deadline passed before the call was sent"),
+               ready);
+        it = queued_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (PipelineOp*& op : inflight_) {
+      if (op != nullptr && op->deadline <= now) {
+        finish(op, nullptr, BackendError(BackendErrorCause::timeout, "no reply before the call's deadline"), ready);
+        op = nullptr;
+      }
+    }
+    update_load();
+  }
+
+  // Lock held on entry and exit; this thread holds the driver role. `self`: the sync caller driving
+  // (it stops once its calls are answered), or null for the I/O thread (it stops when idle).
+  void drive(std::unique_lock<std::mutex>& lock, detail::Waiter* self) {
+    std::vector<PipelineOp*> ready;  // I/O thread: completions to run outside the lock
+    std::vector<PipelineOp*>* const ready_ptr = self == nullptr ? &ready : nullptr;
+    std::string out;
+    std::vector<Reply> replies;
+    for (;;) {
+      if (stopping_) {
+        fail_all(BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed"), ready_ptr);
+        if (ready.empty()) break;
+      }
+      auto now = std::chrono::steady_clock::now();
+      expire(now, ready_ptr);
+      if (!ready.empty()) {
+        run_outside_lock(lock, ready);
+        continue;
+      }
+      if (!queued_.empty()) {
+        if (!conn_) {
+          lock.unlock();
+          std::unique_ptr<Connection> c;
+          std::optional<BackendError> failed;
+          try {
+            c = open_();
+          } catch (const BackendError& e) {
+            failed = e;
+          }
+          lock.lock();
+          if (failed) {
+            // Nothing was sent: every queued call fails now (the pool backs off further connects).
+            for (PipelineOp* op : queued_) finish(op, nullptr, *failed, ready_ptr);
+            queued_.clear();
+            update_load();
+            continue;
+          }
+          conn_ = std::move(c);
+          continue;  // calls may have expired or joined meanwhile
+        }
+        out.clear();
+        if (inflight_.empty()) last_progress_ = now;
+        for (PipelineOp* op : queued_) {
+          out += op->command;
+          inflight_.push_back(op);
+          if (op->out_ != nullptr) *op->out_->sent = true;
+        }
+        queued_.clear();
+        Connection* c = conn_.get();
+        lock.unlock();
+        std::optional<BackendError> failed;
+        try {
+          c->write_raw(out);
+        } catch (const BackendError& e) {
+          failed = e;
+        }
+        writes_.fetch_add(1, std::memory_order_relaxed);
+        lock.lock();
+        if (failed) {
+          break_connection(*failed, ready_ptr);
+          continue;
+        }
+      }
+      if (self != nullptr && self->remaining == 0) break;
+      if (inflight_.empty()) {
+        if (queued_.empty()) break;
+        continue;
+      }
+      // Read what is due: the I/O thread waits in poll (deadlines, destruction wake it); a sync caller
+      // blocks in recv (its own deadline is the socket's timeout).
+      Connection* c = conn_.get();
+      const auto stall_at = last_progress_ + command_timeout_;
+      auto wait_until = stall_at;
+      if (self == nullptr) {
+        for (const PipelineOp* op : inflight_) {
+          if (op != nullptr && op->deadline < wait_until) wait_until = op->deadline;
+        }
+        for (const PipelineOp* op : queued_) {
+          if (op->deadline < wait_until) wait_until = op->deadline;
+        }
+      }
+      lock.unlock();
+      std::optional<BackendError> failed;
+      bool readable = true;
+      try {
+        if (self == nullptr) readable = wait_readable(*c, wait_until);
+        if (readable) {
+          c->read_some();
+          while (Reply r = c->next_buffered_reply()) replies.push_back(std::move(r));
+        }
+      } catch (const BackendError& e) {
+        failed = e;
+      }
+      lock.lock();
+      now = std::chrono::steady_clock::now();
+      if (failed) {
+        replies.clear();
+        break_connection(*failed, ready_ptr);
+        continue;
+      }
+      if (!replies.empty()) last_progress_ = now;
+      for (Reply& r : replies) {
+        if (inflight_.empty()) {
+          // More replies than commands: the stream is out of step.
+          break_connection(BackendError(BackendErrorCause::protocol, "unexpected reply"), ready_ptr);
+          break;
+        }
+        PipelineOp* op = inflight_.front();
+        inflight_.pop_front();
+        if (op != nullptr) finish(op, std::move(r), std::nullopt, ready_ptr);
+      }
+      replies.clear();
+      update_load();
+      if (!inflight_.empty() && now >= stall_at && last_progress_ + command_timeout_ <= now) {
+        break_connection(BackendError(BackendErrorCause::timeout, "no reply within command_timeout"), ready_ptr);
+      }
+    }
+    hand_off(self);
+  }
+
+  // Runs async completions with the lock released (they may submit again).
+  void run_outside_lock(std::unique_lock<std::mutex>& lock, std::vector<PipelineOp*>& ready) {
+    std::vector<PipelineOp*> batch;
+    batch.swap(ready);
+    lock.unlock();
+    for (PipelineOp* op : batch) {
+      Reply r = std::move(op->reply_);
+      std::optional<BackendError> e = std::move(op->error_);
+      op->error_.reset();
+      op->complete(std::move(r), std::move(e));
+    }
+    lock.lock();
+  }
+
+  // Lock held. The driver is done: the oldest waiting sync caller drives next, else the I/O thread when
+  // anything is outstanding, else the connection is idle.
+  void hand_off(detail::Waiter* self) {
+    if (queued_.empty() && inflight_.empty()) {
+      driving_ = false;
+      return;
+    }
+    auto pick = [self](const std::deque<PipelineOp*>& q) -> detail::Waiter* {
+      for (PipelineOp* op : q) {
+        if (op != nullptr && op->waiter_ != nullptr && op->waiter_ != self && op->waiter_->remaining > 0) {
+          return op->waiter_;
+        }
+      }
+      return nullptr;
+    };
+    detail::Waiter* next = pick(inflight_);
+    if (next == nullptr) next = pick(queued_);
+    if (next != nullptr) {
+      next->drive = true;
+      next->cv.notify_one();
+      return;
+    }
+    if (self == nullptr) {
+      io_drive_ = true;  // the I/O thread goes on (only abandoned replies are due)
+      return;
+    }
+    start_io_thread();
+    io_drive_ = true;
+    wake_io();
+  }
+
+  /// Waits until the socket is readable (true), `until` passes or the I/O thread is woken (false).
+  bool wait_readable(const Connection& c, std::chrono::steady_clock::time_point until) {
+    const auto left = until - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) return false;
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+    timespec ts{};
+    ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+    ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+    pollfd fds[2] = {{c.fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    const int n = ::ppoll(fds, wake_fd_ >= 0 ? 2 : 1, &ts, nullptr);
+    if (n > 0 && wake_fd_ >= 0 && (fds[1].revents & POLLIN) != 0) {
+      std::uint64_t drained = 0;
+      [[maybe_unused]] const auto r = ::read(wake_fd_, &drained, sizeof drained);
+    }
+    return n > 0 && fds[0].revents != 0;
+  }
+
+  void io_main() {
+    detail::on_io_thread() = true;
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      if (!completions_.empty()) {
+        std::vector<PipelineOp*> batch(completions_.begin(), completions_.end());
+        completions_.clear();
+        run_outside_lock(lock, batch);
+        continue;
+      }
+      if (io_drive_) {
+        io_drive_ = false;
+        drive(lock, nullptr);
+        continue;
+      }
+      if (stopping_ && !driving_) break;
+      io_cv_->wait(lock);
+    }
+  }
+
+  Opener open_;
+  DropCounter dropped_;
+  const std::chrono::milliseconds command_timeout_;
+  const std::size_t max_in_flight_;
+  const unsigned generation_;
+
+  std::mutex mutex_;  // everything below but the atomics and (outside the lock) the driver's connection
+  std::deque<PipelineOp*> queued_;    // not yet written
+  std::deque<PipelineOp*> inflight_;  // written, replies due in this order (null: abandoned at its deadline)
+  std::deque<PipelineOp*> completions_;  // async outcomes for the I/O thread
+  std::unique_ptr<Connection> conn_;
+  std::chrono::steady_clock::time_point last_progress_{};
+  bool driving_ = false;  // someone holds the driver role (or it was handed to a waiter / the I/O thread)
+  bool io_drive_ = false;
+  bool stopping_ = false;
+  std::unique_ptr<std::condition_variable> io_cv_ = std::make_unique<std::condition_variable>();
+  std::thread io_;
+  int wake_fd_ = -1;
+  std::atomic<std::size_t> load_{0};
+  std::atomic<std::uint64_t> refused_{0};
+  std::atomic<std::uint64_t> writes_{0};
+};
+
+}  // namespace ratelimit::redis
