@@ -54,11 +54,11 @@ struct RawConnection {
   }
 };
 
-// The same command RedisLimiter sends: EVALSHA sha 1 key "" cost peek B T tau (server time).
+// The same command RedisLimiter sends: EVALSHA sha 1 key "" cost mode B T (server time).
 std::vector<std::string> gcra_args(const std::string& sha1, const std::string& key) {
   const auto rules = kPolicy.rules(1000);
   return {"EVALSHA", sha1, "1", key, "", "1", "0", std::to_string(rules.limit()),
-          std::to_string(rules.emission_interval()), std::to_string(rules.tolerance())};
+          std::to_string(rules.emission_interval())};
 }
 
 void send(redisContext* c, const std::vector<std::string>& args) {

@@ -1,47 +1,111 @@
 #!/bin/sh
-# A/B of the per-policy Lua scripts: the scripts of git revision REF (as its lua/ holds them) against
-# the assembled scripts of BUILD_DIR (BUILD_DIR/generated/lua/), on one redis-server, alternating runs
-# of redis-benchmark (-c 50 -P 16, server time, keys spread over 100,000) so that both see the same
-# machine load. Prints requests/s and the server's usec_per_call of each run, and the new/old ratios of
-# the summed throughput and of the lowest usec_per_call (the least disturbed run of each).
+# A/B of the per-policy Lua scripts, server time per call: the scripts of git revision REF (assembled from
+# its lua/ as cmake/RatelimitRedis.cmake does: the parts named on the main's "-- Parts" line, then the
+# main) against the assembled scripts of BUILD_DIR (BUILD_DIR/generated/lua/), beside the reference GCRA
+# script (bench/reference_gcra.lua), all on one redis-server, alternating, so that every script sees the
+# same machine load. Each run is redis-benchmark -c 50 -P 16 over 100,000 keys on an emptied server
+# (FLUSHALL), with the client's time and with the server's (ARGV[1] = ""); the figure is the server's
+# usec_per_call of EVALSHA (INFO commandstats). Prints every run, then per script the lowest figure of the
+# rounds (the least disturbed run) and its ratio to the reference with the same time source.
+# With AB_INSTRUCTIONS=1 the server runs under valgrind (callgrind) and the figure is the CPU instructions
+# executed inside EVALSHA per call instead: slow (use ~5000 requests; keys then spread over 1,000), but
+# the same on a loaded machine as on an idle one, so small differences show.
 #   bench/redis_scripts_ab.sh REF BUILD_DIR [requests] [rounds]
 set -eu
 ref=$1
 build=$2
 requests=${3:-300000}
 rounds=${4:-3}
+instructions=${AB_INSTRUCTIONS:-0}
+root=$(cd "$(dirname "$0")/.." && pwd)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no >/dev/null 2>&1 &
+dir=$(mktemp -d)
+keys=100000
+if [ "$instructions" = 1 ]; then
+  keys=1000
+  valgrind --tool=callgrind --toggle-collect=evalShaCommand --callgrind-out-file="$dir/cg.%p" \
+    redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no >/dev/null 2>&1 &
+else
+  redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no >/dev/null 2>&1 &
+fi
 rpid=$!
-trap 'kill $rpid 2>/dev/null || true' EXIT
-sleep 0.5
+trap 'kill $rpid 2>/dev/null || true; rm -rf "$dir"' EXIT
+for _ in $(seq 100); do redis-cli -p "$port" PING >/dev/null 2>&1 && break; sleep 0.2; done
 cli() { redis-cli -p "$port" "$@"; }
-old_dir=$(mktemp -d)
-git show "$ref:lua/gcra.lua" >/dev/null  # fails early on a bad ref
-run() {  # $1 = sha, $2 = params, $3 = a key prefix of its own (fresh keys); prints "rps usec_per_call"
-  cli CONFIG RESETSTAT >/dev/null
-  rps=$(redis-benchmark -p "$port" -c 50 -P 16 -r 100000 -n "$requests" --csv \
-          EVALSHA "$1" 1 "$3:{k:__rand_int__}:state" "" 1 0 $2 2>/dev/null | tail -1 | cut -d, -f2 | tr -d '"')
-  usec=$(cli INFO commandstats | sed -n 's/^cmdstat_evalsha:.*usec_per_call=\([0-9.]*\),.*/\1/p')
-  echo "${rps:-0} ${usec:-0}"
+git -C "$root" show "$ref:lua/gcra.lua" >/dev/null  # fails early on a bad ref
+assemble_old() {  # $1 = kind: REF's parts, then its main
+  main=$(git -C "$root" show "$ref:lua/$1.lua")
+  parts=$(printf '%s\n' "$main" | sed -n 's/^-- Parts  *//p')
+  for p in $parts; do git -C "$root" show "$ref:lua/parts/$p.lua"; done
+  printf '%s\n' "$main"
 }
+run() {  # $1 = sha, $2 = now ("" = server time), $3 = params; prints usec_per_call (or instructions)
+  cli FLUSHALL >/dev/null
+  cli CONFIG RESETSTAT >/dev/null
+  [ "$instructions" = 1 ] && callgrind_control -z "$rpid" >/dev/null
+  redis-benchmark -p "$port" -c 50 -P 16 -r "$keys" -n "$requests" -q \
+    EVALSHA "$1" 1 "{k:__rand_int__}" "$2" $3 >/dev/null 2>&1
+  stats=$(cli INFO commandstats | grep '^cmdstat_evalsha:')
+  failed=$(echo "$stats" | sed -n 's/.*failed_calls=\([0-9]*\).*/\1/p')
+  [ "${failed:-0}" = 0 ] || echo "warning: $failed failed calls of $1" >&2
+  if [ "$instructions" = 1 ]; then
+    rm -f "$dir"/cg.*
+    callgrind_control -d "$rpid" >/dev/null
+    calls=$(echo "$stats" | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/p')
+    ir=$(sed -n 's/^summary: *\([0-9]*\).*/\1/p' "$(ls -t "$dir"/cg.* | head -1)")
+    echo "$ir / $calls" | bc
+  else
+    echo "$stats" | sed -n 's/.*usec_per_call=\([0-9.]*\),.*/\1/p'
+  fi
+}
+T=1700000000000000
+ref_sha=$(cli SCRIPT LOAD "$(cat "$root/bench/reference_gcra.lua")")
+names="reference"
 for kind in gcra token_bucket fixed_window sliding_window_counter sliding_window_log; do
-  case $kind in
-    gcra) params="100 10000 1000000" ;;
-    token_bucket) params="100 10000" ;;
-    *) params="100 1000000" ;;
-  esac
-  git show "$ref:lua/$kind.lua" >"$old_dir/$kind.lua"
-  old_sha=$(cli SCRIPT LOAD "$(cat "$old_dir/$kind.lua")")
-  new_sha=$(cli SCRIPT LOAD "$(cat "$build/generated/lua/$kind.lua")")
-  old_sum=0; new_sum=0; old_us=999999; new_us=999999
-  for r in $(seq "$rounds"); do
-    set -- $(run "$old_sha" "$params" "old:$kind:$r"); o=$1; ou=$2
-    set -- $(run "$new_sha" "$params" "new:$kind:$r"); w=$1; wu=$2
-    echo "$kind round $r: old $o req/s ($ou us/call)  new $w req/s ($wu us/call)"
-    old_sum=$(echo "$old_sum + $o" | bc); new_sum=$(echo "$new_sum + $w" | bc)
-    old_us=$(echo "if ($ou < $old_us) $ou else $old_us" | bc); new_us=$(echo "if ($wu < $new_us) $wu else $new_us" | bc)
-  done
-  echo "$kind: new/old throughput $(echo "scale=3; $new_sum / $old_sum" | bc), lowest server us/call new/old $(echo "scale=3; $new_us / $old_us" | bc)"
+  assemble_old "$kind" >"$dir/$kind.old.lua"
+  eval "sha_${kind}_old=\$(cli SCRIPT LOAD \"\$(cat \"$dir/$kind.old.lua\")\")"
+  eval "sha_${kind}_new=\$(cli SCRIPT LOAD \"\$(cat \"$build/generated/lua/$kind.lua\")\")"
+  names="$names $kind"
 done
-rm -rf "$old_dir"
+params_of() {
+  case $1 in
+    reference) echo "10000 1000000" ;;
+    gcra) echo "1 0 100 10000 1000000" ;;  # a newer gcra ignores the tolerance (ARGV[6])
+    token_bucket) echo "1 0 100 10000" ;;
+    *) echo "1 0 100 1000000" ;;
+  esac
+}
+best() { [ -z "$1" ] && echo "$2" || echo "if ($2 < $1) $2 else $1" | bc; }
+for r in $(seq "$rounds"); do
+  for time in client server; do
+    now=$T
+    [ $time = server ] && now=""
+    for name in $names; do
+      for side in old new; do
+        if [ $name = reference ]; then
+          [ $side = new ] && continue
+          sha=$ref_sha
+        else
+          eval "sha=\$sha_${name}_$side"
+        fi
+        u=$(run "$sha" "$now" "$(params_of $name)")
+        echo "round $r, $time time: $name $side $u"
+        key=${name}_${side}_$time
+        eval "cur=\${best_$key:-}"
+        eval "best_$key=\$(best \"\$cur\" \"$u\")"
+      done
+    done
+  done
+done
+echo
+unit="server us/call"; [ "$instructions" = 1 ] && unit="instructions/call"
+echo "lowest $unit of $rounds rounds (x reference, same time source):"
+for time in client server; do
+  eval "refv=\$best_reference_old_$time"
+  echo "  reference GCRA ($time time): $refv"
+  for name in $names; do
+    [ $name = reference ] && continue
+    eval "o=\$best_${name}_old_$time"; eval "n=\$best_${name}_new_$time"
+    echo "  $name ($time time): $ref $o ($(echo "scale=2; $o / $refv" | bc)x) -> new $n ($(echo "scale=2; $n / $refv" | bc)x)"
+  done
+done

@@ -1,6 +1,8 @@
 // Server-side cost of the Lua scripts at saturation: redis-benchmark -c 50 -P 16 running EVALSHA of each
 // script against a redis-server started here, beside raw INCR and the design documents' reference GCRA
-// script in the same run. Prints and writes CSV (name, requests per second, ratio to INCR).
+// script in the same run, each with the server's time and with the client's. Prints and writes CSV (name,
+// requests per second, ratio to INCR, server time per call). bench/redis_scripts_ab.sh compares two
+// revisions of the scripts, alternating runs on one server.
 //
 // Usage: bench_redis_scripts OUT.csv [requests]   (needs redis-server and redis-benchmark on PATH)
 #include <cstdio>
@@ -67,22 +69,20 @@ int main(int argc, char** argv) {
   // Each run its own keys: the scripts keep different value types.
   int run_index = 0;
   auto key = [&run_index] { return "bench" + std::to_string(run_index++) + ":{k:__rand_int__}:state"; };
+  const std::string reference = load(file(std::string(RATELIMIT_SOURCE_DIR) + "/bench/reference_gcra.lua"));
   std::vector<std::pair<std::string, std::string>> runs{
       {"INCR", "INCR " + key()},
-      {"reference GCRA (GET, SET, PEXPIRE)",
-       "EVALSHA " + load(file(std::string(RATELIMIT_SOURCE_DIR) + "/bench/reference_gcra.lua")) + " 1 " + key() +
-           " 1700000000000000 10000 1000000"},
+      {"reference GCRA (GET, SET, PEXPIRE)", "EVALSHA " + reference + " 1 " + key() + " \"\" 10000 1000000"},
+      {"reference GCRA, client time", "EVALSHA " + reference + " 1 " + key() + " 1700000000000000 10000 1000000"},
   };
   for (const char* kind : {"gcra", "token_bucket", "fixed_window", "sliding_window_counter", "sliding_window_log"}) {
     const std::string sha = load(std::string(script_for(kind).body));
-    const std::string params = std::string(kind) == "gcra"           ? "100 10000 1000000"
-                               : std::string(kind) == "token_bucket" ? "100 10000"
-                                                                     : "100 1000000";
+    const std::string params = std::string(kind) == "gcra" || std::string(kind) == "token_bucket" ? "100 10000"
+                                                                                                  : "100 1000000";
     runs.emplace_back(std::string("ratelimit ") + kind, "EVALSHA " + sha + " 1 " + key() + " \"\" 1 0 " + params);
-    if (std::string(kind) == "gcra") {  // with the time passed in, as the reference script has it
-      runs.emplace_back("ratelimit gcra, client time",
-                        "EVALSHA " + sha + " 1 " + key() + " 1700000000000000 1 0 " + params);
-    }
+    // With the time passed in, as the reference script's client-time row has it.
+    runs.emplace_back(std::string("ratelimit ") + kind + ", client time",
+                      "EVALSHA " + sha + " 1 " + key() + " 1700000000000000 1 0 " + params);
   }
   // The server's own time per call (INFO commandstats) is the steadier figure on a shared machine: it
   // leaves out the client's and the network's share.

@@ -1,7 +1,12 @@
 -- The reference GCRA script of the design documents, for comparison only (not used by the library):
 -- GET the TAT, compute, then SET it and PEXPIRE it in two more calls.
--- KEYS[1] tat key; ARGV[1] now (us); ARGV[2] emission interval T (us); ARGV[3] tolerance tau (us)
+-- KEYS[1] tat key; ARGV[1] now (us), or "" to read the server's TIME (the same time sources as the
+-- library's scripts); ARGV[2] emission interval T (us); ARGV[3] tolerance tau (us)
 local now = tonumber(ARGV[1])
+if ARGV[1] == "" then
+  local t = redis.call("TIME")
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
 local interval = tonumber(ARGV[2])
 local tolerance = tonumber(ARGV[3])
 local tat = tonumber(redis.call("GET", KEYS[1])) or now

@@ -1,7 +1,8 @@
 -- ratelimit: fixed window check, one atomic step (README "Policy formulas", FixedWindow; must decide exactly as
 -- ratelimit::FixedWindow::Rules evaluated at a 1 us tick).
 --
--- KEYS[1]  hash {w = latest write time (us), c = count of w's window}
+-- KEYS[1]  struct.pack("<dd", w, c): latest write time (us) and the count of w's window (two little-endian
+--          doubles, exact below 2^53)
 -- ARGV[1]  now: integer microseconds since the epoch, or "" to read the server's TIME
 -- ARGV[2]  cost: integer >= 0 (ignored when peeking)
 -- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,
@@ -9,11 +10,17 @@
 --          "3" = dry check: decides as "0" and writes nothing (the layered script's first pass)
 -- ARGV[4]  limit L: integer in [1, 2^53)
 -- ARGV[5]  window W: microseconds, integer >= 1
--- Reply    {allowed (1/0), limit, remaining, retry_after_us (-1 = never), reset_after_us}
--- Writes   only an admitted check with cost >= 1: HSET w, c; PEXPIRE ceil(reset_after / 1 ms) + 1000 ms.
+-- Reply    struct.pack("<ddddd", allowed (1/0), limit, remaining, retry_after_us (-1 = never),
+--          reset_after_us): five little-endian doubles (40 bytes), all integers below 2^53
+-- Writes   only an admitted check with cost >= 1: one SET; the first of a window with PX ceil(reset_after /
+--          1 ms) + 1000 ms (the window's end plus 1 s), later ones KEEPTTL (that end does not move).
 -- Time     effective t = max(now, w): a clock that steps back sees time stand still at the latest write.
 -- Numbers  Lua numbers are doubles: every value here stays an integer below 2^53, so all of it is exact.
--- Parts    time write window fixed_window
+-- Speed    one GET, at most one SET, no TIME call with a client time, no table, no number formatting.
+-- Parts    time write fixed_window
 --          (lua/parts/, in this order, then this file: cmake/RatelimitRedis.cmake assembles the script)
 
-return fixed_window(KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]))
+local now, cost = ARGV[1], ARGV[2]                           -- cost "1", the usual one, without tonumber
+return struct.pack("<ddddd", fixed_window(KEYS[1], now == "" and server_time() or tonumber(now),
+                                          cost == "1" and 1 or tonumber(cost), ARGV[3], tonumber(ARGV[4]),
+                                          tonumber(ARGV[5])))

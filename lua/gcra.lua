@@ -9,16 +9,19 @@
 --          "2" = refund ARGV[2] units (README "Refunds"; the part says how);
 --          "3" = dry check: decides as "0" and writes nothing (the layered script's first pass)
 -- ARGV[4]  burst B (the decision's limit): integer >= 1
--- ARGV[5]  emission interval T = ceil(period / limit): microseconds, integer >= 1
--- ARGV[6]  tolerance tau = B * T: microseconds (2 * tau stays below 2^52, checked in C++)
--- Reply    {allowed (1/0), limit, remaining, retry_after_us (-1 = never), reset_after_us}
+-- ARGV[5]  emission interval T = ceil(period / limit): microseconds, integer >= 1; the tolerance is
+--          tau = B * T (2 * tau stays below 2^52, checked in C++)
+-- Reply    struct.pack("<ddddd", allowed (1/0), limit, remaining, retry_after_us (-1 = never),
+--          reset_after_us): five little-endian doubles (40 bytes), all integers below 2^53
 -- Writes   only an admitted check with cost >= 1: one SET ... PX ceil(reset_after / 1 ms) + 1000 ms;
 --          a refund: SET ... KEEPTTL, or DEL when the key is full again.
 -- Time     effective t = max(now, w): a clock that steps back sees time stand still at the latest write.
 -- Numbers  Lua numbers are doubles: every value here stays an integer below 2^53, so all of it is exact.
--- Speed    one GET and at most one SET (value and TTL together), one function, no tables but the reply:
---          this runs on every request.
--- Parts    gcra
+-- Speed    one GET and at most one SET (value and TTL together), no TIME call with a client time, no table,
+--          no number formatting, the reply one string: this runs on every request.
+-- Parts    time gcra
 --          (lua/parts/, in this order, then this file: cmake/RatelimitRedis.cmake assembles the script)
 
-return gcra(KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]))
+local now, cost = ARGV[1], ARGV[2]                           -- cost "1", the usual one, without tonumber
+return struct.pack("<ddddd", gcra(KEYS[1], now == "" and server_time() or tonumber(now),
+                                  cost == "1" and 1 or tonumber(cost), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])))

@@ -1,7 +1,8 @@
 -- ratelimit: sliding window counter check, one atomic step (README "Policy formulas", SlidingWindowCounter; must
 -- decide exactly as ratelimit::SlidingWindowCounter::Rules evaluated at a 1 us tick).
 --
--- KEYS[1]  hash {w = latest write time (us), c = count of w's window, p = count of the window before}
+-- KEYS[1]  struct.pack("<ddd", w, c, p): latest write time (us), the count of w's window and that of the
+--          window before (little-endian doubles, exact below 2^53)
 -- ARGV[1]  now: integer microseconds since the epoch, or "" to read the server's TIME
 -- ARGV[2]  cost: integer >= 0 (ignored when peeking)
 -- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,
@@ -11,10 +12,16 @@
 -- ARGV[5]  window W: microseconds, integer >= 1
 --          Bound: L * W <= 2^53. Every product below is at most L * W, so it is exact in Lua's doubles;
 --          the C++ limiter refuses larger configurations.
--- Reply    {allowed (1/0), limit, remaining, retry_after_us (-1 = never), reset_after_us}
--- Writes   only an admitted check with cost >= 1: HSET w, c, p; PEXPIRE ceil(reset_after / 1 ms) + 1000 ms.
+-- Reply    struct.pack("<ddddd", allowed (1/0), limit, remaining, retry_after_us (-1 = never),
+--          reset_after_us): five little-endian doubles (40 bytes), all integers below 2^53
+-- Writes   only an admitted check with cost >= 1: one SET; the first of a window with PX ceil(reset_after /
+--          1 ms) + 1000 ms (the next window's end plus 1 s), later ones KEEPTTL (that end does not move).
 -- Time     effective t = max(now, w): a clock that steps back sees time stand still at the latest write.
--- Parts    time write window sliding_window_counter
+-- Speed    one GET, at most one SET, no TIME call with a client time, no table, no number formatting.
+-- Parts    time write sliding_window_counter
 --          (lua/parts/, in this order, then this file: cmake/RatelimitRedis.cmake assembles the script)
 
-return sliding_window_counter(KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]))
+local now, cost = ARGV[1], ARGV[2]                           -- cost "1", the usual one, without tonumber
+return struct.pack("<ddddd", sliding_window_counter(KEYS[1], now == "" and server_time() or tonumber(now),
+                                                    cost == "1" and 1 or tonumber(cost), ARGV[3],
+                                                    tonumber(ARGV[4]), tonumber(ARGV[5])))

@@ -1,7 +1,8 @@
 -- ratelimit: sliding window log check, one atomic step (README "Policy formulas", SlidingWindowLog; must decide
 -- exactly as ratelimit::SlidingWindowLog::Rules evaluated at a 1 us tick).
 --
--- KEYS[1]  sorted set of admitted requests: score = timestamp (us), member = "<timestamp>:<cost>".
+-- KEYS[1]  sorted set of admitted requests: score = timestamp (us), member = struct.pack("<dd", timestamp,
+--          cost) (two little-endian doubles, exact below 2^53).
 --          Requests admitted at the same timestamp are merged into one member (their costs summed; they
 --          expire together), so members are unique without randomness. After every write all members
 --          are live with costs summing to at most L, and only writes change the set: at most L members.
@@ -12,7 +13,8 @@
 --          "3" = dry check: decides as "0" and writes nothing (the layered script's first pass)
 -- ARGV[4]  limit L: integer in [1, 2^53)
 -- ARGV[5]  window W: microseconds, integer >= 1; the window is (t - W, t]
--- Reply    {allowed (1/0), limit, remaining, retry_after_us (-1 = never), reset_after_us}
+-- Reply    struct.pack("<ddddd", allowed (1/0), limit, remaining, retry_after_us (-1 = never),
+--          reset_after_us): five little-endian doubles (40 bytes), all integers below 2^53
 -- Writes   only an admitted check with cost >= 1: drops expired members, adds or merges (t, cost);
 --          PEXPIRE ceil(W / 1 ms) + 1000 ms (the newest member is then t, so reset_after = W).
 -- Time     effective t = max(now, newest timestamp): a clock that steps back sees time stand still.
@@ -20,4 +22,7 @@
 -- Parts    time write sliding_window_log
 --          (lua/parts/, in this order, then this file: cmake/RatelimitRedis.cmake assembles the script)
 
-return sliding_window_log(KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]))
+local now, cost = ARGV[1], ARGV[2]                           -- cost "1", the usual one, without tonumber
+return struct.pack("<ddddd", sliding_window_log(KEYS[1], now == "" and server_time() or tonumber(now),
+                                                cost == "1" and 1 or tonumber(cost), ARGV[3], tonumber(ARGV[4]),
+                                                tonumber(ARGV[5])))

@@ -14,14 +14,16 @@
 -- ARGV[4]  capacity C (the decision's limit): integer >= 1
 -- ARGV[5]  refill interval T = ceil(refill_period / refill_tokens): microseconds per token, integer >= 1
 --          (2 * C * T stays below 2^52, checked in C++)
--- Reply    {allowed (1/0), limit, remaining (whole tokens), retry_after_us (-1 = never), reset_after_us}
+-- Reply    struct.pack("<ddddd", allowed (1/0), limit, remaining (whole tokens), retry_after_us (-1 = never),
+--          reset_after_us): five little-endian doubles (40 bytes), all integers below 2^53
 -- Writes   only an admitted take with cost >= 1: one SET ... PX ceil(reset_after / 1 ms) + 1000 ms;
 --          a refund: SET ... KEEPTTL, or DEL when the bucket is full again.
 -- Time     effective t = max(now, w): a clock that steps back sees time stand still at the latest write.
--- Speed    one GET and at most one SET (value and TTL together), one function, no tables but the reply:
---          this runs on every request.
--- Parts    gcra
+-- Speed    one GET and at most one SET (value and TTL together), no TIME call with a client time, no table,
+--          no number formatting, the reply one string: this runs on every request.
+-- Parts    time gcra
 --          (lua/parts/, in this order, then this file: cmake/RatelimitRedis.cmake assembles the script)
 
-local C, T = tonumber(ARGV[4]), tonumber(ARGV[5])
-return gcra(KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3], C, T, C * T)
+local now, cost = ARGV[1], ARGV[2]                           -- cost "1", the usual one, without tonumber
+return struct.pack("<ddddd", gcra(KEYS[1], now == "" and server_time() or tonumber(now),
+                                  cost == "1" and 1 or tonumber(cost), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])))

@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
   ratelimit::redis::RedisLimiter limiter(policy, o);
   (void)limiter.allow("k");  // loads the script
 
-  // The very command the limiter sends: EVALSHA <sha> 1 <key> "" <cost> <mode> <B> <T> <tau>.
+  // The very command the limiter sends: EVALSHA <sha> 1 <key> "" <cost> <mode> <B> <T>.
   const auto& rules = limiter.rules();
   const std::vector<std::string> args{"EVALSHA",
                                       std::string(limiter.script().sha1),
@@ -150,8 +150,7 @@ int main(int argc, char** argv) {
                                       "1",
                                       "0",
                                       std::to_string(rules.limit()),
-                                      std::to_string(rules.emission_interval()),
-                                      std::to_string(rules.tolerance())};
+                                      std::to_string(rules.emission_interval())};
 
   std::vector<double> floor1, floor16, floor64, sync1, sync8, async64;
   for (int r = 0; r < repetitions; ++r) {

@@ -66,11 +66,11 @@ int main(int argc, char** argv) {
   const double many16 = per_second(seconds, 16, [&] { (void)limiter.allow_many(b16); });
   const double many64 = per_second(seconds, 64, [&] { (void)limiter.allow_many(b64); });
 
-  // The very command RedisLimiter sends: EVALSHA <sha> 1 <key> "" <cost> <peek> <B> <T> <tau>.
+  // The very command RedisLimiter sends: EVALSHA <sha> 1 <key> "" <cost> <mode> <B> <T>.
   const auto& rules = limiter.rules();
   const std::string args = "EVALSHA " + std::string(limiter.script().sha1) + " 1 '" + limiter.redis_key("k") +
                            "' '' 1 0 " + std::to_string(rules.limit()) + " " +
-                           std::to_string(rules.emission_interval()) + " " + std::to_string(rules.tolerance());
+                           std::to_string(rules.emission_interval());
   const auto n = static_cast<long>(single * seconds);
   const double bench1 = redis_benchmark(o.host, o.port, n, 1, args);
   const double bench16 = redis_benchmark(o.host, o.port, static_cast<long>(many16 * seconds), 16, args);

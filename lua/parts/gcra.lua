@@ -3,31 +3,22 @@
 -- struct.pack("<dd", tat, w): theoretical arrival time and latest write time, integer microseconds (two
 -- little-endian doubles, exact below 2^53; one value, so one GET and one SET with its TTL). A token
 -- bucket's TAT is the time it is full again (full_at), its tau the time to refill it (C * T).
--- Burst B (the decision's limit), emission interval T (us), tolerance tau = B * T (us; 2 * tau stays
+-- Burst B (the decision's limit), emission interval T (us); tolerance tau = B * T (us; 2 * tau stays
 -- below 2^52, checked in C++). Effective t = max(now, w): a clock that steps back sees time stand still.
--- Speed: one function (TIME read inline, not through the time part), no tables but the reply: this runs
--- on every request.
+-- Speed: one GET, at most one SET, no table, no number formatting: this runs on every request.
 
--- One step on `key` at `now` (integer microseconds, or "" for the server's TIME) for cost n >= 0 (a
--- number): mode "0" check (keeps an admitted cost), "1" peek, "2" refund n, "3" dry check (decides as
--- "0", writes nothing: the layered script's first pass). Returns the reply
--- {allowed (1/0), limit, remaining, retry_after_us (-1 = never), reset_after_us}.
-local function gcra(key, now, cost, mode, B, T, tau)
-  local t = now                                              -- TIME inline: no closure for a clock call
-  if t == "" then
-    local time = redis.call("TIME")
-    t = tonumber(time[1]) * 1000000 + tonumber(time[2])
-  else
-    t = tonumber(t)
-  end
-  local backlog = 0                                          -- max(TAT, t) - t, in [0, tau]
+-- One step on `key` at `now` (integer microseconds) for cost n >= 0: mode "0" check (keeps an admitted
+-- cost), "1" peek, "2" refund n, "3" dry check (decides as "0", writes nothing: the layered script's first
+-- pass). Returns the five reply values allowed (1/0), limit, remaining, retry_after_us (-1 = never),
+-- reset_after_us.
+local function gcra(key, now, cost, mode, B, T)
+  local tau, t, backlog = B * T, now, 0                      -- backlog = max(TAT, t) - t, in [0, tau]
   local state = redis.call("GET", key)
   if state then
     local tat, written = struct.unpack("<dd", state)
     if written > t then t = written end
     if tat > t then backlog = tat - t end
   end
-  local remaining = (tau - backlog - math.fmod(tau - backlog, T)) / T
 
   -- Refund (mode "2"; README "Refunds"): TAT = max(TAT - n*T, t): the backlog shrinks by n*T,
   -- never past full. The TTL stays (no wait grows). Reply: the state afterwards as a cost-0 check sees it.
@@ -40,22 +31,24 @@ local function gcra(key, now, cost, mode, B, T, tau)
         redis.call("DEL", key)
       end
     end
-    return {1, B, (tau - backlog - math.fmod(tau - backlog, T)) / T, 0, backlog}
+    local room = tau - backlog
+    return 1, B, (room - room % T) / T, 0, backlog
   end
 
-  if mode == "1" then                                        -- B >= 1, so cost 1 always fits
-    local new_backlog = backlog + T
-    if new_backlog <= tau then return {1, B, remaining, 0, backlog} end
-    return {0, B, remaining, new_backlog - tau, backlog}
+  local room = tau - backlog
+  if mode == "1" then                                        -- a peek asks for cost 1, which fits B >= 1
+    local over = backlog + T - tau
+    if over > 0 then return 0, B, (room - room % T) / T, over, backlog end
+    return 1, B, (room - room % T) / T, 0, backlog
   end
-
-  if cost > B then return {0, B, remaining, -1, backlog} end
+  if cost > B then return 0, B, (room - room % T) / T, -1, backlog end
   local new_backlog = backlog + cost * T                     -- <= 2 tau
-  if new_backlog > tau then return {0, B, remaining, new_backlog - tau, backlog} end
+  if new_backlog > tau then return 0, B, (room - room % T) / T, new_backlog - tau, backlog end
   if cost > 0 and mode == "0" then
-    local r = math.fmod(new_backlog, 1000)
-    local ttl = (new_backlog - r) / 1000 + (r > 0 and 1 or 0) + 1000
-    redis.call("SET", key, struct.pack("<dd", t + new_backlog, t), "PX", ttl)
+    local r = new_backlog % 1000                             -- TTL ceil(reset_after / 1 ms) + 1000 ms
+    redis.call("SET", key, struct.pack("<dd", t + new_backlog, t), "PX",
+               (new_backlog - r) / 1000 + (r > 0 and 1 or 0) + 1000)
   end
-  return {1, B, (tau - new_backlog - math.fmod(tau - new_backlog, T)) / T, 0, new_backlog}
+  room = tau - new_backlog
+  return 1, B, (room - room % T) / T, 0, new_backlog
 end

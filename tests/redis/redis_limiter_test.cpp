@@ -86,9 +86,15 @@ TEST_F(RedisLimiterTest, SlidingWindowLog) {
   EXPECT_EQ(l.allow("k"), D(true, 3, 2, 0s, 10s));
   EXPECT_EQ(l.allow("k"), D(true, 3, 1, 0s, 10s));
   auto admin = shared_redis()->admin();
-  const auto members = admin.command({"ZRANGE", l.redis_key("k"), "0", "-1"});
-  ASSERT_EQ(members->elements, 1u);
-  EXPECT_EQ(ratelimit::redis::text(*members->element[0]), "20000000:2");
+  // The member is struct.pack("<dd", timestamp, cost).
+  const auto members = admin.command({"EVAL", "local m = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES') "
+                                      "local t, c = struct.unpack('<dd', m[1]) return {#m, t, c, tonumber(m[2])}",
+                                      "1", l.redis_key("k")});
+  ASSERT_EQ(members->elements, 4u);
+  EXPECT_EQ(members->element[0]->integer, 2);  // one member and its score
+  EXPECT_EQ(members->element[1]->integer, 20000000);
+  EXPECT_EQ(members->element[2]->integer, 2);
+  EXPECT_EQ(members->element[3]->integer, 20000000);
 }
 
 TEST_F(RedisLimiterTest, SlidingWindowCounter) {
@@ -176,6 +182,35 @@ TEST_F(RedisLimiterTest, TtlIsResetAfterPlusOneSecond) {
   check(swl.allow("k"), swl.redis_key("k"));        // reset 2.5 s
   check(swc.allow("k"), swc.redis_key("k"));        // reset 2W - r = 3.3 s
   EXPECT_EQ(ratelimit_test::expect_all_keys_expire(admin, opts.key_prefix), 3u);
+}
+
+// The window policies set the TTL with the first write of a window (its end does not move) and keep it
+// for that window's later writes; the next window's first write sets it again (README "Redis backend").
+TEST_F(RedisLimiterTest, WindowTtlIsSetOncePerWindow) {
+  ManualClock clock;
+  const auto opts = client_options(*shared_redis());
+  auto admin = shared_redis()->admin();
+  RedisLimiter fw(ratelimit::FixedWindow{.limit = 5, .window = 1min}, opts, clock);
+  RedisLimiter swc(ratelimit::SlidingWindowCounter{.limit = 5, .window = 1min}, opts, clock);
+  const auto ttl_near = [&](const std::string& key, long long want) {
+    const long long ttl = ratelimit_test::pttl(admin, key);
+    EXPECT_LE(ttl, want) << key;
+    EXPECT_GE(ttl, want - 200) << key;
+  };
+  EXPECT_EQ(fw.allow("k").reset_after, 60s);
+  EXPECT_EQ(swc.allow("k").reset_after, 120s);
+  ttl_near(fw.redis_key("k"), 61000);
+  ttl_near(swc.redis_key("k"), 121000);
+  at(clock, 30s);  // same window: the stored deadline stands (only real time runs it down)
+  EXPECT_EQ(fw.allow("k").reset_after, 30s);
+  EXPECT_EQ(swc.allow("k").reset_after, 90s);
+  ttl_near(fw.redis_key("k"), 61000);
+  ttl_near(swc.redis_key("k"), 121000);
+  at(clock, 61s);  // the next window: its first write sets the TTL again
+  EXPECT_EQ(fw.allow("k").reset_after, 59s);
+  EXPECT_EQ(swc.allow("k").reset_after, 119s);
+  ttl_near(fw.redis_key("k"), 60000);
+  ttl_near(swc.redis_key("k"), 120000);
 }
 
 TEST_F(RedisLimiterTest, ResetForgetsTheKey) {

@@ -1,10 +1,13 @@
 // Malformed replies become BackendError, never a crash or a nonsense decision.
 #include <gtest/gtest.h>
 
-#include <array>
+#include <bit>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <initializer_list>
-#include <vector>
+#include <limits>
+#include <string>
 
 #include <ratelimit/redis.hpp>
 
@@ -14,23 +17,20 @@ using ratelimit::BackendError;
 using ratelimit::BackendErrorCause;
 using ratelimit::redis::detail::parse_decision;
 
-// A hand-built reply tree (hiredis's struct, no server).
+// A hand-built reply (hiredis's struct, no server): the scripts' 40-byte string of five little-endian
+// doubles, struct.pack("<ddddd", ...).
 struct FakeReply {
-  std::vector<redisReply> elements;
-  std::vector<redisReply*> pointers;
+  std::string bytes;
   redisReply root{};
 
-  explicit FakeReply(std::initializer_list<long long> values) {
-    for (const long long v : values) {
-      redisReply e{};
-      e.type = REDIS_REPLY_INTEGER;
-      e.integer = v;
-      elements.push_back(e);
+  explicit FakeReply(std::initializer_list<double> values) {
+    for (const double v : values) {
+      auto bits = std::bit_cast<std::uint64_t>(v);
+      for (int b = 0; b < 8; ++b, bits >>= 8) bytes.push_back(static_cast<char>(bits & 0xff));
     }
-    for (auto& e : elements) pointers.push_back(&e);
-    root.type = REDIS_REPLY_ARRAY;
-    root.elements = pointers.size();
-    root.element = pointers.data();
+    root.type = REDIS_REPLY_STRING;
+    root.str = bytes.data();
+    root.len = bytes.size();
   }
 };
 
@@ -67,14 +67,21 @@ TEST(ReplyParsing, MalformedShapesAndValues) {
   EXPECT_EQ(cause_of(FakeReply{0, 5, 0, -2, 0}.root), BackendErrorCause::protocol);     // retry < -1
   EXPECT_EQ(cause_of(FakeReply{1, 5, 0, 7, 0}.root), BackendErrorCause::protocol);      // allowed with a wait
   EXPECT_EQ(cause_of(FakeReply{1, 5, 0, 0, -5}.root), BackendErrorCause::protocol);     // reset < 0
-  EXPECT_EQ(cause_of(FakeReply{1, 5, 0, 0, 1LL << 62}.root), BackendErrorCause::protocol);  // overflows ns
+  EXPECT_EQ(cause_of(FakeReply{1, 5, 0, 0, 0x1p52}.root), BackendErrorCause::protocol);     // overflows ns
 
+  EXPECT_EQ(cause_of(FakeReply{1, 5, 4.5, 0, 0}.root), BackendErrorCause::protocol);    // not an integer
+  EXPECT_EQ(cause_of(FakeReply{1, 5, 4, 0, 0x1p54}.root), BackendErrorCause::protocol);  // beyond 2^53
+  EXPECT_EQ(cause_of(FakeReply{1, 5, std::nan(""), 0, 0}.root), BackendErrorCause::protocol);
+  EXPECT_EQ(cause_of(FakeReply{1, 5, 4, 0, std::numeric_limits<double>::infinity()}.root), BackendErrorCause::protocol);
+  FakeReply short_string{1, 5, 4, 0, 0};
+  short_string.root.len = 39;
+  EXPECT_EQ(cause_of(short_string.root), BackendErrorCause::protocol);
   FakeReply wrong_type{1, 5, 4, 0, 0};
-  wrong_type.elements[2].type = REDIS_REPLY_STRING;
+  wrong_type.root.type = REDIS_REPLY_STATUS;
   EXPECT_EQ(cause_of(wrong_type.root), BackendErrorCause::protocol);
-  FakeReply null_element{1, 5, 4, 0, 0};
-  null_element.pointers[3] = nullptr;
-  EXPECT_EQ(cause_of(null_element.root), BackendErrorCause::protocol);
+  redisReply integers{};  // the array of five integers older scripts replied
+  integers.type = REDIS_REPLY_ARRAY;
+  EXPECT_EQ(cause_of(integers), BackendErrorCause::protocol);
 
   redisReply nil{};
   nil.type = REDIS_REPLY_NIL;

@@ -103,7 +103,7 @@ TEST_F(ScriptExecutorTest, UserWithoutScriptLoadFallsBackToEval) {
   const std::string user = "rl_noload_" + std::to_string(::getpid());
   const std::string key_pattern = "~" + o.key_prefix + "*";
   const auto setuser = admin.command({"ACL", "SETUSER", user, "reset", "on", ">secret", key_pattern, "+evalsha", "+eval",
-                                      "+hmget", "+hset", "+pexpire", "+del", "+get", "+set", "+zrange", "+zadd",
+                                      "+pexpire", "+del", "+get", "+set", "+zrange", "+zadd",
                                       "+zrem", "+zremrangebyscore", "+time", "+ping"});
   ASSERT_EQ(ratelimit::redis::text(*setuser), "OK");
   o.user = user;

@@ -321,7 +321,7 @@ class RedisLimiter final : public detail::LayeredMember {
     p.argv[0] = std::string(P::kind);
     p.argv[1] = time_arg(p.now_us);
     p.argv[2] = std::to_string(cost);
-    for (std::size_t i = 0; i < binding_.params.size() && i < 3; ++i) p.argv[3 + i] = binding_.params[i];
+    for (std::size_t i = 0; i < detail::kScriptParams; ++i) p.argv[3 + i] = binding_.params[i];
     return p;
   }
   [[nodiscard]] Decision layered_decision(const redisReply& r) const override {
@@ -439,14 +439,14 @@ class RedisLimiter final : public detail::LayeredMember {
   }
 
 
-  /// {command, script, 1, key, now, cost, mode, params...}
+  /// {command, script, 1, key, now, cost, mode, the script's two parameters}
   void fill_args(std::vector<std::string_view>& args, std::string_view command, std::string_view script,
                  std::string_view key, std::string_view now, std::string_view cost, Mode mode) const {
     // Assigned from an array, not inserted from an initializer list: GCC 12 warns falsely
     // (-Wstringop-overflow) on the latter when optimizing, and users build with -Werror too.
     const std::array<std::string_view, 7> fixed{command, script, "1", key, now, cost, mode_arg(mode)};
     args.assign(fixed.begin(), fixed.end());
-    for (const std::string& p : binding_.params) args.push_back(p);
+    for (std::size_t i = 0; i < detail::kScriptParams; ++i) args.push_back(binding_.params[i]);
   }
 
   CheckResult run(std::string_view key, std::int64_t cost, Mode mode) {

@@ -1,10 +1,14 @@
 #pragma once
 
 /// @file
-/// Parsing a script's reply `{allowed, limit, remaining, retry_after_us, reset_after_us}`.
+/// Parsing a script's reply: `{allowed, limit, remaining, retry_after_us, reset_after_us}` packed as five
+/// little-endian doubles (lua/README.md).
 
 #include <hiredis/hiredis.h>
 
+#include <bit>
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -15,9 +19,14 @@
 
 namespace ratelimit::redis::detail {
 
+/// Bytes of a decision reply: `struct.pack("<ddddd", ...)`.
+inline constexpr std::size_t kDecisionReplyBytes = 40;
+
 /// The script's decision in microsecond ticks (`retry_after_us == -1` becomes `TickDecision::never`).
 ///
-/// Every field is checked against the contract (array of five integers, allowed 0/1, the policy's limit,
+/// The reply is one 40-byte string, `struct.pack("<ddddd", allowed, limit, remaining, retry_after_us,
+/// reset_after_us)` (a string is the cheapest reply a script can build: no table). Every field is checked
+/// against the contract (each an integer below 2^53 in magnitude, allowed 0/1, the policy's limit,
 /// 0 <= remaining <= limit, durations within what converts to nanoseconds), so a wrong script, a wrong
 /// server or a corrupted reply throws `BackendError` instead of producing a nonsense decision.
 /// Throws `BackendError` with cause `reply` for an error reply, `protocol` for anything malformed.
@@ -26,14 +35,20 @@ namespace ratelimit::redis::detail {
   auto malformed = [](const std::string& what) {
     throw BackendError(BackendErrorCause::protocol, "malformed script reply: " + what);
   };
-  if (r.type != REDIS_REPLY_ARRAY || r.elements != 5 || r.element == nullptr) {
-    malformed("expected an array of 5 integers");
+  if (r.type != REDIS_REPLY_STRING || r.str == nullptr || r.len != kDecisionReplyBytes) {
+    malformed("expected a string of 5 little-endian doubles (40 bytes)");
   }
+  constexpr double exact = 9007199254740992.0;  // 2^53: every integer up to it is a double
   std::int64_t v[5];
   for (std::size_t i = 0; i < 5; ++i) {
-    const redisReply* e = r.element[i];
-    if (e == nullptr || e->type != REDIS_REPLY_INTEGER) malformed("element " + std::to_string(i) + " is not an integer");
-    v[i] = static_cast<std::int64_t>(e->integer);
+    std::uint64_t bits = 0;
+    for (std::size_t b = 8; b-- > 0;) bits = bits << 8 | static_cast<unsigned char>(r.str[8 * i + b]);
+    const double d = std::bit_cast<double>(bits);
+    // NaN fails both comparisons.
+    if (!(d >= -exact && d <= exact) || d != std::trunc(d)) {
+      malformed("element " + std::to_string(i) + " is not an integer below 2^53");
+    }
+    v[i] = static_cast<std::int64_t>(d);
   }
   constexpr std::int64_t max_us = ratelimit::detail::kMaxHorizonNs / 1000;
   if (v[0] != 0 && v[0] != 1) malformed("allowed is " + std::to_string(v[0]));

@@ -29,7 +29,7 @@
 
 namespace ratelimit::redis::detail {
 
-/// One limiter's part of a layered script call: its Redis key and its six ARGV entries.
+/// One limiter's part of a layered script call: its Redis key and its five ARGV entries.
 struct LayeredPart {
   /// The Redis key (`RedisLimiter::redis_key`).
   std::string key;
@@ -37,8 +37,8 @@ struct LayeredPart {
   std::int64_t now_us = 0;
   /// Cost units, >= 0.
   std::int64_t cost = 0;
-  /// Policy kind, now ("" = server TIME), cost, and the per-policy script's ARGV[4..6] ("" if unused).
-  std::array<std::string, 6> argv;
+  /// Policy kind, now ("" = server TIME), cost, and the per-policy script's two parameters (ARGV[4..5]).
+  std::array<std::string, 5> argv;
 };
 
 /// What `run_layered` needs from each `RedisLimiter` (a non-template base, so limiters of different
@@ -113,7 +113,7 @@ inline bool run_layered(const LayeredMember& self, std::span<const JointRequest>
   const EmbeddedScript& script = layered_script();
   const std::string count = std::to_string(parts.size());
   std::vector<std::string_view> args;
-  args.reserve(4 + parts.size() * 7);
+  args.reserve(4 + parts.size() * 6);
   args.push_back("EVALSHA");
   args.push_back(script.sha1);
   args.push_back(count);
@@ -121,7 +121,7 @@ inline bool run_layered(const LayeredMember& self, std::span<const JointRequest>
   for (const LayeredPart& p : parts) {
     for (const std::string& a : p.argv) args.push_back(a);
   }
-  std::string shadow_mask;  // sent only when some layer is in shadow mode (lua/layered.lua ARGV[6n+1])
+  std::string shadow_mask;  // sent only when some layer is in shadow mode (lua/layered.lua ARGV[5n+1])
   for (const JointRequest& r : requests) shadow_mask.push_back(r.shadow ? '1' : '0');
   if (shadow_mask.find('1') != std::string::npos) args.push_back(shadow_mask);
   try {

@@ -4,6 +4,7 @@
 /// How a policy's rules reach its Lua script: the embedded script, the key suffix and the ARGV
 /// parameters in microsecond ticks, plus the bounds that keep every Lua value exact.
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -38,7 +39,12 @@ inline constexpr std::int64_t kMaxTimeUs = std::int64_t{1} << 52;
   throw std::logic_error("no embedded Lua script for policy kind " + std::string(kind));
 }
 
-/// A policy validated for Redis: its script, its key suffix and its ARGV parameters (ARGV[4..]).
+/// The parameters every script takes (ARGV[4..5]; the layered script takes them per layer).
+inline constexpr std::size_t kScriptParams = 2;
+
+/// A policy validated for Redis: its script, its key suffix and its parameters. The first `kScriptParams`
+/// go to the script as ARGV[4..5]; all of them name the limiter's state (README "Redis backend", key
+/// layout: GCRA's identity keeps its tolerance, which its script derives as burst * emission interval).
 struct ScriptBinding {
   const EmbeddedScript* script = nullptr;
   std::string_view suffix;
