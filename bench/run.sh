@@ -37,6 +37,9 @@ if [[ -x "$build/bench/bench_redis" ]]; then
   "$build/bench/bench_redis" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
     --benchmark_min_time=1 --benchmark_out="$out/redis.json" --benchmark_out_format=json
   "$build/bench/bench_redis_scripts" "$out/redis_scripts.csv"
+  # Concurrency limits: memory acquire+release and Redis round trips and hand-offs, one run.
+  "$build/bench/bench_concurrency" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+    --benchmark_out="$out/concurrency.json" --benchmark_out_format=json
 fi
 python3 "$root/bench/summarize.py" "$out"
 gnuplot -e "dir='$out'" "$root/bench/charts.gp"

@@ -16,13 +16,14 @@ endif()
 # occur in a script; the SHA1 (of the assembled body) is the one Redis computes for SCRIPT LOAD /
 # EVALSHA, so the header knows it without a round trip. The assembled scripts are also written to
 # <build>/generated/lua/ (for redis-cli --eval and the benchmarks).
-set(_rl_scripts fixed_window sliding_window_log sliding_window_counter token_bucket gcra layered)
+set(_rl_scripts fixed_window sliding_window_log sliding_window_counter token_bucket gcra layered gcra_lease
+                 fixed_window_lease concurrency_acquire concurrency_release concurrency_renew)
 set(_rl_gen_dir "${PROJECT_BINARY_DIR}/generated/include")
 set(_rl_header "${_rl_gen_dir}/ratelimit/redis/detail/lua_scripts.hpp")
 set(_rl_text "#pragma once\n\n/// @file\n/// GENERATED at configure time by cmake/RatelimitRedis.cmake from lua/; do not edit.\n\n")
 string(APPEND _rl_text "#include <string_view>\n\nnamespace ratelimit::redis::detail {\n\n")
 string(APPEND _rl_text "/// One Lua script assembled from lua/ (its parts, then its main file), with its SHA1 (the EVALSHA name).\n")
-string(APPEND _rl_text "struct EmbeddedScript {\n  /// The policy kind, or \"layered\".\n  std::string_view kind;\n")
+string(APPEND _rl_text "struct EmbeddedScript {\n  /// The policy kind, \"layered\", or a concurrency limit's \"concurrency_acquire\" / \"_release\" / \"_renew\".\n  std::string_view kind;\n")
 string(APPEND _rl_text "  /// The main file, relative to lua/.\n  std::string_view file;\n")
 string(APPEND _rl_text "  /// The files concatenated into `body`, in order, relative to lua/, separated by spaces.\n  std::string_view parts;\n")
 string(APPEND _rl_text "  std::string_view sha1;\n  std::string_view body;\n};\n\n")

@@ -21,7 +21,7 @@
 // memory only). The advertised quota in the header fields stays the one of the start.
 //
 // --shadow runs every layer in shadow (dry-run) mode: nothing is denied, each layer keeps the state it
-// would keep enforcing, and its would-be denials show in /metrics (ratelimit_shadow_denied_total).
+// would keep enforcing, and its would-be denials show in /metrics (outcome="shadow_denied").
 //
 // --manual-clock is for tests: time starts at 0 and moves only by POST /__test/advance?ms=N.
 //

@@ -5,6 +5,7 @@
 /// and lists, and tiered plans. Dependency-free; knows nothing of HTTP (header fields are in
 /// `<ratelimit/http.hpp>`).
 
+#include "ratelimit/layers/concurrency_layers.hpp"
 #include "ratelimit/layers/key_lists.hpp"
 #include "ratelimit/layers/layer.hpp"
 #include "ratelimit/layers/layer_stats.hpp"

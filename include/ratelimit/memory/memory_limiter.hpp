@@ -15,6 +15,7 @@
 #include "ratelimit/clock.hpp"
 #include "ratelimit/decision.hpp"
 #include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/detail/key_length.hpp"
 #include "ratelimit/limiter.hpp"
 #include "ratelimit/memory/detail/key_handle.hpp"
 #include "ratelimit/memory/joint_check.hpp"
@@ -282,13 +283,7 @@ class MemoryLimiter final : public detail::LockedMember {
     return shards;
   }
 
-  void check_key(std::string_view key) const {
-    if (key.size() > options_.max_key_bytes) [[unlikely]] throw_key_too_long(key.size(), options_.max_key_bytes);
-  }
-
-  [[noreturn, gnu::cold, gnu::noinline]] static void throw_key_too_long(std::size_t size, std::size_t max) {
-    detail::invalid("key", std::to_string(size) + " bytes exceeds max_key_bytes (" + std::to_string(max) + ")");
-  }
+  void check_key(std::string_view key) const { detail::check_key_length(key, options_.max_key_bytes); }
 
   static std::int64_t ticks(time_point now) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();

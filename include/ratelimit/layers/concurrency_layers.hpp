@@ -1,0 +1,123 @@
+#pragma once
+
+/// @file
+/// Rate and concurrency together: a request passes only if every rate layer admits it and every
+/// concurrency limit has room; otherwise nothing is consumed and no permit is held
+/// (README "Concurrency limits", together with rate limits).
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ratelimit/concurrency/permit.hpp"
+#include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/layers/layered.hpp"
+
+namespace ratelimit {
+
+/// A concurrency limit as one layer of a request: a name (for problem bodies and logs) and a limiter
+/// taking units without waiting. Any limiter with `try_acquire(key, units) -> PermitResult` fits
+/// (`ConcurrencyLimiter`, `redis::RedisConcurrencyLimiter`). The limiter must outlive the layer.
+/// Thread-safe as the limiter is (both are).
+class ConcurrencyLayer {
+ public:
+  /// Throws `std::invalid_argument` (`name`) for an empty name.
+  template <class L>
+  ConcurrencyLayer(std::string name, L& limiter)
+      : name_(std::move(name)),
+        acquire_([&limiter](std::string_view key, std::int64_t units) { return limiter.try_acquire(key, units); }) {
+    if (name_.empty()) detail::invalid("name", "must not be empty");
+  }
+
+  /// Takes `units` for `key` now, or says why not. Thread-safe. Throws what the limiter throws.
+  PermitResult try_acquire(std::string_view key, std::int64_t units) const { return acquire_(key, units); }
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+
+ private:
+  std::string name_;
+  std::function<PermitResult(std::string_view, std::int64_t)> acquire_;
+};
+
+/// One concurrency limit of a request: which layer, for which key, how many units.
+struct ConcurrencyRequest {
+  /// The layer; must outlive the check.
+  ConcurrencyLayer* layer = nullptr;
+  /// The key in that layer (e.g. the API key); must outlive the check.
+  std::string_view key{};
+  /// Units to hold while the request runs; >= 1.
+  std::int64_t units = 1;
+};
+
+/// The answer of `check_layers(rate, concurrency)`.
+struct AdmittedRequest {
+  /// The rate layers' answer; when a concurrency limit denied first, the rate layers were not checked
+  /// (every outcome `unchecked`, `decision.allowed` true, nothing consumed).
+  LayeredDecision rate{};
+  /// One permit per concurrency request, in order, when admitted (hold them while the request runs);
+  /// empty otherwise.
+  std::vector<Permit> permits{};
+  /// The index of the concurrency request that denied, if one did.
+  std::optional<std::size_t> denied_by{};
+  /// That request's answer (its status and the key's `in_flight`); `acquired` when none denied.
+  PermitResult concurrency{{}, PermitStatus::acquired, 0, 0};
+
+  /// True when every rate layer admitted and every permit was taken.
+  [[nodiscard]] bool allowed() const noexcept { return !denied_by && rate.decision.allowed; }
+  explicit operator bool() const noexcept { return allowed(); }
+};
+
+/// Checks a request against rate layers and concurrency limits, all or nothing.
+///
+/// 1. Takes each concurrency request's permit in order (no waiting). At the first one without room,
+///    the permits already taken are released and the denial is returned; no rate layer is checked, so
+///    nothing is consumed.
+/// 2. Runs `check_layers(rate)` (all or nothing among the rate layers). If it denies, every permit is
+///    released.
+/// 3. Otherwise the permits are returned in the answer: the request holds them until they are
+///    destroyed or released (when it ends).
+/// Between steps 1 and 3 a permit is held for a request that may still be denied: another request can
+/// meanwhile be denied for concurrency spuriously, never admitted beyond the limit; a rate denial
+/// consumes no concurrency and a concurrency denial no rate. Thread-safe. Throws
+/// `std::invalid_argument` for a null layer or `units < 1` before anything is taken, and what the
+/// limiters and `check_layers` throw (permits taken so far are released first).
+inline AdmittedRequest check_layers(std::span<const LayerRequest> rate, std::span<const ConcurrencyRequest> concurrency) {
+  for (const ConcurrencyRequest& c : concurrency) {
+    if (c.layer == nullptr) detail::invalid("layer", "must not be null");
+    detail::require_positive(c.units, "units");
+  }
+  AdmittedRequest out;
+  std::vector<Permit> held;
+  held.reserve(concurrency.size());
+  for (std::size_t i = 0; i < concurrency.size(); ++i) {
+    PermitResult r = concurrency[i].layer->try_acquire(concurrency[i].key, concurrency[i].units);
+    if (!r) {
+      held.clear();  // releases what was taken
+      out.rate.layers.resize(rate.size());
+      for (std::size_t k = 0; k < rate.size(); ++k) out.rate.layers[k].layer = rate[k].layer;
+      out.denied_by = i;
+      out.concurrency = std::move(r);
+      return out;
+    }
+    held.push_back(std::move(r.permit));
+    out.concurrency.in_flight = r.in_flight;
+  }
+  out.rate = check_layers(rate);  // throws: `held` releases on unwinding
+  if (out.rate.decision.allowed) out.permits = std::move(held);
+  return out;
+}
+
+/// `check_layers(rate, concurrency)` over lists written in place.
+inline AdmittedRequest check_layers(std::initializer_list<LayerRequest> rate,
+                                    std::initializer_list<ConcurrencyRequest> concurrency) {
+  return check_layers(std::span<const LayerRequest>(rate.begin(), rate.size()),
+                      std::span<const ConcurrencyRequest>(concurrency.begin(), concurrency.size()));
+}
+
+}  // namespace ratelimit

@@ -1,0 +1,439 @@
+#pragma once
+
+/// @file
+/// `RedisConcurrencyLimiter`: at most `permits` units in flight per key across every process sharing a
+/// Redis server (or cluster), with permits that expire, are renewed in the background, and come back by
+/// themselves when their holder crashes (README "Concurrency limits", Redis).
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "ratelimit/concurrency/permit.hpp"
+#include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/error.hpp"
+#include "ratelimit/redis/cluster_router.hpp"
+#include "ratelimit/redis/detail/cluster_slot.hpp"
+#include "ratelimit/redis/detail/key_encoding.hpp"
+#include "ratelimit/redis/detail/script_binding.hpp"
+#include "ratelimit/redis/options.hpp"
+#include "ratelimit/redis/pool.hpp"
+#include "ratelimit/redis/reply.hpp"
+#include "ratelimit/redis/route.hpp"
+#include "ratelimit/redis/script_executor.hpp"
+
+namespace ratelimit::redis {
+
+/// Options of `RedisConcurrencyLimiter`; a plain aggregate. Connection, key prefix, `max_key_bytes` and
+/// `on_error` come from the pool's (or router's) `RedisOptions`.
+struct RedisConcurrencyOptions {
+  /// Units in flight per key at most, over all processes; in [1, 100,000] (each unit is one member of
+  /// the key's sorted set).
+  std::int64_t permits = 1;
+  /// How long a permit counts without renewal: a holder that crashed (or stalls past it) no longer
+  /// counts after this; in [10 ms, 24 h].
+  std::chrono::milliseconds expiry{30'000};
+  /// Renew held permits every this often in the background; 0: `expiry / 3`. In [0, expiry).
+  std::chrono::milliseconds renew_every{0};
+  /// False: no background renewal (a permit then counts for `expiry` at most).
+  bool renew = true;
+  /// `acquire` polls Redis with exponential backoff (full jitter) from this to `poll_max`; a release
+  /// in this process wakes its local waiters at once. In [1 ms, poll_max].
+  std::chrono::milliseconds poll_min{2};
+  /// Longest wait between two polls; in [poll_min, 10 s].
+  std::chrono::milliseconds poll_max{50};
+  /// The limiter's identity in its Redis keys (`<prefix>concurrency@<name>{<key>}:permits`); empty:
+  /// `<prefix>concurrency{<key>}:permits`. Limiters sharing a key's set share its permits. No `{` `}`.
+  std::string name{};
+};
+
+/// At most `permits` units in flight per key across processes, on Redis (README "Concurrency limits").
+///
+/// Each key is one sorted set: a member per unit held (`<permit id>:<unit>`, the id random per
+/// acquisition), scored by its expiry in server microseconds. One atomic script per acquire, renew and
+/// release (lua/concurrency_*.lua, keys in `KEYS`, one key so one hash slot); each drops expired units
+/// first, so a crashed holder's units come back `expiry` after its last renewal. Release removes only
+/// its own members: idempotent, and a release after expiry never frees someone else's units.
+///
+/// In flight means "holding an unexpired permit". A background thread renews every held permit each
+/// `renew_every` (one pipelined round trip for all); when a renewal fails (Redis unreachable, or the
+/// permit had expired) the permit turns invalid at once and for good (`Permit::valid()` false, the
+/// `on_lost` callback runs once on the renewal thread), and `valid()` also turns false by itself when
+/// `expiry` passes without a successful renewal (as measured locally from before the last successful
+/// call was sent). A holder stalled past its expiry no longer counts: others may be admitted.
+///
+/// Waiting across processes polls with backoff (no FIFO across processes); a release in this process
+/// wakes this process's waiters at once. Thread-safe. Must outlive its permits.
+class RedisConcurrencyLimiter final : public PermitSource {
+ public:
+  /// Called once, on the renewal thread, when a held permit is lost (renewal failed or expired). Must
+  /// not throw.
+  using OnLost = std::function<void()>;
+
+  /// Over `pool`'s server. Throws `std::invalid_argument` naming the field
+  /// (`RedisConcurrencyOptions.permits`, `.expiry`, `.renew_every`, `.poll_min`, `.poll_max`, `.name`).
+  RedisConcurrencyLimiter(RedisConcurrencyOptions options, std::shared_ptr<ConnectionPool> pool)
+      : RedisConcurrencyLimiter(std::move(options), server_route(std::move(pool))) {}
+  /// On Redis Cluster, over `router`. Throws as above.
+  RedisConcurrencyLimiter(RedisConcurrencyOptions options, std::shared_ptr<ClusterRouter> router)
+      : RedisConcurrencyLimiter(std::move(options), std::shared_ptr<Route>(std::move(router))) {}
+  /// With a pool (or a cluster router, with `cluster_nodes`) of its own. Throws as above.
+  RedisConcurrencyLimiter(RedisConcurrencyOptions options, const RedisOptions& redis)
+      : RedisConcurrencyLimiter(std::move(options), make_route(redis)) {}
+
+  RedisConcurrencyLimiter(RedisConcurrencyOptions options, std::shared_ptr<Route> route)
+      : options_(validated(std::move(options))), route_(checked_route(std::move(route))),
+        redis_(route_->options()) {
+    if (redis_.key_prefix.find_first_of("{}") != std::string::npos) {
+      ratelimit::detail::invalid("RedisOptions.key_prefix", "must not contain '{' or '}' (they delimit the hash tag)");
+    }
+    std::random_device entropy;
+    instance_ = to_hex((std::uint64_t{entropy()} << 32) | entropy()) + to_hex((std::uint64_t{entropy()} << 32) | entropy());
+    expiry_us_ = std::to_string(options_.expiry.count() * 1000);
+    permits_arg_ = std::to_string(options_.permits);
+    if (options_.renew) renewer_ = std::thread([this] { renew_loop(); });
+  }
+  RedisConcurrencyLimiter(const RedisConcurrencyLimiter&) = delete;
+  RedisConcurrencyLimiter& operator=(const RedisConcurrencyLimiter&) = delete;
+
+  /// Stops the renewal thread (held permits then expire unless released).
+  ~RedisConcurrencyLimiter() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    renew_cv_.notify_all();
+    if (renewer_.joinable()) renewer_.join();
+  }
+
+  /// Takes `units` for `key` if they fit now (one script run). Returns the permit, or `busy` (with the
+  /// units in flight), `too_many_units`, or `backend_failed` when Redis failed and `on_error` is not
+  /// `raise`. `on_lost` runs once if the permit is later lost. Thread-safe. Throws
+  /// `std::invalid_argument` for `units < 1` (`units`) or a key over `max_key_bytes` (`key`);
+  /// `BackendError` when Redis fails under `FailurePolicy::raise`.
+  PermitResult try_acquire(std::string_view key, std::int64_t units = 1, OnLost on_lost = {}) {
+    validate(key, units, std::chrono::nanoseconds(0));
+    return attempt(key, units, on_lost).result;
+  }
+
+  /// As `try_acquire`, polling until the units fit or `max_wait` (steady clock) ran out (`timed_out`);
+  /// polls back off exponentially with full jitter between `poll_min` and `poll_max`, capped by the
+  /// deadline and by the earliest expiry of a unit held; a release in this process wakes waiters here
+  /// at once. No order across processes. Thread-safe. Throws as `try_acquire`, and for a negative
+  /// `max_wait` (`max_wait`).
+  PermitResult acquire(std::string_view key, std::int64_t units, std::chrono::nanoseconds max_wait,
+                       OnLost on_lost = {}) {
+    validate(key, units, max_wait);
+    const auto deadline = std::chrono::steady_clock::now() + max_wait;
+    std::chrono::nanoseconds backoff = options_.poll_min;
+    thread_local std::minstd_rand jitter(std::random_device{}());
+    for (;;) {
+      const std::uint64_t releases = local_releases_.load(std::memory_order_acquire);
+      Attempt a = attempt(key, units, on_lost);
+      if (a.result.status != PermitStatus::busy) return std::move(a.result);
+      polls_.fetch_add(1, std::memory_order_relaxed);
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) {
+        a.result.status = max_wait.count() == 0 ? PermitStatus::busy : PermitStatus::timed_out;
+        return std::move(a.result);
+      }
+      // Full jitter: uniform in [poll_min, backoff], never past the deadline or the earliest expiry.
+      const auto span = std::max<std::int64_t>(1, (backoff - options_.poll_min).count());
+      std::chrono::nanoseconds sleep = options_.poll_min + std::chrono::nanoseconds(static_cast<std::int64_t>(jitter() % static_cast<std::uint64_t>(span)));
+      if (a.wait_us > 0) sleep = std::min<std::chrono::nanoseconds>(sleep, std::chrono::microseconds(a.wait_us));
+      sleep = std::min<std::chrono::nanoseconds>(sleep, deadline - now);
+      backoff = std::min<std::chrono::nanoseconds>(backoff * 2, options_.poll_max);
+      std::unique_lock lock(mutex_);
+      release_cv_.wait_for(lock, sleep, [&] { return local_releases_.load(std::memory_order_acquire) != releases; });
+    }
+  }
+
+  /// Units of `key` in flight now (unexpired members of its set; one `ZCOUNT`). Thread-safe. Throws
+  /// `BackendError` when Redis fails.
+  std::int64_t in_flight(std::string_view key) {
+    const std::string k = redis_key(key);
+    const std::string after_now = "(" + std::to_string(server_time_us());  // expiring later than now
+    RouteCall call;
+    call.slot = detail::key_slot(k);
+    call.args = {"ZCOUNT", k, after_now, "+inf"};
+    route_->execute(std::span<RouteCall>(&call, 1));
+    if (call.error) throw *call.error;
+    if (call.reply->type != REDIS_REPLY_INTEGER) throw BackendError(BackendErrorCause::protocol, "ZCOUNT: not an integer");
+    return call.reply->integer;
+  }
+
+  /// The Redis key of `key`'s permits: `<prefix>concurrency[@<name>]{<encoded key>}:permits`.
+  [[nodiscard]] std::string redis_key(std::string_view key) const {
+    return detail::redis_key(redis_.key_prefix, identity(), key, ":permits");
+  }
+  /// Permits held through this limiter now (not yet released). Thread-safe.
+  [[nodiscard]] std::size_t held() const {
+    std::lock_guard lock(mutex_);
+    return held_.size();
+  }
+  /// Polls that found the key busy (waiting cost); renewals sent; failed releases. Thread-safe.
+  [[nodiscard]] std::uint64_t polls() const noexcept { return polls_.load(std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t renewals() const noexcept { return renewals_.load(std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t failed_releases() const noexcept { return failed_releases_.load(std::memory_order_relaxed); }
+  /// The options as given. Thread-safe (immutable).
+  [[nodiscard]] const RedisConcurrencyOptions& options() const noexcept { return options_; }
+  /// Renews every held permit now (what the background thread does each `renew_every`); returns how
+  /// many were lost. Thread-safe.
+  std::size_t renew_now() { return renew_all(); }
+
+  // PermitSource
+  void release_permit(void* token, std::int64_t units) noexcept override {
+    std::shared_ptr<Held> h;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = held_.find(static_cast<Held*>(token));
+      if (it == held_.end()) return;
+      h = std::move(it->second);
+      held_.erase(it);
+    }
+    try {
+      const std::string units_arg = std::to_string(units);
+      RouteCall call = script_call(script("concurrency_release"), h->redis_key, {units_arg, h->id});
+      run_script(*route_, script("concurrency_release"), std::span<RouteCall>(&call, 1));
+      if (call.error || !call.reply || call.reply->type != REDIS_REPLY_ARRAY) failed_releases_.fetch_add(1);
+    } catch (...) {
+      failed_releases_.fetch_add(1, std::memory_order_relaxed);  // the units expire by themselves
+    }
+    {
+      std::lock_guard lock(mutex_);
+      local_releases_.fetch_add(1, std::memory_order_release);
+    }
+    release_cv_.notify_all();
+  }
+  [[nodiscard]] bool permit_valid(const void* token) const noexcept override {
+    std::lock_guard lock(mutex_);
+    auto it = held_.find(static_cast<Held*>(const_cast<void*>(token)));
+    if (it == held_.end()) return false;
+    const Held& h = *it->second;
+    return !h.lost && std::chrono::steady_clock::now() < h.valid_until;
+  }
+
+ private:
+  struct Held {
+    std::string redis_key;
+    std::string id;
+    std::int64_t units = 0;
+    std::chrono::steady_clock::time_point valid_until;
+    bool lost = false;  // under mutex_
+    OnLost on_lost;
+  };
+  struct Attempt {
+    PermitResult result;
+    std::int64_t wait_us = 0;
+  };
+
+  static std::shared_ptr<Route> make_route(const RedisOptions& o) {
+    if (o.cluster_nodes.empty()) return server_route(std::make_shared<ConnectionPool>(o));
+    return std::make_shared<ClusterRouter>(o);
+  }
+  static std::shared_ptr<Route> server_route(std::shared_ptr<ConnectionPool> pool) {
+    return std::make_shared<ServerRoute>(std::move(pool));
+  }
+  static std::shared_ptr<Route> checked_route(std::shared_ptr<Route> r) {
+    if (!r) throw std::invalid_argument("RedisConcurrencyLimiter: null pool or router");
+    return r;
+  }
+  static std::string to_hex(std::uint64_t v) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    std::string s(16, '0');
+    for (int i = 15; i >= 0; --i, v >>= 4) s[static_cast<std::size_t>(i)] = kDigits[v & 15];
+    return s;
+  }
+
+  static RedisConcurrencyOptions validated(RedisConcurrencyOptions o) {
+    using std::chrono::milliseconds;
+    if (o.permits < 1 || o.permits > 100'000) {
+      ratelimit::detail::invalid("RedisConcurrencyOptions.permits", "must be in [1, 100000], got " + std::to_string(o.permits));
+    }
+    if (o.expiry < milliseconds(10) || o.expiry > std::chrono::hours(24)) {
+      ratelimit::detail::invalid("RedisConcurrencyOptions.expiry", "must be in [10 ms, 24 h]");
+    }
+    if (o.renew_every.count() < 0 || o.renew_every >= o.expiry) {
+      ratelimit::detail::invalid("RedisConcurrencyOptions.renew_every", "must be in [0, expiry)");
+    }
+    if (o.renew_every.count() == 0) o.renew_every = std::max(milliseconds(1), o.expiry / 3);
+    if (o.poll_max > std::chrono::seconds(10)) {
+      ratelimit::detail::invalid("RedisConcurrencyOptions.poll_max", "must be at most 10 s");
+    }
+    if (o.poll_min < milliseconds(1) || o.poll_min > o.poll_max) {
+      ratelimit::detail::invalid("RedisConcurrencyOptions.poll_min", "must be in [1 ms, poll_max]");
+    }
+    if (o.name.find_first_of("{}") != std::string::npos || o.name.size() > 256) {
+      ratelimit::detail::invalid("RedisConcurrencyOptions.name", "must hold no '{' or '}' and be at most 256 bytes");
+    }
+    return o;
+  }
+
+  void validate(std::string_view key, std::int64_t units, std::chrono::nanoseconds max_wait) const {
+    if (key.size() > redis_.max_key_bytes) {
+      ratelimit::detail::invalid("key", std::to_string(key.size()) + " bytes exceeds max_key_bytes (" +
+                                            std::to_string(redis_.max_key_bytes) + ")");
+    }
+    ratelimit::detail::require_positive(units, "units");
+    if (max_wait.count() < 0) ratelimit::detail::invalid("max_wait", "must be >= 0");
+  }
+
+  [[nodiscard]] std::string identity() const {
+    return options_.name.empty() ? std::string("concurrency") : "concurrency@" + options_.name;
+  }
+
+  static const detail::EmbeddedScript& script(std::string_view kind) { return detail::script_for(kind); }
+
+  /// `{"EVALSHA", sha1, "1", key, argv...}` for `key`'s slot; the strings must outlive the call.
+  static RouteCall script_call(const detail::EmbeddedScript& s, const std::string& key,
+                               std::initializer_list<std::string_view> argv) {
+    RouteCall call;
+    call.slot = detail::key_slot(key);
+    call.key = key;
+    const std::array<std::string_view, 4> fixed{"EVALSHA", s.sha1, "1", key};
+    call.args.assign(fixed.begin(), fixed.end());
+    call.args.insert(call.args.end(), argv.begin(), argv.end());
+    return call;
+  }
+
+  /// One acquire script run; a failure is answered by `on_error` (thrown under `raise`).
+  Attempt attempt(std::string_view key, std::int64_t units, OnLost& on_lost) {
+    if (units > options_.permits) return {PermitResult{{}, PermitStatus::too_many_units, 0, 0}, 0};
+    auto h = std::make_shared<Held>();
+    h->redis_key = redis_key(key);
+    h->id = instance_ + "-" + std::to_string(next_id_.fetch_add(1, std::memory_order_relaxed));
+    h->units = units;
+    const std::string units_arg = std::to_string(units);
+    const auto sent = std::chrono::steady_clock::now();
+    const detail::EmbeddedScript& s = script("concurrency_acquire");
+    try {
+      RouteCall call = script_call(s, h->redis_key, {permits_arg_, units_arg, h->id, expiry_us_});
+      run_script(*route_, s, std::span<RouteCall>(&call, 1));
+      if (call.error) throw *call.error;
+      const redisReply& r = *call.reply;
+      if (r.type == REDIS_REPLY_ERROR) throw BackendError(BackendErrorCause::reply, std::string(text(r)));
+      if (r.type != REDIS_REPLY_ARRAY || r.elements != 3 || r.element[0]->type != REDIS_REPLY_INTEGER ||
+          r.element[1]->type != REDIS_REPLY_INTEGER || r.element[2]->type != REDIS_REPLY_INTEGER) {
+        throw BackendError(BackendErrorCause::protocol, "concurrency_acquire: malformed reply");
+      }
+      const std::int64_t in_flight = r.element[1]->integer;
+      if (r.element[0]->integer != 1) return {PermitResult{{}, PermitStatus::busy, in_flight, 0}, r.element[2]->integer};
+      h->valid_until = sent + options_.expiry;
+      h->on_lost = std::move(on_lost);
+      Held* token = h.get();
+      {
+        std::lock_guard lock(mutex_);
+        held_.emplace(token, std::move(h));
+      }
+      return {PermitResult{Permit(this, token, units), PermitStatus::acquired, in_flight, 0}, 0};
+    } catch (const BackendError&) {
+      if (redis_.on_error == FailurePolicy::raise) throw;
+      return {PermitResult{{}, PermitStatus::backend_failed, 0, 0}, 0};
+    }
+  }
+
+  /// One pipelined round of renewals; returns how many permits were lost (and tells their holders).
+  std::size_t renew_all() {
+    std::vector<std::shared_ptr<Held>> batch;
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& [token, h] : held_) {
+        if (!h->lost) batch.push_back(h);
+      }
+    }
+    if (batch.empty()) return 0;
+    const detail::EmbeddedScript& s = script("concurrency_renew");
+    std::vector<std::string> units(batch.size());
+    std::vector<RouteCall> calls;
+    calls.reserve(batch.size());
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      units[i] = std::to_string(batch[i]->units);
+      calls.push_back(script_call(s, batch[i]->redis_key, {units[i], batch[i]->id, expiry_us_}));
+    }
+    const auto sent = std::chrono::steady_clock::now();
+    try {
+      run_script(*route_, s, calls);
+    } catch (...) {
+      for (RouteCall& c : calls) c.error = BackendError(BackendErrorCause::io, "renewal failed");
+    }
+    renewals_.fetch_add(calls.size(), std::memory_order_relaxed);
+    std::vector<OnLost> tell;
+    std::size_t lost = 0;
+    {
+      std::lock_guard lock(mutex_);
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        Held& h = *batch[i];
+        const RouteCall& c = calls[i];
+        const bool kept = !c.error && c.reply && c.reply->type == REDIS_REPLY_ARRAY && c.reply->elements == 1 &&
+                          c.reply->element[0]->type == REDIS_REPLY_INTEGER && c.reply->element[0]->integer == 1;
+        if (kept && !h.lost) {
+          h.valid_until = sent + options_.expiry;
+        } else if (!h.lost) {
+          h.lost = true;
+          ++lost;
+          if (h.on_lost) tell.push_back(std::move(h.on_lost));
+        }
+      }
+    }
+    for (OnLost& f : tell) f();
+    return lost;
+  }
+
+  void renew_loop() {
+    std::unique_lock lock(mutex_);
+    while (!stopping_) {
+      renew_cv_.wait_for(lock, options_.renew_every, [this] { return stopping_; });
+      if (stopping_) break;
+      lock.unlock();
+      renew_all();
+      lock.lock();
+    }
+  }
+
+  /// The server's clock (one `TIME`), microseconds.
+  std::int64_t server_time_us() {
+    RouteCall call;
+    call.args = {"TIME"};
+    route_->execute(std::span<RouteCall>(&call, 1));
+    if (call.error) throw *call.error;
+    const redisReply& r = *call.reply;
+    if (r.type != REDIS_REPLY_ARRAY || r.elements != 2) throw BackendError(BackendErrorCause::protocol, "TIME: bad reply");
+    return std::stoll(std::string(text(*r.element[0]))) * 1'000'000 + std::stoll(std::string(text(*r.element[1])));
+  }
+
+  RedisConcurrencyOptions options_;
+  std::shared_ptr<Route> route_;
+  RedisOptions redis_;
+  std::string instance_;
+  std::string expiry_us_;
+  std::string permits_arg_;
+  std::atomic<std::uint64_t> next_id_{0};
+  mutable std::mutex mutex_;
+  std::unordered_map<Held*, std::shared_ptr<Held>> held_;
+  bool stopping_ = false;
+  std::condition_variable renew_cv_;
+  std::condition_variable release_cv_;
+  std::atomic<std::uint64_t> local_releases_{0};
+  std::atomic<std::uint64_t> polls_{0};
+  std::atomic<std::uint64_t> renewals_{0};
+  std::atomic<std::uint64_t> failed_releases_{0};
+  std::thread renewer_;
+};
+
+}  // namespace ratelimit::redis
