@@ -31,6 +31,12 @@ std::optional<int> parse_command_line(int argc, char** argv, Config& config) {
       });
   app.add_option("--deny", config.deny, "client IP on the deny list (403)");
   app.add_flag("--no-limits", config.no_limits, "serve without rate limiting (for throughput comparisons)");
+  app.add_flag("--shadow", config.shadow,
+               "dry run: every layer in shadow mode (nothing denied; would-be denials in /metrics, shadow_denied)");
+  app.add_option("--plans", config.plans_file,
+                 "JSON file of plan numbers {\"free\": {\"per_minute\": N, \"per_day\": N, \"burst\": N}, ...}; "
+                 "read at start and on SIGHUP, keeping usage")
+      ->check(CLI::ExistingFile);
   app.add_flag("--manual-clock", config.manual_clock, "tests only: time starts at 0, moved by POST /__test/advance?ms=N");
   try {
     app.parse(argc, argv);

@@ -18,6 +18,8 @@ struct Config {
   std::vector<std::string> deny;
   bool no_limits = false;
   bool manual_clock = false;
+  bool shadow = false;
+  std::string plans_file;  // JSON plan numbers, read at start and again on SIGHUP (limits.cpp)  // every layer in shadow (dry-run) mode: nothing is denied, would-be denials counted
 };
 
 /// Parses the command line into `config`. Returns the exit status when the program should stop now

@@ -1,15 +1,22 @@
 // examples/http_server: the layers and plans of the service (see main.cpp for the table), on one backend.
 #include "limits.hpp"
 
+#include <fstream>
 #include <map>
 #include <optional>
 #include <string_view>
 #include <type_traits>
 
+#include <nlohmann/json.hpp>
 #include <ratelimit/layers.hpp>
 #include <ratelimit/ratelimit.hpp>
 #if RATELIMIT_EXAMPLE_REDIS
 #include <ratelimit/redis.hpp>
+#endif
+
+#if RATELIMIT_EXAMPLE_PROMETHEUS
+#include <prometheus/text_serializer.h>
+#include <ratelimit/http/prometheus.hpp>
 #endif
 
 #include "../address.hpp"
@@ -65,6 +72,13 @@ class BackendLimits final : public Limits {
         tiers_(tier_options(), [this](std::string_view key) { return plan_of(key); }, make, clock) {
     for (const auto& [key, plan] : config.api_keys) directory_[key] = plan;
     for (const std::string& ip : config.deny) ip_layer_.lists().deny(ip);
+#if RATELIMIT_EXAMPLE_PROMETHEUS
+    for_each_layer([this](ratelimit::Layer& layer) { collector_.add_layer(layer); });
+    collector_.add_limiter("ip", *ip_);
+    collector_.add_limiter("search", *search_);
+    collector_.add_limiter("export", *export_);
+    collector_.add_limiter("login", *login_);
+#endif
   }
 
   void layers_for(const std::string& path, const std::string& ip, const std::string& api_key,
@@ -82,27 +96,21 @@ class BackendLimits final : public Limits {
   }
 
   std::string metrics() override {
-    std::string out;
-    auto add = [&](ratelimit::Layer& layer) {
+#if RATELIMIT_EXAMPLE_PROMETHEUS
+    return ::prometheus::TextSerializer().Serialize(collector_.Collect());
+#else
+    // Without prometheus-cpp: the layers' counters in the same families, written by hand.
+    std::string out = "# TYPE ratelimit_decisions_total counter\n";
+    for_each_layer([&](ratelimit::Layer& layer) {
       const auto c = layer.stats().snapshot();
-      const std::string l = "{layer=\"" + std::string(layer.name()) + "\"} ";
-      out += "ratelimit_allowed_total" + l + std::to_string(c.allowed) + "\n";
-      out += "ratelimit_denied_total" + l + std::to_string(c.denied) + "\n";
-      out += "ratelimit_rolled_back_total" + l + std::to_string(c.rolled_back) + "\n";
-      out += "ratelimit_refunded_total" + l + std::to_string(c.refunded) + "\n";
-      out += "ratelimit_backend_errors_total" + l + std::to_string(c.backend_errors) + "\n";
-    };
-    add(ip_layer_);
-    for (std::size_t i = 0; i < tiers_.plan_count(); ++i) {
-      auto& p = tiers_.plan_at(i);
-      add(p.minute_layer);
-      add(p.day_layer);
-      add(p.burst_layer);
-    }
-    add(search_layer_);
-    add(export_layer_);
-    add(login_layer_);
+      const std::string l = "ratelimit_decisions_total{layer=\"" + std::string(layer.name()) + "\",outcome=\"";
+      out += l + "allowed\"} " + std::to_string(c.allowed) + "\n";
+      out += l + "denied\"} " + std::to_string(c.denied) + "\n";
+      out += l + "shadow_denied\"} " + std::to_string(c.shadow_denied) + "\n";
+      out += l + "rolled_back\"} " + std::to_string(c.rolled_back) + "\n";
+    });
     return out;
+#endif
   }
 
  private:
@@ -112,6 +120,47 @@ class BackendLimits final : public Limits {
     o.default_plan = "free";
     return o;
   }
+  std::string reload_plans(const std::string& path) override {
+    if constexpr (!requires(IpLimiter& l) { l.set_policy(ratelimit::FixedWindow{}); }) {
+      return "plan reload needs the in-process backend (RedisLimiter has no set_policy)";
+    } else {
+      try {
+        std::ifstream in(path);
+        if (!in) return "cannot open " + path;
+        const nlohmann::json plans = nlohmann::json::parse(in);
+        for (std::size_t i = 0; i < tiers_.plan_count(); ++i) {
+          auto& p = tiers_.plan_at(i);
+          const auto it = plans.find(p.plan.name);
+          if (it == plans.end()) continue;
+          const auto per_minute = it->at("per_minute").template get<std::int64_t>();
+          const auto per_day = it->at("per_day").template get<std::int64_t>();
+          const auto burst = it->at("burst").template get<std::int64_t>();
+          // The same layers as TierOptions builds (README "Tiers"); usage carried (README "Changing a policy").
+          p.minute->set_policy(ratelimit::FixedWindow{per_minute, 1min});
+          p.day->set_policy(ratelimit::FixedWindow{per_day, 24h});
+          p.burst->set_policy(ratelimit::TokenBucket{burst, per_minute, 1min});
+        }
+        return {};
+      } catch (const std::exception& e) {  // bad JSON, a missing field, a bad number: the old plans stay
+        return path + ": " + e.what();
+      }
+    }
+  }
+
+  template <class Fn>
+  void for_each_layer(Fn fn) {
+    fn(ip_layer_);
+    for (std::size_t i = 0; i < tiers_.plan_count(); ++i) {
+      auto& p = tiers_.plan_at(i);
+      fn(p.minute_layer);
+      fn(p.day_layer);
+      fn(p.burst_layer);
+    }
+    fn(search_layer_);
+    fn(export_layer_);
+    fn(login_layer_);
+  }
+
   std::optional<std::string> plan_of(std::string_view key) const {
     if (key.rfind("key:", 0) != 0) return std::nullopt;
     const auto it = directory_.find(key.substr(4));
@@ -124,6 +173,9 @@ class BackendLimits final : public Limits {
   ratelimit::LimiterLayer<IpLimiter> ip_layer_;
   ratelimit::LimiterLayer<EndpointLimiter> search_layer_, export_layer_, login_layer_;
   ratelimit::BasicTieredLimiter<Backend, ServerClock> tiers_;
+#if RATELIMIT_EXAMPLE_PROMETHEUS
+  ratelimit::http::MetricsCollector collector_;  // reads the layers' and limiters' counters at each scrape
+#endif
 };
 
 }  // namespace

@@ -49,6 +49,9 @@ class Limits {
                           std::vector<std::string>& keys, std::vector<ratelimit::LayerRequest>& out) = 0;
   /// Prometheus-style text of every layer's counters.
   virtual std::string metrics() = 0;
+  /// Applies the plan numbers of the JSON file `path` to the running plans, keeping each key's usage
+  /// (`MemoryLimiter::set_policy`). Returns an error message, empty on success. Thread-safe.
+  virtual std::string reload_plans(const std::string& path) = 0;
 };
 
 /// The layers on the backend `config` names (Redis with --redis, else in-process memory), on `clock`.

@@ -14,7 +14,14 @@
 // exception 500; all with a short problem body and nothing of the exception's text.
 //
 //   http_server [--port N] [--host 127.0.0.1] [--redis HOST[:PORT]] [--trusted-proxy IP]... [--api-key KEY=PLAN]...
-//               [--deny IP]... [--no-limits] [--manual-clock]
+//               [--deny IP]... [--no-limits] [--shadow] [--manual-clock]
+//
+// --plans FILE reads the plans' numbers from JSON ({"free": {"per_minute": 30, "per_day": 1000,
+// "burst": 10}, ...}) at start and again on SIGHUP; a reload keeps every key's usage (set_policy, in
+// memory only). The advertised quota in the header fields stays the one of the start.
+//
+// --shadow runs every layer in shadow (dry-run) mode: nothing is denied, each layer keeps the state it
+// would keep enforcing, and its would-be denials show in /metrics (outcome="shadow_denied").
 //
 // --manual-clock is for tests: time starts at 0 and moves only by POST /__test/advance?ms=N.
 //
@@ -36,6 +43,12 @@ int main(int argc, char** argv) {
   if (!limits) {
     std::cerr << "http_server: built without the Redis backend (hiredis missing)\n";
     return 2;
+  }
+  if (!config.plans_file.empty()) {
+    if (const std::string error = limits->reload_plans(config.plans_file); !error.empty()) {
+      std::cerr << "http_server: " << error << "\n";
+      return 2;
+    }
   }
   return example::serve(config, *limits, clock, stop_signals);
 }

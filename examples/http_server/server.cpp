@@ -82,7 +82,7 @@ void add_limits(httplib::Server& server, const Config& config, Limits& limits,
     std::optional<ratelimit::LayeredDecision> checked;
     try {
       limits.layers_for(req.path, client_ip(req, trusted), api_key, keys, layers);
-      checked = ratelimit::check_layers(layers);
+      checked = ratelimit::check_layers(layers, ratelimit::CheckOptions{.shadow = config.shadow});
     } catch (const std::invalid_argument&) {  // a key no limiter takes (too long); nothing was consumed
       problem_reply(res, 400, "Bad Request");
       return Handled::Handled;
@@ -91,7 +91,7 @@ void add_limits(httplib::Server& server, const Config& config, Limits& limits,
     set_fields(res, d);
     if (d) return Handled::Unhandled;  // on to the route, with the headers set
     bool listed = false;
-    for (const auto& o : d.layers) listed = listed || o.verdict == ratelimit::Verdict::deny_listed;
+    for (const auto& o : d.layers) listed = listed || (o.denied() && o.verdict == ratelimit::Verdict::deny_listed);
     if (listed) {
       problem_reply(res, 403, "Forbidden");
       return Handled::Handled;
@@ -134,6 +134,7 @@ sigset_t block_stop_signals() {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);  // not a stop: reloads the plan file (serve)
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   return stop_signals;
 }
@@ -173,7 +174,11 @@ int serve(const Config& config, Limits& limits, const ServerClock& clock, const 
 
   std::thread stopper([&] {
     int signal = 0;
-    sigwait(&stop_signals, &signal);
+    while (sigwait(&stop_signals, &signal) == 0 && signal == SIGHUP) {
+      if (config.plans_file.empty()) continue;
+      const std::string error = limits.reload_plans(config.plans_file);
+      std::cerr << "http_server: " << (error.empty() ? "reloaded " + config.plans_file : error) << "\n";
+    }
     server.stop();
   });
   const bool ok = server.listen_after_bind();

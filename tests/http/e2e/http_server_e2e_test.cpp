@@ -174,8 +174,9 @@ TEST(HttpServerE2E, LoginPenaltyOutlastsTheWindow) {
   EXPECT_EQ(r->status, 200);
   const auto metrics = c.Get("/metrics");
   ASSERT_TRUE(metrics);
-  EXPECT_NE(metrics->body.find("ratelimit_denied_total{layer=\"login\"} 2\n"), std::string::npos) << metrics->body;
-  EXPECT_NE(metrics->body.find("ratelimit_allowed_total{layer=\"login\"} 6\n"), std::string::npos) << metrics->body;
+  const std::string login = "ratelimit_decisions_total{layer=\"login\",outcome=";
+  EXPECT_NE(metrics->body.find(login + "\"denied\"} 2\n"), std::string::npos) << metrics->body;
+  EXPECT_NE(metrics->body.find(login + "\"allowed\"} 6\n"), std::string::npos) << metrics->body;
 }
 
 TEST(HttpServerE2E, ForwardedForIsBelievedOnlyFromTrustedProxies) {
@@ -411,4 +412,67 @@ TEST(HttpServerE2E, BadInputGets4xxAndNoClientSeesExceptionText) {
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(header(r, "RateLimit").rfind("\"ip\";r=999;t=60, \"free-minute\";r=29;t=60, ", 0), 0u) << header(r, "RateLimit");
   EXPECT_EQ(server.stop(), 0);
+}
+
+// --shadow: every layer in shadow mode. A burst past /export's 5 per minute is served (200, no
+// Retry-After), and /metrics counts the would-be denials: exactly those an enforcing server gives.
+TEST(HttpServerE2E, ShadowServesEverythingAndCountsWouldBeDenials) {
+  ServerProcess shadow({"--manual-clock", "--shadow"});
+  ServerProcess enforcing({"--manual-clock"});
+  httplib::Client s("127.0.0.1", shadow.port());
+  httplib::Client e("127.0.0.1", enforcing.port());
+  int denied = 0;
+  for (int i = 0; i < 8; ++i) {
+    const auto rs = s.Get("/export");
+    ASSERT_TRUE(rs);
+    EXPECT_EQ(rs->status, 200) << i;
+    EXPECT_EQ(header(rs, "Retry-After"), "<absent>") << i;
+    EXPECT_EQ(header(rs, "RateLimit"), "<absent>") << i;  // shadow layers send no header fields
+    const auto re = e.Get("/export");
+    ASSERT_TRUE(re);
+    if (re->status == 429) ++denied;
+  }
+  EXPECT_EQ(denied, 3);
+  const auto m = s.Get("/metrics");
+  ASSERT_TRUE(m);
+  auto sample = [](const char* outcome, int n) {
+    return "ratelimit_decisions_total{layer=\"export\",outcome=\"" + std::string(outcome) + "\"} " +
+           std::to_string(n) + "\n";
+  };
+  EXPECT_NE(m->body.find(sample("shadow_denied", 3)), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find(sample("denied", 0)), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find(sample("allowed", 5)), std::string::npos) << m->body;
+  EXPECT_EQ(shadow.stop(), 0);
+}
+
+// --plans: the plan numbers come from a JSON file, read again on SIGHUP; the reload keeps each key's
+// usage (set_policy): 2 of a burst of 3 used, the burst raised to 5, then exactly 3 more pass.
+TEST(HttpServerE2E, SighupReloadsPlansAndKeepsUsage) {
+  const std::string path = ::testing::TempDir() + "ratelimit_plans_" + std::to_string(::getpid()) + ".json";
+  auto write_plans = [&](int burst) {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fprintf(f, "{\"free\": {\"per_minute\": 30, \"per_day\": 1000, \"burst\": %d}}\n", burst);
+    std::fclose(f);
+  };
+  write_plans(3);
+  ServerProcess server({"--manual-clock", "--plans", path});
+  httplib::Client c("127.0.0.1", server.port());
+  for (int i = 0; i < 2; ++i) {
+    const auto r = c.Get("/search?q=x");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << i;
+  }
+  write_plans(5);
+  ASSERT_EQ(kill(server.pid(), SIGHUP), 0);
+  usleep(300'000);  // the server applies the file on its signal thread (a real process: real time)
+  int passed = 0;
+  for (int i = 0; i < 6; ++i) {
+    const auto r = c.Get("/search?q=x");
+    ASSERT_TRUE(r);
+    if (r->status == 200) ++passed;
+  }
+  EXPECT_EQ(passed, 3);  // 5 - the 2 kept (a reload that forgot usage would pass 5)
+  EXPECT_EQ(server.stop(), 0);
+  std::remove(path.c_str());
 }

@@ -48,6 +48,8 @@ class ServerProcess {
   ~ServerProcess() { stop(); }
 
   [[nodiscard]] int port() const { return port_; }
+  /// The server's process id (for signals such as SIGHUP).
+  [[nodiscard]] pid_t pid() const { return pid_; }
 
   /// Stops the server; returns its exit status (0 when it shut down cleanly on SIGTERM).
   int stop() {

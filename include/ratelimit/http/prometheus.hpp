@@ -1,0 +1,134 @@
+#pragma once
+
+/// @file
+/// `http::MetricsCollector`: the layers' and limiters' counters as Prometheus metric families, through
+/// prometheus-cpp (link `ratelimit::prometheus`, defined when prometheus-cpp is found). Register it with
+/// a `prometheus::Registry` (or serialize `Collect()` yourself). Nothing is added to the check path: the
+/// collector reads, at scrape time, the counters every layer and limiter already keeps (relaxed atomics).
+
+#include <prometheus/client_metric.h>
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/metric_type.h>
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ratelimit/layers/layer.hpp"
+
+namespace ratelimit::http {
+
+/// Collects, at each scrape, the counters of the layers and limiters added to it (README "Metrics").
+/// Label values are the configured layer and limiter names, never keys, so the number of series is
+/// bounded by the configuration whatever the number of keys. Thread-safe: adding and collecting may
+/// happen from any threads; the layers and limiters added must outlive the collector.
+class MetricsCollector final : public ::prometheus::Collectable {
+ public:
+  /// Adds a layer: `ratelimit_decisions_total{layer, outcome}` (allowed, denied, shadow_denied,
+  /// rolled_back), `ratelimit_refunds_total{layer}`, `ratelimit_layer_backend_errors_total{layer}`.
+  void add_layer(const Layer& layer) {
+    std::lock_guard guard(mutex_);
+    layers_.push_back(&layer);
+  }
+
+  /// Adds a limiter under `name`: for a limiter with `size()` and `evictions()` (`MemoryLimiter`) the
+  /// gauge `ratelimit_keys{limiter}` and the counter `ratelimit_evictions_total{limiter}`; for one with
+  /// `stats()` (`redis::RedisLimiter`) `ratelimit_backend_calls_total{limiter}`,
+  /// `ratelimit_backend_failures_total{limiter, cause}` (io, timeout, protocol, reply),
+  /// `ratelimit_script_reloads_total{limiter}`, `ratelimit_connects_total{limiter}` and
+  /// `ratelimit_dropped_connections_total{limiter}`.
+  template <class L>
+  void add_limiter(std::string name, const L& limiter) {
+    std::function<void(Sink&)> read = [name, &limiter](Sink& sink) {
+      if constexpr (requires { limiter.size(); limiter.evictions(); }) {
+        sink.gauge("ratelimit_keys", {{"limiter", name}}, static_cast<double>(limiter.size()));
+        sink.counter("ratelimit_evictions_total", {{"limiter", name}}, static_cast<double>(limiter.evictions()));
+      }
+      if constexpr (requires { limiter.stats().script_reloads; }) {
+        const auto s = limiter.stats();
+        sink.counter("ratelimit_backend_calls_total", {{"limiter", name}}, static_cast<double>(s.calls));
+        const std::pair<const char*, std::uint64_t> causes[] = {
+            {"io", s.io_errors}, {"timeout", s.timeouts}, {"protocol", s.protocol_errors}, {"reply", s.reply_errors}};
+        for (const auto& [cause, n] : causes) {
+          sink.counter("ratelimit_backend_failures_total", {{"limiter", name}, {"cause", cause}},
+                       static_cast<double>(n));
+        }
+        sink.counter("ratelimit_script_reloads_total", {{"limiter", name}}, static_cast<double>(s.script_reloads));
+        sink.counter("ratelimit_connects_total", {{"limiter", name}}, static_cast<double>(s.connects));
+        sink.counter("ratelimit_dropped_connections_total", {{"limiter", name}},
+                     static_cast<double>(s.dropped_connections));
+      }
+    };
+    std::lock_guard guard(mutex_);
+    limiters_.push_back(std::move(read));
+  }
+
+  /// Every family, one sample per layer/limiter and label set; families in a fixed order. Thread-safe.
+  std::vector<::prometheus::MetricFamily> Collect() const override {
+    Sink sink;
+    std::lock_guard guard(mutex_);
+    for (const Layer* layer : layers_) {
+      const LayerCounters c = layer->stats().snapshot();
+      const std::string name(layer->name());
+      const std::pair<const char*, std::uint64_t> outcomes[] = {
+          {"allowed", c.allowed}, {"denied", c.denied}, {"shadow_denied", c.shadow_denied},
+          {"rolled_back", c.rolled_back}};
+      for (const auto& [outcome, n] : outcomes) {
+        sink.counter("ratelimit_decisions_total", {{"layer", name}, {"outcome", outcome}}, static_cast<double>(n));
+      }
+      sink.counter("ratelimit_refunds_total", {{"layer", name}}, static_cast<double>(c.refunded));
+      sink.counter("ratelimit_layer_backend_errors_total", {{"layer", name}}, static_cast<double>(c.backend_errors));
+    }
+    for (const auto& read : limiters_) read(sink);
+    return std::move(sink.families);
+  }
+
+ private:
+  /// Families being built, found by name (few: a linear search).
+  struct Sink {
+    std::vector<::prometheus::MetricFamily> families;
+
+    void counter(const char* family, std::vector<::prometheus::ClientMetric::Label> labels, double value) {
+      ::prometheus::ClientMetric m;
+      m.label = std::move(labels);
+      m.counter.value = value;
+      find(family, ::prometheus::MetricType::Counter).metric.push_back(std::move(m));
+    }
+    void gauge(const char* family, std::vector<::prometheus::ClientMetric::Label> labels, double value) {
+      ::prometheus::ClientMetric m;
+      m.label = std::move(labels);
+      m.gauge.value = value;
+      find(family, ::prometheus::MetricType::Gauge).metric.push_back(std::move(m));
+    }
+    ::prometheus::MetricFamily& find(const char* family, ::prometheus::MetricType type) {
+      for (auto& f : families) {
+        if (f.name == family) return f;
+      }
+      families.push_back(::prometheus::MetricFamily{family, help(family), type, {}});
+      return families.back();
+    }
+    static std::string help(const std::string& family) {
+      if (family == "ratelimit_decisions_total") return "Requests per layer and outcome of the layered check";
+      if (family == "ratelimit_refunds_total") return "Explicit refunds applied to a layer";
+      if (family == "ratelimit_layer_backend_errors_total") return "Checks of a layer whose backend failed";
+      if (family == "ratelimit_keys") return "Keys held by an in-memory limiter";
+      if (family == "ratelimit_evictions_total") return "Keys evicted with usage left (max_keys or max_bytes)";
+      if (family == "ratelimit_backend_calls_total") return "Checks sent to the Redis backend";
+      if (family == "ratelimit_backend_failures_total") return "Redis checks answered by the failure policy, by cause";
+      if (family == "ratelimit_script_reloads_total") return "NOSCRIPT replies answered with EVAL";
+      if (family == "ratelimit_connects_total") return "Redis connections opened";
+      if (family == "ratelimit_dropped_connections_total") return "Broken Redis connections dropped";
+      return family;
+    }
+  };
+
+  mutable std::mutex mutex_;
+  std::vector<const Layer*> layers_;
+  std::vector<std::function<void(Sink&)>> limiters_;
+};
+
+}  // namespace ratelimit::http
