@@ -87,7 +87,8 @@ struct AdmittedRequest {
 /// consumes no concurrency and a concurrency denial no rate. Thread-safe. Throws
 /// `std::invalid_argument` for a null layer or `units < 1` before anything is taken, and what the
 /// limiters and `check_layers` throw (permits taken so far are released first).
-inline AdmittedRequest check_layers(std::span<const LayerRequest> rate, std::span<const ConcurrencyRequest> concurrency) {
+inline AdmittedRequest check_layers(std::span<const LayerRequest> rate,
+                                    std::span<const ConcurrencyRequest> concurrency) {
   for (const ConcurrencyRequest& c : concurrency) {
     if (c.layer == nullptr) detail::invalid("layer", "must not be null");
     detail::require_positive(c.units, "units");
