@@ -16,8 +16,8 @@ endif()
 # occur in a script; the SHA1 (of the assembled body) is the one Redis computes for SCRIPT LOAD /
 # EVALSHA, so the header knows it without a round trip. The assembled scripts are also written to
 # <build>/generated/lua/ (for redis-cli --eval and the benchmarks).
-set(_rl_scripts fixed_window sliding_window_log sliding_window_counter token_bucket gcra layered
-                 concurrency_acquire concurrency_release concurrency_renew)
+set(_rl_scripts fixed_window sliding_window_log sliding_window_counter token_bucket gcra layered gcra_lease
+                 fixed_window_lease concurrency_acquire concurrency_release concurrency_renew)
 set(_rl_gen_dir "${PROJECT_BINARY_DIR}/generated/include")
 set(_rl_header "${_rl_gen_dir}/ratelimit/redis/detail/lua_scripts.hpp")
 set(_rl_text "#pragma once\n\n/// @file\n/// GENERATED at configure time by cmake/RatelimitRedis.cmake from lua/; do not edit.\n\n")

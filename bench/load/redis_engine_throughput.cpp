@@ -142,8 +142,15 @@ int main(int argc, char** argv) {
 
   // The very command the limiter sends: EVALSHA <sha> 1 <key> "" <cost> <mode> <B> <T> <tau>.
   const auto& rules = limiter.rules();
-  const std::vector<std::string> args{"EVALSHA", std::string(limiter.script().sha1), "1", limiter.redis_key("k"), "",
-                                      "1", "0", std::to_string(rules.limit()), std::to_string(rules.emission_interval()),
+  const std::vector<std::string> args{"EVALSHA",
+                                      std::string(limiter.script().sha1),
+                                      "1",
+                                      limiter.redis_key("k"),
+                                      "",
+                                      "1",
+                                      "0",
+                                      std::to_string(rules.limit()),
+                                      std::to_string(rules.emission_interval()),
                                       std::to_string(rules.tolerance())};
 
   std::vector<double> floor1, floor16, floor64, sync1, sync8, async64;

@@ -45,7 +45,7 @@ struct RedisBackend {
   ServerClock clock;
   template <class P>
   std::unique_ptr<ratelimit::redis::RedisLimiter<P, ServerClock>> operator()(P policy, std::string_view name) const {
-    ratelimit::redis::LimiterOptions options = pool->options().limiter();
+    ratelimit::redis::LimiterOptions options = pool->limiter_defaults();
     options.name = std::string(name);
     return std::make_unique<ratelimit::redis::RedisLimiter<P, ServerClock>>(policy, pool, options, clock);
   }
@@ -160,11 +160,13 @@ std::unique_ptr<Limits> make_limits(const Config& config, const ServerClock& clo
   const Address redis = parse_address(config.redis, 6379, "--redis");  // checked by the command line
   options.host = redis.host;
   options.port = redis.port;
-  options.pool_size = 16;
+  // Connections are shared and pipelined (README "Redis engine"): every worker thread's checks join the
+  // same writes, so two carry them all; more would only split the batches.
+  options.pool_size = 2;
   options.key_prefix = "ratelimit:example:";
   // With --manual-clock every process runs on the test's time; otherwise Redis's TIME is the clock.
   options.time_source = clock.manual() ? ratelimit::redis::TimeSource::client : ratelimit::redis::TimeSource::server;
-  auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(options);
+  auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(options.connection(), options.limiter());
   return std::make_unique<BackendLimits<RedisBackend>>(config, RedisBackend{pool, clock}, clock);
 #else
   return nullptr;

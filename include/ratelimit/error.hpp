@@ -31,15 +31,18 @@ enum class BackendErrorCause {
   protocol,
   /// The server answered with an error reply (e.g. Redis `OOM`, `WRONGTYPE`, `NOAUTH`, a script error).
   reply,
+  /// Not sent: the backend's circuit breaker is open after consecutive failures (README "Circuit breaker").
+  circuit_open,
 };
 
-/// The cause's name: "io", "timeout", "protocol" or "reply".
+/// The cause's name: "io", "timeout", "protocol", "reply" or "circuit_open".
 [[nodiscard]] constexpr std::string_view to_string(BackendErrorCause cause) noexcept {
   switch (cause) {
     case BackendErrorCause::io: return "io";
     case BackendErrorCause::timeout: return "timeout";
     case BackendErrorCause::protocol: return "protocol";
     case BackendErrorCause::reply: return "reply";
+    case BackendErrorCause::circuit_open: return "circuit_open";
   }
   return "unknown";
 }

@@ -8,6 +8,7 @@
 #include "ratelimit/redis/concurrency_limiter.hpp"
 #include "ratelimit/redis/connection.hpp"
 #include "ratelimit/redis/error.hpp"
+#include "ratelimit/redis/leased_limiter.hpp"
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/pool.hpp"
 #include "ratelimit/redis/redis_limiter.hpp"
@@ -17,4 +18,5 @@
 namespace ratelimit::redis {
 static_assert(Limiter<RedisLimiter<Gcra>>);
 static_assert(Limiter<RedisLimiter<SlidingWindowLog, ManualClock>>);
+static_assert(Limiter<LeasedLimiter<Gcra>> && Limiter<LeasedLimiter<FixedWindow, ManualClock, ManualClock>>);
 }  // namespace ratelimit::redis

@@ -23,7 +23,7 @@ TEST(ClusterKeyPrefix, LimitersOfOneKindOnOneRouterKeepSeparateState) {
   RATELIMIT_REQUIRE_CLUSTER();
   ManualClock clock;
   const auto o = ratelimit_test::cluster_client_options(*shared_cluster());
-  auto router = std::make_shared<ratelimit::redis::ClusterRouter>(o);
+  auto router = std::make_shared<ratelimit::redis::ClusterRouter>(o.connection(), o.limiter());
   using Window = RedisLimiter<ratelimit::FixedWindow, ManualClock>;
   Window minute(ratelimit::FixedWindow{.limit = 2, .window = 1min}, router, o.key_prefix + "minute:", clock);
   Window day(ratelimit::FixedWindow{.limit = 5, .window = 24h}, router, o.key_prefix + "day:", clock);

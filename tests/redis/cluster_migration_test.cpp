@@ -102,7 +102,7 @@ TEST(ClusterMigration, LayeredChecksOnAMigratingSlotAdmitExactlyTheLimit) {
     ManualClock clock;
     auto o = ratelimit_test::cluster_client_options(cluster);
     o.on_error = on_error;
-    auto router = std::make_shared<ratelimit::redis::ClusterRouter>(o);
+    auto router = std::make_shared<ratelimit::redis::ClusterRouter>(o.connection(), o.limiter());
     RedisLimiter<ratelimit::FixedWindow, ManualClock> window(ratelimit::FixedWindow{.limit = 1, .window = 60s}, router,
                                                              clock);
     RedisLimiter<ratelimit::Gcra, ManualClock> gcra(ratelimit::Gcra{.limit = 1, .period = 60s, .burst = 1}, router,

@@ -170,18 +170,18 @@ TEST(ClusterOptions, Validation) {
   };
   ratelimit::redis::RedisOptions o;
   o.cluster_nodes = {{"127.0.0.1", 70000}};
-  expect_field(o, "RedisOptions.cluster_nodes");
+  expect_field(o, "ConnectionOptions.cluster_nodes");
   o.cluster_nodes = {{"", 7000}};
-  expect_field(o, "RedisOptions.cluster_nodes");
+  expect_field(o, "ConnectionOptions.cluster_nodes");
   o.cluster_nodes = {{"127.0.0.1", 7000}};
   o.database = 1;
-  expect_field(o, "RedisOptions.database");
+  expect_field(o, "ConnectionOptions.database");
   o.database = 0;
   o.cluster_max_redirects = 0;
-  expect_field(o, "RedisOptions.cluster_max_redirects");
+  expect_field(o, "ConnectionOptions.cluster_max_redirects");
   o.cluster_max_redirects = 5;
   o.pool_size = 0;
-  expect_field(o, "RedisOptions.pool_size");
+  expect_field(o, "ConnectionOptions.pool_size");
   o.pool_size = 1;
   o.port = 0;  // ignored in cluster mode
   RedisLimiter ok(ratelimit::Gcra{.limit = 5, .period = 1s, .burst = 5}, o);

@@ -37,8 +37,8 @@ TEST(EmbeddedScripts, EqualTheirFilesByteForByte) {
     kinds.emplace(s.kind);
   }
   const std::set<std::string> expected{"fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket",
-                                       "gcra", "layered", "concurrency_acquire", "concurrency_release",
-                                       "concurrency_renew"};
+                                       "gcra", "layered", "gcra_lease", "fixed_window_lease",
+                                       "concurrency_acquire", "concurrency_release", "concurrency_renew"};
   EXPECT_EQ(kinds, expected);
 }
 

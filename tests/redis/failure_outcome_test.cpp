@@ -57,7 +57,8 @@ TEST(FailureOutcome, QuotaDecisionsSayDecided) {
 TEST(FailureOutcome, FailOpenAndFailClosedSaySoForSingleBatchAndJointChecks) {
   ManualClock clock;
   for (const FailurePolicy policy : {FailurePolicy::fail_open, FailurePolicy::fail_closed}) {
-    auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(refused(policy));
+    const ratelimit::redis::RedisOptions o = refused(policy);
+    auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(o.connection(), o.limiter());
     RedisLimiter<ratelimit::FixedWindow, ManualClock> a(ratelimit::FixedWindow{.limit = 5, .window = 1min}, pool,
                                                        clock);
     RedisLimiter<ratelimit::Gcra, ManualClock> b(ratelimit::Gcra{.limit = 5, .period = 1min, .burst = 2}, pool, clock);

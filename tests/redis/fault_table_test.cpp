@@ -130,6 +130,7 @@ Row run(const Scenario& sc) {
     if (after.timeouts > before.timeouts) seen += "timeout ";
     if (after.reply_errors > before.reply_errors) seen += "reply ";
     if (after.protocol_errors > before.protocol_errors) seen += "protocol ";
+    if (after.short_circuited > before.short_circuited) seen += "circuit_open ";
     if (after.script_reloads > before.script_reloads) seen += "NOSCRIPT->EVAL ";
     row.seen = seen.empty() ? "-" : seen.substr(0, seen.size() - 1);
     EXPECT_LE(after.connects - after.dropped_connections, kPool) << sc.name << ": more connections than the pool";

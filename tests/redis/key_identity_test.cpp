@@ -94,7 +94,7 @@ TEST_F(KeyIdentityTest, BadNamesAreRefused) {
       EXPECT_NE(std::string(e.what()).find("name"), std::string::npos) << e.what();
     }
   }
-  auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(client_options(*shared_redis()));
+  auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(client_options(*shared_redis()).connection());
   ratelimit::redis::LimiterOptions lo;
   lo.name = "x}";
   EXPECT_THROW((RedisLimiter<FixedWindow>(FixedWindow{.limit = 1, .window = 1s}, pool, lo)), std::invalid_argument);
@@ -105,7 +105,7 @@ TEST_F(KeyIdentityTest, BadNamesAreRefused) {
 TEST_F(KeyIdentityTest, SharedPoolAndJointCheck) {
   ManualClock clock;
   const auto o = client_options(*shared_redis());
-  auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(o);
+  auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(o.connection(), o.limiter());
   RedisLimiter<FixedWindow, ManualClock> per_minute(FixedWindow{.limit = 2, .window = 1min}, pool, clock);
   RedisLimiter<FixedWindow, ManualClock> per_day(FixedWindow{.limit = 1000, .window = 24h}, pool, clock);
   EXPECT_EQ(ratelimit::redis::detail::key_slot(per_minute.redis_key("alice")),

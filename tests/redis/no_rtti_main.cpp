@@ -15,7 +15,7 @@ int main() {
   o.port = 1;  // nothing listens there: connection refused
   o.connect_timeout = 100ms;
   o.on_error = ratelimit::FailurePolicy::fail_open;
-  auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(o);
+  auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(o.connection(), o.limiter());
   ratelimit::redis::RedisLimiter a(ratelimit::FixedWindow{.limit = 5, .window = 1s}, pool, "a:");
   ratelimit::redis::RedisLimiter b(ratelimit::Gcra{.limit = 5, .period = 1s, .burst = 2}, pool, "b:");
   ratelimit::LimiterLayer la(a, "a");

@@ -64,13 +64,13 @@ TEST(RedisValidation, OptionsAndArguments) {
   RedisOptions braces;
   braces.key_prefix = "app{1}:";
   const ratelimit::Gcra g{.limit = 1, .period = 1s, .burst = 1};
-  EXPECT_PRED2(starts_with, invalid_message([&] { RedisLimiter(g, braces); }), "RedisOptions.key_prefix");
+  EXPECT_PRED2(starts_with, invalid_message([&] { RedisLimiter(g, braces); }), "LimiterOptions.key_prefix");
   RedisOptions pool;
   pool.pool_size = 0;
-  EXPECT_PRED2(starts_with, invalid_message([&] { RedisLimiter(g, pool); }), "RedisOptions.pool_size");
+  EXPECT_PRED2(starts_with, invalid_message([&] { RedisLimiter(g, pool); }), "ConnectionOptions.pool_size");
   RedisOptions timeout;
   timeout.command_timeout = 0ms;
-  EXPECT_PRED2(starts_with, invalid_message([&] { RedisLimiter(g, timeout); }), "RedisOptions.command_timeout");
+  EXPECT_PRED2(starts_with, invalid_message([&] { RedisLimiter(g, timeout); }), "ConnectionOptions.command_timeout");
   // Absurd durations overflowed deadline and nanosecond arithmetic (UB) before (new-user review).
   auto named = [&](auto set, const char* field) {
     RedisOptions o;
@@ -78,14 +78,14 @@ TEST(RedisValidation, OptionsAndArguments) {
     set(o);
     EXPECT_PRED2(starts_with, invalid_message([&] { RedisLimiter(g, o); }), field);
   };
-  named([](RedisOptions& o) { o.command_timeout = std::chrono::milliseconds::max(); }, "RedisOptions.command_timeout");
-  named([](RedisOptions& o) { o.connect_timeout = std::chrono::milliseconds::max(); }, "RedisOptions.connect_timeout");
+  named([](RedisOptions& o) { o.command_timeout = std::chrono::milliseconds::max(); }, "ConnectionOptions.command_timeout");
+  named([](RedisOptions& o) { o.connect_timeout = std::chrono::milliseconds::max(); }, "ConnectionOptions.connect_timeout");
   named([](RedisOptions& o) { o.reconnect_backoff_max = std::chrono::milliseconds::max(); },
-        "RedisOptions.reconnect_backoff_max");
+        "ConnectionOptions.reconnect_backoff_max");
   named([](RedisOptions& o) { o.failure_retry_after = std::chrono::milliseconds::max(); },
-        "RedisOptions.failure_retry_after");
+        "LimiterOptions.failure_retry_after");
   // A fail_closed denial must name a wait: 0 made acquire() spin.
-  named([](RedisOptions& o) { o.failure_retry_after = 0ms; }, "RedisOptions.failure_retry_after");
+  named([](RedisOptions& o) { o.failure_retry_after = 0ms; }, "LimiterOptions.failure_retry_after");
 
   // Argument checks happen before any network use (no server on port 1).
   RedisOptions small;

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/detail/key_length.hpp"
 #include "ratelimit/memory/sharded_store.hpp"
 
 namespace ratelimit {
@@ -75,12 +76,7 @@ class PenaltyBox {
     while (n > 1 && n * 16 > max_keys) n /= 2;
     return n;
   }
-  void check_key(std::string_view key) const {
-    if (key.size() > max_key_bytes_) {
-      detail::invalid("key", std::to_string(key.size()) + " bytes exceeds max_key_bytes (" +
-                                 std::to_string(max_key_bytes_) + ")");
-    }
-  }
+  void check_key(std::string_view key) const { detail::check_key_length(key, max_key_bytes_); }
 
   std::size_t max_key_bytes_;
   detail::ShardedStore<State> store_;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ratelimit/clock.hpp"
+#include "ratelimit/detail/key_length.hpp"
 #include "ratelimit/layers/detail/plan_cache.hpp"
 #include "ratelimit/layers/layer.hpp"
 #include "ratelimit/layers/layered.hpp"
@@ -141,10 +142,7 @@ class BasicTieredLimiter {
   /// before any work: the resolver is not called and nothing is cached, so over-long keys cost neither
   /// lookups nor memory. Exceptions of the resolver propagate (nothing is cached then).
   PlanLimits& plan_for(std::string_view key) {
-    if (key.size() > max_key_bytes_) [[unlikely]] {
-      detail::invalid("key", std::to_string(key.size()) + " bytes exceeds max_key_bytes (" +
-                                 std::to_string(max_key_bytes_) + ")");
-    }
+    detail::check_key_length(key, max_key_bytes_);
     const std::int64_t now = detail::now_ns(clock_);
     if (const auto hit = cache_.get(key, now)) return *plans_[*hit];
     const std::optional<std::string> name = resolver_(key);

@@ -37,9 +37,10 @@ template <class State>
 ///   lookup of an absent key stop early: a key flood costs few probes.
 /// - Capacity grows by a quarter, not by doubling, and slots map to positions by multiply-shift, so any
 ///   capacity works: the load stays between 0.7 and 0.875 and memory per key stays close to the slot size.
-/// - The stamp of each slot's latest touch (the store's per-shard touch sequence) lives in a separate dense
-///   array (4 bytes a slot, 0 when empty), so sampling neighbours for LRU eviction reads one cache line,
-///   not one slot each.
+/// - The stamp of each slot's latest touch (the store's per-shard touch sequence, 0 when empty) lives in the
+///   slot's padding: a check of a present key touches the slot's memory only (a separate array of stamps
+///   cost one more cache miss per check over many keys), and sampling neighbours for LRU eviction reads the
+///   slots the failed lookup has just walked.
 /// - Heap bytes of states that allocate (sliding window logs) are kept as a running count: the store adds
 ///   the change an update makes (`add_state_bytes`), and dropping a slot subtracts its state's bytes.
 /// - `replace` evicts one key and inserts another in one step, moving only the slots between the two.
@@ -54,6 +55,9 @@ class KeyTable {
   struct Slot {
     std::uint64_t hash = 0;
     std::uint32_t key_size = 0;
+    /// The stamp of the latest touch, 0 when empty; in the slot's padding, so a touch writes the line the
+    /// lookup read. Moving a slot's entry leaves it behind: the table moves stamps itself.
+    std::uint32_t stamp = 0;
     union {
       char inline_key[kInlineKeyBytes];
       char* heap_key;
@@ -85,9 +89,9 @@ class KeyTable {
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   [[nodiscard]] std::size_t max_size() const noexcept { return max_size_; }
   [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
-  /// Bytes held by slots, their touch stamps, long keys and the states' own heap blocks. O(1).
+  /// Bytes held by slots (with their touch stamps), long keys and the states' own heap blocks. O(1).
   [[nodiscard]] std::size_t bytes() const noexcept {
-    return capacity_ * (sizeof(Slot) + sizeof(std::uint32_t)) + heap_key_bytes_ + state_bytes_;
+    return capacity_ * sizeof(Slot) + heap_key_bytes_ + state_bytes_;
   }
   /// Heap bytes held by the states themselves (0 unless `HeapState<State>`). O(1).
   [[nodiscard]] std::size_t state_bytes() const noexcept { return state_bytes_; }
@@ -95,7 +99,7 @@ class KeyTable {
   void add_state_bytes(std::size_t before, std::size_t after) noexcept { state_bytes_ = state_bytes_ - before + after; }
   /// `bytes()` recomputed from every slot, O(capacity): a check of the running count.
   [[nodiscard]] std::size_t recount_bytes() const noexcept {
-    std::size_t total = capacity_ * (sizeof(Slot) + sizeof(std::uint32_t));
+    std::size_t total = capacity_ * sizeof(Slot);
     for (std::size_t i = 0; i < capacity_; ++i) {
       const Slot& s = slots_[i];
       if (s.empty()) continue;
@@ -117,10 +121,15 @@ class KeyTable {
     }
   }
 
+  /// Whether the next `insert` grows the table (its load would pass 7/8).
+  [[nodiscard]] bool at_growth() const noexcept { return (size_ + 1) * 8 > capacity_ * 7; }
+  /// Grows the capacity by a quarter (to 8 from empty). Allocates; strong guarantee.
+  void grow() { rehash(capacity_ < 8 ? 8 : capacity_ + capacity_ / 4); }
+
   /// Inserts a key that is not present, touched at `stamp`; the caller keeps `size() < max_size()`.
   /// Allocates (growth, long keys).
   Slot& insert(std::uint64_t hash, std::string_view key, std::uint32_t stamp) {
-    if ((size_ + 1) * 8 > capacity_ * 7) rehash(capacity_ < 8 ? 8 : capacity_ + capacity_ / 4);
+    if (at_growth()) grow();
     Slot incoming;
     own_key(incoming, hash, key);
     ++size_;
@@ -187,15 +196,16 @@ class KeyTable {
   }
 
   /// The stamp of the latest touch of slot `index` (as given, >= 1), or 0 when the slot is empty.
-  [[nodiscard]] std::uint32_t last_used(std::size_t index) const noexcept { return stamps_[index]; }
+  [[nodiscard]] std::uint32_t last_used(std::size_t index) const noexcept { return slots_[index].stamp; }
   /// Records a touch of an occupied slot at `stamp`.
-  void touch(const Slot& slot, std::uint32_t stamp) noexcept { stamps_[index_of(slot)] = occupied_stamp(stamp); }
+  void touch(const Slot& slot, std::uint32_t stamp) noexcept { slots_[index_of(slot)].stamp = occupied_stamp(stamp); }
 
   /// Halves every stamp (an occupied one stays >= 1): the store's touch sequence wraps around this way,
   /// keeping the order of touches (neighbours may become equal). O(capacity).
   void halve_stamps() noexcept {
     for (std::size_t i = 0; i < capacity_; ++i) {
-      if (stamps_[i] != 0) stamps_[i] = stamps_[i] > 1 ? stamps_[i] >> 1 : 1U;
+      std::uint32_t& stamp = slots_[i].stamp;
+      if (stamp != 0) stamp = stamp > 1 ? stamp >> 1 : 1U;
     }
   }
 
@@ -253,18 +263,18 @@ class KeyTable {
     if (slots_[index].key_size > kInlineKeyBytes) heap_key_bytes_ -= slots_[index].key_size;
     if constexpr (HeapState<State>) state_bytes_ -= state_heap_bytes(slots_[index].state);
     clear_slot(slots_[index]);
-    stamps_[index] = 0;
+    slots_[index].stamp = 0;
   }
 
   /// Moves entry `from` into the empty slot `to`; `from` is left empty.
   void move_entry(std::size_t to, std::size_t from) noexcept {
     move_slot(slots_[to], slots_[from]);
-    stamps_[to] = std::exchange(stamps_[from], 0U);
+    slots_[to].stamp = std::exchange(slots_[from].stamp, 0U);
   }
   /// Moves an entry held outside the table into the empty slot `to`.
   void move_into(std::size_t to, Slot& from, std::uint32_t stamp) noexcept {
     move_slot(slots_[to], from);
-    stamps_[to] = stamp;
+    slots_[to].stamp = stamp;
   }
 
   /// Robin Hood insertion of an entry that owns its key; returns the index where that entry ended up.
@@ -283,7 +293,7 @@ class KeyTable {
         move_slot(carried, s);
         move_slot(s, incoming);
         move_slot(incoming, carried);
-        stamp = std::exchange(stamps_[i], stamp);
+        stamp = std::exchange(s.stamp, stamp);
         if (placed == capacity_) placed = i;
         distance = resident;
       }
@@ -309,18 +319,14 @@ class KeyTable {
   /// Strong guarantee: if the new array cannot be allocated, the table is unchanged.
   void rehash(std::size_t new_capacity) {
     std::unique_ptr<Slot[]> fresh = new_capacity == 0 ? nullptr : std::make_unique<Slot[]>(new_capacity);
-    std::unique_ptr<std::uint32_t[]> fresh_stamps =
-        new_capacity == 0 ? nullptr : std::make_unique<std::uint32_t[]>(new_capacity);  // zeroed: all empty
     std::unique_ptr<Slot[]> old = std::exchange(slots_, std::move(fresh));
-    std::unique_ptr<std::uint32_t[]> old_stamps = std::exchange(stamps_, std::move(fresh_stamps));
     const std::size_t old_capacity = std::exchange(capacity_, new_capacity);
     for (std::size_t i = 0; i < old_capacity; ++i) {
-      if (!old[i].empty()) place(old[i], old_stamps[i]);
+      if (!old[i].empty()) place(old[i], old[i].stamp);
     }
   }
 
   std::unique_ptr<Slot[]> slots_;
-  std::unique_ptr<std::uint32_t[]> stamps_;
   std::size_t capacity_ = 0;
   std::size_t size_ = 0;
   std::size_t max_size_ = 0;

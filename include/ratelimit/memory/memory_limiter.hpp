@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -14,6 +15,7 @@
 #include "ratelimit/clock.hpp"
 #include "ratelimit/decision.hpp"
 #include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/detail/key_length.hpp"
 #include "ratelimit/limiter.hpp"
 #include "ratelimit/memory/detail/key_handle.hpp"
 #include "ratelimit/memory/joint_check.hpp"
@@ -154,10 +156,40 @@ class MemoryLimiter final : public detail::LockedMember {
     return store_.shard_index(store_.hash(key));
   }
 
-  /// The policy as given (durations in nanoseconds). Thread-safe (immutable).
-  [[nodiscard]] const P& policy() const noexcept { return policy_; }
-  /// The validated rules, in ticks of 1 ns. Thread-safe (immutable).
-  [[nodiscard]] const RulesOf<P>& rules() const noexcept { return rules_; }
+  /// Replaces the policy at run time, keeping every key's usage (README "Changing a policy at run
+  /// time"): each key's state is carried over in units (`Rules::carry`: GCRA and token bucket keep the
+  /// used units `ceil((TAT - t) / T_old)`, `TAT = t + min(units, burst) * T_new`; windows keep their
+  /// counts, compared with the new limit; a sliding log keeps its entries). Thread-safe: every shard's
+  /// lock is held while the states are converted and the rules swapped, so each check runs wholly under
+  /// the old policy or wholly under the new one, never a mix; checks wait meanwhile (O(keys)).
+  /// Throws `std::invalid_argument` naming the field for a bad policy (or `MemoryOptions.max_bytes` when
+  /// one key's log of the new limit would not fit), changing nothing. A `LimiterLayer` keeps advertising
+  /// the quota it was built with.
+  void set_policy(P policy) {
+    RulesOf<P> rules = policy.rules(kTickNs);
+    (void)validated(options_, rules);
+    if (max_state_heap_bytes(rules) > options_.max_bytes / store_.shard_count()) {
+      detail::invalid("MemoryOptions.max_bytes", "a shard's share cannot hold one key's log of the new limit");
+    }
+    std::lock_guard config(config_mutex_);  // one change at a time; readers of policy() wait
+    const std::int64_t t = ticks(clock_.now());
+    store_.transform_all([&](State& state) { rules.carry(rules_, state, t); },
+                         [&] {
+                           rules_ = rules;
+                           policy_ = std::move(policy);
+                         });
+  }
+
+  /// The policy now, as given (durations in nanoseconds). Thread-safe (a copy: `set_policy` may replace it).
+  [[nodiscard]] P policy() const {
+    std::lock_guard config(config_mutex_);
+    return policy_;
+  }
+  /// The validated rules now, in ticks of 1 ns. Thread-safe (a copy).
+  [[nodiscard]] RulesOf<P> rules() const {
+    std::lock_guard config(config_mutex_);
+    return rules_;
+  }
   /// The options as given. Thread-safe (immutable).
   [[nodiscard]] const MemoryOptions& options() const noexcept { return options_; }
   /// The clock this limiter reads (a `ManualClock` copy shares its time with the caller's).
@@ -251,20 +283,15 @@ class MemoryLimiter final : public detail::LockedMember {
     return shards;
   }
 
-  void check_key(std::string_view key) const {
-    if (key.size() > options_.max_key_bytes) [[unlikely]] throw_key_too_long(key.size(), options_.max_key_bytes);
-  }
-
-  [[noreturn, gnu::cold, gnu::noinline]] static void throw_key_too_long(std::size_t size, std::size_t max) {
-    detail::invalid("key", std::to_string(size) + " bytes exceeds max_key_bytes (" + std::to_string(max) + ")");
-  }
+  void check_key(std::string_view key) const { detail::check_key_length(key, options_.max_key_bytes); }
 
   static std::int64_t ticks(time_point now) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
   }
 
+  mutable std::mutex config_mutex_;  // guards policy_ and rules_ for readers outside the shard locks
   P policy_;
-  RulesOf<P> rules_;
+  RulesOf<P> rules_;  // read by checks under their shard lock; written by set_policy under every one
   MemoryOptions options_;
   C clock_;
   detail::ShardedStore<State> store_;

@@ -92,7 +92,7 @@ class ShardedStore {
     if (keep) {
       Slot* slot = nullptr;
       if (shard.table.size() < shard.table.max_size()) {
-        sweep_some(shard, is_full);  // below the cap, reclaiming full keys keeps the table from growing
+        if (shard.table.at_growth()) reclaim_before_growth(shard, is_full);
         slot = &shard.table.insert(hash, key, next_stamp(shard));
       } else {
         const std::size_t victim = lru_victim(shard, hash);
@@ -157,6 +157,28 @@ class ShardedStore {
     return removed;
   }
 
+  /// Holds every shard's lock at once (taken in ascending address order, the global lock order of joint
+  /// checks), calls `fn(state)` for every key, then `done()`, and releases them: no check runs meanwhile,
+  /// so every check sees the states and whatever `done` changes either all before or all after. `fn`
+  /// must not change a state's heap bytes. Thread-safe.
+  template <class Fn, class Done>
+  void transform_all(Fn&& fn, Done&& done) {
+    for (std::size_t i = 0; i < shard_count_; ++i) shards_[i].lock.lock();
+    struct Unlock {
+      ShardedStore& store;
+      ~Unlock() {
+        for (std::size_t i = store.shard_count_; i > 0; --i) store.shards_[i - 1].lock.unlock();
+      }
+    } unlock{*this};
+    for (std::size_t i = 0; i < shard_count_; ++i) {
+      Table& table = shards_[i].table;
+      for (std::size_t j = 0; j < table.capacity(); ++j) {
+        if (Slot& slot = table.at(j); !slot.empty()) fn(slot.state);
+      }
+    }
+    done();
+  }
+
   /// Keys held now (a snapshot; other threads may change it at once).
   [[nodiscard]] std::size_t size() const {
     return sum([](const Shard& s) { return s.table.size(); });
@@ -207,7 +229,6 @@ class ShardedStore {
   struct alignas(64) Shard {
     mutable SpinLock lock;
     Table table;
-    std::size_t sweep_cursor = 0;
     std::size_t evictions = 0;
     std::size_t state_budget = SIZE_MAX;  // this shard's share of the states' heap bytes
     std::size_t trim_cursor = 0;
@@ -237,26 +258,33 @@ class ShardedStore {
     return total;
   }
 
-  /// Looks at two slots per insertion below the cap, so full keys are reclaimed even when no one touches
-  /// them again, before the table grows. At the cap the table cannot grow, and LRU eviction picks the
-  /// stale keys: the extra cache line per new key that sweeping there costs buys nothing.
+  /// Below the cap, before the table grows: erases every full key of the shard, and grows the table only if
+  /// that left it more than 3/4 loaded. So memory follows the keys in use, a key that is full between two
+  /// visits (a window rolled over) is updated in place rather than erased and inserted again, and erasures
+  /// happen all over the table at once: reclaiming a few slots per insertion, in a band that walks the
+  /// table, left it dense just ahead of the band (runs of hundreds of slots for every insertion and
+  /// erasure). O(capacity) once per growth point, which lies at least capacity / 8 insertions ahead
+  /// afterwards: a few sequential slot reads per insertion.
   template <class IsFull>
-  static void sweep_some(Shard& shard, IsFull& is_full) {
-    const std::size_t capacity = shard.table.capacity();
-    for (int i = 0; i < 2 && capacity > 0; ++i) {
-      if (shard.sweep_cursor >= capacity) shard.sweep_cursor = 0;
-      const std::size_t j = shard.sweep_cursor++;
-      Slot& slot = shard.table.at(j);
-      if (!slot.empty() && is_full(std::as_const(slot.state))) shard.table.erase(j);
+  static void reclaim_before_growth(Shard& shard, IsFull& is_full) {
+    Table& table = shard.table;
+    for (std::size_t j = 0; j < table.capacity();) {
+      const Slot& slot = table.at(j);
+      if (!slot.empty() && is_full(std::as_const(slot.state))) {
+        table.erase(j);  // a later slot may shift into j: look at j again
+      } else {
+        ++j;
+      }
     }
+    if (table.size() * 4 > table.capacity() * 3) table.grow();
   }
 
   /// The least recently used of the first `kEvictionSamples` keys from the incoming key's home slot.
   ///
   /// The sample starts at a uniformly random place (the hash is keyed, so nobody who sends keys can aim
-  /// it), next to the slots the failed lookup has just read and `replace` will move; it reads only the
-  /// dense array of touch stamps (one cache line). A full key is the stale one LRU picks anyway, so the
-  /// sample does not read states: reading eight whole slots cost six more cache lines per new key.
+  /// it), next to the slots the failed lookup has just read and `replace` will move; it reads only their
+  /// touch stamps (in the slots). A full key is the stale one LRU picks anyway, so the sample does not
+  /// judge states.
   /// The smallest stamp is the least recent touch: the key touched last is evicted only from a shard
   /// that holds nothing else.
   static std::size_t lru_victim(Shard& shard, std::uint64_t hash) {

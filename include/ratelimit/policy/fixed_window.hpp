@@ -50,6 +50,20 @@ struct FixedWindow {
       return evaluate(s, now, 0);
     }
 
+    /// Carries a key's usage kept under `old` over to these rules at `now` (README "Changing a policy at
+    /// run time"): the count of the current (old) window is kept as the count of the current new window
+    /// (written at the effective time `t`) and compared with the new limit; a count of an earlier window
+    /// is gone already.
+    void carry(const Rules& old, State& s, std::int64_t now) const noexcept {
+      const std::int64_t count = old.view(s, now).count;
+      if (count == 0) {  // full: the new windows must not see an old window's count either
+        s.count = 0;
+        return;
+      }
+      s.written = view(s, now).now;
+      s.count = count;
+    }
+
    private:
     // Built only by `FixedWindow::rules`, which validates the values (a zero window would divide by zero).
     friend struct FixedWindow;
@@ -65,7 +79,7 @@ struct FixedWindow {
     [[nodiscard]] TickDecision evaluate_at(const State&, const View& v, std::int64_t cost) const noexcept {
       TickDecision d{.allowed = cost <= limit_ - v.count, .limit = limit_};
       const std::int64_t after = d.allowed ? v.count + cost : v.count;
-      d.remaining = limit_ - after;
+      d.remaining = after < limit_ ? limit_ - after : 0;  // a count carried over a lowered limit may exceed it
       d.reset_after = after > 0 ? window_ - v.offset : 0;
       if (cost > limit_) return detail::never_passes(d);
       d.retry_after = d.allowed ? 0 : window_ - v.offset;

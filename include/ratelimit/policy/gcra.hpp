@@ -59,6 +59,17 @@ struct Gcra {
       return evaluate_at(s, t, 0);
     }
 
+    /// Carries a key's usage kept under `old` over to these rules at `now` (README "Changing a policy at
+    /// run time"): the used units `ceil((TAT - t) / T_old)` stay used, `TAT = t + min(units, burst) * T`
+    /// (clamped to the new tolerance), written at the effective time `t`. A full key stays full.
+    void carry(const Rules& old, State& s, std::int64_t now) const noexcept {
+      const std::int64_t t = view(s, now);
+      if (s.tat <= t) return;
+      const std::int64_t used = detail::ceil_div(s.tat - t, old.emission_interval_);  // <= old burst
+      s.tat = t + (used < burst_ ? used : burst_) * emission_interval_;
+      s.written = t;
+    }
+
    private:
     // Built only by `Gcra::rules`, which validates the values (a zero window would divide by zero).
     friend struct Gcra;

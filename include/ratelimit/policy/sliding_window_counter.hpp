@@ -53,6 +53,20 @@ struct SlidingWindowCounter {
       return evaluate(s, now, 0);
     }
 
+    /// Carries a key's usage kept under `old` over to these rules at `now` (README "Changing a policy at
+    /// run time"): the current and previous windows' counts (as the old windows see them at the effective
+    /// time `t`) become the counts of the new current and previous windows, written at `t`.
+    void carry(const Rules& old, State& s, std::int64_t now) const noexcept {
+      const View v = old.view(s, now);
+      if (v.current == 0 && v.previous == 0) {  // full: the new windows must not see older counts either
+        s.current = s.previous = 0;
+        return;
+      }
+      s.written = view(s, now).now;
+      s.current = v.current;
+      s.previous = v.previous;
+    }
+
    private:
     // Built only by `SlidingWindowCounter::rules`, which validates the values (a zero window would divide by zero).
     friend struct SlidingWindowCounter;

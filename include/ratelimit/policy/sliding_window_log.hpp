@@ -82,6 +82,11 @@ struct SlidingWindowLog {
       return evaluate(s, t, 0);
     }
 
+    /// Carries a key's usage kept under `old` over to these rules (README "Changing a policy at run
+    /// time"): the entries keep their times and costs, so the new window counts those inside it and
+    /// compares them with the new limit. Nothing to convert.
+    void carry(const Rules&, State&, std::int64_t) const noexcept {}
+
    private:
     // Built only by `SlidingWindowLog::rules`, which validates the values (a zero window would divide by zero).
     friend struct SlidingWindowLog;
@@ -108,7 +113,8 @@ struct SlidingWindowLog {
     [[nodiscard]] TickDecision evaluate_at(const State& s, const View& v, std::int64_t cost) const noexcept {
       const std::int64_t count = s.total - v.expired;
       TickDecision d{.allowed = cost <= limit_ - count, .limit = limit_};
-      d.remaining = limit_ - (d.allowed ? count + cost : count);
+      const std::int64_t after = d.allowed ? count + cost : count;
+      d.remaining = after < limit_ ? limit_ - after : 0;  // a log carried over a lowered limit may exceed it
       if (d.allowed && cost > 0) {
         d.reset_after = window_;  // the newest entry is now
       } else {

@@ -36,8 +36,10 @@ namespace ratelimit::redis {
 /// limiter needs (single-key commands, always on masters).
 ///
 /// Keeps the slot map read with `CLUSTER SLOTS` (loaded on first use from the seed nodes, or any node
-/// known since) and one `ConnectionPool` per node. `execute` groups calls by node, pipelines each group
-/// (all groups are written before any is read, so the nodes work in parallel), and follows `MOVED`
+/// known since) and one `ConnectionPool` per node. `execute` groups calls by node; a single group goes on
+/// the node's shared pipelined connection (with other callers' commands), several are pipelined each on
+/// an exclusive connection (all groups are written before any is read, so the nodes work in parallel),
+/// and follows `MOVED`
 /// (updates the slot's owner and asks for a refresh) and `ASK` (`ASKING`, then that node, once), at most
 /// `cluster_max_redirects` times per call. It knows nothing of scripts: a `NOSCRIPT` is a reply like any
 /// other, answered by the script executor (`run_script`). A call whose node
@@ -51,11 +53,17 @@ namespace ratelimit::redis {
 class ClusterRouter final : public Route {
  public:
   /// Validates the options (seed nodes, pool and timeout fields); connects nothing yet. Throws
-  /// `std::invalid_argument` naming the field (`RedisOptions.cluster_nodes`, ...).
-  explicit ClusterRouter(RedisOptions options) : options_(validated(std::move(options))) {
+  /// `std::invalid_argument` naming the field (`ConnectionOptions.cluster_nodes`, ...).
+  /// `limiter_defaults`: the options of limiters made on this router without their own.
+  explicit ClusterRouter(ConnectionOptions options, LimiterOptions limiter_defaults = {})
+      : options_(validated(std::move(options))), limiter_defaults_(std::move(limiter_defaults)) {
     slots_.fill(-1);
     for (const ClusterNode& seed : options_.cluster_nodes) (void)node_at(seed.host, seed.port);
   }
+  /// Deprecated: `ClusterRouter(options.connection(), options.limiter())`. Throws as above.
+  [[deprecated("use ClusterRouter(options.connection(), options.limiter())")]] explicit ClusterRouter(
+      const RedisOptions& options)
+      : ClusterRouter(options.connection(), options.limiter()) {}
 
   ClusterRouter(const ClusterRouter&) = delete;
   ClusterRouter& operator=(const ClusterRouter&) = delete;
@@ -101,10 +109,36 @@ class ClusterRouter final : public Route {
         }
         auto g = std::find_if(groups.begin(), groups.end(), [node](const Group& x) { return x.node == node; });
         if (g == groups.end()) {
-          groups.emplace_back(Group{node, {}, std::nullopt});
+          groups.emplace_back(Group{node, {}, std::nullopt, std::nullopt});
           g = groups.end() - 1;
         }
         g->calls.push_back(i);
+      }
+      // One node and no ASK (the usual case: a single check): the node's shared pipelined connection, so
+      // concurrent callers' commands go in one write (README "Redis engine").
+      if (groups.size() == 1 && std::none_of(groups[0].calls.begin(), groups[0].calls.end(),
+                                             [&state](std::size_t i) { return state[i].ask != nullptr; })) {
+        Group& g = groups[0];
+        std::vector<RouteCall> part(g.calls.size());
+        for (std::size_t k = 0; k < part.size(); ++k) part[k].args = calls[g.calls[k]].args;
+        g.node->pool->pipeline().execute(std::span<RouteCall>(part));
+        for (std::size_t k = 0; k < part.size(); ++k) {
+          const std::size_t i = g.calls[k];
+          if (part[k].error) {
+            calls[i].reply.reset();
+            calls[i].error = std::move(part[k].error);
+            if (!part[k].sent) unreachable.emplace_back(i, g.node);  // nothing sent: may go elsewhere
+            want_refresh = true;
+            continue;
+          }
+          switch (classify(calls[i], state[i], std::move(part[k].reply), g.node)) {
+            case Outcome::done: break;
+            case Outcome::done_refresh: want_refresh = true; break;
+            case Outcome::again: next.push_back(i); break;
+            case Outcome::again_refresh: next.push_back(i); want_refresh = true; break;
+          }
+        }
+        groups.clear();
       }
       // Leases are taken one after another and held until the reads: take them in one global order (by
       // node address), or two batches naming two nodes in opposite orders wait for each other.
@@ -115,11 +149,23 @@ class ClusterRouter final : public Route {
       // Write every group first, then read: the nodes run their parts of the batch at the same time.
       for (const std::size_t k : order) {
         Group& g = groups[k];
+        g.ticket.emplace(g.node->pool->breaker().admit());  // per node: README "Circuit breaker"
+        if (!*g.ticket) {
+          fail_group(calls, g, detail::circuit_open(g.node->endpoint));
+          continue;
+        }
+        std::optional<BackendError> no_lease;
         try {
           g.lease.emplace(g.node->pool->acquire());
+        } catch (const PoolTimeout& e) {  // a busy pool says nothing about the node
+          no_lease = e;
         } catch (const BackendError& e) {
+          detail::settle(*g.ticket, e);
+          no_lease = e;
+        }
+        if (no_lease) {
           for (const std::size_t i : g.calls) {
-            calls[i].error = e;
+            calls[i].error = *no_lease;
             unreachable.emplace_back(i, g.node);
           }
           want_refresh = true;
@@ -129,6 +175,7 @@ class ClusterRouter final : public Route {
           for (const std::size_t i : g.calls) send(**g.lease, calls[i], state[i]);
           (*g.lease)->flush();
         } catch (const BackendError& e) {
+          detail::settle(*g.ticket, e);
           fail_group(calls, g, e);
           want_refresh = true;
         }
@@ -151,7 +198,9 @@ class ClusterRouter final : public Route {
               case Outcome::again_refresh: next.push_back(i); want_refresh = true; break;
             }
           }
+          g.ticket->succeeded();
         } catch (const BackendError& e) {
+          detail::settle(*g.ticket, e);
           for (; done < g.calls.size(); ++done) calls[g.calls[done]].error = e;
           want_refresh = true;
         }
@@ -180,11 +229,17 @@ class ClusterRouter final : public Route {
   [[nodiscard]] RouteCounters counters() const override {
     RouteCounters c;
     c.connects = connects();
-    c.drops = drops();
-    c.moved = moved();
-    c.asks = asks();
-    c.refreshes = refreshes();
-    c.refused = worker_.refused();
+    c.dropped_connections = drops();
+    c.moved_redirections = moved();
+    c.ask_redirections = asks();
+    c.slot_map_refreshes = refreshes();
+    c.refused_calls = worker_.refused();
+    const std::shared_lock lock(mutex_);
+    for (const auto& node : nodes_) {
+      const BreakerCounters b = node->pool->breaker().counters();
+      c.breaker_opens += b.opens;
+      c.breaker_probes += b.probes;
+    }
     return c;
   }
   [[nodiscard]] ClusterRouter* cluster_router() noexcept override { return this; }
@@ -221,7 +276,8 @@ class ClusterRouter final : public Route {
     return n;
   }
   /// The options as given. Thread-safe (immutable).
-  [[nodiscard]] const RedisOptions& options() const noexcept override { return options_; }
+  [[nodiscard]] const ConnectionOptions& options() const noexcept override { return options_; }
+  [[nodiscard]] const LimiterOptions& limiter_defaults() const noexcept override { return limiter_defaults_; }
 
  private:
   struct Node {
@@ -238,14 +294,15 @@ class ClusterRouter final : public Route {
   struct Group {
     Node* node;
     std::vector<std::size_t> calls;
+    std::optional<CircuitBreaker<>::Ticket> ticket;  // the node's breaker: settled by the round trip
     std::optional<ConnectionPool::Lease> lease;
   };
   enum class Outcome { done, done_refresh, again, again_refresh };
   enum class Refresh { initial, forced, throttled };
 
-  static RedisOptions validated(RedisOptions o) {
+  static ConnectionOptions validated(ConnectionOptions o) {
     auto bad = [](const char* field, const std::string& what) {
-      throw std::invalid_argument(std::string("RedisOptions.") + field + ": " + what);
+      throw std::invalid_argument(std::string("ConnectionOptions.") + field + ": " + what);
     };
     if (o.cluster_nodes.empty()) bad("cluster_nodes", "needs at least one seed node for a ClusterRouter");
     for (const ClusterNode& n : o.cluster_nodes) {
@@ -256,7 +313,7 @@ class ClusterRouter final : public Route {
     if (o.cluster_max_redirects < 1 || o.cluster_max_redirects > 100) bad("cluster_max_redirects", "must be in 1..100");
     if (o.cluster_refresh_interval.count() < 0) bad("cluster_refresh_interval", "must be >= 0");
     // The pool checks the remaining connection fields; check them now, not at the first node.
-    RedisOptions probe = o;
+    ConnectionOptions probe = o;
     probe.unix_socket.clear();
     probe.host = o.cluster_nodes.front().host;
     probe.port = o.cluster_nodes.front().port;
@@ -285,7 +342,7 @@ class ClusterRouter final : public Route {
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
       if (nodes_[i]->port == port && nodes_[i]->host == host) return {nodes_[i].get(), static_cast<int>(i)};
     }
-    RedisOptions o = options_;
+    ConnectionOptions o = options_;
     o.unix_socket.clear();
     o.host = host;
     o.port = port;
@@ -402,7 +459,7 @@ class ClusterRouter final : public Route {
   /// CLUSTER SLOTS from one node: [[start, end, [host, port, id...], replicas...]...]. Slots missing
   /// from the reply keep their old owner (they answer with a redirection or CLUSTERDOWN anyway).
   void load_from(const std::string& host, int port) {
-    RedisOptions o = options_;
+    ConnectionOptions o = options_;
     o.unix_socket.clear();
     o.host = host;
     o.port = port;
@@ -443,7 +500,8 @@ class ClusterRouter final : public Route {
 
   static constexpr std::array<std::string_view, 1> kAsking{"ASKING"};
 
-  RedisOptions options_;
+  ConnectionOptions options_;
+  LimiterOptions limiter_defaults_{};
   mutable std::shared_mutex mutex_;  // nodes_ and slots_
   std::vector<std::unique_ptr<Node>> nodes_;
   std::array<int, detail::kClusterSlots> slots_{};  // index into nodes_, -1 unknown

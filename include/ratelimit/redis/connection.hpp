@@ -82,7 +82,7 @@ class Connection {
  public:
   /// Connects, sets the command timeout, authenticates and selects the database.
   /// Throws `BackendError` (io, timeout, or reply for a refused `AUTH` / `SELECT`).
-  static Connection open(const RedisOptions& options) {
+  static Connection open(const ConnectionOptions& options) {
     const timeval connect_tv = to_timeval(options.connect_timeout);
     redisContext* raw = options.unix_socket.empty()
                             ? redisConnectWithTimeout(options.host.c_str(), options.port, connect_tv)
@@ -257,7 +257,7 @@ class Connection {
     return tv;
   }
 
-  static std::string endpoint(const RedisOptions& o) {
+  static std::string endpoint(const ConnectionOptions& o) {
     return o.unix_socket.empty() ? o.host + ":" + std::to_string(o.port) : "unix:" + o.unix_socket;
   }
 

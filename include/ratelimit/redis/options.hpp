@@ -31,8 +31,76 @@ enum class TimeSource {
 /// Deprecated: the failure policy is backend-neutral now, `ratelimit::FailurePolicy` (`<ratelimit/error.hpp>`).
 using OnError [[deprecated("use ratelimit::FailurePolicy")]] = ratelimit::FailurePolicy;
 
+/// The circuit breaker of each server (each cluster node): after `failure_threshold` consecutive round
+/// trips without a usable reply (io, timeout, protocol), calls on that server get the failure policy at
+/// once, without I/O, for an open period; then one probe goes through, and its success closes the breaker
+/// (README "Circuit breaker"). A plain aggregate with working defaults.
+struct CircuitBreakerOptions {
+  /// Consecutive failed round trips that open the breaker; 0..1000, 0 turns the breaker off.
+  int failure_threshold = 3;
+  /// The first open period; in (0, 24 h]. Each failed probe doubles it, up to `open_max`.
+  std::chrono::milliseconds open_min{100};
+  /// The longest open period; in [`open_min`, 24 h]. It bounds how late checks return to Redis after it
+  /// recovers (one open period plus the probe's round trip).
+  std::chrono::milliseconds open_max{500};
+  /// Each open period is shortened by a random amount of up to this percentage of it (so a fleet's
+  /// probes spread out); 0..100.
+  int jitter_percent = 20;
+};
+
+/// Options of the connections to one Redis server, or to every node of a Redis Cluster: where it is, how
+/// to log in, timeouts, the pool and its reconnect backoff. `ConnectionPool`, `ClusterRouter` and
+/// `Connection` take these; limiters sharing them take their own `LimiterOptions`. A plain aggregate, every
+/// field has a working default; the pool or router validates them (`std::invalid_argument` naming the field,
+/// e.g. `ConnectionOptions.pool_size`).
+struct ConnectionOptions {
+  /// Host name or address of the Redis server (ignored when `unix_socket` is set).
+  std::string host = "127.0.0.1";
+  /// TCP port, 1..65535.
+  int port = 6379;
+  /// Path of a Unix domain socket; when non-empty it is used instead of host/port.
+  std::string unix_socket{};
+  /// ACL user for `AUTH user password` (Redis 6+), also with an empty password (a `nopass` user; a user
+  /// that has a password then refuses the connection: `BackendError`, cause `reply`). Empty: `AUTH
+  /// password` (the default user) when `password` is set.
+  std::string user{};
+  /// Password; with `user` and `password` both empty no `AUTH` is sent.
+  std::string password{};
+  /// Logical database selected with `SELECT` on every new connection; >= 0.
+  int database = 0;
+  /// Bound on establishing a connection (TCP connect); in (0, 24 h].
+  std::chrono::milliseconds connect_timeout{200};
+  /// Each call's deadline (sync calls; the default of async ones), and how long a connection may owe a
+  /// reply without sending a byte before it is dropped; in (0, 24 h].
+  std::chrono::milliseconds command_timeout{100};
+  /// Connections per server; >= 1. Every caller shares them (automatic pipelining, README "Redis
+  /// engine"): a call goes on the connection with the fewest commands outstanding.
+  std::size_t pool_size = 4;
+  /// Most commands queued or awaiting a reply on one connection; >= 1. A call beyond it fails at once
+  /// (cause `timeout`, "queue full") with the failure policy instead of waiting.
+  std::size_t max_in_flight = 4096;
+  /// First wait before reconnecting after a failed connect; it doubles up to `reconnect_backoff_max`.
+  /// Checks during the wait fail at once (no connect storm while Redis is down). >= 0.
+  std::chrono::milliseconds reconnect_backoff_min{10};
+  /// Longest reconnect wait; >= `reconnect_backoff_min`, <= 24 h.
+  std::chrono::milliseconds reconnect_backoff_max{1000};
+  /// Redis Cluster: seed nodes (any few nodes of the cluster; the rest are discovered with
+  /// `CLUSTER SLOTS`). Non-empty selects cluster mode, where `host`, `port` and `unix_socket` are ignored,
+  /// `database` must be 0, and `pool_size` applies per master node.
+  std::vector<ClusterNode> cluster_nodes{};
+  /// Cluster mode: most redirections (`MOVED`, `ASK`) and `NOSCRIPT` re-sends followed for one check
+  /// before it fails with cause `protocol`; 1..100.
+  int cluster_max_redirects = 5;
+  /// Cluster mode: shortest time between two slot-map refreshes triggered by errors or redirections
+  /// (the first load and `ClusterRouter::refresh` are not throttled); >= 0.
+  std::chrono::milliseconds cluster_refresh_interval{100};
+  /// The circuit breaker of the server (of each node on Redis Cluster).
+  CircuitBreakerOptions breaker{};
+};
+
 /// Options of one `RedisLimiter` (not of its connections): how it names its Redis keys, where its time
-/// comes from and what it does when Redis fails. A plain aggregate, every field has a working default.
+/// comes from and what it does when Redis fails. A plain aggregate, every field has a working default;
+/// the limiter validates them (`std::invalid_argument` naming the field, e.g. `LimiterOptions.name`).
 struct LimiterOptions {
   /// Prepended to every Redis key (README "Redis backend", key layout); must not contain `{` or `}`.
   std::string key_prefix = "ratelimit:";
@@ -53,74 +121,21 @@ struct LimiterOptions {
   std::size_t max_key_bytes = 512;
 };
 
-/// Options of `RedisLimiter`; a plain aggregate, every field has a working default.
-struct RedisOptions {
-  /// Host name or address of the Redis server (ignored when `unix_socket` is set).
-  std::string host = "127.0.0.1";
-  /// TCP port, 1..65535.
-  int port = 6379;
-  /// Path of a Unix domain socket; when non-empty it is used instead of host/port.
-  std::string unix_socket{};
-  /// ACL user for `AUTH user password` (Redis 6+), also with an empty password (a `nopass` user; a user
-  /// that has a password then refuses the connection: `BackendError`, cause `reply`). Empty: `AUTH
-  /// password` (the default user) when `password` is set.
-  std::string user{};
-  /// Password; with `user` and `password` both empty no `AUTH` is sent.
-  std::string password{};
-  /// Logical database selected with `SELECT` on every new connection; >= 0.
-  int database = 0;
-  /// Bound on establishing a connection (TCP connect); in (0, 24 h].
-  std::chrono::milliseconds connect_timeout{200};
-  /// Bound on every command's round trip, and on waiting for a free pooled connection; in (0, 24 h].
-  std::chrono::milliseconds command_timeout{100};
-  /// Connections per server; >= 1. Every caller shares them (automatic pipelining, README "Redis
-  /// engine"): a call goes on the connection with the fewest commands outstanding.
-  std::size_t pool_size = 4;
-  /// Most commands queued or awaiting a reply on one connection; >= 1. A call beyond it fails at once
-  /// (cause `timeout`, "queue full") with the failure policy instead of waiting.
-  std::size_t max_in_flight = 4096;
-  /// First wait before reconnecting after a failed connect; it doubles up to `reconnect_backoff_max`.
-  /// Checks during the wait fail at once (no connect storm while Redis is down). >= 0.
-  std::chrono::milliseconds reconnect_backoff_min{10};
-  /// Longest reconnect wait; >= `reconnect_backoff_min`, <= 24 h.
-  std::chrono::milliseconds reconnect_backoff_max{1000};
-  /// Prepended to every Redis key (README "Redis backend", key layout); must not contain `{` or `}`.
-  std::string key_prefix = "ratelimit:";
-  /// The limiter's identity in its Redis keys (`LimiterOptions::name`); empty: its policy's parameters.
-  std::string name{};
-  /// Where the time of a check comes from; `server` by default.
-  TimeSource time_source = TimeSource::server;
-  /// What a check returns when Redis fails; `fail_open` by default (rate limiting protects, it should
-  /// not take the service down with Redis).
-  FailurePolicy on_error = FailurePolicy::fail_open;
-  /// `retry_after` and `reset_after` of a `fail_closed` decision; in (0, 365 days].
-  std::chrono::milliseconds failure_retry_after{1000};
-  /// Longest key accepted, in bytes; a longer key throws `std::invalid_argument`. <= 2^20.
-  std::size_t max_key_bytes = 512;
-  /// Redis Cluster: seed nodes (any few nodes of the cluster; the rest are discovered with
-  /// `CLUSTER SLOTS`). Non-empty selects cluster mode, where `host`, `port` and `unix_socket` are ignored,
-  /// `database` must be 0, and `pool_size` applies per master node.
-  std::vector<ClusterNode> cluster_nodes{};
-  /// Cluster mode: most redirections (`MOVED`, `ASK`) and `NOSCRIPT` re-sends followed for one check
-  /// before it fails with cause `protocol`; 1..100.
-  int cluster_max_redirects = 5;
-  /// Cluster mode: shortest time between two slot-map refreshes triggered by errors or redirections
-  /// (the first load and `ClusterRouter::refresh` are not throttled); >= 0.
-  std::chrono::milliseconds cluster_refresh_interval{100};
-
+/// Both halves in one object, for `RedisLimiter(policy, options)`: the connection fields
+/// (`ConnectionOptions`) and the limiter fields (`LimiterOptions`), each reachable by name as before
+/// (`o.host`, `o.key_prefix`). Give a pool or router only `connection()`: a pool made from a whole
+/// `RedisOptions` (deprecated) hands its limiter fields to limiters made on it without their own.
+struct RedisOptions : ConnectionOptions, LimiterOptions {
+  /// The connection fields of these options.
+  [[nodiscard]] const ConnectionOptions& connection() const noexcept { return *this; }
+  [[nodiscard]] ConnectionOptions& connection() noexcept { return *this; }
   /// The limiter fields of these options.
-  [[nodiscard]] LimiterOptions limiter() const {
-    return LimiterOptions{key_prefix, name, time_source, on_error, failure_retry_after, max_key_bytes};
-  }
-  /// These options with the limiter fields of `l`.
-  [[nodiscard]] RedisOptions with(const LimiterOptions& l) const {
+  [[nodiscard]] const LimiterOptions& limiter() const noexcept { return *this; }
+  [[nodiscard]] LimiterOptions& limiter() noexcept { return *this; }
+  /// Deprecated: these options with the limiter fields of `l`; assign `o.limiter() = l` instead.
+  [[deprecated("assign o.limiter() = l")]] [[nodiscard]] RedisOptions with(const LimiterOptions& l) const {
     RedisOptions o = *this;
-    o.key_prefix = l.key_prefix;
-    o.name = l.name;
-    o.time_source = l.time_source;
-    o.on_error = l.on_error;
-    o.failure_retry_after = l.failure_retry_after;
-    o.max_key_bytes = l.max_key_bytes;
+    o.limiter() = l;
     return o;
   }
 };

@@ -110,6 +110,7 @@ struct Waiter {
 struct RouteCallOut {
   Reply* reply;
   std::optional<BackendError>* error;
+  bool* sent;
 };
 
 }  // namespace detail
@@ -222,28 +223,25 @@ class Pipeline final : public AsyncSink {
     detail::Waiter waiter;
     const auto deadline = std::chrono::steady_clock::now() + command_timeout_;
     std::vector<detail::RouteCallOut> outs(calls.size());
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      ops[i].deadline = deadline;
+      outs[i] = detail::RouteCallOut{&calls[i].reply, &calls[i].error, &calls[i].sent};
+      calls[i].sent = false;
+      ops[i].out_ = &outs[i];
+      ops[i].waiter_ = &waiter;
+      append_resp(ops[i].command, std::span<const std::string_view>(calls[i].args));  // outside the lock
+    }
     std::unique_lock lock(mutex_);
     if (stopping_ || queued_.size() + inflight_.size() >= max_in_flight_) {
+      if (!stopping_) refused_.fetch_add(1, std::memory_order_relaxed);
+      const BackendError e = refusal();
       lock.unlock();
-      refused_.fetch_add(1, std::memory_order_relaxed);
       for (Call& c : calls) {
         c.reply.reset();
-        c.error = refusal();
+        c.error = e;
       }
       return;
     }
-    for (std::size_t i = 0; i < calls.size(); ++i) {
-      ops[i].deadline = deadline;
-      outs[i] = detail::RouteCallOut{&calls[i].reply, &calls[i].error};
-      ops[i].out_ = &outs[i];
-      ops[i].waiter_ = &waiter;
-    }
-    lock.unlock();
-    // Formatting outside the lock.
-    for (std::size_t i = 0; i < calls.size(); ++i) {
-      append_resp(ops[i].command, std::span<const std::string_view>(calls[i].args));
-    }
-    lock.lock();
     waiter.remaining = calls.size();
     for (SyncOp& op : ops) queued_.push_back(&op);
     update_load();
@@ -432,6 +430,7 @@ class Pipeline final : public AsyncSink {
         for (PipelineOp* op : queued_) {
           out += op->command;
           inflight_.push_back(op);
+          if (op->out_ != nullptr) *op->out_->sent = true;
         }
         queued_.clear();
         Connection* c = conn_.get();

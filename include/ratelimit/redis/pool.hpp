@@ -9,18 +9,28 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "ratelimit/redis/circuit_breaker.hpp"
 #include "ratelimit/redis/connection.hpp"
 #include "ratelimit/redis/error.hpp"
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/pipeline.hpp"
 
 namespace ratelimit::redis {
+
+/// Thrown by `ConnectionPool::acquire` when no connection came free in time: a timeout that says nothing
+/// about the server (the circuit breaker does not count it).
+class PoolTimeout : public BackendError {
+ public:
+  using BackendError::BackendError;
+};
 
 /// Connections to one Redis server, opened lazily: `pool_size` shared pipelined ones (`pipeline()`,
 /// what the limiter uses: README "Redis engine") and up to `pool_size` exclusive ones (`acquire()`).
@@ -31,9 +41,11 @@ namespace ratelimit::redis {
 /// once meanwhile. Thread-safe; nothing here blocks longer than `connect_timeout` or `command_timeout`.
 class ConnectionPool {
  public:
-  /// Validates the connection fields of `options`; connects nothing yet (Redis may be down at start).
-  /// Throws `std::invalid_argument` naming the field (`RedisOptions.pool_size`, ...).
-  explicit ConnectionPool(RedisOptions options) : options_(validated(std::move(options))) {
+  /// Validates `options`; connects nothing yet (Redis may be down at start).
+  /// Throws `std::invalid_argument` naming the field (`ConnectionOptions.pool_size`, ...).
+  /// `limiter_defaults`: the options of limiters made on this pool without their own (validated by them).
+  explicit ConnectionPool(ConnectionOptions options, LimiterOptions limiter_defaults = {})
+      : options_(validated(std::move(options))), limiter_defaults_(std::move(limiter_defaults)) {
     pipelines_.reserve(options_.pool_size);
     for (std::size_t i = 0; i < options_.pool_size; ++i) {
       pipelines_.push_back(std::make_unique<Pipeline>([this] { return open_connection(); },
@@ -41,6 +53,10 @@ class ConnectionPool {
                                                       options_.command_timeout, options_.max_in_flight));
     }
   }
+  /// Deprecated: `ConnectionPool(options.connection(), options.limiter())`. Throws as above.
+  [[deprecated("use ConnectionPool(options.connection(), options.limiter())")]] explicit ConnectionPool(
+      const RedisOptions& options)
+      : ConnectionPool(options.connection(), options.limiter()) {}
 
   ConnectionPool(const ConnectionPool&) = delete;
   ConnectionPool& operator=(const ConnectionPool&) = delete;
@@ -66,23 +82,35 @@ class ConnectionPool {
   };
 
   /// Lends an idle connection, opens a new one if fewer than `pool_size` are open, else waits for one
-  /// (at most `command_timeout`). Throws `BackendError`: io/timeout when connecting fails or is backing
-  /// off, timeout when no connection came free in time.
+  /// (at most `command_timeout`). Waiting is first come, first served: a connection given back goes to
+  /// the longest waiting thread, never to one that arrived later. Throws `BackendError`: io/timeout when
+  /// connecting fails or is backing off, `PoolTimeout` (timeout) when no connection came free in time;
+  /// `std::logic_error` in a process forked after the pool was made (its connections are the parent's).
   Lease acquire() {
+    if (detail::fork_generation().load(std::memory_order_relaxed) != generation_) {
+      throw std::logic_error("ratelimit: a Redis pool made before fork() is used in the child; make a new one");
+    }
     std::unique_lock lock(mutex_);
-    const auto deadline = std::chrono::steady_clock::now() + options_.command_timeout;
-    for (;;) {
+    if (waiters_.empty()) {
       if (!idle_.empty()) {
         std::unique_ptr<Connection> c = std::move(idle_.back());
         idle_.pop_back();
         return Lease(this, std::move(c));
       }
-      if (open_ < options_.pool_size) return connect(lock);
-      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && idle_.empty() &&
-          open_ >= options_.pool_size) {
-        throw BackendError(BackendErrorCause::timeout, "no pooled connection came free within command_timeout");
+      if (open_ < options_.pool_size) return connect_or_pass(lock);
+    }
+    Waiter me;
+    waiters_.push_back(&me);
+    const auto deadline = std::chrono::steady_clock::now() + options_.command_timeout;
+    while (!me.conn && !me.slot) {
+      if (me.cv.wait_until(lock, deadline) == std::cv_status::timeout && !me.conn && !me.slot) {
+        waiters_.erase(std::find(waiters_.begin(), waiters_.end(), &me));
+        throw PoolTimeout(BackendErrorCause::timeout, "no pooled connection came free within command_timeout");
       }
     }
+    if (me.conn) return Lease(this, std::move(me.conn));
+    --open_;  // the slot reserved for this thread; connect counts it again
+    return connect_or_pass(lock);
   }
 
   /// The shared connection with the fewest commands outstanding (the first of equals, so an idle
@@ -135,12 +163,17 @@ class ConnectionPool {
   [[nodiscard]] std::uint64_t connects() const noexcept { return connects_.load(std::memory_order_relaxed); }
   /// Broken connections dropped so far. Thread-safe.
   [[nodiscard]] std::uint64_t drops() const noexcept { return drops_.load(std::memory_order_relaxed); }
-  [[nodiscard]] const RedisOptions& options() const noexcept { return options_; }
+  /// The validated options. Thread-safe (immutable).
+  [[nodiscard]] const ConnectionOptions& options() const noexcept { return options_; }
+  /// The server's circuit breaker (`options().breaker`), consulted by the routes before each round trip.
+  [[nodiscard]] CircuitBreaker<>& breaker() noexcept { return breaker_; }
+  /// The options of limiters made on this pool without their own `LimiterOptions`. Thread-safe (immutable).
+  [[nodiscard]] const LimiterOptions& limiter_defaults() const noexcept { return limiter_defaults_; }
 
  private:
-  static RedisOptions validated(RedisOptions o) {
+  static ConnectionOptions validated(ConnectionOptions o) {
     auto bad = [](const char* field, const char* what) {
-      throw std::invalid_argument(std::string("RedisOptions.") + field + ": " + what);
+      throw std::invalid_argument(std::string("ConnectionOptions.") + field + ": " + what);
     };
     if (o.unix_socket.empty() && (o.port < 1 || o.port > 65535)) bad("port", "must be in 1..65535");
     if (o.database < 0) bad("database", "must be >= 0");
@@ -172,22 +205,58 @@ class ConnectionPool {
     }
   }
 
-  void give_back(std::unique_ptr<Connection> c) noexcept {
-    {
-      const std::lock_guard lock(mutex_);
-      if (c && !c->broken()) {
-        idle_.push_back(std::move(c));
-      } else {
-        --open_;
-        drops_.fetch_add(1, std::memory_order_relaxed);
-      }
+  /// A thread waiting in `acquire`: handed a connection, or a slot to open one, by whoever frees it.
+  struct Waiter {
+    std::condition_variable cv;
+    std::unique_ptr<Connection> conn;
+    bool slot = false;
+  };
+
+  /// `connect`, and when it fails, the free slot goes to the next waiter (it fails fast while backing off).
+  Lease connect_or_pass(std::unique_lock<std::mutex>& lock) {
+    try {
+      return connect(lock);
+    } catch (const BackendError&) {
+      pass_slot();
+      throw;
     }
-    cv_.notify_one();
   }
 
-  RedisOptions options_;
+  /// Hands a free slot (fewer than `pool_size` open) to the longest waiting thread; caller holds the lock.
+  void pass_slot() noexcept {
+    if (waiters_.empty() || open_ >= options_.pool_size) return;
+    Waiter* w = waiters_.front();
+    waiters_.pop_front();
+    ++open_;  // reserved for it, so a thread arriving meanwhile cannot take the slot
+    w->slot = true;
+    w->cv.notify_one();
+  }
+
+  void give_back(std::unique_ptr<Connection> c) noexcept {
+    const std::lock_guard lock(mutex_);
+    if (c && !c->broken()) {
+      if (waiters_.empty()) {
+        idle_.push_back(std::move(c));
+        return;
+      }
+      Waiter* w = waiters_.front();  // first come, first served
+      waiters_.pop_front();
+      w->conn = std::move(c);
+      w->cv.notify_one();
+    } else {
+      --open_;
+      drops_.fetch_add(1, std::memory_order_relaxed);
+      pass_slot();
+    }
+  }
+
+  ConnectionOptions options_;
+  LimiterOptions limiter_defaults_{};
+  CircuitBreaker<> breaker_{options_.breaker};
+  const unsigned generation_ = detail::fork_generation().load(std::memory_order_relaxed);
   std::mutex mutex_;
   std::condition_variable cv_;
+  std::deque<Waiter*> waiters_;  // in arrival order
   std::vector<std::unique_ptr<Connection>> idle_;
   std::size_t open_ = 0;  // idle plus lent
   std::chrono::milliseconds backoff_{0};

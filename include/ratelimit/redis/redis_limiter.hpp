@@ -23,6 +23,7 @@
 #include "ratelimit/clock.hpp"
 #include "ratelimit/decision.hpp"
 #include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/detail/key_length.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/redis/cluster_router.hpp"
@@ -55,10 +56,11 @@ struct Request {
 ///
 /// Decisions are those of the in-memory backend for the same calls when times and the policy's
 /// durations are whole microseconds (README "Guarantees", "Backends agree"); Redis keeps time in integer
-/// microseconds. Thread-safe: every method may be called from any thread; calls go through a pool of
-/// `pool_size` connections. When Redis fails, `RedisOptions::on_error` decides (and `stats()` counts it).
+/// microseconds. Thread-safe: every method may be called from any thread; calls from every thread share
+/// the pool's `pool_size` pipelined connections (README "Redis engine"), and the `*_async` methods start
+/// a check without blocking. When Redis fails, `LimiterOptions::on_error` decides (and `stats()` counts it).
 ///
-/// On Redis Cluster (`RedisOptions::cluster_nodes` set) each check runs on the master owning its key's
+/// On Redis Cluster (`ConnectionOptions::cluster_nodes` set) each check runs on the master owning its key's
 /// slot, through a `ClusterRouter` (slot map, a pool per node, `MOVED` / `ASK` handling);
 /// decisions are the same. Each key's state lives on one master and replicates asynchronously, so a
 /// failover can lose that master's last writes (those keys briefly admit again what they had consumed).
@@ -78,12 +80,18 @@ class RedisLimiter final : public detail::LayeredMember {
 
   /// Validates the policy for Redis and the options, and makes a connection pool (or, with
   /// `cluster_nodes`, a `ClusterRouter`); connects nothing yet, so Redis may be down at start. Throws
-  /// `std::invalid_argument` naming the field (e.g. `Gcra.period`, `RedisOptions.key_prefix`).
-  RedisLimiter(P policy, RedisOptions options, C clock = {})
-      : RedisLimiter(std::move(policy), make_route(options), std::move(clock), nullptr) {}
+  /// `std::invalid_argument` naming the field (e.g. `Gcra.period`, `LimiterOptions.key_prefix`,
+  /// `ConnectionOptions.pool_size`).
+  RedisLimiter(P policy, const RedisOptions& options, C clock = {})
+      : RedisLimiter(std::move(policy), make_route(options.connection()), std::move(clock), &options.limiter()) {}
 
-  /// As above, sharing `pool` (and its options) with other limiters, e.g. one per policy of a layered
-  /// limit. Throws `std::invalid_argument` as above.
+  /// As above, from the two halves: the connections (`connection`, a pool or router of its own) and this
+  /// limiter's `limiter` options. Throws `std::invalid_argument` as above.
+  RedisLimiter(P policy, const ConnectionOptions& connection, const LimiterOptions& limiter = {}, C clock = {})
+      : RedisLimiter(std::move(policy), make_route(connection), std::move(clock), &limiter) {}
+
+  /// As above, sharing `pool` with other limiters, e.g. one per policy of a layered limit; the limiter
+  /// options are the pool's `limiter_defaults()`. Throws `std::invalid_argument` as above.
   RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, C clock = {})
       : RedisLimiter(std::move(policy), server_route(std::move(pool)), std::move(clock), nullptr) {}
 
@@ -95,10 +103,10 @@ class RedisLimiter final : public detail::LayeredMember {
   RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, C clock = {})
       : RedisLimiter(std::move(policy), std::shared_ptr<Route>(std::move(router)), std::move(clock), nullptr) {}
 
-  /// As above with this limiter's own `key_prefix` instead of the pool's. Throws
-  /// `std::invalid_argument` naming `RedisOptions.key_prefix` when it holds `{` or `}`.
+  /// As above with this limiter's own `key_prefix` instead of the pool's default. Throws
+  /// `std::invalid_argument` naming `LimiterOptions.key_prefix` when it holds `{` or `}`.
   RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, std::string key_prefix, C clock = {})
-      : RedisLimiter(std::move(policy), pool, with_prefix(server_route(pool)->options().limiter(), std::move(key_prefix)),
+      : RedisLimiter(std::move(policy), pool, with_prefix(server_route(pool)->limiter_defaults(), std::move(key_prefix)),
                      std::move(clock)) {}
 
   /// Sharing `pool`'s connections, with this limiter's own options (key prefix, name, time source,
@@ -114,7 +122,7 @@ class RedisLimiter final : public detail::LayeredMember {
   /// On Redis Cluster, sharing `router` with this limiter's own `key_prefix` instead of the router's, for
   /// the same reason as above (e.g. the layers of tier plans on one router). The prefix is outside the
   /// hash tag: limiters over the same user key still share a slot, so layered checks stay one script.
-  /// Throws `std::invalid_argument` naming `RedisOptions.key_prefix` when it holds `{` or `}`.
+  /// Throws `std::invalid_argument` naming `LimiterOptions.key_prefix` when it holds `{` or `}`.
   RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, std::string key_prefix, C clock = {})
       : RedisLimiter(std::move(policy), router, with_prefix(own_options(router.get(), nullptr).limiter(),
                                                             std::move(key_prefix)),
@@ -247,20 +255,15 @@ class RedisLimiter final : public detail::LayeredMember {
   /// The limiter's counters. Thread-safe.
   [[nodiscard]] RedisStats stats() const noexcept {
     RedisStats s;
+    static_cast<RouteCounters&>(s) = route_->counters();
     s.calls = core_->calls.load(std::memory_order_relaxed);
     s.failures = core_->failures.load(std::memory_order_relaxed);
     s.io_errors = core_->by_cause[0].load(std::memory_order_relaxed);
     s.timeouts = core_->by_cause[1].load(std::memory_order_relaxed);
     s.protocol_errors = core_->by_cause[2].load(std::memory_order_relaxed);
     s.reply_errors = core_->by_cause[3].load(std::memory_order_relaxed);
+    s.short_circuited = core_->by_cause[4].load(std::memory_order_relaxed);
     s.script_reloads = core_->script_reloads.load(std::memory_order_relaxed);
-    const RouteCounters c = route_->counters();
-    s.connects = c.connects;
-    s.dropped_connections = c.drops;
-    s.moved_redirections = c.moved;
-    s.ask_redirections = c.asks;
-    s.slot_map_refreshes = c.refreshes;
-    s.refused_calls = c.refused;
     return s;
   }
 
@@ -276,7 +279,7 @@ class RedisLimiter final : public detail::LayeredMember {
   [[nodiscard]] const P& policy() const noexcept { return policy_; }
   /// The validated rules, in ticks of 1 us (Redis's time unit). Thread-safe (immutable).
   [[nodiscard]] const RulesOf<P>& rules() const noexcept { return rules_; }
-  /// The options in effect (the pool's or router's, with this limiter's key prefix). Thread-safe.
+  /// The options in effect: the route's connection options and this limiter's own. Thread-safe (immutable).
   [[nodiscard]] const RedisOptions& options() const noexcept { return options_; }
   [[nodiscard]] C& clock() noexcept { return clock_; }
   /// The embedded Lua script this limiter runs (its body is lua/<kind>.lua's parts and main, assembled).
@@ -330,7 +333,9 @@ class RedisLimiter final : public detail::LayeredMember {
   [[nodiscard]] Decision layered_failure_decision(std::int64_t now, std::int64_t cost) const override {
     return failure_decision(now, cost, Mode::check);
   }
-  void layered_reloaded(std::size_t n) noexcept override { core_->script_reloads.fetch_add(n, std::memory_order_relaxed); }
+  void layered_reloaded(std::size_t n) noexcept override {
+    core_->script_reloads.fetch_add(n, std::memory_order_relaxed);
+  }
 
   /// ARGV[3] of the scripts.
   enum class Mode { check, peek, refund };
@@ -344,7 +349,7 @@ class RedisLimiter final : public detail::LayeredMember {
         identity_(detail::limiter_identity(P::kind, options_.name, binding_.params)), clock_(std::move(clock)),
         core_(std::make_shared<Core>(rules_, options_)) {}
 
-  static std::shared_ptr<Route> make_route(const RedisOptions& options) {
+  static std::shared_ptr<Route> make_route(const ConnectionOptions& options) {
     if (options.cluster_nodes.empty()) return server_route(std::make_shared<ConnectionPool>(options));
     return std::make_shared<ClusterRouter>(options);
   }
@@ -354,7 +359,10 @@ class RedisLimiter final : public detail::LayeredMember {
 
   static RedisOptions own_options(const Route* route, const LimiterOptions* limiter) {
     if (route == nullptr) throw std::invalid_argument("RedisLimiter: null router");
-    return limiter != nullptr ? route->options().with(*limiter) : route->options();
+    RedisOptions o;
+    o.connection() = route->options();
+    o.limiter() = limiter != nullptr ? *limiter : route->limiter_defaults();
+    return o;
   }
 
   /// Every request as its own script call, through the route (pipelined, per node on Redis Cluster) and
@@ -403,26 +411,21 @@ class RedisLimiter final : public detail::LayeredMember {
 
   static RedisOptions checked(RedisOptions o) {
     if (o.key_prefix.find_first_of("{}") != std::string::npos) {
-      ratelimit::detail::invalid("RedisOptions.key_prefix", "must not contain '{' or '}' (they delimit the hash tag)");
+      ratelimit::detail::invalid("LimiterOptions.key_prefix", "must not contain '{' or '}' (they delimit the hash tag)");
     }
     if (o.name.find_first_of("{}") != std::string::npos) {
       ratelimit::detail::invalid("LimiterOptions.name", "must not contain '{' or '}' (they delimit the hash tag)");
     }
     if (o.name.size() > 256) ratelimit::detail::invalid("LimiterOptions.name", "must be at most 256 bytes");
-    if (o.max_key_bytes > (std::size_t{1} << 20)) ratelimit::detail::invalid("RedisOptions.max_key_bytes", "must be <= 2^20");
+    if (o.max_key_bytes > (std::size_t{1} << 20)) ratelimit::detail::invalid("LimiterOptions.max_key_bytes", "must be <= 2^20");
     // A denial always names a wait (acquire and Retry-After rely on it), and one in nanoseconds must fit.
     if (o.failure_retry_after.count() <= 0 || o.failure_retry_after > std::chrono::days(365)) {
-      ratelimit::detail::invalid("RedisOptions.failure_retry_after", "must be in (0, 365 days]");
+      ratelimit::detail::invalid("LimiterOptions.failure_retry_after", "must be in (0, 365 days]");
     }
     return o;
   }
 
-  void check_key(std::string_view key) const {
-    if (key.size() > options_.max_key_bytes) {
-      ratelimit::detail::invalid("key", std::to_string(key.size()) + " bytes exceeds max_key_bytes (" +
-                                            std::to_string(options_.max_key_bytes) + ")");
-    }
-  }
+  void check_key(std::string_view key) const { ratelimit::detail::check_key_length(key, options_.max_key_bytes); }
 
   /// The client clock in whole microseconds (floor), kept where every script value stays exact.
   std::int64_t now_us() {
@@ -470,7 +473,7 @@ class RedisLimiter final : public detail::LayeredMember {
     std::chrono::milliseconds failure_retry_after;
     std::atomic<std::uint64_t> calls{0};
     std::atomic<std::uint64_t> failures{0};
-    std::array<std::atomic<std::uint64_t>, 4> by_cause{};
+    std::array<std::atomic<std::uint64_t>, 5> by_cause{};  // by BackendErrorCause
     std::atomic<std::uint64_t> script_reloads{0};
 
     Core(RulesOf<P> r, const RedisOptions& o)

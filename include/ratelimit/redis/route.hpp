@@ -15,15 +15,18 @@
 #include <optional>
 #include <span>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "ratelimit/redis/circuit_breaker.hpp"
 #include "ratelimit/redis/error.hpp"
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/pipeline.hpp"
 #include "ratelimit/redis/pool.hpp"
 #include "ratelimit/redis/reply.hpp"
+#include "ratelimit/redis/stats.hpp"
 
 namespace ratelimit::redis {
 
@@ -44,21 +47,40 @@ struct RouteCall {
   /// Out: why the call got no reply. After a failure once the command was sent (timeout, connection
   /// lost) the command may still have run: it is never re-sent.
   std::optional<BackendError> error;
+  /// Out (`Pipeline::execute`): whether the command was written; a call that failed unsent may go
+  /// elsewhere (e.g. to a replica promoted meanwhile).
+  bool sent = false;
 };
 
 /// The former name of `RouteCall`.
 using ClusterCall = RouteCall;
 
-/// Connection counters of a route (cluster ones are zero on a single server).
-struct RouteCounters {
-  std::uint64_t connects = 0;
-  std::uint64_t drops = 0;
-  std::uint64_t moved = 0;
-  std::uint64_t asks = 0;
-  std::uint64_t refreshes = 0;
-  /// Calls refused at once because a connection had `max_in_flight` commands outstanding.
-  std::uint64_t refused = 0;
-};
+namespace detail {
+
+/// What a round trip that threw `e` (not a `PoolTimeout`, which says nothing) tells `ticket`'s breaker: an
+/// error reply means the server is alive, anything else a failure.
+inline void settle(CircuitBreaker<>::Ticket& ticket, const BackendError& e) noexcept {
+  if (e.cause() == BackendErrorCause::reply) {
+    ticket.succeeded();
+  } else {
+    ticket.failed();
+  }
+}
+
+/// The same from the outcomes of one round trip's calls: any reply (error replies too) is a success.
+inline void settle(CircuitBreaker<>::Ticket& ticket, std::span<const RouteCall> calls) noexcept {
+  for (const RouteCall& c : calls) {
+    if (c.reply || !c.error) return ticket.succeeded();
+  }
+  if (!calls.empty()) settle(ticket, *calls.front().error);
+}
+
+/// The error of a call the breaker refused.
+inline BackendError circuit_open(std::string_view server) {
+  return BackendError(BackendErrorCause::circuit_open, "not sent: circuit breaker open for " + std::string(server));
+}
+
+}  // namespace detail
 
 /// Where commands go. Implementations are thread-safe.
 class Route {
@@ -83,7 +105,10 @@ class Route {
   /// script.
   [[nodiscard]] virtual const void* domain() const noexcept = 0;
   /// The options of the route's connections.
-  [[nodiscard]] virtual const RedisOptions& options() const noexcept = 0;
+  [[nodiscard]] virtual const ConnectionOptions& options() const noexcept = 0;
+  /// The options of limiters made on this route without their own (defaults, unless the pool or router
+  /// was made from a whole `RedisOptions`).
+  [[nodiscard]] virtual const LimiterOptions& limiter_defaults() const noexcept = 0;
   [[nodiscard]] virtual RouteCounters counters() const = 0;
   /// The router when this route is Redis Cluster, else null.
   [[nodiscard]] virtual ClusterRouter* cluster_router() noexcept { return nullptr; }
@@ -99,21 +124,42 @@ class ServerRoute final : public Route {
     if (!pool_) throw std::invalid_argument("ServerRoute: null pool");
   }
 
-  void execute(std::span<RouteCall> calls) override { pool_->pipeline().execute(calls); }
+  void execute(std::span<RouteCall> calls) override {
+    if (calls.empty()) return;
+    auto ticket = pool_->breaker().admit();  // README "Circuit breaker": no I/O while open
+    if (!ticket) return fail(calls, detail::circuit_open(server()));
+    pool_->pipeline().execute(calls);
+    detail::settle(ticket, calls);
+  }
   void submit(PipelineOp& op) override { pool_->pipeline().submit(op); }
   [[nodiscard]] bool sharded() const noexcept override { return false; }
   [[nodiscard]] const void* domain() const noexcept override { return pool_.get(); }
-  [[nodiscard]] const RedisOptions& options() const noexcept override { return pool_->options(); }
+  [[nodiscard]] const ConnectionOptions& options() const noexcept override { return pool_->options(); }
+  [[nodiscard]] const LimiterOptions& limiter_defaults() const noexcept override { return pool_->limiter_defaults(); }
   [[nodiscard]] RouteCounters counters() const override {
     RouteCounters c;
     c.connects = pool_->connects();
-    c.drops = pool_->drops();
-    c.refused = pool_->refused();
+    c.dropped_connections = pool_->drops();
+    c.refused_calls = pool_->refused();
+    const BreakerCounters b = pool_->breaker().counters();
+    c.breaker_opens = b.opens;
+    c.breaker_probes = b.probes;
     return c;
   }
   [[nodiscard]] const std::shared_ptr<ConnectionPool>& pool() const noexcept { return pool_; }
 
  private:
+  static void fail(std::span<RouteCall> calls, const BackendError& e) {
+    for (RouteCall& c : calls) {
+      c.reply.reset();
+      c.error = e;
+    }
+  }
+  [[nodiscard]] std::string server() const {
+    const ConnectionOptions& o = pool_->options();
+    return o.unix_socket.empty() ? o.host + ":" + std::to_string(o.port) : "unix:" + o.unix_socket;
+  }
+
   std::shared_ptr<ConnectionPool> pool_;
 };
 

@@ -127,7 +127,7 @@ TEST(RedisLayered, DeniedRequestsLeaveNothingOnceChecksReturn) {
   RATELIMIT_REQUIRE_REDIS();
   ManualClock clock;
   const auto options = ratelimit_test::client_options(*ratelimit_test::shared_redis());
-  auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(options);
+  auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(options.connection(), options.limiter());
   RedisLimiter<ratelimit::FixedWindow, ManualClock> ip(ratelimit::FixedWindow{40, 1h}, pool, clock);
   RedisLimiter<ratelimit::Gcra, ManualClock> key(ratelimit::Gcra{.limit = 1, .period = 1h, .burst = 50}, pool, clock);
   RedisLimiter<ratelimit::SlidingWindowLog, ManualClock> ep(ratelimit::SlidingWindowLog{25, 1h}, pool, clock);
@@ -171,7 +171,7 @@ TEST(RedisLayered, OwnKeyPrefixKeepsSameKindLimitersApart) {
   RATELIMIT_REQUIRE_REDIS();
   ManualClock clock;
   const auto options = ratelimit_test::client_options(*ratelimit_test::shared_redis());
-  auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(options);
+  auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(options.connection(), options.limiter());
   RedisLimiter<ratelimit::FixedWindow, ManualClock> minute(ratelimit::FixedWindow{30, 1min}, pool, options.key_prefix + "m:", clock);
   RedisLimiter<ratelimit::FixedWindow, ManualClock> day(ratelimit::FixedWindow{1000, 24h}, pool, options.key_prefix + "d:", clock);
   EXPECT_EQ(minute.allow("k").remaining, 29);

@@ -104,7 +104,7 @@ TEST(RedisLayeredScript, RaceThreeLayersAllOrNothingExactTotals) {
   RATELIMIT_REQUIRE_REDIS();
   ManualClock clock;
   const auto options = ratelimit_test::client_options(*ratelimit_test::shared_redis());
-  auto pool = std::make_shared<ConnectionPool>(options);
+  auto pool = std::make_shared<ConnectionPool>(options.connection(), options.limiter());
   RedisLimiter<ratelimit::FixedWindow, ManualClock> ip(ratelimit::FixedWindow{40, 1h}, pool, clock);
   RedisLimiter<ratelimit::Gcra, ManualClock> key(ratelimit::Gcra{.limit = 1, .period = 1h, .burst = 50}, pool, clock);
   RedisLimiter<ratelimit::SlidingWindowLog, ManualClock> ep(ratelimit::SlidingWindowLog{25, 1h}, pool, clock);
@@ -172,7 +172,7 @@ TEST(RedisLayeredScript, DifferentialAgainstMemoryAllPolicies) {
   RATELIMIT_REQUIRE_REDIS();
   ManualClock clock;
   const auto options = ratelimit_test::client_options(*ratelimit_test::shared_redis());
-  auto pool = std::make_shared<ConnectionPool>(options);
+  auto pool = std::make_shared<ConnectionPool>(options.connection(), options.limiter());
   const ratelimit::FixedWindow fw{5, 2s};
   const ratelimit::SlidingWindowLog swl{6, 3s};
   const ratelimit::SlidingWindowCounter swc{7, 2s};
@@ -242,7 +242,7 @@ TEST(RedisLayeredScript, OneEvalshaPerCheckAndNoscriptRecovery) {
   RATELIMIT_REQUIRE_REDIS();
   ManualClock clock;
   const auto options = ratelimit_test::client_options(*ratelimit_test::shared_redis());
-  auto pool = std::make_shared<ConnectionPool>(options);
+  auto pool = std::make_shared<ConnectionPool>(options.connection(), options.limiter());
   RedisLimiter<ratelimit::FixedWindow, ManualClock> ip(ratelimit::FixedWindow{3, 1min}, pool, clock);
   RedisLimiter<ratelimit::SlidingWindowLog, ManualClock> login(ratelimit::SlidingWindowLog{2, 5min}, pool, clock);
   LimiterLayer<decltype(ip)> ip_layer(ip, "ip");
@@ -286,8 +286,8 @@ TEST(RedisLayeredScript, FallsBackAcrossPoolsAndForARepeatedKey) {
   RATELIMIT_REQUIRE_REDIS();
   ManualClock clock;
   const auto options = ratelimit_test::client_options(*ratelimit_test::shared_redis());
-  auto pool = std::make_shared<ConnectionPool>(options);
-  auto other_pool = std::make_shared<ConnectionPool>(options);
+  auto pool = std::make_shared<ConnectionPool>(options.connection(), options.limiter());
+  auto other_pool = std::make_shared<ConnectionPool>(options.connection(), options.limiter());
   RedisLimiter<ratelimit::FixedWindow, ManualClock> ip(ratelimit::FixedWindow{5, 1min}, pool, clock);
   RedisLimiter<ratelimit::Gcra, ManualClock> key(ratelimit::Gcra{.limit = 1, .period = 1min, .burst = 1}, other_pool, clock);
   LimiterLayer<decltype(ip)> ip_layer(ip, "ip");
@@ -314,7 +314,8 @@ TEST(RedisLayeredScript, RedisDownFollowsTheFailurePolicy) {
   RATELIMIT_REQUIRE_REDIS();  // for free_port's environment only; the pools point at a dead port
   ManualClock clock;
   for (const FailurePolicy on_error : {FailurePolicy::fail_open, FailurePolicy::fail_closed, FailurePolicy::raise}) {
-    auto pool = std::make_shared<ConnectionPool>(dead_options(on_error));
+    const RedisOptions dead = dead_options(on_error);
+    auto pool = std::make_shared<ConnectionPool>(dead.connection(), dead.limiter());
     RedisLimiter<ratelimit::FixedWindow, ManualClock> a(ratelimit::FixedWindow{5, 1min}, pool, clock);
     RedisLimiter<ratelimit::TokenBucket, ManualClock> b(ratelimit::TokenBucket{.capacity = 3, .refill_tokens = 1, .refill_period = 1s},
                                                         pool, clock);
@@ -358,7 +359,8 @@ TEST(RedisLayeredScript, RedisDownFollowsTheFailurePolicy) {
 TEST(RedisLayeredScript, FailClosedDenialIsNoQuotaDenialAndStartsNoPenalty) {
   RATELIMIT_REQUIRE_REDIS();  // for free_port's environment only; the pool points at a dead port
   ManualClock clock;
-  auto pool = std::make_shared<ConnectionPool>(dead_options(FailurePolicy::fail_closed));
+  const RedisOptions dead = dead_options(FailurePolicy::fail_closed);
+  auto pool = std::make_shared<ConnectionPool>(dead.connection(), dead.limiter());
   RedisLimiter<ratelimit::FixedWindow, ManualClock> a(ratelimit::FixedWindow{5, 5min}, pool, clock);
   RedisLimiter<ratelimit::Gcra, ManualClock> b(ratelimit::Gcra{.limit = 10, .period = 1min, .burst = 2}, pool, clock);
   int limited_events = 0;
@@ -389,7 +391,7 @@ TEST(RedisLayeredScript, ClusterRunsOneScriptOnlyWithinOneSlot) {
   ManualClock clock;
   RedisOptions o = dead_options(FailurePolicy::fail_open);
   o.cluster_nodes = {ratelimit::redis::ClusterNode{"127.0.0.1", o.port}};
-  auto router = std::make_shared<ratelimit::redis::ClusterRouter>(o);
+  auto router = std::make_shared<ratelimit::redis::ClusterRouter>(o.connection(), o.limiter());
   RedisLimiter<ratelimit::FixedWindow, ManualClock> ip(ratelimit::FixedWindow{1000, 1min}, router, clock);
   RedisLimiter<ratelimit::SlidingWindowLog, ManualClock> login(ratelimit::SlidingWindowLog{5, 5min}, router, clock);
   ASSERT_EQ(ip.joint_domain(), login.joint_domain());

@@ -31,7 +31,8 @@ int twin_calls() {
 template <class P>
 void redis_twin(const P& policy, std::uint32_t seed) {
   ManualClock clock;
-  auto pool = std::make_shared<ConnectionPool>(ratelimit_test::client_options(*ratelimit_test::shared_redis()));
+  const auto options = ratelimit_test::client_options(*ratelimit_test::shared_redis());
+  auto pool = std::make_shared<ConnectionPool>(options.connection(), options.limiter());
   const std::string prefix = ratelimit_test::unique_prefix();
   auto make = [&](auto p, const std::string& tag) {
     return std::make_unique<RedisLimiter<decltype(p), ManualClock>>(p, pool, prefix + tag + ":", clock);
@@ -72,7 +73,8 @@ TEST(ShadowTwinRedis, Gcra) {
 TEST(ShadowModeRedis, MixedLayersOnOneScript) {
   RATELIMIT_REQUIRE_REDIS();
   ManualClock clock;
-  auto pool = std::make_shared<ConnectionPool>(ratelimit_test::client_options(*ratelimit_test::shared_redis()));
+  const auto options = ratelimit_test::client_options(*ratelimit_test::shared_redis());
+  auto pool = std::make_shared<ConnectionPool>(options.connection(), options.limiter());
   RedisLimiter<ratelimit::FixedWindow, ManualClock> enforcing(ratelimit::FixedWindow{3, 60s}, pool, clock);
   RedisLimiter<ratelimit::FixedWindow, ManualClock> dry(ratelimit::FixedWindow{1, 60s}, pool, clock);
   ratelimit::LimiterLayer e_layer(enforcing, "e");

@@ -1,0 +1,465 @@
+// bench_redis_fleet: a fleet of processes (fork/exec of this program) sharing one hot key and many cold keys on
+// one redis-server, with LeasedLimiter or RedisLimiter (README "Budget leases").
+//
+// Paced phase: the hot key driven at --hot-factor (10) times its limit fleet-wide, plus cold keys; every served
+// hot unit is stamped (CLOCK_REALTIME, the clock Redis's TIME reads on this host) when served. The parent checks
+// the stamps against the bound in every interval (GCRA / token bucket: B + floor(d / T) over all intervals
+// ending at a served unit; fixed window: limit per window). Throughput phase: unpaced checks/s per process on
+// the hot key, beside MemoryLimiter in the same run. The last line of standard output is one JSON object.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include <ratelimit/ratelimit.hpp>
+#include <ratelimit/redis.hpp>
+#include <ratelimit/redis/leased_limiter.hpp>
+
+#include "../tests/redis/redis_server.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  std::string limiter = "leased";
+  std::string policy = "gcra";
+  int processes = 8;
+  int threads = 2;
+  double seconds = 5;
+  std::string redis;  // HOST:PORT, else our own server
+  double hot_factor = 10;
+  std::int64_t limit = 2000;        // per second (GCRA limit / token refill / window limit per 1 s)
+  std::int64_t burst = 1000;        // GCRA burst / bucket capacity
+  std::int64_t lifetime_ms = 100;
+  bool check = false;               // exit 1 when over_bound_intervals > 0
+  // child only
+  std::string child;                // "paced" or "throughput"
+  std::string out;
+  std::int64_t start_us = 0;
+  std::string prefix = "fleet:";
+};
+
+[[noreturn]] void usage(const char* why) {
+  std::fprintf(stderr,
+               "%s\nusage: bench_redis_fleet [--limiter leased|redis] [--policy gcra|token_bucket|fixed_window]\n"
+               "  [--processes N (8)] [--threads T (2)] [--seconds S (5)] [--redis HOST:PORT] [--hot-factor F (10)]\n"
+               "  [--limit per_s (2000)] [--burst B (1000)] [--lifetime-ms L (100)] [--check]\n",
+               why);
+  std::exit(2);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string f = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) usage(("missing value for " + f).c_str());
+      return argv[++i];
+    };
+    if (f == "--limiter") a.limiter = next();
+    else if (f == "--policy") a.policy = next();
+    else if (f == "--processes") a.processes = std::stoi(next());
+    else if (f == "--threads") a.threads = std::stoi(next());
+    else if (f == "--seconds") a.seconds = std::stod(next());
+    else if (f == "--redis") a.redis = next();
+    else if (f == "--hot-factor") a.hot_factor = std::stod(next());
+    else if (f == "--limit") a.limit = std::stoll(next());
+    else if (f == "--burst") a.burst = std::stoll(next());
+    else if (f == "--lifetime-ms") a.lifetime_ms = std::stoll(next());
+    else if (f == "--check") a.check = true;
+    else if (f == "--child") a.child = next();
+    else if (f == "--out") a.out = next();
+    else if (f == "--start-us") a.start_us = std::stoll(next());
+    else if (f == "--prefix") a.prefix = next();
+    else usage(("unknown flag " + f).c_str());
+  }
+  if (a.limiter != "leased" && a.limiter != "redis") usage("--limiter: leased or redis");
+  if (a.policy != "gcra" && a.policy != "token_bucket" && a.policy != "fixed_window") usage("--policy");
+  if (a.processes < 1 || a.threads < 1 || a.seconds <= 0 || a.limit < 1 || a.burst < 1) usage("bad number");
+  return a;
+}
+
+std::int64_t realtime_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The emission interval T in us (GCRA / token bucket).
+std::int64_t emission_us(const Args& a) { return (1'000'000 + a.limit - 1) / a.limit; }
+
+ratelimit::redis::RedisOptions redis_options(const Args& a) {
+  ratelimit::redis::RedisOptions o;
+  const auto colon = a.redis.rfind(':');
+  o.host = a.redis.substr(0, colon);
+  o.port = std::stoi(a.redis.substr(colon + 1));
+  o.key_prefix = a.prefix;
+  o.on_error = ratelimit::FailurePolicy::fail_closed;
+  o.pool_size = static_cast<std::size_t>(a.threads) + 1;
+  o.command_timeout = 1000ms;
+  o.connect_timeout = 1000ms;
+  return o;
+}
+
+// One checker per thread kind: any limiter behind one call.
+struct Checker {
+  std::function<bool(std::string_view)> allow;
+  std::function<std::uint64_t()> redis_calls;
+};
+
+template <class P>
+void run_child_typed(const Args& a, const P& policy) {
+  const auto o = redis_options(a);
+  ratelimit::redis::LeaseOptions lease;
+  lease.lifetime = std::chrono::milliseconds(a.lifetime_ms);
+  lease.max_fraction = 0.1;
+  // Two limiters on the same keys' namespace: the hot key's calls are counted on their own.
+  std::unique_ptr<ratelimit::redis::LeasedLimiter<P>> leased_hot, leased_cold;
+  std::unique_ptr<ratelimit::redis::RedisLimiter<P>> redis_hot, redis_cold;
+  Checker hot, cold;
+  if (a.limiter == "leased") {
+    leased_hot = std::make_unique<ratelimit::redis::LeasedLimiter<P>>(policy, o, lease);
+    leased_cold = std::make_unique<ratelimit::redis::LeasedLimiter<P>>(policy, o, lease);
+    hot = {[&](std::string_view k) { return leased_hot->allow(k).allowed; },
+           [&] { return leased_hot->stats().redis_calls; }};
+    cold = {[&](std::string_view k) { return leased_cold->allow(k).allowed; },
+            [&] { return leased_cold->stats().redis_calls; }};
+  } else {
+    redis_hot = std::make_unique<ratelimit::redis::RedisLimiter<P>>(policy, o);
+    redis_cold = std::make_unique<ratelimit::redis::RedisLimiter<P>>(policy, o);
+    hot = {[&](std::string_view k) { return redis_hot->allow(k).allowed; }, [&] { return redis_hot->stats().calls; }};
+    cold = {[&](std::string_view k) { return redis_cold->allow(k).allowed; },
+            [&] { return redis_cold->stats().calls; }};
+  }
+  std::ofstream out(a.out);
+  const auto start = std::chrono::system_clock::time_point(std::chrono::microseconds(a.start_us));
+  std::this_thread::sleep_until(start);
+  const auto t0 = Clock::now();
+  const auto t_end = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
+
+  if (a.child == "paced") {
+    // Hot checks per second per thread, and one cold check per 10 hot ones.
+    const double hot_rate = a.hot_factor * static_cast<double>(a.limit) / (a.processes * a.threads);
+    const auto interval = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / hot_rate));
+    struct Result {
+      std::vector<std::int64_t> stamps;
+      std::vector<std::int32_t> latency_ns;
+      std::uint64_t hot_checks = 0, cold_checks = 0;
+    };
+    std::vector<Result> results(static_cast<std::size_t>(a.threads));
+    std::vector<std::thread> threads;
+    for (int t = 0; t < a.threads; ++t) {
+      threads.emplace_back([&, t] {
+        Result& r = results[static_cast<std::size_t>(t)];
+        std::mt19937 rng(static_cast<unsigned>(::getpid() * 31 + t));
+        auto next = t0 + interval * t / a.threads;
+        std::uint64_t i = 0;
+        while (Clock::now() < t_end) {
+          std::this_thread::sleep_until(next);
+          next += interval;
+          const auto c0 = Clock::now();
+          const bool ok = hot.allow("hot");
+          const auto c1 = Clock::now();
+          if (ok) r.stamps.push_back(realtime_us());
+          if (r.latency_ns.size() < 2'000'000) {
+            r.latency_ns.push_back(static_cast<std::int32_t>(std::min<std::int64_t>(
+                std::chrono::duration_cast<std::chrono::nanoseconds>(c1 - c0).count(), INT32_MAX)));
+          }
+          ++r.hot_checks;
+          if (++i % 10 == 0) {
+            cold.allow("cold:" + std::to_string(rng() % 10'000));
+            ++r.cold_checks;
+          }
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    std::uint64_t hot_checks = 0, cold_checks = 0;
+    std::vector<std::int32_t> lat;
+    for (auto& r : results) {
+      hot_checks += r.hot_checks;
+      cold_checks += r.cold_checks;
+      lat.insert(lat.end(), r.latency_ns.begin(), r.latency_ns.end());
+    }
+    out << "hot_checks " << hot_checks << "\ncold_checks " << cold_checks << "\nhot_calls " << hot.redis_calls()
+        << "\ncold_calls " << cold.redis_calls() << "\n";
+    std::sort(lat.begin(), lat.end());
+    if (!lat.empty()) {
+      out << "p50_ns " << lat[lat.size() / 2] << "\np99_ns " << lat[lat.size() * 99 / 100] << "\n";
+    }
+    for (auto& r : results) {
+      for (const std::int64_t s : r.stamps) out << "s " << s << "\n";
+    }
+  } else {
+    // Unpaced: as many checks as the threads can do, with this limiter, then with MemoryLimiter.
+    auto unpaced = [&](const std::function<bool(std::string_view)>& hot_allow,
+                       const std::function<bool(std::string_view)>& cold_allow, Clock::time_point until) {
+      std::atomic<std::uint64_t> total{0};
+      std::vector<std::thread> threads;
+      for (int t = 0; t < a.threads; ++t) {
+        threads.emplace_back([&, t] {
+          std::mt19937 rng(static_cast<unsigned>(::getpid() * 17 + t));
+          std::uint64_t n = 0;
+          // The hot key only: a cold key costs one round trip with either limiter (the paced phase has them).
+          (void)cold_allow;
+          (void)rng;
+          while (Clock::now() < until) {
+            for (int j = 0; j < 16; ++j) (void)hot_allow("hot");
+            n += 16;
+          }
+          total += n;
+        });
+      }
+      for (auto& th : threads) th.join();
+      return static_cast<double>(total.load());
+    };
+    const auto half = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds / 2));
+    const double ours = unpaced(hot.allow, cold.allow, t0 + half) / (a.seconds / 2);
+    ratelimit::MemoryLimiter<P> memory(policy);
+    const auto m = [&](std::string_view k) { return memory.allow(k).allowed; };
+    const auto t1 = Clock::now();
+    const double mem = unpaced(m, m, t1 + half) / (a.seconds / 2);
+    out << "checks_per_s " << static_cast<std::int64_t>(ours) << "\nmemory_checks_per_s " << static_cast<std::int64_t>(mem)
+        << "\n";
+  }
+}
+
+int run_child(const Args& a) {
+  const std::int64_t T = emission_us(a);
+  if (a.policy == "gcra") {
+    run_child_typed(a, ratelimit::Gcra{.limit = a.limit, .period = 1s, .burst = a.burst});
+  } else if (a.policy == "token_bucket") {
+    run_child_typed(a, ratelimit::TokenBucket{.capacity = a.burst, .refill_tokens = a.limit, .refill_period = 1s});
+  } else {
+    run_child_typed(a, ratelimit::FixedWindow{.limit = a.limit, .window = 1s});
+  }
+  (void)T;
+  return 0;
+}
+
+std::map<std::string, std::int64_t> read_counts(const std::string& path, std::vector<std::int64_t>* stamps) {
+  std::map<std::string, std::int64_t> m;
+  std::ifstream in(path);
+  std::string k;
+  std::int64_t v = 0;
+  while (in >> k >> v) {
+    if (k == "s") {
+      if (stamps) stamps->push_back(v);
+    } else {
+      m[k] += v;
+    }
+  }
+  return m;
+}
+
+// Script calls the server ran (EVALSHA + EVAL), from INFO commandstats.
+std::int64_t server_script_calls(ratelimit::redis::Connection& admin) {
+  const auto r = admin.command({"INFO", "commandstats"});
+  const std::string s(ratelimit::redis::text(*r));
+  std::int64_t total = 0;
+  for (const char* name : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="}) {
+    const auto p = s.find(name);
+    if (p != std::string::npos) total += std::stoll(s.substr(p + std::strlen(name)));
+  }
+  return total;
+}
+
+// Spawns the children for one phase and waits for them; returns their output files.
+std::vector<std::string> run_phase(const Args& a, const std::string& phase, const char* self, std::int64_t start_us) {
+  std::vector<std::string> files;
+  std::vector<pid_t> pids;
+  for (int p = 0; p < a.processes; ++p) {
+    const std::string file = "/tmp/bench_redis_fleet." + std::to_string(::getpid()) + "." + phase + "." +
+                             std::to_string(p);
+    files.push_back(file);
+    std::vector<std::string> args{self,
+                                  "--child", phase,
+                                  "--out", file,
+                                  "--start-us", std::to_string(start_us),
+                                  "--limiter", a.limiter,
+                                  "--policy", a.policy,
+                                  "--processes", std::to_string(a.processes),
+                                  "--threads", std::to_string(a.threads),
+                                  "--seconds", std::to_string(a.seconds),
+                                  "--redis", a.redis,
+                                  "--hot-factor", std::to_string(a.hot_factor),
+                                  "--limit", std::to_string(a.limit),
+                                  "--burst", std::to_string(a.burst),
+                                  "--lifetime-ms", std::to_string(a.lifetime_ms),
+                                  "--prefix", a.prefix};
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      std::vector<char*> argv;
+      for (auto& s : args) argv.push_back(s.data());
+      argv.push_back(nullptr);
+      ::execv(self, argv.data());
+      std::perror("execv");
+      ::_exit(127);
+    }
+    pids.push_back(pid);
+  }
+  for (const pid_t pid : pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("a child process failed");
+  }
+  return files;
+}
+
+int run_parent(Args a, const char* self) {
+  std::unique_ptr<ratelimit_test::RedisServer> server;
+  if (a.redis.empty()) {
+    const auto binary = ratelimit_test::find_redis_server();
+    if (!binary) throw std::runtime_error("redis-server not found (or give --redis HOST:PORT)");
+    server = std::make_unique<ratelimit_test::RedisServer>(*binary);
+    a.redis = "127.0.0.1:" + std::to_string(server->port());
+  }
+  a.prefix = "fleet:" + std::to_string(::getpid()) + ":" + std::to_string(realtime_us()) + ":";
+  ratelimit::redis::RedisOptions ao;
+  const auto colon = a.redis.rfind(':');
+  ao.host = a.redis.substr(0, colon);
+  ao.port = std::stoi(a.redis.substr(colon + 1));
+  ao.command_timeout = 2000ms;
+  auto admin = ratelimit::redis::Connection::open(ao);
+
+  // Paced phase: start on a whole second (fixed windows align to it) at least 0.5 s from now.
+  const std::int64_t start_us = (realtime_us() / 1'000'000 + 2) * 1'000'000;
+  const std::int64_t calls0 = server_script_calls(admin);
+  const auto paced = run_phase(a, "paced", self, start_us);
+  const std::int64_t calls1 = server_script_calls(admin);
+  std::vector<std::int64_t> stamps;
+  std::map<std::string, std::int64_t> sum;
+  std::vector<std::int64_t> p50, p99;
+  for (const auto& f : paced) {
+    auto m = read_counts(f, &stamps);
+    for (auto& [k, v] : m) sum[k] += v;
+    p50.push_back(m["p50_ns"]);
+    p99.push_back(m["p99_ns"]);
+    std::remove(f.c_str());
+  }
+  std::sort(stamps.begin(), stamps.end());
+  const auto duration_us = static_cast<std::int64_t>(a.seconds * 1e6);
+  const std::int64_t end_us = start_us + duration_us;
+
+  std::int64_t over = 0;
+  double bound_total = 0;
+  const std::int64_t T = emission_us(a);
+  std::printf("paced phase: %d processes x %d threads, %.1f s, hot key at %.0fx its limit (%s, %s)\n", a.processes,
+              a.threads, a.seconds, a.hot_factor, a.limiter.c_str(), a.policy.c_str());
+  if (a.policy == "fixed_window") {
+    std::map<std::int64_t, std::int64_t> per_window;
+    for (const std::int64_t s : stamps) ++per_window[s / 1'000'000];
+    std::printf("%-12s %10s %10s\n", "window (s)", "admitted", "bound");
+    for (const auto& [w, n] : per_window) {
+      std::printf("%-12lld %10lld %10lld%s\n", static_cast<long long>(w - start_us / 1'000'000),
+                  static_cast<long long>(n), static_cast<long long>(a.limit), n > a.limit ? "  OVER" : "");
+      if (n > a.limit) ++over;
+    }
+    // Every window the phase touched (its last checks may land in the window after the nominal end).
+    const std::int64_t windows = stamps.empty() ? 1 : stamps.back() / 1'000'000 - stamps.front() / 1'000'000 + 1;
+    bound_total = static_cast<double>(a.limit * windows);
+  } else {
+    // Every interval [stamp i, stamp j]: count - (B + floor(d / T)) must be <= 0; each end j over it counts once.
+    for (std::size_t j = 0; j < stamps.size(); ++j) {
+      bool bad = false;
+      for (std::size_t i = j + 1; i-- > 0;) {
+        const auto count = static_cast<std::int64_t>(j - i + 1);
+        const std::int64_t d = stamps[j] - stamps[i];
+        if (count > a.burst + d / T) {
+          bad = true;
+          break;
+        }
+      }
+      if (bad) ++over;
+    }
+    // Per 500 ms interval, against its own bound.
+    std::printf("%-14s %10s %10s\n", "interval (ms)", "admitted", "bound");
+    for (std::int64_t t = start_us; t < end_us; t += 500'000) {
+      const auto lo = std::lower_bound(stamps.begin(), stamps.end(), t);
+      const auto hi = std::upper_bound(stamps.begin(), stamps.end(), t + 500'000 - 1);
+      const std::int64_t n = hi - lo;
+      const std::int64_t b = a.burst + (500'000 - 1) / T;
+      std::printf("%6lld-%-7lld %10lld %10lld%s\n", static_cast<long long>((t - start_us) / 1000),
+                  static_cast<long long>((t - start_us) / 1000 + 500), static_cast<long long>(n),
+                  static_cast<long long>(b), n > b ? "  OVER" : "");
+    }
+    bound_total = static_cast<double>(a.burst + duration_us / T);
+  }
+  const auto admitted = static_cast<double>(stamps.size());
+  const double fraction = admitted / bound_total;
+  const double hot_calls_per_check =
+      static_cast<double>(sum["hot_calls"]) / static_cast<double>(std::max<std::int64_t>(1, sum["hot_checks"]));
+  const double all_calls_per_check = static_cast<double>(calls1 - calls0) /
+                                     static_cast<double>(std::max<std::int64_t>(1, sum["hot_checks"] + sum["cold_checks"]));
+  std::sort(p50.begin(), p50.end());
+  std::sort(p99.begin(), p99.end());
+  std::printf("hot key: %lld checks, %.0f admitted of a bound of %.0f (%.3f); intervals over the bound: %lld\n",
+              static_cast<long long>(sum["hot_checks"]), admitted, bound_total, fraction, static_cast<long long>(over));
+  std::printf("Redis calls per check: hot key %.4f (limiter counters), all keys %.4f (INFO commandstats, %lld "
+              "script calls for %lld checks)\n",
+              hot_calls_per_check, all_calls_per_check, static_cast<long long>(calls1 - calls0),
+              static_cast<long long>(sum["hot_checks"] + sum["cold_checks"]));
+  std::printf("hot check latency (median over processes): p50 %.1f us, p99 %.1f us\n", static_cast<double>(p50[p50.size() / 2]) / 1e3,
+              static_cast<double>(p99[p99.size() / 2]) / 1e3);
+
+  // Throughput phase (fresh keys).
+  a.prefix += "tp:";
+  const std::int64_t tp_start = (realtime_us() / 1'000'000 + 2) * 1'000'000;
+  const auto tp = run_phase(a, "throughput", self, tp_start);
+  double ours = 0, mem = 0;
+  for (const auto& f : tp) {
+    auto m = read_counts(f, nullptr);
+    ours += static_cast<double>(m["checks_per_s"]);
+    mem += static_cast<double>(m["memory_checks_per_s"]);
+    std::remove(f.c_str());
+  }
+  const double ratio = mem > 0 ? ours / mem : 0;
+  std::printf("throughput phase (hot key, unpaced): %.0f checks/s per process (%s) against %.0f (MemoryLimiter): ratio %.3f\n",
+              ours / a.processes, a.limiter.c_str(), mem / a.processes, ratio);
+  std::printf("{\"limiter\": \"%s\", \"policy\": \"%s\", \"processes\": %d, \"threads\": %d, \"seconds\": %.1f, "
+              "\"over_bound_intervals\": %lld, \"admitted_fraction_of_bound\": %.4f, \"redis_calls_per_check\": %.5f, "
+              "\"redis_commands_per_check_all_keys\": %.5f, \"checks_per_s_ratio\": %.4f, \"p50_us\": %.1f, "
+              "\"p99_us\": %.1f, \"hot_admitted\": %.0f, \"bound\": %.0f}\n",
+              a.limiter.c_str(), a.policy.c_str(), a.processes, a.threads, a.seconds, static_cast<long long>(over),
+              fraction, hot_calls_per_check, all_calls_per_check, ratio, static_cast<double>(p50[p50.size() / 2]) / 1e3,
+              static_cast<double>(p99[p99.size() / 2]) / 1e3, admitted, bound_total);
+  return a.check && over > 0 ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Args a = parse(argc, argv);
+    if (!a.child.empty()) return run_child(a);
+    char self[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) throw std::runtime_error("cannot find /proc/self/exe");
+    self[n] = '\0';
+    return run_parent(a, self);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_redis_fleet: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,724 @@
+#pragma once
+
+/// @file
+/// `LeasedLimiter`: a Redis limiter that leases slices of a hot key's budget and serves them from process
+/// memory, exactly (README "Budget leases").
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "ratelimit/clock.hpp"
+#include "ratelimit/decision.hpp"
+#include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/error.hpp"
+#include "ratelimit/policy/lease.hpp"
+#include "ratelimit/policy/policy.hpp"
+#include "ratelimit/redis/cluster_router.hpp"
+#include "ratelimit/redis/detail/cluster_slot.hpp"
+#include "ratelimit/redis/detail/key_encoding.hpp"
+#include "ratelimit/redis/detail/script_binding.hpp"
+#include "ratelimit/redis/options.hpp"
+#include "ratelimit/redis/pool.hpp"
+#include "ratelimit/redis/reply.hpp"
+#include "ratelimit/redis/route.hpp"
+#include "ratelimit/redis/script_executor.hpp"
+
+namespace ratelimit::redis {
+
+/// How `LeasedLimiter` sizes and keeps its leases. A plain aggregate; every field has a working default.
+struct LeaseOptions {
+  /// The lease lifetime L: every unit of a lease is served at most L after the lease request was sent
+  /// (monotonic clock), and every check of a leased key runs with the tolerance reduced by L. In (0, 1 h],
+  /// a whole number of microseconds. Every process sharing a limit must use the same L (it is part of the
+  /// Redis key). Units are handed out only until 7/8 L, leaving L/8 for the caller to act on a decision.
+  std::chrono::microseconds lifetime{200'000};
+  /// Most units one lease asks for; >= 1.
+  std::int64_t max_slice = 1000;
+  /// Most of the lease-mode limit one lease asks for, as a fraction; in (0, 1]. With N processes on a hot key
+  /// about 1/N keeps every process served.
+  double max_fraction = 0.1;
+  /// Most keys kept in process memory (leases and denials); >= 1. A key beyond it is checked per request.
+  std::size_t max_keys = 100'000;
+  /// After Redis denies cost n with retry_after R, deny requests of that key with cost >= n locally until R has
+  /// passed (README "Budget leases", denial cache).
+  bool deny_cache = true;
+};
+
+/// What a `LeasedLimiter` has done; each counter read atomically (the set is not one instant).
+struct LeaseStats {
+  /// Checks (`allow`, `check`, `peek`).
+  std::uint64_t checks = 0;
+  /// Script calls sent to Redis (grants, peeks, returns), and of them the returns.
+  std::uint64_t redis_calls = 0;
+  std::uint64_t returns = 0;
+  /// Checks answered from a lease, and denials answered by the denial cache, without Redis.
+  std::uint64_t lease_admits = 0;
+  std::uint64_t cached_denials = 0;
+  /// Units received in grants, and units sent back unused.
+  std::uint64_t units_granted = 0;
+  std::uint64_t units_returned = 0;
+  /// Checks that Redis failed (the failure policy answered or `raise` threw), and returns that failed (their
+  /// units are lost: the fleet admits less, never more).
+  std::uint64_t failures = 0;
+  std::uint64_t failed_returns = 0;
+};
+
+/// A Redis limiter with budget leases (README "Budget leases"): per key it leases a slice of budget from
+/// Redis in one script call and serves requests from the slice in memory; when the slice runs out or its
+/// lifetime ends it leases again, and unused units go back when the lease expires (`sweep`, or the next Redis
+/// call of its shard) and when the limiter is destroyed. The slice follows the key's recent local demand
+/// (units per lease lifetime), bounded by `max_slice` and `max_fraction` of the limit: a cold key costs one
+/// Redis call per request, as `RedisLimiter`, a hot key one per slice.
+///
+/// Never over-admits across any number of processes (README "Budget leases", with the proof): FixedWindow at
+/// most `limit` per window fleet-wide; GCRA and TokenBucket at most `B + floor(d / T)` units in any interval of
+/// length d, counting each unit when it is served. Every check of a leased key runs on Redis with the
+/// tolerance reduced by the lifetime; a policy whose `B * T <= L` cannot lease and is checked per request.
+/// SlidingWindowLog and SlidingWindowCounter are refused at compile time.
+///
+/// Decisions: `limit` is the lease-mode limit (GCRA/TokenBucket: `floor((B*T - L) / T)`; FixedWindow: the
+/// limit); `remaining` the units this process holds plus what Redis had unleased at its last answer;
+/// `retry_after` Redis's wait (or the rest of it, from the denial cache); `reset_after` Redis's, minus the
+/// time since it answered. Thread-safe: every method may be called from any thread. Throws
+/// `std::invalid_argument` for bad options (naming the field), a negative cost or a key over
+/// `max_key_bytes`; `BackendError` under `FailurePolicy::raise`.
+///
+/// @tparam P `Gcra`, `TokenBucket` or `FixedWindow` (durations whole microseconds, as for `RedisLimiter`).
+/// @tparam C the clock whose time is sent with `time_source = client` (tests: `ManualClock`).
+/// @tparam M the monotonic clock measuring lease lifetimes (tests: the same `ManualClock`).
+template <Policy P, Clock C = std::chrono::system_clock, Clock M = std::chrono::steady_clock>
+class LeasedLimiter {
+  using Arithmetic = lease::LeaseOf<P>;
+
+ public:
+  using policy_type = P;
+
+  /// Its own connection pool (or cluster router) from `options`. Connects nothing yet.
+  LeasedLimiter(P policy, const RedisOptions& options, LeaseOptions lease = {}, C clock = {}, M mono = {})
+      : LeasedLimiter(std::move(policy), make_route(options), options.limiter(), lease, std::move(clock),
+                      std::move(mono)) {}
+
+  /// Sharing `pool`'s connections, with its own limiter options.
+  LeasedLimiter(P policy, std::shared_ptr<ConnectionPool> pool, const LimiterOptions& limiter, LeaseOptions lease = {},
+                C clock = {}, M mono = {})
+      : LeasedLimiter(std::move(policy), std::shared_ptr<Route>(std::make_shared<ServerRoute>(std::move(pool))),
+                      limiter, lease, std::move(clock), std::move(mono)) {}
+
+  /// On Redis Cluster, sharing `router`, with its own limiter options (one key, one slot: nothing else changes).
+  LeasedLimiter(P policy, std::shared_ptr<ClusterRouter> router, const LimiterOptions& limiter,
+                LeaseOptions lease = {}, C clock = {}, M mono = {})
+      : LeasedLimiter(std::move(policy), std::shared_ptr<Route>(std::move(router)), limiter, lease, std::move(clock),
+                      std::move(mono)) {}
+
+  /// Over any `Route` (a server's, a cluster's, or a stand-in for simulations), with its own limiter options.
+  /// Throws `std::invalid_argument` for a null route or bad options.
+  LeasedLimiter(P policy, std::shared_ptr<Route> route, const LimiterOptions& limiter, LeaseOptions lease, C clock,
+                M mono)
+      : policy_(std::move(policy)),
+        rules_(policy_.rules(detail::kTickNs)),
+        lease_(checked(lease)),
+        arithmetic_(rules_, lease_.lifetime.count()),
+        route_(route ? std::move(route) : throw std::invalid_argument("LeasedLimiter: null route")),
+        options_(checked(both(route_->options(), limiter))),
+        script_(&detail::script_for(std::is_same_v<P, FixedWindow> ? "fixed_window_lease" : "gcra_lease")),
+        clock_(std::move(clock)),
+        mono_(std::move(mono)) {
+    (void)detail::bind<P>(rules_);  // the Lua exactness bounds
+    if constexpr (std::is_same_v<P, FixedWindow>) {
+      params_ = {std::to_string(rules_.limit()), std::to_string(rules_.window())};
+      identity_ = detail::limiter_identity(P::kind, options_.name, params_);
+    } else {
+      params_ = {std::to_string(rules_.emission_interval()), std::to_string(arithmetic_.tolerance())};
+      identity_ = detail::limiter_identity(P::kind, options_.name, detail::bind<P>(rules_).params);
+    }
+    const std::int64_t effective = arithmetic_.leasable() ? lease_.lifetime.count() : 0;
+    identity_ += ":lease" + std::to_string(effective);
+    serve_window_ns_ = effective * detail::kTickNs / 8 * 7;
+    const auto frac = static_cast<std::int64_t>(lease_.max_fraction * static_cast<double>(arithmetic_.limit()));
+    cap_ = std::max<std::int64_t>(1, std::min(lease_.max_slice, frac));
+    per_shard_ = std::max<std::size_t>(1, lease_.max_keys / kShards);
+  }
+
+  LeasedLimiter(const LeasedLimiter&) = delete;
+  LeasedLimiter& operator=(const LeasedLimiter&) = delete;
+
+  /// Returns every outstanding lease's unused units (one pipelined batch; failures are counted, not thrown).
+  ~LeasedLimiter() {
+    try {
+      std::vector<Return> all;
+      for (Shard& s : shards_) {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        for (auto& [key, e] : s.entries) take_return(key, e, all);
+      }
+      send_returns(all);
+    } catch (...) {  // a destructor must not throw; units not returned are lost (under-admission only)
+    }
+  }
+
+  /// Checks `cost` units for `key`, from the key's lease when it holds enough, else through Redis. Thread-safe.
+  /// Throws as described on the class.
+  Decision allow(std::string_view key, std::int64_t cost = 1) { return check(key, cost).decision; }
+
+  /// As `allow`, and says who decided (`Outcome::failure_policy` when Redis failed and `on_error` answered).
+  CheckResult check(std::string_view key, std::int64_t cost = 1) {
+    check_key(key);
+    ratelimit::detail::require_cost(cost);
+    checks_.fetch_add(1, std::memory_order_relaxed);
+    return run(key, cost);
+  }
+
+  /// What a cost-1 request would see, consuming nothing: from the lease when it holds a unit, else Redis's
+  /// peek. Thread-safe. Throws as `allow`.
+  Decision peek(std::string_view key) {
+    check_key(key);
+    checks_.fetch_add(1, std::memory_order_relaxed);
+    Shard& shard = shard_of(key);
+    {
+      std::lock_guard<std::mutex> lock(shard.mutex);
+      const auto it = shard.entries.find(key);
+      if (it != shard.entries.end() && live(it->second, mono_ns()) && it->second.units >= 1) {
+        return local_admit(it->second, mono_ns());
+      }
+    }
+    std::vector<Call> calls(1);
+    calls[0] = grant_call(key, 1, 1, "1");
+    execute(calls);
+    try {
+      return parse(calls[0]).decision;
+    } catch (const BackendError& e) {
+      return failure(e, 1).decision;
+    }
+  }
+
+  /// Forgets `key`: drops its local lease and denial (unused units are not returned: the state is deleted) and
+  /// deletes its Redis key. Other processes' leases of the key keep serving their units. Returns false when
+  /// Redis failed and `on_error` is not `raise`. Thread-safe.
+  bool reset(std::string_view key) {
+    check_key(key);
+    {
+      Shard& shard = shard_of(key);
+      std::lock_guard<std::mutex> lock(shard.mutex);
+      shard.entries.erase(std::string(key));
+    }
+    const std::string k = redis_key(key);
+    RouteCall call;
+    call.slot = detail::key_slot(k);
+    call.args = {"DEL", k};
+    route_->execute(std::span<RouteCall>(&call, 1));
+    if (!call.error && call.reply && call.reply->type == REDIS_REPLY_INTEGER) return true;
+    failures_.fetch_add(1, std::memory_order_relaxed);
+    if (options_.on_error == FailurePolicy::raise) {
+      throw call.error ? *call.error : BackendError(BackendErrorCause::reply, "DEL failed");
+    }
+    return false;
+  }
+
+  /// Returns the unused units of every expired lease now (one pipelined batch). Returns how many leases went
+  /// back. Thread-safe. Call it now and then when keys go quiet; checks also return a few expired leases of
+  /// their shard with each Redis call.
+  std::size_t sweep() {
+    std::vector<Return> out;
+    const std::int64_t now = mono_ns();
+    for (Shard& s : shards_) {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      for (auto& [key, e] : s.entries) {
+        if (!e.busy && e.units > 0 && now >= e.deadline) take_return(key, e, out);
+      }
+      s.expiries.clear();
+    }
+    send_returns(out);
+    return out.size();
+  }
+
+  /// The counters. Thread-safe.
+  [[nodiscard]] LeaseStats stats() const noexcept {
+    LeaseStats s;
+    s.checks = checks_.load(std::memory_order_relaxed);
+    s.redis_calls = redis_calls_.load(std::memory_order_relaxed);
+    s.returns = returns_.load(std::memory_order_relaxed);
+    s.lease_admits = lease_admits_.load(std::memory_order_relaxed);
+    s.cached_denials = cached_denials_.load(std::memory_order_relaxed);
+    s.units_granted = units_granted_.load(std::memory_order_relaxed);
+    s.units_returned = units_returned_.load(std::memory_order_relaxed);
+    s.failures = failures_.load(std::memory_order_relaxed);
+    s.failed_returns = failed_returns_.load(std::memory_order_relaxed);
+    return s;
+  }
+
+  /// The lease-mode limit (`Decision::limit`). Thread-safe (immutable).
+  [[nodiscard]] std::int64_t limit() const noexcept { return arithmetic_.limit(); }
+  /// False when the policy cannot cover a lease (`B * T <= L`): every check is then one Redis call. Immutable.
+  [[nodiscard]] bool leasable() const noexcept { return arithmetic_.leasable(); }
+  /// The Redis key of `key`: `<prefix><identity>:lease<L_us>{<encoded key>}:lease` (never a `RedisLimiter`'s).
+  [[nodiscard]] std::string redis_key(std::string_view key) const {
+    return detail::redis_key(options_.key_prefix, identity_, key, ":lease");
+  }
+  /// The options in effect. Thread-safe (immutable).
+  [[nodiscard]] const RedisOptions& options() const noexcept { return options_; }
+  [[nodiscard]] const LeaseOptions& lease_options() const noexcept { return lease_; }
+  /// Where this limiter's commands go.
+  [[nodiscard]] const std::shared_ptr<Route>& route() const noexcept { return route_; }
+
+ private:
+  static constexpr std::size_t kShards = 16;
+  static constexpr std::size_t kReturnsPerCall = 8;
+
+  struct Entry {
+    std::int64_t units = 0;          // lease units left
+    std::int64_t deadline = 0;       // monotonic ns: serve while now < deadline
+    std::int64_t mark = 0;           // the grant's mark and counter, for its return
+    std::int64_t granted_after = 0;
+    std::int64_t deny_until = 0;     // denial cache: monotonic ns, and the smallest cost it denies
+    std::int64_t deny_cost = 0;
+    Decision last{};                 // Redis's last answer (remaining: unleased units then)
+    std::int64_t last_at = 0;
+    double demand = 0;               // EWMA of units asked per serving window
+    std::int64_t asked = 0;          // units asked since `asked_since`
+    std::int64_t asked_since = 0;
+    bool busy = false;               // a Redis call for this key is in flight
+  };
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view k) const noexcept { return std::hash<std::string_view>{}(k); }
+  };
+  struct Shard {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::unordered_map<std::string, Entry, Hash, std::equal_to<>> entries;
+    std::deque<std::pair<std::int64_t, std::string>> expiries;  // (deadline, key) of leases handed out
+  };
+  struct Return {
+    std::string key;
+    std::int64_t unused, mark, granted_after;
+  };
+  struct Call {
+    std::string key;
+    std::array<std::string, 5> argv;  // now, mode, a, b, c
+    RouteCall route;
+  };
+  struct Parsed {
+    Decision decision;
+    std::int64_t units = 0, mark = 0, granted_after = 0, serve_for_ns = 0;
+  };
+
+  static std::shared_ptr<Route> make_route(const RedisOptions& options) {
+    if (options.cluster_nodes.empty()) {
+      return std::make_shared<ServerRoute>(std::make_shared<ConnectionPool>(options.connection()));
+    }
+    return std::make_shared<ClusterRouter>(options.connection());
+  }
+  static RedisOptions both(const ConnectionOptions& connection, const LimiterOptions& limiter) {
+    RedisOptions o;
+    o.connection() = connection;
+    o.limiter() = limiter;
+    return o;
+  }
+
+  static LeaseOptions checked(LeaseOptions o) {
+    if (o.lifetime.count() <= 0 || o.lifetime > std::chrono::hours(1)) {
+      ratelimit::detail::invalid("LeaseOptions.lifetime", "must be in (0, 1 h]");
+    }
+    if (o.max_slice < 1) ratelimit::detail::invalid("LeaseOptions.max_slice", "must be >= 1");
+    if (!(o.max_fraction > 0.0 && o.max_fraction <= 1.0)) {
+      ratelimit::detail::invalid("LeaseOptions.max_fraction", "must be in (0, 1]");
+    }
+    if (o.max_keys < 1) ratelimit::detail::invalid("LeaseOptions.max_keys", "must be >= 1");
+    return o;
+  }
+  static RedisOptions checked(RedisOptions o) {
+    if (o.key_prefix.find_first_of("{}") != std::string::npos) {
+      ratelimit::detail::invalid("LimiterOptions.key_prefix", "must not contain '{' or '}' (they delimit the hash tag)");
+    }
+    if (o.name.find_first_of("{}") != std::string::npos || o.name.size() > 256) {
+      ratelimit::detail::invalid("LimiterOptions.name", "at most 256 bytes, without '{' or '}'");
+    }
+    if (o.failure_retry_after.count() <= 0 || o.failure_retry_after > std::chrono::days(365)) {
+      ratelimit::detail::invalid("LimiterOptions.failure_retry_after", "must be in (0, 365 days]");
+    }
+    return o;
+  }
+
+  void check_key(std::string_view key) const {
+    if (key.size() > options_.max_key_bytes) {
+      ratelimit::detail::invalid("key", std::to_string(key.size()) + " bytes exceeds max_key_bytes (" +
+                                            std::to_string(options_.max_key_bytes) + ")");
+    }
+  }
+
+  Shard& shard_of(std::string_view key) { return shards_[(std::hash<std::string_view>{}(key) >> 7) % kShards]; }
+  std::int64_t mono_ns() { return ratelimit::detail::now_ns(mono_); }
+  static bool live(const Entry& e, std::int64_t now) { return e.units > 0 && now < e.deadline; }
+
+  std::int64_t now_us() {
+    const std::int64_t t = ratelimit::detail::floor_div(ratelimit::detail::now_ns(clock_), detail::kTickNs);
+    return std::clamp(t, -detail::kMaxTimeUs, detail::kMaxTimeUs);
+  }
+
+  /// The slice to ask for: the key's demand per serving window (an average over past windows, or what the
+  /// current window has asked so far if that is more), at least `need`, at most the cap.
+  std::int64_t want_for(Entry& e, std::int64_t need, std::int64_t now) {
+    if (!arithmetic_.leasable() || serve_window_ns_ <= 0) return need;
+    double demand = static_cast<double>(e.asked);
+    if (const std::int64_t elapsed = now - e.asked_since; elapsed >= serve_window_ns_) {
+      const double observed = demand * static_cast<double>(serve_window_ns_) / static_cast<double>(elapsed);
+      e.demand = e.demand == 0 ? observed : (e.demand + observed) / 2;
+      e.asked = 0;
+      e.asked_since = now;
+      demand = 0;
+    }
+    const auto want = static_cast<std::int64_t>(std::max(e.demand, demand) + 0.999);
+    return std::max(need, std::min(want, cap_));
+  }
+
+  Decision local_admit(const Entry& e, std::int64_t now) const {
+    Decision d;
+    d.allowed = true;
+    d.limit = arithmetic_.limit();
+    d.remaining = std::min(d.limit, e.units + e.last.remaining);
+    const auto since = std::chrono::nanoseconds(now - e.last_at);
+    d.reset_after = std::max(std::chrono::nanoseconds(0), e.last.reset_after - since);
+    return d;
+  }
+
+  Decision local_denial(const Entry& e, std::int64_t now) const {
+    Decision d;
+    d.limit = arithmetic_.limit();
+    d.remaining = std::min(d.limit, e.units + e.last.remaining);
+    d.retry_after = e.deny_until == std::numeric_limits<std::int64_t>::max()
+                        ? Decision::never
+                        : std::chrono::nanoseconds(e.deny_until - now);
+    const auto since = std::chrono::nanoseconds(now - e.last_at);
+    d.reset_after = std::max(std::chrono::nanoseconds(0), e.last.reset_after - since);
+    return d;
+  }
+
+  /// Moves the entry's lease (if any units are left) into `out` as a return; the entry holds none afterwards.
+  static void take_return(const std::string& key, Entry& e, std::vector<Return>& out) {
+    if (e.units > 0) out.push_back(Return{key, e.units, e.mark, e.granted_after});
+    e.units = 0;
+    e.deadline = 0;
+  }
+
+  /// Takes up to `kReturnsPerCall` expired leases of `shard` (lock held) into `out`.
+  void expired_returns(Shard& shard, std::int64_t now, std::vector<Return>& out) {
+    std::size_t n = 0;
+    while (!shard.expiries.empty() && shard.expiries.front().first <= now && n < kReturnsPerCall) {
+      const auto it = shard.entries.find(shard.expiries.front().second);
+      if (it != shard.entries.end() && !it->second.busy && it->second.deadline == shard.expiries.front().first) {
+        take_return(it->first, it->second, out);
+        ++n;
+      }
+      shard.expiries.pop_front();
+    }
+  }
+
+  Call grant_call(std::string_view key, std::int64_t need, std::int64_t want, std::string_view mode) {
+    Call c;
+    c.key = redis_key(key);
+    c.argv = {options_.time_source == TimeSource::client ? std::to_string(now_us()) : std::string(), std::string(mode),
+              std::to_string(need), std::to_string(want), "0"};
+    return c;
+  }
+  Call return_call(const Return& r) {
+    Call c;
+    c.key = redis_key(r.key);
+    c.argv = {options_.time_source == TimeSource::client ? std::to_string(now_us()) : std::string(), "2",
+              std::to_string(r.unused), std::to_string(r.mark), std::to_string(r.granted_after)};
+    return c;
+  }
+
+  /// Sends every call through the one executor, pipelined, each key's calls in order.
+  void execute(std::vector<Call>& calls) {
+    if (calls.empty()) return;
+    std::vector<RouteCall> route_calls(calls.size());
+    std::vector<std::string_view> order(calls.size());
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      RouteCall& rc = route_calls[i];
+      rc.slot = detail::key_slot(calls[i].key);
+      rc.key = calls[i].key;
+      rc.args = {"EVALSHA", script_->sha1, "1", calls[i].key};
+      for (const std::string& a : calls[i].argv) rc.args.push_back(a);
+      for (const std::string& p : params_) rc.args.push_back(p);
+      order[i] = calls[i].key;
+    }
+    redis_calls_.fetch_add(calls.size(), std::memory_order_relaxed);
+    run_script(*route_, *script_, route_calls,
+               calls.size() > 1 ? std::span<const std::string_view>(order) : std::span<const std::string_view>());
+    for (std::size_t i = 0; i < calls.size(); ++i) calls[i].route = std::move(route_calls[i]);
+  }
+
+  void send_returns(const std::vector<Return>& returns) {
+    if (returns.empty()) return;
+    std::vector<Call> calls;
+    calls.reserve(returns.size());
+    for (const Return& r : returns) calls.push_back(return_call(r));
+    execute(calls);
+    account_returns(returns, calls, 0);
+  }
+
+  void account_returns(const std::vector<Return>& returns, std::vector<Call>& calls, std::size_t first) {
+    for (std::size_t i = 0; i < returns.size(); ++i) {
+      returns_.fetch_add(1, std::memory_order_relaxed);
+      try {
+        (void)parse(calls[first + i]);
+        units_returned_.fetch_add(static_cast<std::uint64_t>(returns[i].unused), std::memory_order_relaxed);
+      } catch (const BackendError&) {
+        failed_returns_.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  }
+
+  /// The reply of a lease script, checked against its contract; throws `BackendError` otherwise.
+  Parsed parse(const Call& c) const {
+    if (c.route.error) throw *c.route.error;
+    const redisReply* r = c.route.reply.get();
+    if (r == nullptr) throw BackendError(BackendErrorCause::protocol, "no reply");
+    if (r->type == REDIS_REPLY_ERROR) throw BackendError(BackendErrorCause::reply, std::string(text(*r)));
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 9 || r->element == nullptr) {
+      throw BackendError(BackendErrorCause::protocol, "malformed lease reply: expected an array of 9 integers");
+    }
+    std::int64_t v[9];
+    for (std::size_t i = 0; i < 9; ++i) {
+      if (r->element[i] == nullptr || r->element[i]->type != REDIS_REPLY_INTEGER) {
+        throw BackendError(BackendErrorCause::protocol, "malformed lease reply: element " + std::to_string(i));
+      }
+      v[i] = static_cast<std::int64_t>(r->element[i]->integer);
+    }
+    constexpr std::int64_t max_us = ratelimit::detail::kMaxHorizonNs / 1000;
+    if ((v[0] != 0 && v[0] != 1) || v[1] != arithmetic_.limit() || v[2] < 0 || v[2] > v[1] || v[3] < -1 ||
+        v[3] > max_us || v[4] < 0 || v[4] > max_us || v[5] < 0 || v[5] > v[1] || v[8] < -1 || v[8] > max_us) {
+      throw BackendError(BackendErrorCause::protocol, "malformed lease reply: out of range");
+    }
+    Parsed p;
+    p.decision = Decision{v[0] == 1, v[1], v[2],
+                          v[3] == -1 ? Decision::never : std::chrono::nanoseconds(v[3] * detail::kTickNs),
+                          std::chrono::nanoseconds(v[4] * detail::kTickNs)};
+    p.units = v[5];
+    p.mark = v[6];
+    p.granted_after = v[7];
+    p.serve_for_ns = v[8] == -1 ? std::numeric_limits<std::int64_t>::max() : v[8] * detail::kTickNs;
+    return p;
+  }
+
+  CheckResult failure(const BackendError& e, std::int64_t cost) {
+    failures_.fetch_add(1, std::memory_order_relaxed);
+    if (options_.on_error == FailurePolicy::raise) throw e;
+    if (options_.on_error == FailurePolicy::fail_open) {
+      const typename Arithmetic::State fresh{};
+      return {to_decision(arithmetic_.evaluate(fresh, now_us(), cost), detail::kTickNs), Outcome::failure_policy};
+    }
+    const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.failure_retry_after);
+    return {Decision{false, arithmetic_.limit(), 0, wait, wait}, Outcome::failure_policy};
+  }
+
+  CheckResult run(std::string_view key, std::int64_t cost) {
+    Shard& shard = shard_of(key);
+    std::unique_lock<std::mutex> lock(shard.mutex);
+    for (int attempt = 0;; ++attempt) {
+      std::int64_t now = mono_ns();
+      auto it = shard.entries.find(key);
+      if (it == shard.entries.end() && make_room(shard)) {
+        it = shard.entries.emplace(std::string(key), Entry{}).first;
+        it->second.asked_since = now;
+      }
+      if (it == shard.entries.end()) {  // no room: per request, uncached
+        lock.unlock();
+        return direct(key, cost);
+      }
+      Entry& e = it->second;
+      e.asked += cost;
+      if (cost == 0 && live(e, now)) return {local_admit(e, now), Outcome::decided};
+      if (cost > 0 && live(e, now) && e.units >= cost) {
+        e.units -= cost;
+        lease_admits_.fetch_add(1, std::memory_order_relaxed);
+        return {local_admit(e, now), Outcome::decided};
+      }
+      if (lease_.deny_cache && cost > 0 && now < e.deny_until && cost >= e.deny_cost) {
+        cached_denials_.fetch_add(1, std::memory_order_relaxed);
+        return {local_denial(e, now), Outcome::decided};
+      }
+      if (e.busy) {
+        e.asked -= cost;  // counted again on the next pass
+        const auto waited = shard.cv.wait_for(lock, options_.command_timeout * 2);
+        if (waited == std::cv_status::timeout) {
+          lock.unlock();
+          return direct(key, cost);
+        }
+        continue;
+      }
+      // To Redis: give back what the lease still holds (too little for this request, or expired), a few
+      // expired leases of the shard, and ask for a new slice.
+      std::vector<Return> returns;
+      take_return(it->first, e, returns);
+      expired_returns(shard, now, returns);
+      const std::int64_t want = cost == 0 ? 0 : want_for(e, cost, now);
+      e.busy = true;
+      lock.unlock();
+
+      std::vector<Call> calls;
+      calls.reserve(returns.size() + 1);
+      for (const Return& r : returns) calls.push_back(return_call(r));
+      calls.push_back(grant_call(key, cost, want, "0"));
+      const std::int64_t sent = mono_ns();
+      std::optional<Parsed> parsed;
+      std::optional<BackendError> error;
+      try {
+        execute(calls);
+        account_returns(returns, calls, 0);
+        parsed = parse(calls.back());
+      } catch (const BackendError& ex) {
+        error = ex;
+      } catch (...) {
+        lock.lock();
+        finish(shard, key);
+        throw;
+      }
+
+      lock.lock();
+      Entry* entry = finish(shard, key);
+      if (error) {
+        lock.unlock();
+        return failure(*error, cost);
+      }
+      units_granted_.fetch_add(static_cast<std::uint64_t>(parsed->units), std::memory_order_relaxed);
+      now = mono_ns();
+      // A leased grant is served only within its window (7/8 L from the send, and for a fixed window not past
+      // the window's end): one that arrives after it is not served, and goes back. A policy that cannot lease
+      // serves its per-request grants on arrival, as RedisLimiter does.
+      const std::int64_t deadline = sent + std::min(serve_window_ns_, parsed->serve_for_ns);
+      const bool in_time = !arithmetic_.leasable() || now < deadline;
+      if (parsed->decision.allowed && parsed->units > 0 && !in_time) {
+        std::vector<Return> late{Return{std::string(key), parsed->units, parsed->mark, parsed->granted_after}};
+        lock.unlock();
+        send_returns(late);
+        lock.lock();
+        if (attempt < 2) continue;
+        return {Decision{false, arithmetic_.limit(), 0, std::chrono::nanoseconds(1), parsed->decision.reset_after},
+                Outcome::decided};
+      }
+      if (entry != nullptr) {
+        entry->last = parsed->decision;
+        entry->last_at = now;
+        if (parsed->decision.allowed) {
+          entry->deny_until = 0;
+          const std::int64_t left = parsed->units - cost;
+          if (left > 0) {
+            entry->units = left;
+            entry->deadline = deadline;
+            entry->mark = parsed->mark;
+            entry->granted_after = parsed->granted_after;
+            shard.expiries.emplace_back(deadline, std::string(key));
+          }
+        } else if (lease_.deny_cache && cost > 0) {
+          // This process asks again when its whole slice fits (a shorter wait would spend a call on a sliver).
+          const std::int64_t wait = slice_wait(parsed->decision.retry_after, want - cost);
+          entry->deny_until = wait == std::numeric_limits<std::int64_t>::max() ? wait : sent + wait;
+          entry->deny_cost = cost;
+          if (wait != std::numeric_limits<std::int64_t>::max()) {
+            parsed->decision.retry_after = std::chrono::nanoseconds(std::max<std::int64_t>(1, entry->deny_until - now));
+          }
+        }
+      }
+      Decision d = parsed->decision;
+      if (entry != nullptr) d.remaining = std::min(d.limit, d.remaining + entry->units);
+      return {d, Outcome::decided};
+    }
+  }
+
+  /// The wait (ns) until `extra` more units than Redis's `retry_after` covers fit: GCRA `retry_after + extra * T`,
+  /// a fixed window its end; `INT64_MAX` for `never`.
+  std::int64_t slice_wait(std::chrono::nanoseconds retry_after, std::int64_t extra) const noexcept {
+    if (retry_after == Decision::never) return std::numeric_limits<std::int64_t>::max();
+    if constexpr (std::is_same_v<Arithmetic, lease::GcraLease>) {
+      return retry_after.count() + std::max<std::int64_t>(0, extra) * arithmetic_.emission_interval() * detail::kTickNs;
+    } else {
+      return retry_after.count();
+    }
+  }
+
+  /// Clears the key's busy flag and wakes waiters; the entry (null if it was reset meanwhile).
+  Entry* finish(Shard& shard, std::string_view key) {
+    const auto it = shard.entries.find(key);
+    shard.cv.notify_all();
+    if (it == shard.entries.end()) return nullptr;
+    it->second.busy = false;
+    return &it->second;
+  }
+
+  /// Makes room for one more entry in `shard` (lock held): drops idle entries without a lease.
+  bool make_room(Shard& shard) {
+    if (shard.entries.size() < per_shard_) return true;
+    const std::int64_t now = mono_ns();
+    std::size_t scanned = 0;
+    for (auto it = shard.entries.begin(); it != shard.entries.end() && scanned < 64; ++scanned) {
+      const Entry& e = it->second;
+      if (!e.busy && !live(e, now) && e.units == 0 && now >= e.deny_until) {
+        it = shard.entries.erase(it);
+        if (shard.entries.size() < per_shard_) return true;
+      } else {
+        ++it;
+      }
+    }
+    return shard.entries.size() < per_shard_;
+  }
+
+  /// One Redis grant of exactly `cost`, nothing kept locally (a key for which the table has no room).
+  CheckResult direct(std::string_view key, std::int64_t cost) {
+    std::vector<Call> calls(1);
+    calls[0] = grant_call(key, cost, cost, "0");
+    const std::int64_t sent = mono_ns();
+    execute(calls);
+    try {
+      Parsed p = parse(calls[0]);
+      units_granted_.fetch_add(static_cast<std::uint64_t>(p.units), std::memory_order_relaxed);
+      // As in `run`: a leasable key's grant that arrives after its serving window is not served.
+      if (arithmetic_.leasable() && p.units > 0 && mono_ns() >= sent + std::min(serve_window_ns_, p.serve_for_ns)) {
+        send_returns({Return{std::string(key), p.units, p.mark, p.granted_after}});
+        return {Decision{false, arithmetic_.limit(), 0, std::chrono::nanoseconds(1), p.decision.reset_after},
+                Outcome::decided};
+      }
+      return {p.decision, Outcome::decided};
+    } catch (const BackendError& e) {
+      return failure(e, cost);
+    }
+  }
+
+  P policy_;
+  RulesOf<P> rules_;
+  LeaseOptions lease_;
+  Arithmetic arithmetic_;
+  std::shared_ptr<Route> route_;
+  RedisOptions options_;
+  const detail::EmbeddedScript* script_;
+  C clock_;
+  M mono_;
+  std::vector<std::string> params_;
+  std::string identity_;
+  std::int64_t serve_window_ns_ = 0;
+  std::int64_t cap_ = 1;
+  std::size_t per_shard_ = 1;
+  std::array<Shard, kShards> shards_;
+  std::atomic<std::uint64_t> checks_{0}, redis_calls_{0}, returns_{0}, lease_admits_{0}, cached_denials_{0},
+      units_granted_{0}, units_returned_{0}, failures_{0}, failed_returns_{0};
+};
+
+}  // namespace ratelimit::redis

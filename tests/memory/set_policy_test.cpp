@@ -1,0 +1,159 @@
+// MemoryLimiter::set_policy (README "Changing a policy at run time"): usage carried in units, exactly as
+// documented, per policy (ManualClock), and a race of checks against policy changes (never a mix).
+#include <gtest/gtest.h>
+
+#include <ratelimit/ratelimit.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+using namespace std::chrono_literals;
+using ratelimit::ManualClock;
+using ratelimit::MemoryLimiter;
+
+// GCRA: used units ceil((TAT - t) / T_old) stay used; TAT = t + units * T_new.
+TEST(SetPolicy, GcraCarriesUsedUnits) {
+  ManualClock clock;
+  MemoryLimiter<ratelimit::Gcra, ManualClock> l(ratelimit::Gcra{.limit = 10, .period = 10s, .burst = 5}, {}, clock);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(l.allow("k"));  // T = 1 s: TAT = 3 s
+  clock.advance(500ms);                                    // TAT - t = 2.5 s: 3 units (rounded up)
+  l.set_policy(ratelimit::Gcra{.limit = 10, .period = 5s, .burst = 4});  // T = 0.5 s, tau = 2 s
+  const auto d = l.peek("k");                              // TAT = t + 3 * 0.5 s = t + 1.5 s
+  EXPECT_EQ(d.limit, 4);
+  EXPECT_EQ(d.remaining, 1);                               // floor((2 - 1.5) / 0.5)
+  EXPECT_EQ(d.reset_after, 1500ms);
+  EXPECT_EQ(l.policy().burst, 4);
+  EXPECT_TRUE(l.allow("k"));
+  EXPECT_FALSE(l.allow("k"));
+  EXPECT_EQ(l.peek("fresh").remaining, 4);
+}
+
+// GCRA: the carried units are clamped to the new burst (TAT - t <= the new tolerance).
+TEST(SetPolicy, GcraClampsToTheNewTolerance) {
+  ManualClock clock;
+  MemoryLimiter<ratelimit::Gcra, ManualClock> l(ratelimit::Gcra{.limit = 1, .period = 1s, .burst = 10}, {}, clock);
+  ASSERT_TRUE(l.allow("k", 8));  // TAT = 8 s
+  l.set_policy(ratelimit::Gcra{.limit = 1, .period = 2s, .burst = 3});  // T = 2 s, tau = 6 s
+  const auto d = l.peek("k");
+  EXPECT_EQ(d.remaining, 0);
+  EXPECT_EQ(d.reset_after, 6s);  // min(8, 3) * 2 s
+  EXPECT_EQ(d.retry_after, 2s);
+}
+
+// Token bucket decides as GCRA: the same carrying, in tokens.
+TEST(SetPolicy, TokenBucketCarriesUsedTokens) {
+  ManualClock clock;
+  MemoryLimiter<ratelimit::TokenBucket, ManualClock> l(
+      ratelimit::TokenBucket{.capacity = 10, .refill_tokens = 1, .refill_period = 1s}, {}, clock);
+  ASSERT_TRUE(l.allow("k", 4));  // 4 tokens used, TAT = 4 s
+  clock.advance(1500ms);         // 2.5 s of backlog: 3 tokens still used
+  l.set_policy(ratelimit::TokenBucket{.capacity = 20, .refill_tokens = 4, .refill_period = 1s});  // T = 250 ms
+  const auto d = l.peek("k");
+  EXPECT_EQ(d.remaining, 17);
+  EXPECT_EQ(d.reset_after, 750ms);
+}
+
+// Fixed window: the current window's count is kept and compared with the new limit; a lowered limit
+// below it denies (remaining 0) until the new window ends; a refund gives back from the kept count.
+TEST(SetPolicy, FixedWindowKeepsTheCount) {
+  ManualClock clock;
+  MemoryLimiter<ratelimit::FixedWindow, ManualClock> l(ratelimit::FixedWindow{10, 60s}, {}, clock);
+  clock.advance(10s);
+  ASSERT_TRUE(l.allow("k", 7));
+  clock.advance(5s);  // t = 15 s
+  l.set_policy(ratelimit::FixedWindow{5, 20s});
+  auto d = l.peek("k");
+  EXPECT_EQ(d.limit, 5);
+  EXPECT_EQ(d.remaining, 0);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after, 5s);  // the new window [0, 20 s) ends
+  EXPECT_EQ(l.refund("k", 3).remaining, 1);  // 7 - 3 = 4 of 5
+  clock.advance(5s);
+  EXPECT_EQ(l.peek("k").remaining, 5);
+  l.set_policy(ratelimit::FixedWindow{100, 1h});  // raising a limit admits the difference at once
+  ASSERT_TRUE(l.allow("k", 3));
+  l.set_policy(ratelimit::FixedWindow{100, 2h});
+  EXPECT_EQ(l.peek("k").remaining, 97);
+}
+
+// Sliding window counter: both windows' counts kept, weighted with the new window.
+TEST(SetPolicy, SlidingWindowCounterKeepsBothCounts) {
+  ManualClock clock;
+  MemoryLimiter<ratelimit::SlidingWindowCounter, ManualClock> l(ratelimit::SlidingWindowCounter{10, 10s}, {}, clock);
+  ASSERT_TRUE(l.allow("k", 6));  // window 0
+  clock.advance(12s);            // window 1, offset 2 s: prev = 6
+  ASSERT_TRUE(l.allow("k", 2));  // cur = 2
+  l.set_policy(ratelimit::SlidingWindowCounter{20, 4s});  // t = 12 s: window 3, offset 0
+  const auto d = l.peek("k");    // prev 6 weighted (4 - 0) / 4 = 6, cur 2: room 20 - 6 = 14, remaining 12
+  EXPECT_EQ(d.remaining, 12);
+  EXPECT_EQ(d.reset_after, 8s);  // cur > 0: 2W - r
+}
+
+// Sliding log: entries keep their times; the new window counts those inside it.
+TEST(SetPolicy, SlidingWindowLogKeepsEntries) {
+  ManualClock clock;
+  MemoryLimiter<ratelimit::SlidingWindowLog, ManualClock> l(ratelimit::SlidingWindowLog{10, 10s}, {}, clock);
+  ASSERT_TRUE(l.allow("k", 3));
+  clock.advance(6s);
+  ASSERT_TRUE(l.allow("k", 4));
+  clock.advance(1s);  // t = 7 s
+  l.set_policy(ratelimit::SlidingWindowLog{5, 5s});  // window (2 s, 7 s]: the 4 at 6 s
+  EXPECT_EQ(l.peek("k").remaining, 1);
+  l.set_policy(ratelimit::SlidingWindowLog{3, 10s});  // window (-3 s, 7 s]: 7 > 3, remaining 0
+  const auto d = l.peek("k");
+  EXPECT_EQ(d.remaining, 0);
+  EXPECT_EQ(d.retry_after, 9s);  // both entries must leave: 6 s + 10 s - 7 s
+}
+
+TEST(SetPolicy, BadPolicyChangesNothing) {
+  ManualClock clock;
+  MemoryLimiter<ratelimit::Gcra, ManualClock> l(ratelimit::Gcra{.limit = 10, .period = 10s, .burst = 5}, {}, clock);
+  ASSERT_TRUE(l.allow("k"));
+  EXPECT_THROW(l.set_policy(ratelimit::Gcra{.limit = 10, .period = 10s, .burst = 0}), std::invalid_argument);
+  EXPECT_EQ(l.policy().burst, 5);
+  EXPECT_EQ(l.peek("k").remaining, 4);
+}
+
+// 8 threads: 6 check while 2 switch between two GCRA policies. Every decision is wholly one policy's:
+// its limit is one of the two bursts and its numbers fit that policy's bounds.
+TEST(SetPolicy, RaceEightThreadsNeverAMix) {
+  ManualClock clock;
+  const ratelimit::Gcra a{.limit = 1, .period = 1s, .burst = 5};        // T = 1 s, tau = 5 s
+  const ratelimit::Gcra b{.limit = 100, .period = 1s, .burst = 50};     // T = 10 ms, tau = 500 ms
+  MemoryLimiter<ratelimit::Gcra, ManualClock> l(a, ratelimit::MemoryOptions{.shards = 4}, clock);
+  std::atomic<bool> stop{false};
+  std::atomic<int> mixed{0}, checks{0}, changes{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, t] {
+      const std::string keys[] = {"a", "b", "c", std::to_string(t)};
+      for (int i = 0; (i < 20'000 || changes < 200) && i < 2'000'000 && !mixed; ++i) {
+        const auto d = l.allow(keys[i % 4]);
+        ++checks;
+        const bool is_a = d.limit == 5 && d.remaining <= 5 && d.reset_after <= 5s;
+        const bool is_b = d.limit == 50 && d.remaining <= 50 && d.reset_after <= 500ms;
+        if (!is_a && !is_b) ++mixed;
+        if (i % 64 == 0) clock.advance(1ms);
+      }
+    });
+  }
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; !stop; ++i) {
+        l.set_policy((i + t) % 2 == 0 ? b : a);
+        ++changes;
+        std::this_thread::yield();
+      }
+    });
+  }
+  for (int t = 0; t < 6; ++t) threads[static_cast<std::size_t>(t)].join();
+  stop = true;
+  threads[6].join();
+  threads[7].join();
+  EXPECT_EQ(mixed.load(), 0);
+  EXPECT_GE(changes.load(), 200);
+  EXPECT_GE(checks.load(), 6 * 20'000);
+}
