@@ -3,6 +3,7 @@
 // as the exception of the token.
 #include <gtest/gtest.h>
 
+#include <asio/bind_executor.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
