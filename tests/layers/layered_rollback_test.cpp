@@ -33,7 +33,7 @@ class FlakyLimiter {
     return inner_.refund(key, cost);
   }
   void reset(std::string_view key) { inner_.reset(key); }
-  const ratelimit::FixedWindow& policy() const { return inner_.policy(); }
+  ratelimit::FixedWindow policy() const { return inner_.policy(); }
   ManualClock& clock() { return inner_.clock(); }
 
   bool fail_allow = false;
