@@ -40,8 +40,8 @@
 
 namespace ratelimit::redis {
 
-/// Options of `RedisConcurrencyLimiter`; a plain aggregate. Connection, key prefix, `max_key_bytes` and
-/// `on_error` come from the pool's (or router's) `limiter_defaults()`.
+/// Options of `RedisConcurrencyLimiter`; a plain aggregate. Key prefix, `max_key_bytes` and `on_error`
+/// come from the pool's (or router's) limiter defaults (`LimiterOptions`), or from the `RedisOptions` given.
 struct RedisConcurrencyOptions {
   /// Units in flight per key at most, over all processes; in [1, 100,000] (each unit is one member of
   /// the key's sorted set).
@@ -98,8 +98,9 @@ class RedisConcurrencyLimiter final : public PermitSource {
       : RedisConcurrencyLimiter(std::move(options), make_route(redis)) {}
 
   RedisConcurrencyLimiter(RedisConcurrencyOptions options, std::shared_ptr<Route> route)
-      : options_(validated(std::move(options))), route_(checked_route(std::move(route))),
-        redis_(both(route_->options(), route_->limiter_defaults())) {
+      : options_(validated(std::move(options))),
+        route_(checked_route(std::move(route))),
+        redis_(route_->limiter_defaults()) {
     if (redis_.key_prefix.find_first_of("{}") != std::string::npos) {
       ratelimit::detail::invalid("LimiterOptions.key_prefix", "must not contain '{' or '}' (they delimit the hash tag)");
     }
@@ -252,12 +253,6 @@ class RedisConcurrencyLimiter final : public PermitSource {
   static std::shared_ptr<Route> make_route(const RedisOptions& o) {
     if (o.cluster_nodes.empty()) return server_route(std::make_shared<ConnectionPool>(o.connection(), o.limiter()));
     return std::make_shared<ClusterRouter>(o.connection(), o.limiter());
-  }
-  static RedisOptions both(const ConnectionOptions& connection, const LimiterOptions& limiter) {
-    RedisOptions o;
-    o.connection() = connection;
-    o.limiter() = limiter;
-    return o;
   }
   static std::shared_ptr<Route> server_route(std::shared_ptr<ConnectionPool> pool) {
     return std::make_shared<ServerRoute>(std::move(pool));
@@ -434,7 +429,7 @@ class RedisConcurrencyLimiter final : public PermitSource {
 
   RedisConcurrencyOptions options_;
   std::shared_ptr<Route> route_;
-  RedisOptions redis_;
+  LimiterOptions redis_;  // key prefix, key bound, failure policy: the pool's (or router's) defaults
   std::string instance_;
   std::string expiry_us_;
   std::string permits_arg_;
