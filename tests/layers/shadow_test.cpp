@@ -45,7 +45,7 @@ class SeparateLimiter {
   ratelimit::Decision peek(std::string_view key) { return inner_.peek(key); }
   ratelimit::Decision refund(std::string_view key, std::int64_t cost) { return inner_.refund(key, cost); }
   void reset(std::string_view key) { inner_.reset(key); }
-  const P& policy() const { return inner_.policy(); }
+  P policy() const { return inner_.policy(); }
   ManualClock& clock() { return inner_.clock(); }
 
  private:
