@@ -105,22 +105,14 @@ enum class PermitStatus {
 /// The name of a status: "acquired", "busy", "queue_full", ...
 [[nodiscard]] constexpr std::string_view to_string(PermitStatus s) noexcept {
   switch (s) {
-    case PermitStatus::acquired:
-      return "acquired";
-    case PermitStatus::busy:
-      return "busy";
-    case PermitStatus::queue_full:
-      return "queue_full";
-    case PermitStatus::timed_out:
-      return "timed_out";
-    case PermitStatus::too_many_units:
-      return "too_many_units";
-    case PermitStatus::key_limit:
-      return "key_limit";
-    case PermitStatus::cancelled:
-      return "cancelled";
-    case PermitStatus::backend_failed:
-      return "backend_failed";
+    case PermitStatus::acquired: return "acquired";
+    case PermitStatus::busy: return "busy";
+    case PermitStatus::queue_full: return "queue_full";
+    case PermitStatus::timed_out: return "timed_out";
+    case PermitStatus::too_many_units: return "too_many_units";
+    case PermitStatus::key_limit: return "key_limit";
+    case PermitStatus::cancelled: return "cancelled";
+    case PermitStatus::backend_failed: return "backend_failed";
   }
   return "unknown";
 }

@@ -88,8 +88,7 @@ struct AdmittedRequest {
 /// `std::invalid_argument` for a null layer or `units < 1` before anything is taken, and what the
 /// limiters and `check_layers` throw (permits taken so far are released first). `options` go to the rate
 /// check (e.g. `shadow`); concurrency layers always enforce.
-inline AdmittedRequest check_layers(std::span<const LayerRequest> rate,
-                                    std::span<const ConcurrencyRequest> concurrency,
+inline AdmittedRequest check_layers(std::span<const LayerRequest> rate, std::span<const ConcurrencyRequest> concurrency,
                                     const CheckOptions& options = {}) {
   for (const ConcurrencyRequest& c : concurrency) {
     if (c.layer == nullptr) detail::invalid("layer", "must not be null");

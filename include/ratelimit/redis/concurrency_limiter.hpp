@@ -102,7 +102,8 @@ class RedisConcurrencyLimiter final : public PermitSource {
         route_(checked_route(std::move(route))),
         redis_(route_->limiter_defaults()) {
     if (redis_.key_prefix.find_first_of("{}") != std::string::npos) {
-      ratelimit::detail::invalid("LimiterOptions.key_prefix", "must not contain '{' or '}' (they delimit the hash tag)");
+      ratelimit::detail::invalid("LimiterOptions.key_prefix",
+                                 "must not contain '{' or '}' (they delimit the hash tag)");
     }
     std::random_device entropy;
     instance_ =

@@ -102,8 +102,8 @@ class Connection {
       const Reply r = options.user.empty() ? c.command({"AUTH", options.password})
                                            : c.command({"AUTH", options.user, options.password});
       if (r->type == REDIS_REPLY_ERROR) {
-        throw BackendError(BackendErrorCause::reply, "AUTH refused by " + endpoint(options) + ": " +
-                                                         std::string(text(*r)));
+        throw BackendError(BackendErrorCause::reply,
+                           "AUTH refused by " + endpoint(options) + ": " + std::string(text(*r)));
       }
     }
     if (options.database != 0) {
@@ -269,7 +269,8 @@ class Connection {
         return BackendErrorCause::timeout;
       }
       const std::string_view s(c.errstr);
-      if (s.find("timed out") != std::string_view::npos || s.find("temporarily unavailable") != std::string_view::npos) {
+      if (s.find("timed out") != std::string_view::npos ||
+          s.find("temporarily unavailable") != std::string_view::npos) {
         return BackendErrorCause::timeout;
       }
     }

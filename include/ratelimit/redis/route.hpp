@@ -171,7 +171,8 @@ class ServerRoute final : public Route {
 class RouteWorker final : public AsyncSink {
  public:
   RouteWorker(Route& route, std::size_t max_in_flight)
-      : route_(route), max_in_flight_(max_in_flight),
+      : route_(route),
+        max_in_flight_(max_in_flight),
         generation_(detail::fork_generation().load(std::memory_order_relaxed)) {}
   RouteWorker(const RouteWorker&) = delete;
   RouteWorker& operator=(const RouteWorker&) = delete;
