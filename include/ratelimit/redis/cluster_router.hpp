@@ -134,15 +134,7 @@ class ClusterRouter final : public Route {
             want_refresh = true;
             continue;
           }
-          switch (classify(calls[i], state[i], std::move(part[k].reply), g.node)) {
-            case Outcome::done: break;
-            case Outcome::done_refresh: want_refresh = true; break;
-            case Outcome::again: next.push_back(i); break;
-            case Outcome::again_refresh:
-              next.push_back(i);
-              want_refresh = true;
-              break;
-          }
+          follow(classify(calls[i], state[i], std::move(part[k].reply), g.node), i, next, want_refresh);
         }
         groups.clear();
       }
@@ -197,15 +189,7 @@ class ClusterRouter final : public Route {
               if (ok->type == REDIS_REPLY_ERROR) state[i].asking_refused = std::string(text(*ok));
             }
             Reply r = (*g.lease)->read_reply();
-            switch (classify(calls[i], state[i], std::move(r), g.node)) {
-              case Outcome::done: break;
-              case Outcome::done_refresh: want_refresh = true; break;
-              case Outcome::again: next.push_back(i); break;
-              case Outcome::again_refresh:
-                next.push_back(i);
-                want_refresh = true;
-                break;
-            }
+            follow(classify(calls[i], state[i], std::move(r), g.node), i, next, want_refresh);
           }
           g.ticket->succeeded();
         } catch (const BackendError& e) {
@@ -307,6 +291,11 @@ class ClusterRouter final : public Route {
     std::optional<ConnectionPool::Lease> lease;
   };
   enum class Outcome { done, done_refresh, again, again_refresh };
+  /// What a classified reply asks of the round loop: call `i` goes again next round, the map is reloaded.
+  static void follow(Outcome o, std::size_t i, std::vector<std::size_t>& next, bool& want_refresh) {
+    if (o == Outcome::again || o == Outcome::again_refresh) next.push_back(i);
+    if (o == Outcome::done_refresh || o == Outcome::again_refresh) want_refresh = true;
+  }
   enum class Refresh { initial, forced, throttled };
 
   static ConnectionOptions validated(ConnectionOptions o) {
