@@ -57,9 +57,10 @@ TEST_F(AsyncAsio, CallbackRunsOnTheHandlersExecutor) {
 
 TEST_F(AsyncAsio, UseFuture) {
   RedisLimiter<ratelimit::Gcra, ManualClock> l(kPolicy, options(), clock_);
+  // One after the other: two calls in flight at once may go on different pooled connections, in either order.
   auto a = ratelimit::asio::async_allow(l, "k", 1, asio::use_future);
-  auto b = ratelimit::asio::async_check(l, "k", 2, asio::use_future);
   EXPECT_EQ(a.get().remaining, 2);
+  auto b = ratelimit::asio::async_check(l, "k", 2, asio::use_future);
   const ratelimit::CheckResult r = b.get();
   EXPECT_EQ(r.outcome, ratelimit::Outcome::decided);
   EXPECT_EQ(r.decision.remaining, 0);
