@@ -496,13 +496,13 @@ TEST(ConcurrencyLimiterHttpExport, AtMostTwoExportsAtOnceAndADenialConsumesNoRat
   std::this_thread::sleep_for(500ms);  // both exports are in their handlers on the real server
   httplib::Client c("127.0.0.1", server.port());
   auto r = c.Get("/export");
+  for (auto& t : running) t.join();  // before any assertion can return
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 429);
   EXPECT_EQ(header(r, "Retry-After"), "1");
   const auto body = nlohmann::json::parse(r->body);
   EXPECT_EQ(body.at("violated-policies"), nlohmann::json::array({"export-concurrency"}));
   EXPECT_EQ(body.at("in-flight"), 2);
-  for (auto& t : running) t.join();
   EXPECT_EQ(statuses, (std::vector<int>{200, 200}));
   r = c.Get("/export");  // room again; the denied one consumed no rate: 3 of 5 used
   ASSERT_TRUE(r);
