@@ -60,10 +60,15 @@ struct Gcra {
 
     /// Carries a key's usage kept under `old` over to these rules at `now` (README "Changing a policy at
     /// run time"): the used units `ceil((TAT - t) / T_old)` stay used, `TAT = t + min(units, burst) * T`
-    /// (clamped to the new tolerance), written at the effective time `t`. A full key stays full.
+    /// (clamped to the new tolerance), written at the effective time `t`. A full key stays full, also
+    /// written at `t`: a check that read its clock before the change (an earlier `now`) must not see the
+    /// old backlog that was left at its time, under the new rules.
     void carry(const Rules& old, State& s, std::int64_t now) const noexcept {
       const std::int64_t t = view(s, now);
-      if (s.tat <= t) return;
+      if (s.tat <= t) {
+        if (s.tat != detail::kInt64Min) s.written = t;
+        return;
+      }
       const std::int64_t used = detail::ceil_div(s.tat - t, old.emission_interval_);  // <= old burst
       s.tat = t + (used < burst_ ? used : burst_) * emission_interval_;
       s.written = t;
