@@ -375,3 +375,37 @@ TEST(Layered, TwoLayersOverOneLimiterAndKeyAreOneState) {
   EXPECT_FALSE(d.decision.allowed);
   EXPECT_EQ(shared.peek("k").remaining, 0);
 }
+
+// A layer advertises its limiter's quota after set_policy (README "Changing a policy at run time"), in
+// its decisions' limit and in the header fields; a policy decision taken before the change keeps the old
+// quota (its reference stays valid), and going back to a former policy reuses that quota.
+TEST(SetPolicyLayer, AdvertisesTheNewQuota) {
+  ManualClock clock;
+  MemoryLimiter<ratelimit::FixedWindow, ManualClock> limiter(ratelimit::FixedWindow{10, 60s}, {}, clock);
+  LimiterLayer layer(limiter, "minute");
+  const LayerRequest requests[] = {{&layer, "k"}};
+  const auto before = ratelimit::check_layers(requests);
+  const auto before_entries = before.policy_decisions();
+  ASSERT_EQ(before_entries.size(), 1u);
+  EXPECT_EQ(before_entries[0].policy->quota, 10);
+
+  limiter.set_policy(ratelimit::FixedWindow{100, 120s});
+  EXPECT_EQ(layer.quota().quota, 100);
+  EXPECT_EQ(layer.quota().window, 120s);
+  EXPECT_EQ(layer.name(), "minute");
+  const auto after = ratelimit::check_layers(requests);
+  std::string policy_field;
+  for (const auto& [name, value] : ratelimit::http::rate_limit_fields(after.policy_decisions())) {
+    if (name == "RateLimit-Policy") policy_field = value;
+  }
+  EXPECT_EQ(policy_field, "\"minute\";q=100;w=120");
+  EXPECT_EQ(after.decision.limit, 100);
+  EXPECT_EQ(after.decision.remaining, 98);
+  EXPECT_EQ(before_entries[0].policy->quota, 10);  // still valid, still the quota it was decided under
+
+  const ratelimit::QuotaPolicy* hundred = &layer.quota();
+  limiter.set_policy(ratelimit::FixedWindow{10, 60s});
+  EXPECT_EQ(&layer.quota(), before_entries[0].policy);  // a former quota is reused, not kept twice
+  limiter.set_policy(ratelimit::FixedWindow{100, 120s});
+  EXPECT_EQ(&layer.quota(), hundred);
+}

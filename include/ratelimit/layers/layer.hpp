@@ -8,8 +8,10 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -95,7 +97,8 @@ class Layer {
   /// Throws `std::invalid_argument` naming `LayerOptions.penalty` when it is negative, or
   /// `PenaltyBox.max_keys`.
   Layer(QuotaPolicy quota, LayerOptions options, std::size_t max_key_bytes = 512)
-      : quota_(std::move(quota)),
+      : quotas_{std::move(quota)},
+        quota_(&quotas_.front()),
         options_(std::move(options)),
         penalties_(options_.penalty_max_keys, max_key_bytes),
         shadow_(options_.shadow) {
@@ -106,9 +109,16 @@ class Layer {
   virtual ~Layer() = default;
 
   /// The policy name (for headers, problem bodies, counters).
-  [[nodiscard]] std::string_view name() const noexcept { return quota_.name; }
-  /// The advertised quota of the layer's policy.
-  [[nodiscard]] const QuotaPolicy& quota() const noexcept { return quota_; }
+  [[nodiscard]] std::string_view name() const noexcept { return quotas_.front().name; }
+  /// The advertised quota of the layer's policy now: a `LimiterLayer` follows its limiter's
+  /// `set_policy` (README "Changing a policy at run time"). The reference stays valid, and its value
+  /// unchanged, as long as the layer lives (each distinct quota is kept once), so `PolicyDecision`s
+  /// made from it stay valid too. Thread-safe; a relaxed load when nothing changed. Throws
+  /// `std::bad_alloc` only on the first call after a change to a quota not advertised before.
+  [[nodiscard]] const QuotaPolicy& quota() const {
+    sync_quota();
+    return *quota_.load(std::memory_order_acquire);
+  }
   /// The options as given. Thread-safe (immutable).
   [[nodiscard]] const LayerOptions& options() const noexcept { return options_; }
   /// Live counters. Thread-safe.
@@ -139,8 +149,28 @@ class Layer {
   /// The backend's own `refund(key, cost)`; counts a backend error and rethrows when it throws.
   virtual Decision backend_refund(std::string_view key, std::int64_t cost) = 0;
 
+ protected:
+  /// Called by `quota()`: a layer whose limiter's policy can change calls `advertise` when it did.
+  virtual void sync_quota() const {}
+  /// Advertises `quota` (its name is ignored: a layer keeps its name) from now on. Thread-safe.
+  void advertise(const QuotaPolicy& quota) const {
+    std::lock_guard guard(quotas_mutex_);
+    const QuotaPolicy* now = quota_.load(std::memory_order_relaxed);
+    if (now->quota == quota.quota && now->window == quota.window) return;
+    for (const QuotaPolicy& q : quotas_) {
+      if (q.quota == quota.quota && q.window == quota.window) {
+        quota_.store(&q, std::memory_order_release);
+        return;
+      }
+    }
+    quota_.store(&quotas_.emplace_back(QuotaPolicy{quotas_.front().name, quota.quota, quota.window}),
+                 std::memory_order_release);
+  }
+
  private:
-  QuotaPolicy quota_;
+  mutable std::mutex quotas_mutex_;                // guards appending to quotas_
+  mutable std::deque<QuotaPolicy> quotas_;         // every quota advertised so far (a deque: references stay)
+  mutable std::atomic<const QuotaPolicy*> quota_;  // the one advertised now
   LayerOptions options_;
   LayerStats stats_;
   KeyLists lists_;
@@ -161,10 +191,12 @@ template <RefundableLimiter L>
 class LimiterLayer final : public Layer {
  public:
   /// A layer named `name` (any string; header fields need printable ASCII when they write it),
-  /// advertising `quota_policy(name, limiter.policy())`. Throws `std::invalid_argument` for bad options.
+  /// advertising `quota_policy(name, limiter.policy())`, and again after each `set_policy` of a limiter
+  /// that has `policy_generation()`. Throws `std::invalid_argument` for bad options.
   LimiterLayer(L& limiter, std::string name, LayerOptions options = {})
       : Layer(quota_policy(std::move(name), limiter.policy()), std::move(options), max_key_bytes_of(limiter)),
-        limiter_(limiter) {}
+        limiter_(limiter),
+        seen_generation_(generation_of(limiter)) {}
 
   /// The adapted limiter.
   [[nodiscard]] L& limiter() noexcept { return limiter_; }
@@ -215,7 +247,28 @@ class LimiterLayer final : public Layer {
     }
   }
 
+  void sync_quota() const override {
+    if constexpr (requires { limiter_.policy_generation(); }) {
+      if (limiter_.policy_generation() == seen_generation_.load(std::memory_order_relaxed)) return;
+      std::lock_guard guard(sync_mutex_);  // one refresh at a time: a stale policy never wins
+      const std::uint64_t g = limiter_.policy_generation();
+      if (g == seen_generation_.load(std::memory_order_relaxed)) return;
+      // The generation is bumped after the policy is replaced: the policy read now is g's or newer.
+      advertise(quota_policy(std::string(name()), limiter_.policy()));
+      seen_generation_.store(g, std::memory_order_relaxed);
+    }
+  }
+  static std::uint64_t generation_of(L& limiter) {
+    if constexpr (requires { limiter.policy_generation(); }) {
+      return limiter.policy_generation();
+    } else {
+      return 0;
+    }
+  }
+
   L& limiter_;
+  mutable std::mutex sync_mutex_;
+  mutable std::atomic<std::uint64_t> seen_generation_;  // the limiter's generation quota() advertises
 };
 
 }  // namespace ratelimit

@@ -3,6 +3,7 @@
 /// @file
 /// `MemoryLimiter`: a policy joined to the in-process sharded store and a clock.
 
+#include <atomic>
 #include <bit>
 #include <chrono>
 #include <cstddef>
@@ -166,8 +167,8 @@ class MemoryLimiter final : public detail::LockedMember {
   /// lock is held while the states are converted and the rules swapped, so each check runs wholly under
   /// the old policy or wholly under the new one, never a mix; checks wait meanwhile (O(keys)).
   /// Throws `std::invalid_argument` naming the field for a bad policy (or `MemoryOptions.max_bytes` when
-  /// one key's log of the new limit would not fit), changing nothing. A `LimiterLayer` keeps advertising
-  /// the quota it was built with.
+  /// one key's log of the new limit would not fit), changing nothing. A `LimiterLayer` advertises the
+  /// new quota from then on (`policy_generation()`).
   void set_policy(P policy) {
     RulesOf<P> rules = policy.rules(kTickNs);
     (void)validated(options_, rules);
@@ -181,7 +182,12 @@ class MemoryLimiter final : public detail::LockedMember {
                            rules_ = rules;
                            policy_ = std::move(policy);
                          });
+    generation_.fetch_add(1, std::memory_order_release);  // after the policy: a reader of it sees the new one
   }
+
+  /// How many times `set_policy` has replaced the policy (0 at first): a layer re-reads `policy()` when it
+  /// moved. Thread-safe (one relaxed-or-stronger load, no lock).
+  [[nodiscard]] std::uint64_t policy_generation() const noexcept { return generation_.load(std::memory_order_acquire); }
 
   /// The policy now, as given (durations in nanoseconds). Thread-safe (a copy: `set_policy` may replace it).
   [[nodiscard]] P policy() const {
@@ -293,6 +299,7 @@ class MemoryLimiter final : public detail::LockedMember {
   }
 
   mutable std::mutex config_mutex_;  // guards policy_ and rules_ for readers outside the shard locks
+  std::atomic<std::uint64_t> generation_{0};
   P policy_;
   RulesOf<P> rules_;  // read by checks under their shard lock; written by set_policy under every one
   MemoryOptions options_;
