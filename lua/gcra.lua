@@ -1,8 +1,10 @@
 -- ratelimit: GCRA check, one atomic step (README "Policy formulas", Gcra; must decide exactly as
 -- ratelimit::Gcra::Rules evaluated at a 1 us tick). Virtual scheduling form, ITU-T I.371.
 --
--- KEYS[1]  struct.pack("<dd", tat, w): theoretical arrival time and latest write time, integer microseconds
---          (two little-endian doubles, exact below 2^53; one value, so one GET and one SET with its TTL)
+-- KEYS[1]  struct.pack("<dddd", tat, w, T, B): theoretical arrival time and latest write time, integer
+--          microseconds, and the parameters it was written under (little-endian doubles, exact below 2^53;
+--          one value, so one GET and one SET with its TTL); a state of other parameters is converted
+--          (README "Changing a policy at run time"), an older 16-byte "<dd" one read as the caller's
 -- ARGV[1]  now: integer microseconds since the epoch, or "" to read the server's TIME
 -- ARGV[2]  cost: integer >= 0 (ignored when peeking)
 -- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,

@@ -4,8 +4,9 @@
 -- The bucket is stored as the time it will be full again (`full_at`), not as a token count: tokens at t
 -- are floor((t + C*T - max(full_at, t)) / T), exact in integers, with no drift after any number of calls.
 --
--- KEYS[1]  struct.pack("<dd", full_at, w): time the bucket is full again, latest write time, integer
---          microseconds (two little-endian doubles, exact below 2^53)
+-- KEYS[1]  struct.pack("<dddd", full_at, w, T, C): time the bucket is full again, latest write time, integer
+--          microseconds, and the parameters it was written under (little-endian doubles, exact below 2^53);
+--          a state of other parameters is converted (README "Changing a policy at run time")
 -- ARGV[1]  now: integer microseconds since the epoch, or "" to read the server's TIME
 -- ARGV[2]  cost (tokens): integer >= 0 (ignored when peeking)
 -- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,

@@ -15,10 +15,26 @@ local function fixed_window(key, now, cost, mode, L, W)
   local state = redis.call("GET", key)
   local start
   if state then
-    local written, stored = struct.unpack("<dd", state)
+    local written, stored, W0
+    if #state > 16 then written, stored, W0 = struct.unpack("<ddd", state) else written, stored = struct.unpack("<dd", state) end
     if written > t then t = written end
     start = t - t % W
-    if written - written % W == start then c, same = stored, true end
+    if W0 and W0 ~= W then
+      -- Written under another window (README "Changing a policy at run time"): the count of the old
+      -- window that holds t becomes the count of the new window that holds t. A check or refund writes
+      -- it at once, with the new window's TTL (its own write then keeps that TTL).
+      if written - written % W0 == t - t % W0 then c = stored end
+      if mode == "0" or mode == "2" then
+        if c > 0 then
+          redis.call("SET", key, struct.pack("<ddd", t, c, W), "PX", ttl_ms(W - (t - start)))
+          same = true
+        else
+          redis.call("DEL", key)
+        end
+      end
+    elseif written - written % W == start then
+      c, same = stored, true
+    end
   else
     start = t - t % W
   end
@@ -30,22 +46,22 @@ local function fixed_window(key, now, cost, mode, L, W)
   if mode == "2" then
     if c > 0 and cost > 0 then
       c = c > cost and c - cost or 0
-      if c > 0 then redis.call("SET", key, struct.pack("<dd", t, c), "KEEPTTL") else redis.call("DEL", key) end
+      if c > 0 then redis.call("SET", key, struct.pack("<ddd", t, c, W), "KEEPTTL") else redis.call("DEL", key) end
     end
-    return 1, L, L - c, 0, c > 0 and left or 0
+    return 1, L, L > c and L - c or 0, 0, c > 0 and left or 0
   end
 
   if mode == "1" then                                        -- cost 1's allowed and retry_after, cost 0's rest
     if c < L then return 1, L, L - c, 0, c > 0 and left or 0 end
-    return 0, L, L - c, left, left
+    return 0, L, L > c and L - c or 0, left, left                 -- a lowered limit below c: 0
   end
-  if cost > L - c then return 0, L, L - c, cost > L and -1 or left, c > 0 and left or 0 end
+  if cost > L - c then return 0, L, L > c and L - c or 0, cost > L and -1 or left, c > 0 and left or 0 end
   c = c + cost
   if cost > 0 and mode == "0" then
     if same then
-      redis.call("SET", key, struct.pack("<dd", t, c), "KEEPTTL")
+      redis.call("SET", key, struct.pack("<ddd", t, c, W), "KEEPTTL")
     else
-      redis.call("SET", key, struct.pack("<dd", t, c), "PX", ttl_ms(left))
+      redis.call("SET", key, struct.pack("<ddd", t, c, W), "PX", ttl_ms(left))
     end
   end
   return 1, L, L - c, 0, c > 0 and left or 0

@@ -42,14 +42,29 @@ local function sliding_window_counter(key, now, cost, mode, L, W)
   local state = redis.call("GET", key)
   local start
   if state then
-    local written, c, p = struct.unpack("<ddd", state)
+    local written, c, p, W0
+    if #state > 24 then written, c, p, W0 = struct.unpack("<dddd", state) else written, c, p = struct.unpack("<ddd", state) end
     if written > t then t = written end
     start = t - t % W
-    local start_s = written - written % W
-    if start == start_s then
-      cur, prev, same = c, p, true
-    elseif start == start_s + W then
+    local w = (W0 and W0 ~= W) and W0 or W                    -- the window the counts were written under
+    local start_s = written - written % w
+    local start_w = t - t % w
+    if start_w == start_s then
+      cur, prev, same = c, p, w == W
+    elseif start_w == start_s + w then
       prev = c
+    end
+    if w ~= W and (mode == "0" or mode == "2") then
+      -- Written under another window (README "Changing a policy at run time"): the counts of the old
+      -- current and previous windows at t become the new ones'. A check or refund writes them at once,
+      -- with the new windows' TTL (its own write then keeps that TTL).
+      if cur > 0 or prev > 0 then
+        local r = t - start
+        redis.call("SET", key, struct.pack("<dddd", t, cur, prev, W), "PX", ttl_ms(cur > 0 and 2 * W - r or W - r))
+        same = true
+      else
+        redis.call("DEL", key)
+      end
     end
   else
     start = t - t % W
@@ -63,7 +78,7 @@ local function sliding_window_counter(key, now, cost, mode, L, W)
     if cur > 0 and cost > 0 then
       cur = cur > cost and cur - cost or 0
       if cur > 0 or prev > 0 then
-        redis.call("SET", key, struct.pack("<ddd", t, cur, prev), "KEEPTTL")
+        redis.call("SET", key, struct.pack("<dddd", t, cur, prev, W), "KEEPTTL")
       else
         redis.call("DEL", key)
       end
@@ -81,9 +96,9 @@ local function sliding_window_counter(key, now, cost, mode, L, W)
   local allowed, remaining, retry, reset = decide(cost, cur, prev, L, W, r)
   if allowed and cost > 0 and mode == "0" then
     if same then
-      redis.call("SET", key, struct.pack("<ddd", t, cur + cost, prev), "KEEPTTL")
+      redis.call("SET", key, struct.pack("<dddd", t, cur + cost, prev, W), "KEEPTTL")
     else
-      redis.call("SET", key, struct.pack("<ddd", t, cur + cost, prev), "PX", ttl_ms(reset))
+      redis.call("SET", key, struct.pack("<dddd", t, cur + cost, prev, W), "PX", ttl_ms(reset))
     end
   end
   return allowed and 1 or 0, L, remaining, retry, reset

@@ -14,6 +14,7 @@
 local function sliding_window_log_decide(n, at, costs, first_live, count, newest_cost, L, W, t)
   local allowed = n <= L - count
   local remaining = L - (allowed and count + n or count)
+  if remaining < 0 then remaining = 0 end                     -- a lowered limit below the count
   local reset = 0
   if allowed and n > 0 then
     reset = W

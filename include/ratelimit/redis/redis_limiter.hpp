@@ -9,8 +9,10 @@
 #include <cstddef>
 #include <concepts>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -272,20 +274,45 @@ class RedisLimiter final : public detail::LayeredMember {
   /// The Redis key holding `key`'s state: `<prefix><identity>{<encoded key>}<suffix>`, the identity being
   /// `<kind>:<parameters>` or, with `LimiterOptions::name`, `<kind>@<name>` (README "Redis backend").
   [[nodiscard]] std::string redis_key(std::string_view key) const {
-    return detail::redis_key(options_.key_prefix, identity_, key, binding_.suffix);
+    return detail::redis_key(options_.key_prefix, identity_, key, config().binding.suffix);
   }
   /// This limiter's identity in its Redis keys (see `redis_key`). Thread-safe (immutable).
   [[nodiscard]] const std::string& identity() const noexcept { return identity_; }
 
-  /// The policy as given (durations in nanoseconds). Thread-safe (immutable).
-  [[nodiscard]] const P& policy() const noexcept { return policy_; }
-  /// The validated rules, in ticks of 1 us (Redis's time unit). Thread-safe (immutable).
-  [[nodiscard]] const RulesOf<P>& rules() const noexcept { return rules_; }
+  /// The policy now, as given (durations in nanoseconds). Thread-safe; the reference stays valid, and its
+  /// value unchanged, while the limiter lives (`set_policy` keeps every policy it was given).
+  [[nodiscard]] const P& policy() const noexcept { return config().policy; }
+  /// The validated rules now, in ticks of 1 us (Redis's time unit). Thread-safe; valid as `policy()`.
+  [[nodiscard]] const RulesOf<P>& rules() const noexcept { return config().rules; }
+
+  /// Replaces the policy at run time, keeping every key's usage (README "Changing a policy at run time",
+  /// Redis): only a named limiter (`LimiterOptions::name`), whose Redis keys do not depend on the
+  /// parameters. Each key's state carries the parameters it was written under, and the script converts
+  /// it to the caller's parameters on its next touch (the same formulas as `MemoryLimiter::set_policy`, at
+  /// that touch's time), so the processes of a fleet may change at different times. Thread-safe: a call
+  /// started before sends the old parameters, one started after the new ones; each call's decision is
+  /// wholly one policy's. Throws `std::invalid_argument` naming the field for a bad policy, or
+  /// `LimiterOptions.name` for an unnamed limiter (its identity is its parameters: changing them would
+  /// start fresh keys), changing nothing.
+  void set_policy(P policy) {
+    if (options_.name.empty()) {
+      ratelimit::detail::invalid("LimiterOptions.name",
+                                 "set_policy needs a named limiter: an unnamed one's Redis keys are its parameters");
+    }
+    RulesOf<P> rules = policy.rules(detail::kTickNs);
+    detail::ScriptBinding binding = detail::bind<P>(rules);
+    core_->set_config(Config{std::move(policy), std::move(rules), std::move(binding)});
+  }
+  /// How many times `set_policy` has run (0 at first): a layer re-reads `policy()` when it moved.
+  /// Thread-safe (one load, no lock).
+  [[nodiscard]] std::uint64_t policy_generation() const noexcept {
+    return core_->generation.load(std::memory_order_acquire);
+  }
   /// The options in effect: the route's connection options and this limiter's own. Thread-safe (immutable).
   [[nodiscard]] const RedisOptions& options() const noexcept { return options_; }
   [[nodiscard]] C& clock() noexcept { return clock_; }
   /// The embedded Lua script this limiter runs (its body is lua/<kind>.lua's parts and main, assembled).
-  [[nodiscard]] const detail::EmbeddedScript& script() const noexcept { return *binding_.script; }
+  [[nodiscard]] const detail::EmbeddedScript& script() const noexcept { return *config().binding.script; }
   /// The cluster router (null when not on Redis Cluster).
   [[nodiscard]] std::shared_ptr<ClusterRouter> cluster() const noexcept {
     return std::shared_ptr<ClusterRouter>(route_, route_->cluster_router());
@@ -323,11 +350,14 @@ class RedisLimiter final : public detail::LayeredMember {
     p.argv[0] = std::string(P::kind);
     p.argv[1] = time_arg(p.now_us);
     p.argv[2] = std::to_string(cost);
-    for (std::size_t i = 0; i < detail::kScriptParams; ++i) p.argv[3 + i] = binding_.params[i];
+    const Config& c = config();
+    for (std::size_t i = 0; i < detail::kScriptParams; ++i) p.argv[3 + i] = c.binding.params[i];
+    p.policy = &c;
     return p;
   }
-  [[nodiscard]] Decision layered_decision(const redisReply& r) const override {
-    return to_decision(detail::parse_decision(r, rules_.limit()), detail::kTickNs);
+  [[nodiscard]] Decision layered_decision(const redisReply& r, const detail::LayeredPart& part) const override {
+    const auto* c = static_cast<const Config*>(part.policy);
+    return to_decision(detail::parse_decision(r, (c != nullptr ? *c : config()).rules.limit()), detail::kTickNs);
   }
   void layered_called() noexcept override { core_->calls.fetch_add(1, std::memory_order_relaxed); }
   void layered_failed(BackendErrorCause cause) noexcept override { count_failure(cause, 1); }
@@ -339,6 +369,13 @@ class RedisLimiter final : public detail::LayeredMember {
     core_->script_reloads.fetch_add(n, std::memory_order_relaxed);
   }
 
+  /// One policy with what its calls send: its rules at 1 us and its script binding (immutable).
+  struct Config {
+    P policy;
+    RulesOf<P> rules;
+    detail::ScriptBinding binding;
+  };
+
   /// ARGV[3] of the scripts.
   enum class Mode { check, peek, refund };
   static constexpr std::string_view mode_arg(Mode m) noexcept {
@@ -346,14 +383,20 @@ class RedisLimiter final : public detail::LayeredMember {
   }
 
   RedisLimiter(P policy, std::shared_ptr<Route> route, C clock, const LimiterOptions* limiter)
-      : policy_(std::move(policy)),
-        rules_(policy_.rules(detail::kTickNs)),
-        binding_(detail::bind<P>(rules_)),
-        route_(std::move(route)),
+      : route_(std::move(route)),
         options_(checked(own_options(route_.get(), limiter))),
-        identity_(detail::limiter_identity(P::kind, options_.name, binding_.params)),
         clock_(std::move(clock)),
-        core_(std::make_shared<Core>(rules_, options_)) {}
+        core_(std::make_shared<Core>(configured(std::move(policy)), options_)),
+        identity_(detail::limiter_identity(P::kind, options_.name, config().binding.params)) {}
+
+  /// A policy with its rules at 1 us and its script binding; throws `std::invalid_argument` naming the field.
+  static Config configured(P policy) {
+    RulesOf<P> rules = policy.rules(detail::kTickNs);
+    detail::ScriptBinding binding = detail::bind<P>(rules);
+    return Config{std::move(policy), std::move(rules), std::move(binding)};
+  }
+  /// The policy now (one acquire load).
+  [[nodiscard]] const Config& config() const noexcept { return *core_->current.load(std::memory_order_acquire); }
 
   static std::shared_ptr<Route> make_route(const ConnectionOptions& options) {
     if (options.cluster_nodes.empty()) return server_route(std::make_shared<ConnectionPool>(options));
@@ -375,6 +418,7 @@ class RedisLimiter final : public detail::LayeredMember {
   /// the executor (NOSCRIPT, each key's order); failures are per request. Under `raise`, the first
   /// failure is thrown after every request was answered or failed.
   std::vector<CheckResult> run_many(std::span<const Request> requests, Mode mode, std::int64_t now) {
+    const Config& config = this->config();  // one policy for the whole batch
     const std::string now_arg = time_arg(now);
     std::vector<std::string> keys(requests.size());
     std::vector<std::string> costs(requests.size());
@@ -385,12 +429,12 @@ class RedisLimiter final : public detail::LayeredMember {
       costs[i] = std::to_string(requests[i].cost);
       calls[i].slot = detail::key_slot(keys[i]);
       calls[i].key = keys[i];  // two requests on one key stay in request order
-      fill_args(calls[i].args, "EVALSHA", binding_.script->sha1, keys[i], now_arg, costs[i], mode);
+      fill_args(calls[i].args, config.binding, keys[i], now_arg, costs[i], mode);
       order[i] = keys[i];
     }
     const std::span<const std::string_view> order_keys =
         requests.size() > 1 ? std::span<const std::string_view>(order) : std::span<const std::string_view>();
-    if (const std::size_t reloads = run_script(*route_, *binding_.script, calls, order_keys); reloads != 0) {
+    if (const std::size_t reloads = run_script(*route_, *config.binding.script, calls, order_keys); reloads != 0) {
       core_->script_reloads.fetch_add(reloads, std::memory_order_relaxed);
     }
     std::vector<CheckResult> out;
@@ -399,11 +443,11 @@ class RedisLimiter final : public detail::LayeredMember {
     for (std::size_t i = 0; i < requests.size(); ++i) {
       try {
         if (calls[i].error) throw *calls[i].error;
-        out.push_back(decided(*calls[i].reply));
+        out.push_back(core_->decided(*calls[i].reply, config));
       } catch (const BackendError& e) {
         count_failure(e.cause(), 1);
         if (!first) first = e;
-        out.push_back(failed(now, requests[i].cost, mode));
+        out.push_back(core_->failed(now, requests[i].cost, mode, config));
       }
     }
     if (first && options_.on_error == FailurePolicy::raise) throw *first;
@@ -446,14 +490,14 @@ class RedisLimiter final : public detail::LayeredMember {
     return options_.time_source == TimeSource::client ? std::to_string(now) : std::string();
   }
 
-  /// {command, script, 1, key, now, cost, mode, the script's two parameters}
-  void fill_args(std::vector<std::string_view>& args, std::string_view command, std::string_view script,
-                 std::string_view key, std::string_view now, std::string_view cost, Mode mode) const {
+  /// {EVALSHA, script, 1, key, now, cost, mode, the script's two parameters}
+  static void fill_args(std::vector<std::string_view>& args, const detail::ScriptBinding& binding, std::string_view key,
+                        std::string_view now, std::string_view cost, Mode mode) {
     // Assigned from an array, not inserted from an initializer list: GCC 12 warns falsely
     // (-Wstringop-overflow) on the latter when optimizing, and users build with -Werror too.
-    const std::array<std::string_view, 7> fixed{command, script, "1", key, now, cost, mode_arg(mode)};
+    const std::array<std::string_view, 7> fixed{"EVALSHA", binding.script->sha1, "1", key, now, cost, mode_arg(mode)};
     args.assign(fixed.begin(), fixed.end());
-    for (std::size_t i = 0; i < detail::kScriptParams; ++i) args.push_back(binding_.params[i]);
+    for (std::size_t i = 0; i < detail::kScriptParams; ++i) args.push_back(binding.params[i]);
   }
 
   CheckResult run(std::string_view key, std::int64_t cost, Mode mode) {
@@ -466,16 +510,17 @@ class RedisLimiter final : public detail::LayeredMember {
   }
 
   void count_failure(BackendErrorCause cause, std::size_t n) noexcept { core_->count_failure(cause, n); }
-  CheckResult decided(const redisReply& r) const { return core_->decided(r); }
-  CheckResult failed(std::int64_t now, std::int64_t cost, Mode mode) const { return core_->failed(now, cost, mode); }
   Decision failure_decision(std::int64_t now, std::int64_t cost, Mode mode) const {
-    return core_->failure_decision(now, cost, mode);
+    return core_->failure_decision(now, cost, mode, config());
   }
 
   /// What a call needs after it was started, shared with its async completion (which may outlive the
-  /// limiter): the rules, the failure policy and the counters.
+  /// limiter): the policies, the failure policy and the counters.
   struct Core {
-    RulesOf<P> rules;
+    std::mutex configs_mutex;    // guards appending to configs
+    std::deque<Config> configs;  // every policy given so far, each once (a deque: references stay valid)
+    std::atomic<const Config*> current;
+    std::atomic<std::uint64_t> generation{0};
     FailurePolicy on_error;
     std::chrono::milliseconds failure_retry_after;
     std::atomic<std::uint64_t> calls{0};
@@ -483,8 +528,22 @@ class RedisLimiter final : public detail::LayeredMember {
     std::array<std::atomic<std::uint64_t>, 5> by_cause{};  // by BackendErrorCause
     std::atomic<std::uint64_t> script_reloads{0};
 
-    Core(RulesOf<P> r, const RedisOptions& o)
-        : rules(std::move(r)), on_error(o.on_error), failure_retry_after(o.failure_retry_after) {}
+    Core(Config first, const RedisOptions& o)
+        : configs{std::move(first)},
+          current(&configs.front()),
+          on_error(o.on_error),
+          failure_retry_after(o.failure_retry_after) {}
+
+    /// Makes `c` the policy of the calls that start from now on; a policy given before is reused.
+    void set_config(Config c) {
+      std::lock_guard guard(configs_mutex);
+      const Config* same = nullptr;
+      for (const Config& known : configs) {
+        if (known.binding.params == c.binding.params) same = &known;
+      }
+      current.store(same != nullptr ? same : &configs.emplace_back(std::move(c)), std::memory_order_release);
+      generation.fetch_add(1, std::memory_order_release);
+    }
 
     void count_failure(BackendErrorCause cause, std::size_t n) noexcept {
       failures.fetch_add(n, std::memory_order_relaxed);
@@ -492,18 +551,19 @@ class RedisLimiter final : public detail::LayeredMember {
     }
 
     /// The decision in a script's reply; throws `BackendError` if it breaks the contract.
-    CheckResult decided(const redisReply& r) const {
-      return {to_decision(detail::parse_decision(r, rules.limit()), detail::kTickNs), Outcome::decided};
+    CheckResult decided(const redisReply& r, const Config& c) const {
+      return {to_decision(detail::parse_decision(r, c.rules.limit()), detail::kTickNs), Outcome::decided};
     }
     /// The failure policy's answer (see `failure_decision`), marked as such.
-    CheckResult failed(std::int64_t now, std::int64_t cost, Mode mode) const {
-      return {failure_decision(now, cost, mode), Outcome::failure_policy};
+    CheckResult failed(std::int64_t now, std::int64_t cost, Mode mode, const Config& c) const {
+      return {failure_decision(now, cost, mode, c), Outcome::failure_policy};
     }
 
     /// fail_open: what a fresh key would get (so a cost above the limit is still `never`);
     /// fail_closed: a denial with `failure_retry_after`. A failed refund gives nothing back: a fresh key's
     /// state under either.
-    Decision failure_decision(std::int64_t now, std::int64_t cost, Mode mode) const {
+    Decision failure_decision(std::int64_t now, std::int64_t cost, Mode mode, const Config& c) const {
+      const RulesOf<P>& rules = c.rules;
       const bool peek = mode == Mode::peek;
       if (mode == Mode::refund) return to_decision(rules.evaluate(StateOf<P>{}, now, 0), detail::kTickNs);
       if (on_error == FailurePolicy::fail_open) {
@@ -520,9 +580,14 @@ class RedisLimiter final : public detail::LayeredMember {
   template <class G>
   class AsyncCheck final : public AsyncScriptCall {
    public:
-    AsyncCheck(const detail::EmbeddedScript& script, std::shared_ptr<Core> core, std::int64_t now, std::int64_t cost,
-               Mode mode, G g)
-        : AsyncScriptCall(script), core_(std::move(core)), now_(now), cost_(cost), mode_(mode), g_(std::move(g)) {}
+    AsyncCheck(const Config& config, std::shared_ptr<Core> core, std::int64_t now, std::int64_t cost, Mode mode, G g)
+        : AsyncScriptCall(*config.binding.script),
+          core_(std::move(core)),
+          config_(config),
+          now_(now),
+          cost_(cost),
+          mode_(mode),
+          g_(std::move(g)) {}
 
    private:
     void finished(Reply reply, std::optional<BackendError> error, bool reloaded) noexcept override {
@@ -531,10 +596,10 @@ class RedisLimiter final : public detail::LayeredMember {
       std::exception_ptr failure;
       try {
         if (error) throw *error;
-        result = core_->decided(*reply);
+        result = core_->decided(*reply, config_);
       } catch (const BackendError& e) {
         core_->count_failure(e.cause(), 1);
-        result = core_->failed(now_, cost_, mode_);
+        result = core_->failed(now_, cost_, mode_, config_);
         if (core_->on_error == FailurePolicy::raise) failure = std::current_exception();
       }
       G g = std::move(g_);
@@ -543,6 +608,7 @@ class RedisLimiter final : public detail::LayeredMember {
     }
 
     std::shared_ptr<Core> core_;
+    const Config& config_;  // the policy it was sent under (kept by core_)
     std::int64_t now_;
     std::int64_t cost_;
     Mode mode_;
@@ -562,31 +628,28 @@ class RedisLimiter final : public detail::LayeredMember {
       ratelimit::detail::invalid("timeout", "must be in (0, 24 h]");
     }
     const std::int64_t now = now_us();
-    auto call =
-        std::make_unique<AsyncCheck<std::decay_t<G>>>(*binding_.script, core_, now, cost, mode, std::forward<G>(g));
+    const Config& config = this->config();
+    auto call = std::make_unique<AsyncCheck<std::decay_t<G>>>(config, core_, now, cost, mode, std::forward<G>(g));
     std::string k = redis_key(key);
     call->slot = detail::key_slot(k);
     call->deadline = std::chrono::steady_clock::now() + timeout;
-    const std::array<std::string_view, 3> head{"EVALSHA", binding_.script->sha1, "1"};
+    const std::array<std::string_view, 3> head{"EVALSHA", config.binding.script->sha1, "1"};
     call->args.assign(head.begin(), head.end());
     call->args.push_back(std::move(k));
     call->args.push_back(time_arg(now));
     call->args.push_back(std::to_string(cost));
     call->args.emplace_back(mode_arg(mode));
-    for (const std::string& p : binding_.params) call->args.push_back(p);
+    for (const std::string& p : config.binding.params) call->args.push_back(p);
     call->start(*route_);  // throws only with nothing started (then `call` still owns it)
     core_->calls.fetch_add(1, std::memory_order_relaxed);
     (void)call.release();  // owned by the route until it completes
   }
 
-  P policy_;
-  RulesOf<P> rules_;
-  detail::ScriptBinding binding_;
   std::shared_ptr<Route> route_;  // a server's pool, or the cluster router
   RedisOptions options_;
-  std::string identity_;  // <kind>:<params> or <kind>@<name>
   C clock_;
-  std::shared_ptr<Core> core_;
+  std::shared_ptr<Core> core_;  // also the policies (set_policy), shared with async calls
+  std::string identity_;        // <kind>:<params> or <kind>@<name>
 };
 
 }  // namespace ratelimit::redis

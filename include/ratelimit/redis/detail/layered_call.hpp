@@ -39,6 +39,8 @@ struct LayeredPart {
   std::int64_t cost = 0;
   /// Policy kind, now ("" = server TIME), cost, and the per-policy script's two parameters (ARGV[4..5]).
   std::array<std::string, 5> argv;
+  /// The member's policy the part was made under (`set_policy` may replace it meanwhile), for its decision.
+  const void* policy = nullptr;
 };
 
 /// What `run_layered` needs from each `RedisLimiter` (a non-template base, so limiters of different
@@ -52,7 +54,7 @@ class LayeredMember : public JointBackend {
   /// `std::invalid_argument` for a key longer than `max_key_bytes` or a negative cost.
   [[nodiscard]] virtual LayeredPart layered_part(std::string_view key, std::int64_t cost) = 0;
   /// The decision in the script's per-layer reply; throws `BackendError` if it breaks the contract.
-  [[nodiscard]] virtual Decision layered_decision(const redisReply& r) const = 0;
+  [[nodiscard]] virtual Decision layered_decision(const redisReply& r, const LayeredPart& part) const = 0;
   /// Counts a check of this limiter (once its part is sent).
   virtual void layered_called() noexcept = 0;
   /// Counts a failure of this limiter's part.
@@ -146,7 +148,7 @@ inline bool run_layered(const LayeredMember& self, std::span<const JointRequest>
     for (std::size_t i = 0; i < parts.size(); ++i) {
       if (reply->element[i] == nullptr)
         throw BackendError(BackendErrorCause::protocol, "malformed layered script reply");
-      results[i] = {members[i]->layered_decision(*reply->element[i]), Outcome::decided};
+      results[i] = {members[i]->layered_decision(*reply->element[i], parts[i]), Outcome::decided};
     }
     return true;
   } catch (const BackendError& e) {
