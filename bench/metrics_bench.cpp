@@ -2,13 +2,18 @@
 // MetricsCollector holding both layers and scraped every 10 ms by another thread ("on"), against the same
 // check with no collector ("off"). Paired: the two run in alternating blocks of the same length, and the
 // reported figure is the median over the pairs of (on / off - 1).
+// Then what a Redis call adds for its latency histogram (RedisStats::latency: two steady_clock readings and
+// two relaxed additions per backend call), in ns per call, paired against the same loop without it; a Redis
+// round trip is tens of microseconds, so that figure over a call's time is the histogram's added cost.
 //
 //   bench_metrics [pairs=20] [checks per block=2000000]
 #include <ratelimit/http/prometheus.hpp>
 #include <ratelimit/layers.hpp>
 #include <ratelimit/ratelimit.hpp>
+#include <ratelimit/redis/stats.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -34,6 +39,29 @@ double block(Layers& l, long n) {
   for (long i = 0; i < n; ++i) admitted += ratelimit::check_layers({{&l.la, "hot"}, {&l.lb, "hot"}}) ? 1 : 0;
   const auto ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
   if (admitted == -1) std::puts("");  // keeps the loop
+  return ns / static_cast<double>(n);
+}
+
+/// The histogram's work per backend call, as `RedisLimiter` does it, over `n` calls; ns per call.
+struct LatencyHistogram {
+  std::array<std::atomic<std::uint64_t>, ratelimit::redis::BackendLatency::kBoundsUs.size() + 1> buckets{};
+  std::atomic<std::uint64_t> sum_us{0};
+};
+double latency_block(LatencyHistogram& h, long n, bool record) {
+  const auto start = std::chrono::steady_clock::now();
+  std::uint64_t work = 0;
+  for (long i = 0; i < n; ++i) {
+    work = work * 6364136223846793005ULL + 1442695040888963407ULL;  // stands for the call itself
+    if (record) {
+      const auto sent = std::chrono::steady_clock::now();
+      const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - sent);
+      const auto u = static_cast<std::uint64_t>(us.count() > 0 ? us.count() : 0) + (work & 1);
+      h.buckets[ratelimit::redis::BackendLatency::bucket_of(u)].fetch_add(1, std::memory_order_relaxed);
+      h.sum_us.fetch_add(u, std::memory_order_relaxed);
+    }
+  }
+  const auto ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+  if (work == 42) std::puts("");  // keeps the loop
   return ns / static_cast<double>(n);
 }
 
@@ -76,5 +104,15 @@ int main(int argc, char** argv) {
               "added cost median %+.2f%% (pairs' min %+.2f%%, max %+.2f%%); %ld families scraped\n",
               sum_off / pairs, sum_on / pairs, pairs, n, 100 * ratios[ratios.size() / 2], 100 * ratios.front(),
               100 * ratios.back(), scrapes.load());
+  LatencyHistogram h;
+  std::vector<double> added;
+  for (int p = 0; p < pairs; ++p) {
+    const double with = latency_block(h, n / 4, true);
+    const double without = latency_block(h, n / 4, false);
+    added.push_back(with - without);
+  }
+  std::sort(added.begin(), added.end());
+  std::printf("backend latency histogram: %+.1f ns per Redis call (median of %d pairs; min %+.1f, max %+.1f)\n",
+              added[added.size() / 2], pairs, added.front(), added.back());
   return 0;
 }

@@ -12,7 +12,9 @@
 #include <prometheus/metric_type.h>
 
 #include <cstdint>
+#include <cstddef>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -39,8 +41,10 @@ class MetricsCollector final : public ::prometheus::Collectable {
   /// gauge `ratelimit_keys{limiter}` and the counter `ratelimit_evictions_total{limiter}`; for one with
   /// `stats()` (`redis::RedisLimiter`) `ratelimit_backend_calls_total{limiter}`,
   /// `ratelimit_backend_failures_total{limiter, cause}` (io, timeout, protocol, reply),
-  /// `ratelimit_script_reloads_total{limiter}`, `ratelimit_connects_total{limiter}` and
-  /// `ratelimit_dropped_connections_total{limiter}`.
+  /// `ratelimit_script_reloads_total{limiter}`, `ratelimit_connects_total{limiter}`,
+  /// `ratelimit_dropped_connections_total{limiter}`, the gauge `ratelimit_pool_connections{limiter}`
+  /// (open now) and the histogram `ratelimit_backend_call_duration_seconds{limiter}` (each backend call,
+  /// buckets 100 us to 1 s). `name` is a configured name (never a key): one series set per limiter.
   template <class L>
   void add_limiter(std::string name, const L& limiter) {
     std::function<void(Sink&)> read = [name, &limiter](Sink& sink) {
@@ -64,6 +68,12 @@ class MetricsCollector final : public ::prometheus::Collectable {
         sink.counter("ratelimit_connects_total", {{"limiter", name}}, static_cast<double>(s.connects));
         sink.counter("ratelimit_dropped_connections_total", {{"limiter", name}},
                      static_cast<double>(s.dropped_connections));
+        // Open now: every connection opened and not dropped (the pool's or, on a cluster, all nodes').
+        sink.gauge("ratelimit_pool_connections", {{"limiter", name}},
+                   static_cast<double>(s.connects >= s.dropped_connections ? s.connects - s.dropped_connections : 0));
+        if constexpr (requires { s.latency.sum_us; }) {
+          sink.histogram("ratelimit_backend_call_duration_seconds", {{"limiter", name}}, s.latency);
+        }
       }
     };
     std::lock_guard guard(mutex_);
@@ -108,6 +118,24 @@ class MetricsCollector final : public ::prometheus::Collectable {
       m.gauge.value = value;
       find(family, ::prometheus::MetricType::Gauge).metric.push_back(std::move(m));
     }
+    /// A histogram in seconds from per-bucket counts with bounds in microseconds (`BackendLatency`).
+    template <class Latency>
+    void histogram(const char* family, std::vector<::prometheus::ClientMetric::Label> labels, const Latency& l) {
+      ::prometheus::ClientMetric m;
+      m.label = std::move(labels);
+      std::uint64_t cumulative = 0;
+      for (std::size_t i = 0; i < l.buckets.size(); ++i) {
+        cumulative += l.buckets[i];
+        ::prometheus::ClientMetric::Bucket b;
+        b.cumulative_count = cumulative;
+        b.upper_bound = i < Latency::kBoundsUs.size() ? static_cast<double>(Latency::kBoundsUs[i]) / 1e6
+                                                      : std::numeric_limits<double>::infinity();
+        m.histogram.bucket.push_back(b);
+      }
+      m.histogram.sample_count = cumulative;
+      m.histogram.sample_sum = static_cast<double>(l.sum_us) / 1e6;
+      find(family, ::prometheus::MetricType::Histogram).metric.push_back(std::move(m));
+    }
     ::prometheus::MetricFamily& find(const char* family, ::prometheus::MetricType type) {
       for (auto& f : families) {
         if (f.name == family) return f;
@@ -126,6 +154,8 @@ class MetricsCollector final : public ::prometheus::Collectable {
       if (family == "ratelimit_script_reloads_total") return "NOSCRIPT replies answered with EVAL";
       if (family == "ratelimit_connects_total") return "Redis connections opened";
       if (family == "ratelimit_dropped_connections_total") return "Broken Redis connections dropped";
+      if (family == "ratelimit_pool_connections") return "Redis connections open now (opened minus dropped)";
+      if (family == "ratelimit_backend_call_duration_seconds") return "Latency of Redis backend calls";
       return family;
     }
   };

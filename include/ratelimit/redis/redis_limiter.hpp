@@ -268,6 +268,10 @@ class RedisLimiter final : public detail::LayeredMember {
     s.reply_errors = core_->by_cause[3].load(std::memory_order_relaxed);
     s.short_circuited = core_->by_cause[4].load(std::memory_order_relaxed);
     s.script_reloads = core_->script_reloads.load(std::memory_order_relaxed);
+    for (std::size_t i = 0; i < s.latency.buckets.size(); ++i) {
+      s.latency.buckets[i] = core_->latency_buckets[i].load(std::memory_order_relaxed);
+    }
+    s.latency.sum_us = core_->latency_sum_us.load(std::memory_order_relaxed);
     return s;
   }
 
@@ -434,9 +438,10 @@ class RedisLimiter final : public detail::LayeredMember {
     }
     const std::span<const std::string_view> order_keys =
         requests.size() > 1 ? std::span<const std::string_view>(order) : std::span<const std::string_view>();
-    if (const std::size_t reloads = run_script(*route_, *config.binding.script, calls, order_keys); reloads != 0) {
-      core_->script_reloads.fetch_add(reloads, std::memory_order_relaxed);
-    }
+    const auto sent = std::chrono::steady_clock::now();
+    const std::size_t reloads = run_script(*route_, *config.binding.script, calls, order_keys);
+    core_->record_latency(std::chrono::steady_clock::now() - sent);
+    if (reloads != 0) core_->script_reloads.fetch_add(reloads, std::memory_order_relaxed);
     std::vector<CheckResult> out;
     out.reserve(requests.size());
     std::optional<BackendError> first;
@@ -527,6 +532,16 @@ class RedisLimiter final : public detail::LayeredMember {
     std::atomic<std::uint64_t> failures{0};
     std::array<std::atomic<std::uint64_t>, 5> by_cause{};  // by BackendErrorCause
     std::atomic<std::uint64_t> script_reloads{0};
+    std::array<std::atomic<std::uint64_t>, BackendLatency::kBoundsUs.size() + 1> latency_buckets{};
+    std::atomic<std::uint64_t> latency_sum_us{0};
+
+    /// One backend call's latency, into the histogram of `RedisStats::latency` (two relaxed additions).
+    void record_latency(std::chrono::steady_clock::duration d) noexcept {
+      const auto us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+      const std::uint64_t u = us > 0 ? static_cast<std::uint64_t>(us) : 0;
+      latency_buckets[BackendLatency::bucket_of(u)].fetch_add(1, std::memory_order_relaxed);
+      latency_sum_us.fetch_add(u, std::memory_order_relaxed);
+    }
 
     Core(Config first, const RedisOptions& o)
         : configs{std::move(first)},
@@ -591,6 +606,7 @@ class RedisLimiter final : public detail::LayeredMember {
 
    private:
     void finished(Reply reply, std::optional<BackendError> error, bool reloaded) noexcept override {
+      core_->record_latency(std::chrono::steady_clock::now() - started_);
       if (reloaded) core_->script_reloads.fetch_add(1, std::memory_order_relaxed);
       CheckResult result{};
       std::exception_ptr failure;
@@ -609,6 +625,7 @@ class RedisLimiter final : public detail::LayeredMember {
 
     std::shared_ptr<Core> core_;
     const Config& config_;  // the policy it was sent under (kept by core_)
+    std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
     std::int64_t now_;
     std::int64_t cost_;
     Mode mode_;

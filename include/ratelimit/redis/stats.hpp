@@ -4,6 +4,8 @@
 /// `RedisStats`: what a `RedisLimiter` has done and how often Redis failed it; `RouteCounters`: the part
 /// counted by its route (pools, cluster router), shared by every limiter on that route.
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 
 namespace ratelimit::redis {
@@ -26,6 +28,25 @@ struct RouteCounters {
   std::uint64_t refused_calls = 0;
 };
 
+/// Latency of a limiter's backend calls (each script call, batch or joint check: from sending to its
+/// reply or failure), as a histogram with fixed bucket bounds. Each read atomically; not one instant.
+struct BackendLatency {
+  /// Upper bounds of the buckets, in microseconds; a last, unbounded bucket follows (+Inf).
+  static constexpr std::array<std::uint64_t, 12> kBoundsUs{100,    250,    500,    1'000,   2'500,   5'000,
+                                                           10'000, 25'000, 50'000, 100'000, 250'000, 1'000'000};
+  /// Calls per bucket (not cumulative): `buckets[i]` took at most `kBoundsUs[i]` and more than the bound
+  /// before; the last one more than 1 s.
+  std::array<std::uint64_t, kBoundsUs.size() + 1> buckets{};
+  /// Sum of all calls' latencies, microseconds.
+  std::uint64_t sum_us = 0;
+  /// The bucket of a call of `us` microseconds.
+  [[nodiscard]] static constexpr std::size_t bucket_of(std::uint64_t us) noexcept {
+    std::size_t i = 0;
+    while (i < kBoundsUs.size() && us > kBoundsUs[i]) ++i;
+    return i;
+  }
+};
+
 /// A snapshot of a limiter's counters, and of its route's (`RouteCounters`, shared with the limiters on
 /// the same pool or router). Each read atomically; the set is not one instant.
 struct RedisStats : RouteCounters {
@@ -46,6 +67,8 @@ struct RedisStats : RouteCounters {
   /// `SCRIPT FLUSH` counts each request that met it): the first use on each server, and again after a
   /// restart, failover or `SCRIPT FLUSH`.
   std::uint64_t script_reloads = 0;
+  /// Latency of the backend calls (README "Metrics").
+  BackendLatency latency{};
 };
 
 }  // namespace ratelimit::redis
