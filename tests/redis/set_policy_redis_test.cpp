@@ -42,16 +42,16 @@ class SetPolicyRedis : public testing::Test {
 
 // Durations at Redis's 1 us tick: memory's nanoseconds rounded up (a sliding counter's floor divisions
 // fall between microseconds; README "Backends agree").
-std::chrono::nanoseconds at_us(std::chrono::nanoseconds d) {
+std::chrono::nanoseconds at_redis_tick(std::chrono::nanoseconds d) {
   return d == Decision::never ? d : std::chrono::ceil<std::chrono::microseconds>(d);
 }
 
-void expect_same(const Decision& memory, const Decision& redis, const std::string& where) {
+void expect_same_as_memory(const Decision& memory, const Decision& redis, const std::string& where) {
   EXPECT_EQ(memory.allowed, redis.allowed) << where;
   EXPECT_EQ(memory.limit, redis.limit) << where;
   EXPECT_EQ(memory.remaining, redis.remaining) << where;
-  EXPECT_EQ(at_us(memory.retry_after), redis.retry_after) << where;
-  EXPECT_EQ(at_us(memory.reset_after), redis.reset_after) << where;
+  EXPECT_EQ(at_redis_tick(memory.retry_after), redis.retry_after) << where;
+  EXPECT_EQ(at_redis_tick(memory.reset_after), redis.reset_after) << where;
 }
 
 // Random calls (3 keys, costs 0..3, refunds, peeks, times in whole milliseconds), with a policy change
@@ -59,7 +59,7 @@ void expect_same(const Decision& memory, const Decision& redis, const std::strin
 // Redis converts a key on its next touch, memory at the change: the twin calls right after each change
 // at the change's time, so both convert at the same time.
 template <class P>
-void twin(const std::string& name, P a, P b) {
+void set_policy_twin(const std::string& name, P a, P b) {
   ManualClock clock;
   clock.advance(1'700'000'000s);
   MemoryLimiter<P, ManualClock> memory(a, {}, clock);
@@ -74,7 +74,7 @@ void twin(const std::string& name, P a, P b) {
       memory.set_policy(next);
       redis.set_policy(next);
       for (const std::string& k : keys) {
-        expect_same(memory.allow(k, 0), redis.allow(k, 0), name + " after change " + std::to_string(i));
+        expect_same_as_memory(memory.allow(k, 0), redis.allow(k, 0), name + " after change " + std::to_string(i));
       }
       continue;
     }
@@ -82,9 +82,9 @@ void twin(const std::string& name, P a, P b) {
     const std::int64_t cost = static_cast<std::int64_t>(rng() % 4);
     const std::string where = name + " call " + std::to_string(i) + " key " + k;
     switch (rng() % 5) {
-      case 0: expect_same(memory.refund(k, cost), redis.refund(k, cost), where + " refund"); break;
-      case 1: expect_same(memory.peek(k), redis.peek(k), where + " peek"); break;
-      default: expect_same(memory.allow(k, cost), redis.allow(k, cost), where + " allow"); break;
+      case 0: expect_same_as_memory(memory.refund(k, cost), redis.refund(k, cost), where + " refund"); break;
+      case 1: expect_same_as_memory(memory.peek(k), redis.peek(k), where + " peek"); break;
+      default: expect_same_as_memory(memory.allow(k, cost), redis.allow(k, cost), where + " allow"); break;
     }
     if (testing::Test::HasFailure()) return;
     clock.advance(std::chrono::milliseconds(rng() % 700));
@@ -92,13 +92,13 @@ void twin(const std::string& name, P a, P b) {
 }
 
 TEST_F(SetPolicyRedis, TwinOfMemoryForEveryPolicy) {
-  twin("gcra", ratelimit::Gcra{.limit = 10, .period = 10s, .burst = 5},
-       ratelimit::Gcra{.limit = 100, .period = 10s, .burst = 8});
-  twin("bucket", ratelimit::TokenBucket{.capacity = 6, .refill_tokens = 2, .refill_period = 1s},
-       ratelimit::TokenBucket{.capacity = 3, .refill_tokens = 1, .refill_period = 3s});
-  twin("fixed", ratelimit::FixedWindow{8, 5s}, ratelimit::FixedWindow{4, 3s});
-  twin("counter", ratelimit::SlidingWindowCounter{8, 5s}, ratelimit::SlidingWindowCounter{5, 2s});
-  twin("log", ratelimit::SlidingWindowLog{8, 5s}, ratelimit::SlidingWindowLog{3, 2s});
+  set_policy_twin("gcra", ratelimit::Gcra{.limit = 10, .period = 10s, .burst = 5},
+                  ratelimit::Gcra{.limit = 100, .period = 10s, .burst = 8});
+  set_policy_twin("bucket", ratelimit::TokenBucket{.capacity = 6, .refill_tokens = 2, .refill_period = 1s},
+                  ratelimit::TokenBucket{.capacity = 3, .refill_tokens = 1, .refill_period = 3s});
+  set_policy_twin("fixed", ratelimit::FixedWindow{8, 5s}, ratelimit::FixedWindow{4, 3s});
+  set_policy_twin("counter", ratelimit::SlidingWindowCounter{8, 5s}, ratelimit::SlidingWindowCounter{5, 2s});
+  set_policy_twin("log", ratelimit::SlidingWindowLog{8, 5s}, ratelimit::SlidingWindowLog{3, 2s});
 }
 
 // GCRA, the README example: 3 units used, T 1 s -> 0.5 s, burst 4: TAT = t + 1.5 s. The converted state
@@ -151,7 +151,7 @@ TEST_F(SetPolicyRedis, RollingDeploySeesUsageInEachOwnUnits) {
   ASSERT_TRUE(slow.allow("k", 3).allowed);  // backlog 3 s
   d = fast.peek("k");
   EXPECT_EQ(d.limit, 50);
-  EXPECT_EQ(d.reset_after, 300ms);  // 3 units of 100 ms
+  EXPECT_EQ(d.reset_after, 300ms);           // 3 units of 100 ms
   ASSERT_TRUE(fast.allow("k", 10).allowed);  // 13 units
   d = slow.peek("k");
   EXPECT_EQ(d.limit, 5);

@@ -16,7 +16,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const ::prometheus::MetricFamily* family(const std::vector<::prometheus::MetricFamily>& all, const std::string& name) {
+const ::prometheus::MetricFamily* metric_family(const std::vector<::prometheus::MetricFamily>& all,
+                                                const std::string& name) {
   for (const auto& f : all) {
     if (f.name == name) return &f;
   }
@@ -25,8 +26,9 @@ const ::prometheus::MetricFamily* family(const std::vector<::prometheus::MetricF
 
 TEST(MetricsRedis, LatencyHistogramAndPoolGauge) {
   RATELIMIT_REQUIRE_REDIS();
-  ratelimit::redis::RedisLimiter<ratelimit::Gcra> limiter(ratelimit::Gcra{.limit = 100, .period = 1s, .burst = 10},
-                                                           ratelimit_test::client_options(*ratelimit_test::shared_redis()));
+  ratelimit::redis::RedisLimiter<ratelimit::Gcra> limiter(
+      ratelimit::Gcra{.limit = 100, .period = 1s, .burst = 10},
+      ratelimit_test::client_options(*ratelimit_test::shared_redis()));
   ratelimit::http::MetricsCollector collector;
   collector.add_limiter("api", limiter);
   for (int i = 0; i < 5; ++i) (void)limiter.allow("user-" + std::to_string(i));
@@ -34,7 +36,7 @@ TEST(MetricsRedis, LatencyHistogramAndPoolGauge) {
   (void)limiter.allow_many(batch);  // one backend call
 
   const auto all = collector.Collect();
-  const auto* h = family(all, "ratelimit_backend_call_duration_seconds");
+  const auto* h = metric_family(all, "ratelimit_backend_call_duration_seconds");
   ASSERT_NE(h, nullptr);
   EXPECT_EQ(h->type, ::prometheus::MetricType::Histogram);
   ASSERT_EQ(h->metric.size(), 1u);
@@ -53,7 +55,7 @@ TEST(MetricsRedis, LatencyHistogramAndPoolGauge) {
   EXPECT_GT(m.histogram.sample_sum, 0.0);
   EXPECT_LT(m.histogram.sample_sum, 6 * 1.0);  // loopback calls, well under a second each
 
-  const auto* g = family(all, "ratelimit_pool_connections");
+  const auto* g = metric_family(all, "ratelimit_pool_connections");
   ASSERT_NE(g, nullptr);
   EXPECT_EQ(g->type, ::prometheus::MetricType::Gauge);
   ASSERT_EQ(g->metric.size(), 1u);
