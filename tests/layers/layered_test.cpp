@@ -409,3 +409,29 @@ TEST(SetPolicyLayer, AdvertisesTheNewQuota) {
   limiter.set_policy(ratelimit::FixedWindow{100, 120s});
   EXPECT_EQ(&layer.quota(), hundred);
 }
+
+// Checks and header entries racing with policy changes (4 threads): every quota a layer advertises is
+// one of the two, and stays readable (TSan: no race between refreshing and reading).
+TEST(SetPolicyLayer, QuotaRefreshRacesWithReaders) {
+  ManualClock clock;
+  MemoryLimiter<ratelimit::FixedWindow, ManualClock> limiter(ratelimit::FixedWindow{10, 60s}, {}, clock);
+  LimiterLayer layer(limiter, "minute");
+  std::atomic<bool> done{false};
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 3; ++t) {
+    readers.emplace_back([&] {
+      const LayerRequest requests[] = {{&layer, "k"}};
+      while (!done) {
+        const auto entries = ratelimit::check_layers(requests).policy_decisions();
+        const std::int64_t q = entries.empty() ? 10 : entries[0].policy->quota;
+        if ((q != 10 && q != 20) || layer.name() != "minute") ++wrong;
+      }
+    });
+  }
+  for (int i = 0; i < 200; ++i) limiter.set_policy(ratelimit::FixedWindow{i % 2 == 0 ? 20 : 10, 60s});
+  done = true;
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(layer.quota().quota, 10);
+}

@@ -98,7 +98,8 @@ class Layer {
   /// `PenaltyBox.max_keys`.
   Layer(QuotaPolicy quota, LayerOptions options, std::size_t max_key_bytes = 512)
       : quotas_{std::move(quota)},
-        quota_(&quotas_.front()),
+        first_quota_(&quotas_.front()),
+        quota_(first_quota_),
         options_(std::move(options)),
         penalties_(options_.penalty_max_keys, max_key_bytes),
         shadow_(options_.shadow) {
@@ -109,7 +110,7 @@ class Layer {
   virtual ~Layer() = default;
 
   /// The policy name (for headers, problem bodies, counters).
-  [[nodiscard]] std::string_view name() const noexcept { return quotas_.front().name; }
+  [[nodiscard]] std::string_view name() const noexcept { return first_quota_->name; }
   /// The advertised quota of the layer's policy now: a `LimiterLayer` follows its limiter's
   /// `set_policy` (README "Changing a policy at run time"). The reference stays valid, and its value
   /// unchanged, as long as the layer lives (each distinct quota is kept once), so `PolicyDecision`s
@@ -170,6 +171,7 @@ class Layer {
  private:
   mutable std::mutex quotas_mutex_;                // guards appending to quotas_
   mutable std::deque<QuotaPolicy> quotas_;         // every quota advertised so far (a deque: references stay)
+  const QuotaPolicy* first_quota_;                 // the name's; elements never move (read without the lock)
   mutable std::atomic<const QuotaPolicy*> quota_;  // the one advertised now
   LayerOptions options_;
   LayerStats stats_;
