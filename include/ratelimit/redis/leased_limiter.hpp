@@ -36,6 +36,7 @@
 #include "ratelimit/redis/detail/cluster_slot.hpp"
 #include "ratelimit/redis/detail/key_encoding.hpp"
 #include "ratelimit/redis/detail/script_binding.hpp"
+#include "ratelimit/redis/fallback.hpp"
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/pool.hpp"
 #include "ratelimit/redis/reply.hpp"
@@ -63,8 +64,9 @@ struct LeaseOptions {
   bool deny_cache = true;
 };
 
-/// What a `LeasedLimiter` has done; each counter read atomically (the set is not one instant).
-struct LeaseStats {
+/// What a `LeasedLimiter` has done; each counter read atomically (the set is not one instant). The fallback's
+/// counters (`FailurePolicy::fallback`) are those of `FallbackCounters`.
+struct LeaseStats : FallbackCounters {
   /// Checks (`allow`, `check`, `peek`).
   std::uint64_t checks = 0;
   /// Script calls sent to Redis (grants, peeks, returns), and of them the returns.
@@ -100,7 +102,8 @@ struct LeaseStats {
 /// `retry_after` Redis's wait (or the rest of it, from the denial cache); `reset_after` Redis's, minus the
 /// time since it answered. Thread-safe: every method may be called from any thread. Throws
 /// `std::invalid_argument` for bad options (naming the field), a negative cost or a key over
-/// `max_key_bytes`; `BackendError` under `FailurePolicy::raise`.
+/// `max_key_bytes`; `BackendError` under `FailurePolicy::raise`. With `FailurePolicy::fallback`, what would go to
+/// Redis while it fails goes to an in-memory share of the quota (README "Fallback during outages").
 ///
 /// @tparam P `Gcra`, `TokenBucket` or `FixedWindow` (durations whole microseconds, as for `RedisLimiter`).
 /// @tparam C the clock whose time is sent with `time_source = client` (tests: `ManualClock`).
@@ -141,7 +144,8 @@ class LeasedLimiter {
         options_(checked(both(route_->options(), limiter))),
         script_(&detail::script_for(std::is_same_v<P, FixedWindow> ? "fixed_window_lease" : "gcra_lease")),
         clock_(std::move(clock)),
-        mono_(std::move(mono)) {
+        mono_(std::move(mono)),
+        fallback_(policy_, options_.limiter(), clock_, mono_) {
     (void)detail::bind<P>(rules_);  // the Lua exactness bounds
     if constexpr (std::is_same_v<P, FixedWindow>) {
       params_ = {std::to_string(rules_.limit()), std::to_string(rules_.window())};
@@ -199,13 +203,18 @@ class LeasedLimiter {
         return local_admit(it->second, mono_ns());
       }
     }
+    Gate gate(fallback_);
+    if (gate.refused()) return fallback_.serve(key, 1, true).decision;
     std::vector<Call> calls(1);
     calls[0] = grant_call(key, 1, 1, "1");
     execute(calls);
     try {
-      return parse(calls[0]).decision;
+      const Decision d = parse(calls[0]).decision;
+      gate.settle(nullptr);
+      return d;
     } catch (const BackendError& e) {
-      return failure(e, 1).decision;
+      gate.settle(calls[0].route.reply ? nullptr : &e);
+      return failure(e, key, 1, true).decision;
     }
   }
 
@@ -214,6 +223,7 @@ class LeasedLimiter {
   /// Redis failed and `on_error` is not `raise`. Thread-safe.
   bool reset(std::string_view key) {
     check_key(key);
+    if (auto* memory = fallback_.memory()) memory->reset(key);
     {
       Shard& shard = shard_of(key);
       std::lock_guard<std::mutex> lock(shard.mutex);
@@ -226,9 +236,9 @@ class LeasedLimiter {
     route_->execute(std::span<RouteCall>(&call, 1));
     if (!call.error && call.reply && call.reply->type == REDIS_REPLY_INTEGER) return true;
     failures_.fetch_add(1, std::memory_order_relaxed);
-    if (options_.on_error == FailurePolicy::raise) {
-      throw call.error ? *call.error : BackendError(BackendErrorCause::reply, "DEL failed");
-    }
+    const BackendError e = call.error ? *call.error : BackendError(BackendErrorCause::reply, "DEL failed");
+    detail::notify_failure(options_, e);
+    if (options_.on_error == FailurePolicy::raise) throw e;
     return false;
   }
 
@@ -261,6 +271,7 @@ class LeasedLimiter {
     s.units_returned = units_returned_.load(std::memory_order_relaxed);
     s.failures = failures_.load(std::memory_order_relaxed);
     s.failed_returns = failed_returns_.load(std::memory_order_relaxed);
+    static_cast<FallbackCounters&>(s) = fallback_.counters();
     return s;
   }
 
@@ -318,6 +329,23 @@ class LeasedLimiter {
   struct Parsed {
     Decision decision;
     std::int64_t units = 0, mark = 0, granted_after = 0, serve_for_ns = 0;
+  };
+  using Fallback = detail::Fallback<P, C, M>;
+  /// The fallback's probe gate for one Redis call (a pass when there is no fallback).
+  class Gate {
+   public:
+    explicit Gate(Fallback& f) {
+      if (f.enabled()) ticket_.emplace(f.admit());
+    }
+    /// Redis is failing and no probe is due: the fallback answers without Redis.
+    [[nodiscard]] bool refused() const noexcept { return ticket_ && !*ticket_; }
+    /// The call's outcome: null for a reply (the server is alive), else its error.
+    void settle(const BackendError* error) noexcept {
+      if (ticket_) Fallback::settle(*ticket_, error);
+    }
+
+   private:
+    std::optional<typename CircuitBreaker<M>::Ticket> ticket_;
   };
 
   static std::shared_ptr<Route> make_route(const RedisOptions& options) {
@@ -482,8 +510,9 @@ class LeasedLimiter {
       try {
         (void)parse(calls[first + i]);
         units_returned_.fetch_add(static_cast<std::uint64_t>(returns[i].unused), std::memory_order_relaxed);
-      } catch (const BackendError&) {
+      } catch (const BackendError& e) {
         failed_returns_.fetch_add(1, std::memory_order_relaxed);
+        detail::notify_failure(options_, e);
       }
     }
   }
@@ -520,9 +549,12 @@ class LeasedLimiter {
     return p;
   }
 
-  CheckResult failure(const BackendError& e, std::int64_t cost) {
+  /// The failure policy's answer for a check (or peek) of `key` that Redis failed; counts it and tells the hook.
+  CheckResult failure(const BackendError& e, std::string_view key, std::int64_t cost, bool peek = false) {
     failures_.fetch_add(1, std::memory_order_relaxed);
+    detail::notify_failure(options_, e);
     if (options_.on_error == FailurePolicy::raise) throw e;
+    if (fallback_.enabled()) return fallback_.serve(key, cost, peek);
     if (options_.on_error == FailurePolicy::fail_open) {
       const typename Arithmetic::State fresh{};
       return {to_decision(arithmetic_.evaluate(fresh, now_us(), cost), detail::kTickNs), Outcome::failure_policy};
@@ -566,6 +598,13 @@ class LeasedLimiter {
         }
         continue;
       }
+      // Redis is failing and no probe is due: the fallback answers (what the lease holds stays for later).
+      Gate gate(fallback_);
+      if (gate.refused()) {
+        e.asked -= cost;
+        lock.unlock();
+        return fallback_.serve(key, cost);
+      }
       // To Redis: give back what the lease still holds (too little for this request, or expired), a few
       // expired leases of the shard, and ask for a new slice.
       std::vector<Return> returns;
@@ -586,8 +625,10 @@ class LeasedLimiter {
         execute(calls);
         account_returns(returns, calls, 0);
         parsed = parse(calls.back());
+        gate.settle(nullptr);
       } catch (const BackendError& ex) {
         error = ex;
+        gate.settle(calls.back().route.reply ? nullptr : &ex);
       } catch (...) {
         lock.lock();
         finish(shard, key);
@@ -598,7 +639,7 @@ class LeasedLimiter {
       Entry* entry = finish(shard, key);
       if (error) {
         lock.unlock();
-        return failure(*error, cost);
+        return failure(*error, key, cost);
       }
       units_granted_.fetch_add(static_cast<std::uint64_t>(parsed->units), std::memory_order_relaxed);
       now = mono_ns();
@@ -684,12 +725,15 @@ class LeasedLimiter {
 
   /// One Redis grant of exactly `cost`, nothing kept locally (a key for which the table has no room).
   CheckResult direct(std::string_view key, std::int64_t cost) {
+    Gate gate(fallback_);
+    if (gate.refused()) return fallback_.serve(key, cost);
     std::vector<Call> calls(1);
     calls[0] = grant_call(key, cost, cost, "0");
     const std::int64_t sent = mono_ns();
     execute(calls);
     try {
       Parsed p = parse(calls[0]);
+      gate.settle(nullptr);
       units_granted_.fetch_add(static_cast<std::uint64_t>(p.units), std::memory_order_relaxed);
       // As in `run`: a leasable key's grant that arrives after its serving window is not served.
       if (arithmetic_.leasable() && p.units > 0 && mono_ns() >= sent + std::min(serve_window_ns_, p.serve_for_ns)) {
@@ -699,7 +743,8 @@ class LeasedLimiter {
       }
       return {p.decision, Outcome::decided};
     } catch (const BackendError& e) {
-      return failure(e, cost);
+      gate.settle(calls[0].route.reply ? nullptr : &e);
+      return failure(e, key, cost);
     }
   }
 
@@ -718,6 +763,7 @@ class LeasedLimiter {
   std::int64_t cap_ = 1;
   std::size_t per_shard_ = 1;
   std::array<Shard, kShards> shards_;
+  Fallback fallback_;  // holds nothing unless on_error is fallback
   std::atomic<std::uint64_t> checks_{0}, redis_calls_{0}, returns_{0}, lease_admits_{0}, cached_denials_{0},
       units_granted_{0}, units_returned_{0}, failures_{0}, failed_returns_{0};
 };

@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -98,6 +100,24 @@ struct ConnectionOptions {
   CircuitBreakerOptions breaker{};
 };
 
+/// The in-memory fallback of a Redis rate limiter (`on_error = FailurePolicy::fallback`, README "Fallback during
+/// outages"): while Redis fails, checks go to a `MemoryLimiter` holding `1 / instances` of the policy's quota,
+/// and one check per probe period goes to Redis to find out whether it is back. A plain aggregate; the limiter
+/// validates it (`std::invalid_argument` naming the field, e.g. `LimiterOptions.fallback.instances`).
+struct FallbackOptions {
+  /// The number of processes sharing the limit (each gets `1 / instances` of the quota); in [1, 1,000,000].
+  /// Required (0, the default, is refused) when `on_error` is `fallback`.
+  std::int64_t instances = 0;
+  /// The first wait after a failure before a check probes Redis again; in (0, 10 s]. Each failed probe
+  /// doubles it, up to `probe_max`.
+  std::chrono::milliseconds probe_min{50};
+  /// The longest wait between two probes; in [`probe_min`, 10 s]. It bounds how late checks return to Redis
+  /// after it recovers (with the pool's reconnect backoff and breaker, README "Fallback during outages").
+  std::chrono::milliseconds probe_max{250};
+  /// Most keys the fallback holds (its `MemoryOptions::max_keys`, least recently used evicted); >= 1.
+  std::size_t max_keys = 100'000;
+};
+
 /// Options of one `RedisLimiter` (not of its connections): how it names its Redis keys, where its time
 /// comes from and what it does when Redis fails. A plain aggregate, every field has a working default;
 /// the limiter validates them (`std::invalid_argument` naming the field, e.g. `LimiterOptions.name`).
@@ -119,6 +139,13 @@ struct LimiterOptions {
   std::chrono::milliseconds failure_retry_after{1000};
   /// Longest key accepted, in bytes; a longer key throws `std::invalid_argument`. <= 2^20.
   std::size_t max_key_bytes = 512;
+  /// The in-memory fallback, used when `on_error` is `FailurePolicy::fallback`.
+  FallbackOptions fallback{};
+  /// Called with the error each time a Redis call of this limiter fails (also under `fail_open`, so an
+  /// outage answered by admitting is never silent), before the failure policy answers. Runs on the calling
+  /// thread, or for async calls on the I/O thread: it must be thread-safe, must not block and must not call
+  /// the limiter; what it throws is ignored. Empty: nothing is called.
+  std::function<void(const BackendError&)> on_backend_failure{};
 };
 
 /// Both halves in one object, for `RedisLimiter(policy, options)`: the connection fields

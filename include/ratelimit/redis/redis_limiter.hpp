@@ -10,6 +10,7 @@
 #include <concepts>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -34,6 +35,7 @@
 #include "ratelimit/redis/detail/layered_call.hpp"
 #include "ratelimit/redis/detail/script_binding.hpp"
 #include "ratelimit/redis/error.hpp"
+#include "ratelimit/redis/fallback.hpp"
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/pool.hpp"
 #include "ratelimit/redis/reply.hpp"
@@ -58,7 +60,9 @@ struct Request {
 /// durations are whole microseconds (README "Guarantees", "Backends agree"); Redis keeps time in integer
 /// microseconds. Thread-safe: every method may be called from any thread; calls from every thread share
 /// the pool's `pool_size` pipelined connections (README "Redis engine"), and the `*_async` methods start
-/// a check without blocking. When Redis fails, `LimiterOptions::on_error` decides (and `stats()` counts it).
+/// a check without blocking. When Redis fails, `LimiterOptions::on_error` decides (and `stats()` counts it);
+/// with `FailurePolicy::fallback` an in-memory share of the quota answers until Redis is back (README "Fallback
+/// during outages"), and `on_backend_failure` hears of every failure.
 ///
 /// On Redis Cluster (`ConnectionOptions::cluster_nodes` set) each check runs on the master owning its key's
 /// slot, through a `ClusterRouter` (slot map, a pool per node, `MOVED` / `ASK` handling);
@@ -199,12 +203,13 @@ class RedisLimiter final : public detail::LayeredMember {
     start_async(key, cost, Mode::refund, options_.command_timeout, decision_only(std::forward<F>(callback)));
   }
 
-  /// Forgets the key's state (`DEL` of its Redis keys). Thread-safe. Returns false when Redis failed and
-  /// `on_error` is not `raise` (the failure is counted); throws `BackendError` under `raise`, and
-  /// `std::invalid_argument` for a key longer than `max_key_bytes`.
+  /// Forgets the key's state (`DEL` of its Redis keys, and the fallback's state of it). Thread-safe. Returns
+  /// false when Redis failed and `on_error` is not `raise` (the failure is counted); throws `BackendError`
+  /// under `raise`, and `std::invalid_argument` for a key longer than `max_key_bytes`.
   bool reset(std::string_view key) {
     check_key(key);
     core_->calls.fetch_add(1, std::memory_order_relaxed);
+    if (auto* memory = core_->fallback.memory()) memory->reset(key);
     try {
       const std::string k = redis_key(key);
       RouteCall call;
@@ -218,7 +223,7 @@ class RedisLimiter final : public detail::LayeredMember {
         throw BackendError(BackendErrorCause::protocol, "DEL: not an integer reply");
       return true;
     } catch (const BackendError& e) {
-      count_failure(e.cause(), 1);
+      count_failure(e, 1);
       if (options_.on_error == FailurePolicy::raise) throw;
       return false;
     }
@@ -266,6 +271,7 @@ class RedisLimiter final : public detail::LayeredMember {
     s.reply_errors = core_->by_cause[3].load(std::memory_order_relaxed);
     s.short_circuited = core_->by_cause[4].load(std::memory_order_relaxed);
     s.script_reloads = core_->script_reloads.load(std::memory_order_relaxed);
+    static_cast<FallbackCounters&>(s) = core_->fallback.counters();
     return s;
   }
 
@@ -330,7 +336,12 @@ class RedisLimiter final : public detail::LayeredMember {
     return to_decision(detail::parse_decision(r, rules_.limit()), detail::kTickNs);
   }
   void layered_called() noexcept override { core_->calls.fetch_add(1, std::memory_order_relaxed); }
-  void layered_failed(BackendErrorCause cause) noexcept override { count_failure(cause, 1); }
+  void layered_failed(const BackendError& e) noexcept override {
+    count_failure(e, 1);
+    if (core_->fallback.enabled()) core_->fallback.observe(&e);
+  }
+  [[nodiscard]] JointBackend* layered_fallback() noexcept override { return core_->fallback.memory(); }
+  void layered_fallback_served() noexcept override { core_->fallback.count_served(); }
   [[nodiscard]] FailurePolicy layered_on_error() const noexcept override { return options_.on_error; }
   [[nodiscard]] Decision layered_failure_decision(std::int64_t now, std::int64_t cost) const override {
     return failure_decision(now, cost, Mode::check);
@@ -353,7 +364,7 @@ class RedisLimiter final : public detail::LayeredMember {
         options_(checked(own_options(route_.get(), limiter))),
         identity_(detail::limiter_identity(P::kind, options_.name, binding_.params)),
         clock_(std::move(clock)),
-        core_(std::make_shared<Core>(rules_, options_)) {}
+        core_(std::make_shared<Core>(policy_, rules_, options_, clock_)) {}
 
   static std::shared_ptr<Route> make_route(const ConnectionOptions& options) {
     if (options.cluster_nodes.empty()) return server_route(std::make_shared<ConnectionPool>(options));
@@ -390,22 +401,36 @@ class RedisLimiter final : public detail::LayeredMember {
     }
     const std::span<const std::string_view> order_keys =
         requests.size() > 1 ? std::span<const std::string_view>(order) : std::span<const std::string_view>();
+    std::vector<CheckResult> out;
+    out.reserve(requests.size());
+    Fallback& fallback = core_->fallback;
+    std::optional<typename CircuitBreaker<detail::GateClock<C>>::Ticket> ticket;
+    if (fallback.enabled()) {
+      ticket.emplace(fallback.admit());
+      if (!*ticket) {  // Redis is failing and no probe is due: the fallback answers, Redis is not asked
+        for (const Request& r : requests) out.push_back(serve_fallback(r.key, r.cost, mode));
+        return out;
+      }
+    }
     if (const std::size_t reloads = run_script(*route_, *binding_.script, calls, order_keys); reloads != 0) {
       core_->script_reloads.fetch_add(reloads, std::memory_order_relaxed);
     }
-    std::vector<CheckResult> out;
-    out.reserve(requests.size());
     std::optional<BackendError> first;
+    bool any_reply = false;
     for (std::size_t i = 0; i < requests.size(); ++i) {
       try {
         if (calls[i].error) throw *calls[i].error;
+        any_reply = true;
         out.push_back(decided(*calls[i].reply));
       } catch (const BackendError& e) {
-        count_failure(e.cause(), 1);
+        count_failure(e, 1);
+        if (calls[i].reply) any_reply = true;  // an error reply: the server is alive
         if (!first) first = e;
-        out.push_back(failed(now, requests[i].cost, mode));
+        out.push_back(fallback.enabled() ? serve_fallback(requests[i].key, requests[i].cost, mode)
+                                         : failed(now, requests[i].cost, mode));
       }
     }
+    if (ticket) Fallback::settle(*ticket, any_reply ? nullptr : &*first);
     if (first && options_.on_error == FailurePolicy::raise) throw *first;
     return out;
   }
@@ -465,7 +490,12 @@ class RedisLimiter final : public detail::LayeredMember {
     return run_many(std::span<const Request>(&one, 1), mode, now).front();
   }
 
-  void count_failure(BackendErrorCause cause, std::size_t n) noexcept { core_->count_failure(cause, n); }
+  using Fallback = detail::Fallback<P, C, detail::GateClock<C>>;
+
+  void count_failure(const BackendError& e, std::size_t n) noexcept { core_->count_failure(e, n); }
+  CheckResult serve_fallback(std::string_view key, std::int64_t cost, Mode mode) {
+    return core_->fallback.serve(key, cost, mode == Mode::peek, mode == Mode::refund);
+  }
   CheckResult decided(const redisReply& r) const { return core_->decided(r); }
   CheckResult failed(std::int64_t now, std::int64_t cost, Mode mode) const { return core_->failed(now, cost, mode); }
   Decision failure_decision(std::int64_t now, std::int64_t cost, Mode mode) const {
@@ -482,13 +512,26 @@ class RedisLimiter final : public detail::LayeredMember {
     std::atomic<std::uint64_t> failures{0};
     std::array<std::atomic<std::uint64_t>, 5> by_cause{};  // by BackendErrorCause
     std::atomic<std::uint64_t> script_reloads{0};
+    std::function<void(const BackendError&)> on_backend_failure;
+    Fallback fallback;  // holds nothing unless on_error is fallback
 
-    Core(RulesOf<P> r, const RedisOptions& o)
-        : rules(std::move(r)), on_error(o.on_error), failure_retry_after(o.failure_retry_after) {}
+    Core(const P& policy, RulesOf<P> r, const RedisOptions& o, const C& clock)
+        : rules(std::move(r)),
+          on_error(o.on_error),
+          failure_retry_after(o.failure_retry_after),
+          on_backend_failure(o.on_backend_failure),
+          fallback(policy, o.limiter(), clock, detail::gate_clock(clock)) {}
 
-    void count_failure(BackendErrorCause cause, std::size_t n) noexcept {
+    /// Counts `n` failures of `e`'s cause and tells the hook once.
+    void count_failure(const BackendError& e, std::size_t n) noexcept {
       failures.fetch_add(n, std::memory_order_relaxed);
-      by_cause[static_cast<std::size_t>(cause)].fetch_add(n, std::memory_order_relaxed);
+      by_cause[static_cast<std::size_t>(e.cause())].fetch_add(n, std::memory_order_relaxed);
+      if (on_backend_failure) {
+        try {
+          on_backend_failure(e);
+        } catch (...) {  // a hook must not turn a failure policy's answer into an exception
+        }
+      }
     }
 
     /// The decision in a script's reply; throws `BackendError` if it breaks the contract.
@@ -524,23 +567,43 @@ class RedisLimiter final : public detail::LayeredMember {
                Mode mode, G g)
         : AsyncScriptCall(script), core_(std::move(core)), now_(now), cost_(cost), mode_(mode), g_(std::move(g)) {}
 
+    /// With the fallback: the gate's ticket (a refused one: the call is sent with a past deadline, so it is
+    /// never written and completes on the I/O thread, where the fallback answers), and the user key.
+    std::optional<typename CircuitBreaker<detail::GateClock<C>>::Ticket> ticket;
+    std::string user_key;
+
    private:
     void finished(Reply reply, std::optional<BackendError> error, bool reloaded) noexcept override {
       if (reloaded) core_->script_reloads.fetch_add(1, std::memory_order_relaxed);
       CheckResult result{};
       std::exception_ptr failure;
+      const bool gated = ticket && !*ticket;
       try {
-        if (error) throw *error;
-        result = core_->decided(*reply);
+        if (gated) {
+          result = serve();
+        } else {
+          if (error) throw *error;
+          if (ticket) Fallback::settle(*ticket, nullptr);
+          result = core_->decided(*reply);
+        }
       } catch (const BackendError& e) {
-        core_->count_failure(e.cause(), 1);
-        result = core_->failed(now_, cost_, mode_);
+        core_->count_failure(e, 1);
+        if (ticket) Fallback::settle(*ticket, reply ? nullptr : &e);
+        try {
+          result = ticket ? serve() : core_->failed(now_, cost_, mode_);
+        } catch (...) {  // the fallback's allocation failed: the plain failure decision
+          result = core_->failed(now_, cost_, mode_);
+        }
         if (core_->on_error == FailurePolicy::raise) failure = std::current_exception();
+      } catch (...) {
+        result = core_->failed(now_, cost_, mode_);
       }
       G g = std::move(g_);
       delete this;  // before the callback: it may destroy what this call references
       g(failure, result);
     }
+
+    CheckResult serve() { return core_->fallback.serve(user_key, cost_, mode_ == Mode::peek, mode_ == Mode::refund); }
 
     std::shared_ptr<Core> core_;
     std::int64_t now_;
@@ -567,6 +630,13 @@ class RedisLimiter final : public detail::LayeredMember {
     std::string k = redis_key(key);
     call->slot = detail::key_slot(k);
     call->deadline = std::chrono::steady_clock::now() + timeout;
+    if (core_->fallback.enabled()) {
+      call->ticket.emplace(core_->fallback.admit());
+      call->user_key = std::string(key);
+      // Redis is failing and no probe is due: never written (README "Redis engine", deadlines), answered by
+      // the fallback on the I/O thread, as every async callback runs.
+      if (!*call->ticket) call->deadline = std::chrono::steady_clock::time_point{};
+    }
     const std::array<std::string_view, 3> head{"EVALSHA", binding_.script->sha1, "1"};
     call->args.assign(head.begin(), head.end());
     call->args.push_back(std::move(k));

@@ -26,13 +26,25 @@ struct RouteCounters {
   std::uint64_t refused_calls = 0;
 };
 
+/// Counters of a limiter's in-memory fallback (`FailurePolicy::fallback`, README "Fallback during outages"),
+/// each read atomically; all zero (and false) without it.
+struct FallbackCounters {
+  /// True while Redis is considered down: checks go to the fallback, but for one probe per probe period.
+  bool fallback_active = false;
+  /// Checks (and peeks, refunds) answered by the fallback, whether Redis was asked first or not.
+  std::uint64_t fallback_checks = 0;
+  /// Times the fallback became active (a Redis call failed while Redis was considered up).
+  std::uint64_t fallback_activations = 0;
+};
+
 /// A snapshot of a limiter's counters, and of its route's (`RouteCounters`, shared with the limiters on
 /// the same pool or router). Each read atomically; the set is not one instant.
-struct RedisStats : RouteCounters {
+struct RedisStats : RouteCounters, FallbackCounters {
   /// Checks attempted: `allow`, `peek`, `reset`, every request of `allow_many`, and every async call
   /// started (`check_async`, ...).
   std::uint64_t calls = 0;
-  /// Checks that Redis did not answer and `on_error` decided (or that threw under `raise`).
+  /// Checks that Redis did not answer and `on_error` decided (or that threw under `raise`). Checks the
+  /// fallback answered without asking Redis (its probe gate closed) are not failures: see `fallback_checks`.
   std::uint64_t failures = 0;
   /// Failures by cause (`BackendErrorCause`); they sum to `failures`.
   std::uint64_t io_errors = 0;
