@@ -35,6 +35,7 @@
 #include "ratelimit/redis/cluster_router.hpp"
 #include "ratelimit/redis/detail/cluster_slot.hpp"
 #include "ratelimit/redis/detail/key_encoding.hpp"
+#include "ratelimit/redis/denial_cache.hpp"
 #include "ratelimit/redis/detail/script_binding.hpp"
 #include "ratelimit/redis/fallback.hpp"
 #include "ratelimit/redis/options.hpp"
@@ -298,9 +299,8 @@ class LeasedLimiter {
     std::int64_t deadline = 0;  // monotonic ns: serve while now < deadline
     std::int64_t mark = 0;      // the grant's mark and counter, for its return
     std::int64_t granted_after = 0;
-    std::int64_t deny_until = 0;  // denial cache: monotonic ns, and the smallest cost it denies
-    std::int64_t deny_cost = 0;
-    Decision last{};  // Redis's last answer (remaining: unleased units then)
+    detail::Denial denial;  // the denial cache's entry (monotonic ns)
+    Decision last{};        // Redis's last answer (remaining: unleased units then)
     std::int64_t last_at = 0;
     double demand = 0;       // EWMA of units asked per serving window
     std::int64_t asked = 0;  // units asked since `asked_since`
@@ -432,9 +432,7 @@ class LeasedLimiter {
     Decision d;
     d.limit = arithmetic_.limit();
     d.remaining = std::min(d.limit, e.units + e.last.remaining);
-    d.retry_after = e.deny_until == std::numeric_limits<std::int64_t>::max()
-                        ? Decision::never
-                        : std::chrono::nanoseconds(e.deny_until - now);
+    d.retry_after = e.denial.retry_after(now);
     const auto since = std::chrono::nanoseconds(now - e.last_at);
     d.reset_after = std::max(std::chrono::nanoseconds(0), e.last.reset_after - since);
     return d;
@@ -585,7 +583,7 @@ class LeasedLimiter {
         lease_admits_.fetch_add(1, std::memory_order_relaxed);
         return {local_admit(e, now), Outcome::decided};
       }
-      if (lease_.deny_cache && cost > 0 && now < e.deny_until && cost >= e.deny_cost) {
+      if (lease_.deny_cache && e.denial.denies(cost, now)) {
         cached_denials_.fetch_add(1, std::memory_order_relaxed);
         return {local_denial(e, now), Outcome::decided};
       }
@@ -661,7 +659,7 @@ class LeasedLimiter {
         entry->last = parsed->decision;
         entry->last_at = now;
         if (parsed->decision.allowed) {
-          entry->deny_until = 0;
+          entry->denial.clear();
           const std::int64_t left = parsed->units - cost;
           if (left > 0) {
             entry->units = left;
@@ -673,10 +671,9 @@ class LeasedLimiter {
         } else if (lease_.deny_cache && cost > 0) {
           // This process asks again when its whole slice fits (a shorter wait would spend a call on a sliver).
           const std::int64_t wait = slice_wait(parsed->decision.retry_after, want - cost);
-          entry->deny_until = wait == std::numeric_limits<std::int64_t>::max() ? wait : sent + wait;
-          entry->deny_cost = cost;
-          if (wait != std::numeric_limits<std::int64_t>::max()) {
-            parsed->decision.retry_after = std::chrono::nanoseconds(std::max<std::int64_t>(1, entry->deny_until - now));
+          entry->denial.set(cost, wait, sent);
+          if (wait != detail::Denial::kNever) {
+            parsed->decision.retry_after = std::max(std::chrono::nanoseconds(1), entry->denial.retry_after(now));
           }
         }
       }
@@ -713,7 +710,7 @@ class LeasedLimiter {
     std::size_t scanned = 0;
     for (auto it = shard.entries.begin(); it != shard.entries.end() && scanned < 64; ++scanned) {
       const Entry& e = it->second;
-      if (!e.busy && !live(e, now) && e.units == 0 && now >= e.deny_until) {
+      if (!e.busy && !live(e, now) && e.units == 0 && !e.denial.live(now)) {
         it = shard.entries.erase(it);
         if (shard.entries.size() < per_shard_) return true;
       } else {

@@ -118,6 +118,16 @@ struct FallbackOptions {
   std::size_t max_keys = 100'000;
 };
 
+/// The local denial cache of a `RedisLimiter` (README "Denial cache"; `LeasedLimiter` has its own,
+/// `LeaseOptions::deny_cache`): after Redis denies cost n with retry_after R, requests of that key with cost
+/// >= n are denied in process memory until R has passed. A plain aggregate.
+struct DenialCacheOptions {
+  /// Off by default: a denial it repeats can be one Redis would no longer give (units refunded meanwhile).
+  bool enabled = false;
+  /// Most keys it holds (expired denials dropped first, then any); >= 1.
+  std::size_t max_keys = 100'000;
+};
+
 /// Options of one `RedisLimiter` (not of its connections): how it names its Redis keys, where its time
 /// comes from and what it does when Redis fails. A plain aggregate, every field has a working default;
 /// the limiter validates them (`std::invalid_argument` naming the field, e.g. `LimiterOptions.name`).
@@ -139,6 +149,8 @@ struct LimiterOptions {
   std::chrono::milliseconds failure_retry_after{1000};
   /// Longest key accepted, in bytes; a longer key throws `std::invalid_argument`. <= 2^20.
   std::size_t max_key_bytes = 512;
+  /// `RedisLimiter`'s denial cache (off by default).
+  DenialCacheOptions deny_cache{};
   /// The in-memory fallback, used when `on_error` is `FailurePolicy::fallback`.
   FallbackOptions fallback{};
   /// Called with the error each time a Redis call of this limiter fails (also under `fail_open`, so an

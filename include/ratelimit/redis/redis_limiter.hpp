@@ -29,6 +29,7 @@
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/redis/cluster_router.hpp"
 #include "ratelimit/redis/connection.hpp"
+#include "ratelimit/redis/denial_cache.hpp"
 #include "ratelimit/redis/detail/cluster_slot.hpp"
 #include "ratelimit/redis/detail/decision_reply.hpp"
 #include "ratelimit/redis/detail/key_encoding.hpp"
@@ -203,13 +204,14 @@ class RedisLimiter final : public detail::LayeredMember {
     start_async(key, cost, Mode::refund, options_.command_timeout, decision_only(std::forward<F>(callback)));
   }
 
-  /// Forgets the key's state (`DEL` of its Redis keys, and the fallback's state of it). Thread-safe. Returns
-  /// false when Redis failed and `on_error` is not `raise` (the failure is counted); throws `BackendError`
+  /// Forgets the key's state (`DEL` of its Redis keys, its cached denial and the fallback's state of it). Thread-safe.
+  /// Returns false when Redis failed and `on_error` is not `raise` (the failure is counted); throws `BackendError`
   /// under `raise`, and `std::invalid_argument` for a key longer than `max_key_bytes`.
   bool reset(std::string_view key) {
     check_key(key);
     core_->calls.fetch_add(1, std::memory_order_relaxed);
     if (auto* memory = core_->fallback.memory()) memory->reset(key);
+    if (core_->denials) core_->denials->forget(key);
     try {
       const std::string k = redis_key(key);
       RouteCall call;
@@ -271,6 +273,7 @@ class RedisLimiter final : public detail::LayeredMember {
     s.reply_errors = core_->by_cause[3].load(std::memory_order_relaxed);
     s.short_circuited = core_->by_cause[4].load(std::memory_order_relaxed);
     s.script_reloads = core_->script_reloads.load(std::memory_order_relaxed);
+    s.cached_denials = core_->cached_denials.load(std::memory_order_relaxed);
     static_cast<FallbackCounters&>(s) = core_->fallback.counters();
     return s;
   }
@@ -386,6 +389,31 @@ class RedisLimiter final : public detail::LayeredMember {
   /// the executor (NOSCRIPT, each key's order); failures are per request. Under `raise`, the first
   /// failure is thrown after every request was answered or failed.
   std::vector<CheckResult> run_many(std::span<const Request> requests, Mode mode, std::int64_t now) {
+    if (!core_->denials || mode != Mode::check) return send_many(requests, mode, now);
+    // The denial cache answers what it can; the rest goes to Redis in one batch, in request order.
+    const std::int64_t t = core_->mono_ns();
+    std::vector<CheckResult> out(requests.size());
+    std::vector<bool> local(requests.size(), false);
+    std::vector<Request> rest;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      if (core_->denials->lookup(requests[i].key, requests[i].cost, t, out[i].decision)) {
+        local[i] = true;
+        core_->cached_denials.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        rest.push_back(requests[i]);
+      }
+    }
+    if (rest.size() == requests.size()) return send_many(requests, mode, now);
+    if (rest.empty()) return out;
+    std::vector<CheckResult> sent = send_many(rest, mode, now);
+    for (std::size_t i = 0, k = 0; i < requests.size(); ++i) {
+      if (!local[i]) out[i] = sent[k++];
+    }
+    return out;
+  }
+
+  /// Every request to Redis (or, while its gate is shut, to the fallback); see `run_many`.
+  std::vector<CheckResult> send_many(std::span<const Request> requests, Mode mode, std::int64_t now) {
     const std::string now_arg = time_arg(now);
     std::vector<std::string> keys(requests.size());
     std::vector<std::string> costs(requests.size());
@@ -412,6 +440,7 @@ class RedisLimiter final : public detail::LayeredMember {
         return out;
       }
     }
+    const std::int64_t sent = core_->denials ? core_->mono_ns() : 0;
     if (const std::size_t reloads = run_script(*route_, *binding_.script, calls, order_keys); reloads != 0) {
       core_->script_reloads.fetch_add(reloads, std::memory_order_relaxed);
     }
@@ -422,6 +451,7 @@ class RedisLimiter final : public detail::LayeredMember {
         if (calls[i].error) throw *calls[i].error;
         any_reply = true;
         out.push_back(decided(*calls[i].reply));
+        core_->learn(requests[i].key, requests[i].cost, mode, out.back().decision, sent);
       } catch (const BackendError& e) {
         count_failure(e, 1);
         if (calls[i].reply) any_reply = true;  // an error reply: the server is alive
@@ -449,6 +479,9 @@ class RedisLimiter final : public detail::LayeredMember {
       ratelimit::detail::invalid("LimiterOptions.name", "must not contain '{' or '}' (they delimit the hash tag)");
     }
     if (o.name.size() > 256) ratelimit::detail::invalid("LimiterOptions.name", "must be at most 256 bytes");
+    if (o.deny_cache.enabled && o.deny_cache.max_keys < 1) {
+      ratelimit::detail::invalid("LimiterOptions.deny_cache.max_keys", "must be >= 1");
+    }
     if (o.max_key_bytes > (std::size_t{1} << 20))
       ratelimit::detail::invalid("LimiterOptions.max_key_bytes", "must be <= 2^20");
     // A denial always names a wait (acquire and Retry-After rely on it), and one in nanoseconds must fit.
@@ -512,15 +545,33 @@ class RedisLimiter final : public detail::LayeredMember {
     std::atomic<std::uint64_t> failures{0};
     std::array<std::atomic<std::uint64_t>, 5> by_cause{};  // by BackendErrorCause
     std::atomic<std::uint64_t> script_reloads{0};
+    std::atomic<std::uint64_t> cached_denials{0};
     std::function<void(const BackendError&)> on_backend_failure;
-    Fallback fallback;  // holds nothing unless on_error is fallback
+    detail::GateClock<C> mono;                     // the denial cache's time
+    std::unique_ptr<detail::DenialCache> denials;  // null unless deny_cache.enabled
+    Fallback fallback;                             // holds nothing unless on_error is fallback
 
     Core(const P& policy, RulesOf<P> r, const RedisOptions& o, const C& clock)
         : rules(std::move(r)),
           on_error(o.on_error),
           failure_retry_after(o.failure_retry_after),
           on_backend_failure(o.on_backend_failure),
+          mono(detail::gate_clock(clock)),
+          denials(o.deny_cache.enabled ? std::make_unique<detail::DenialCache>(o.deny_cache.max_keys) : nullptr),
           fallback(policy, o.limiter(), clock, detail::gate_clock(clock)) {}
+
+    [[nodiscard]] std::int64_t mono_ns() { return ratelimit::detail::now_ns(mono); }
+
+    /// Feeds Redis's decision `d` of a call sent at `sent` (monotonic ns) to the denial cache: a denial of a
+    /// check is remembered, an admission or a refund forgets the key's.
+    void learn(std::string_view key, std::int64_t cost, Mode mode, const Decision& d, std::int64_t sent) {
+      if (!denials || mode == Mode::peek) return;
+      if (mode == Mode::check && !d.allowed && cost > 0) {
+        denials->remember(key, cost, d, sent, mono_ns());
+      } else if (mode == Mode::refund || d.allowed) {
+        denials->forget(key);
+      }
+    }
 
     /// Counts `n` failures of `e`'s cause and tells the hook once.
     void count_failure(const BackendError& e, std::size_t n) noexcept {
@@ -571,6 +622,9 @@ class RedisLimiter final : public detail::LayeredMember {
     /// never written and completes on the I/O thread, where the fallback answers), and the user key.
     std::optional<typename CircuitBreaker<detail::GateClock<C>>::Ticket> ticket;
     std::string user_key;
+    /// With the denial cache: its answer (the call is then never written, as above), and the send time.
+    std::optional<Decision> cached;
+    std::int64_t sent_ns = 0;
 
    private:
     void finished(Reply reply, std::optional<BackendError> error, bool reloaded) noexcept override {
@@ -579,12 +633,15 @@ class RedisLimiter final : public detail::LayeredMember {
       std::exception_ptr failure;
       const bool gated = ticket && !*ticket;
       try {
-        if (gated) {
+        if (cached) {
+          result = {*cached, Outcome::decided};
+        } else if (gated) {
           result = serve();
         } else {
           if (error) throw *error;
           if (ticket) Fallback::settle(*ticket, nullptr);
           result = core_->decided(*reply);
+          core_->learn(user_key, cost_, mode_, result.decision, sent_ns);
         }
       } catch (const BackendError& e) {
         core_->count_failure(e, 1);
@@ -630,7 +687,17 @@ class RedisLimiter final : public detail::LayeredMember {
     std::string k = redis_key(key);
     call->slot = detail::key_slot(k);
     call->deadline = std::chrono::steady_clock::now() + timeout;
-    if (core_->fallback.enabled()) {
+    if (core_->denials) {
+      call->user_key = std::string(key);
+      call->sent_ns = core_->mono_ns();
+      Decision d;
+      if (mode == Mode::check && core_->denials->lookup(key, cost, call->sent_ns, d)) {
+        call->cached = d;
+        call->deadline = std::chrono::steady_clock::time_point{};  // never written, answered on the I/O thread
+        core_->cached_denials.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    if (core_->fallback.enabled() && !call->cached) {
       call->ticket.emplace(core_->fallback.admit());
       call->user_key = std::string(key);
       // Redis is failing and no probe is due: never written (README "Redis engine", deadlines), answered by

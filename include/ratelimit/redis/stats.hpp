@@ -58,6 +58,8 @@ struct RedisStats : RouteCounters, FallbackCounters {
   /// `SCRIPT FLUSH` counts each request that met it): the first use on each server, and again after a
   /// restart, failover or `SCRIPT FLUSH`.
   std::uint64_t script_reloads = 0;
+  /// Checks denied by the denial cache (`LimiterOptions::deny_cache`) without Redis (also in `calls`).
+  std::uint64_t cached_denials = 0;
 };
 
 }  // namespace ratelimit::redis
