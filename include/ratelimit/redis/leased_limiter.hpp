@@ -276,6 +276,20 @@ class LeasedLimiter {
     return s;
   }
 
+  /// Gives nothing back, and returns `key`'s state as `peek` sees it: a unit put back into a lease could be served
+  /// after its grant's lifetime, which the bound does not allow (README "Budget leases"), so a refunded unit is
+  /// lost (the fleet admits less, never more). For layers that consume and refund (`check_layers`). Thread-safe.
+  /// Throws `std::invalid_argument` for a negative cost, and as `peek`.
+  Decision refund(std::string_view key, std::int64_t cost) {
+    ratelimit::detail::require_cost(cost);
+    return peek(key);
+  }
+
+  /// The policy as given. Thread-safe (immutable).
+  [[nodiscard]] const P& policy() const noexcept { return policy_; }
+  /// The clock whose time is sent with `time_source = client` (layers read it too).
+  [[nodiscard]] C& clock() noexcept { return clock_; }
+
   /// The lease-mode limit (`Decision::limit`). Thread-safe (immutable).
   [[nodiscard]] std::int64_t limit() const noexcept { return arithmetic_.limit(); }
   /// False when the policy cannot cover a lease (`B * T <= L`): every check is then one Redis call. Immutable.
