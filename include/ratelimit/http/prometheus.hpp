@@ -40,7 +40,10 @@ class MetricsCollector final : public ::prometheus::Collectable {
   /// `stats()` (`redis::RedisLimiter`) `ratelimit_backend_calls_total{limiter}`,
   /// `ratelimit_backend_failures_total{limiter, cause}` (io, timeout, protocol, reply),
   /// `ratelimit_script_reloads_total{limiter}`, `ratelimit_connects_total{limiter}` and
-  /// `ratelimit_dropped_connections_total{limiter}`.
+  /// `ratelimit_dropped_connections_total{limiter}`; for one with an in-memory fallback in its `stats()`
+  /// (`redis::RedisLimiter`, `redis::LeasedLimiter`, README "Fallback during outages") the gauge
+  /// `ratelimit_fallback_active{limiter}` (1 while Redis is considered down) and the counter
+  /// `ratelimit_fallback_checks_total{limiter}`.
   template <class L>
   void add_limiter(std::string name, const L& limiter) {
     std::function<void(Sink&)> read = [name, &limiter](Sink& sink) {
@@ -64,6 +67,11 @@ class MetricsCollector final : public ::prometheus::Collectable {
         sink.counter("ratelimit_connects_total", {{"limiter", name}}, static_cast<double>(s.connects));
         sink.counter("ratelimit_dropped_connections_total", {{"limiter", name}},
                      static_cast<double>(s.dropped_connections));
+      }
+      if constexpr (requires { limiter.stats().fallback_checks; }) {
+        const auto s = limiter.stats();
+        sink.gauge("ratelimit_fallback_active", {{"limiter", name}}, s.fallback_active ? 1.0 : 0.0);
+        sink.counter("ratelimit_fallback_checks_total", {{"limiter", name}}, static_cast<double>(s.fallback_checks));
       }
     };
     std::lock_guard guard(mutex_);
@@ -126,6 +134,8 @@ class MetricsCollector final : public ::prometheus::Collectable {
       if (family == "ratelimit_script_reloads_total") return "NOSCRIPT replies answered with EVAL";
       if (family == "ratelimit_connects_total") return "Redis connections opened";
       if (family == "ratelimit_dropped_connections_total") return "Broken Redis connections dropped";
+      if (family == "ratelimit_fallback_active") return "1 while Redis is down and the in-memory fallback answers";
+      if (family == "ratelimit_fallback_checks_total") return "Checks answered by the in-memory fallback";
       return family;
     }
   };
