@@ -22,18 +22,8 @@ using ratelimit::Outcome;
 using ratelimit::redis::RedisLimiter;
 using ratelimit::redis::RedisOptions;
 
-// `calls + rejected_calls` of EVALSHA in INFO commandstats.
 std::int64_t evalsha_count(ratelimit::redis::Connection& admin) {
-  const auto r = admin.command({"INFO", "commandstats"});
-  const std::string info(ratelimit::redis::text(*r));
-  const auto at = info.find("cmdstat_evalsha:");
-  if (at == std::string::npos) return 0;
-  const auto line = info.substr(at, info.find('\n', at) - at);
-  auto field = [&line](const std::string& name) -> std::int64_t {
-    const auto p = line.find(name + "=");
-    return p == std::string::npos ? 0 : std::stoll(line.substr(p + name.size() + 1));
-  };
-  return field("calls") + field("rejected_calls");
+  return ratelimit_test::command_count(admin, "evalsha");
 }
 
 // GCRA 10/s, burst 2 (T = 100 ms), client time.
