@@ -150,6 +150,34 @@ TEST(FallbackLayered, JointCheckIsAllOrNothingInMemory) {
   EXPECT_TRUE(b.stats().fallback_active);
 }
 
+// An error reply (here WRONGTYPE: the key holds a list) is answered by the fallback, counted once, and opens
+// nothing: the server is alive, so the next key goes to Redis. A hook that throws changes nothing.
+TEST(FallbackServer, ErrorReplyIsAnsweredByTheFallbackWithoutOpeningTheGate) {
+  RATELIMIT_REQUIRE_REDIS();
+  RedisOptions o = fallback_options(ratelimit_test::shared_redis()->port(), 2);
+  int hooked = 0;
+  o.on_backend_failure = [&](const ratelimit::BackendError& e) {
+    ++hooked;
+    EXPECT_EQ(e.cause(), ratelimit::BackendErrorCause::reply);
+    throw std::runtime_error("a hook that throws");
+  };
+  RedisLimiter<ratelimit::Gcra> limiter(ratelimit::Gcra{.limit = 10, .period = 1s, .burst = 4}, o);
+  auto admin = ratelimit_test::shared_redis()->admin();
+  (void)admin.command({"RPUSH", limiter.redis_key("bad"), "x"});
+  const CheckResult r = limiter.check("bad");
+  EXPECT_EQ(r.outcome, Outcome::failure_policy);
+  EXPECT_TRUE(r.decision.allowed);
+  EXPECT_EQ(r.decision.limit, 2);  // the share's burst
+  EXPECT_EQ(hooked, 1);
+  const auto s = limiter.stats();
+  EXPECT_FALSE(s.fallback_active);
+  EXPECT_EQ(s.fallback_checks, 1u);
+  EXPECT_EQ(s.failures, 1u);
+  EXPECT_EQ(s.reply_errors, 1u);
+  EXPECT_EQ(limiter.check("good").outcome, Outcome::decided);
+  EXPECT_EQ(limiter.stats().calls, 2u);
+}
+
 // A real redis-server killed (SIGKILL) and restarted on the same port: during the outage a RedisLimiter and a
 // LeasedLimiter each admit at most their share (+ burst, + the lease held); within 1 s of the restart checks
 // are decided by Redis again; the hook fired.
