@@ -113,7 +113,9 @@ Args parse(int argc, char** argv) {
   if (a.on_error != "closed" && a.on_error != "open" && a.on_error != "fallback") usage("--on-error");
   if (a.kill_at >= 0 && !a.redis.empty() && a.child.empty()) usage("--kill-redis-at needs the program's own server");
   if (a.restart_after <= 0) usage("--restart-after: > 0");
-  if (a.kill_at >= 0 && a.kill_at + a.restart_after >= a.seconds) usage("--kill-redis-at + --restart-after: < --seconds");
+  if (a.kill_at >= 0 && a.kill_at + a.restart_after >= a.seconds) {
+    usage("--kill-redis-at + --restart-after: < --seconds");
+  }
   if (a.processes < 1 || a.threads < 1 || a.seconds <= 0 || a.limit < 1 || a.burst < 1) usage("bad number");
   return a;
 }
@@ -523,7 +525,8 @@ int run_parent(Args a, const char* self) {
               a.limiter.c_str(), a.policy.c_str(), a.processes, a.threads, a.seconds, static_cast<long long>(over),
               fraction, hot_calls_per_check, all_calls_per_check, ratio, static_cast<double>(p50[p50.size() / 2]) / 1e3,
               static_cast<double>(p99[p99.size() / 2]) / 1e3, admitted, bound_total, a.on_error.c_str(), a.kill_at,
-              static_cast<long long>(over_outage), static_cast<long long>(max_excess), static_cast<long long>(allowance));
+              static_cast<long long>(over_outage), static_cast<long long>(max_excess),
+              static_cast<long long>(allowance));
   // With an outage the check is against the outage bound; without one, against the normal bound.
   return a.check && (a.kill_at >= 0 ? over_outage : over) > 0 ? 1 : 0;
 }
