@@ -22,14 +22,14 @@ using ratelimit::Outcome;
 using ratelimit::redis::RedisLimiter;
 using ratelimit::redis::RedisOptions;
 
-std::int64_t evalsha_count(ratelimit::redis::Connection& admin) {
+std::int64_t denial_evalsha_count(ratelimit::redis::Connection& admin) {
   return ratelimit_test::command_count(admin, "evalsha");
 }
 
 // GCRA 10/s, burst 2 (T = 100 ms), client time.
-const ratelimit::Gcra kPolicy{.limit = 10, .period = 1s, .burst = 2};
+const ratelimit::Gcra kDenialPolicy{.limit = 10, .period = 1s, .burst = 2};
 
-RedisOptions cached_options() {
+RedisOptions denial_cache_options() {
   RedisOptions o = ratelimit_test::client_options(*ratelimit_test::shared_redis());
   o.deny_cache.enabled = true;
   return o;
@@ -39,12 +39,12 @@ TEST(DenialCache, DeniesLocallyUntilRetryAfterThenAsksRedis) {
   RATELIMIT_REQUIRE_REDIS();
   auto admin = ratelimit_test::shared_redis()->admin();
   ManualClock clock;
-  RedisLimiter<ratelimit::Gcra, ManualClock> limiter(kPolicy, cached_options(), clock);
+  RedisLimiter<ratelimit::Gcra, ManualClock> limiter(kDenialPolicy, denial_cache_options(), clock);
   ASSERT_TRUE(limiter.allow("k", 2));
   const auto denied = limiter.check("k", 2);  // Redis: retry_after 200 ms
   ASSERT_FALSE(denied.decision.allowed);
   EXPECT_EQ(denied.decision.retry_after, 200ms);
-  const std::int64_t before = evalsha_count(admin);
+  const std::int64_t before = denial_evalsha_count(admin);
   clock.advance(50ms);
   const CheckResult local = limiter.check("k", 2);  // the cache: the rest of the wait
   EXPECT_FALSE(local.decision.allowed);
@@ -52,13 +52,13 @@ TEST(DenialCache, DeniesLocallyUntilRetryAfterThenAsksRedis) {
   EXPECT_EQ(local.decision.retry_after, 150ms);
   EXPECT_EQ(local.decision.limit, 2);
   EXPECT_FALSE(limiter.allow("k", 3));  // a larger cost too
-  EXPECT_EQ(evalsha_count(admin), before);
+  EXPECT_EQ(denial_evalsha_count(admin), before);
   EXPECT_EQ(limiter.stats().cached_denials, 2u);
   // A smaller cost is not covered: Redis decides (denies, retry_after 50 ms; that denial of cost 1 is cached).
   EXPECT_FALSE(limiter.allow("k", 1));
-  EXPECT_EQ(evalsha_count(admin), before + 1);
+  EXPECT_EQ(denial_evalsha_count(admin), before + 1);
   // Async: answered by the cache on the I/O thread, Redis not asked.
-  const std::int64_t async_before = evalsha_count(admin);
+  const std::int64_t async_before = denial_evalsha_count(admin);
   std::promise<CheckResult> done;
   limiter.check_async("k", 2, [&](std::exception_ptr, CheckResult r) { done.set_value(r); });
   auto f = done.get_future();
@@ -66,12 +66,12 @@ TEST(DenialCache, DeniesLocallyUntilRetryAfterThenAsksRedis) {
   const CheckResult async = f.get();
   EXPECT_FALSE(async.decision.allowed);
   EXPECT_EQ(async.outcome, Outcome::decided);
-  EXPECT_EQ(evalsha_count(admin), async_before);
+  EXPECT_EQ(denial_evalsha_count(admin), async_before);
   EXPECT_EQ(async.decision.retry_after, 50ms);
   // Once the wait has passed, Redis is asked again (at 200 ms it admits 2).
   clock.advance(150ms);
   EXPECT_TRUE(limiter.allow("k", 2));
-  EXPECT_EQ(evalsha_count(admin), async_before + 1);
+  EXPECT_EQ(denial_evalsha_count(admin), async_before + 1);
   // Batches: cached denials answered locally, the rest sent, in request order.
   ASSERT_FALSE(limiter.allow("k", 2));
   const ratelimit::redis::Request batch[] = {{"k", 2}, {"other", 1}, {"k", 5}};
@@ -87,11 +87,11 @@ TEST(DenialCache, DeniesLocallyUntilRetryAfterThenAsksRedis) {
 TEST(DenialCache, RefundsElsewhereCanBeMissedForAtMostTheWait) {
   RATELIMIT_REQUIRE_REDIS();
   ManualClock clock;
-  const RedisOptions o = cached_options();
-  RedisLimiter<ratelimit::Gcra, ManualClock> cached(kPolicy, o, clock);
+  const RedisOptions o = denial_cache_options();
+  RedisLimiter<ratelimit::Gcra, ManualClock> cached(kDenialPolicy, o, clock);
   RedisOptions plain_options = o;
   plain_options.deny_cache.enabled = false;
-  RedisLimiter<ratelimit::Gcra, ManualClock> other(kPolicy, plain_options, clock);  // another process
+  RedisLimiter<ratelimit::Gcra, ManualClock> other(kDenialPolicy, plain_options, clock);  // another process
   ASSERT_TRUE(cached.allow("k", 2));
   ASSERT_FALSE(cached.allow("k", 1));  // cached for 100 ms
   (void)other.refund("k", 2);
@@ -121,7 +121,7 @@ TEST(DenialCache, IsBoundedAndValidated) {
   o.deny_cache.enabled = true;
   o.deny_cache.max_keys = 0;
   try {
-    RedisLimiter<ratelimit::Gcra> l(kPolicy, o);
+    RedisLimiter<ratelimit::Gcra> l(kDenialPolicy, o);
     ADD_FAILURE() << "no exception";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("LimiterOptions.deny_cache.max_keys"), std::string::npos) << e.what();

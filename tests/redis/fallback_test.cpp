@@ -43,7 +43,7 @@ RedisOptions fallback_options(int port, std::int64_t instances) {
   return o;
 }
 
-std::string message_of(const std::function<void()>& f) {
+std::string fallback_invalid_message(const std::function<void()>& f) {
   try {
     f();
   } catch (const std::invalid_argument& e) {
@@ -55,17 +55,17 @@ std::string message_of(const std::function<void()>& f) {
 TEST(FallbackOptions, InvalidValuesNameTheField) {
   const ratelimit::Gcra policy{.limit = 10, .period = 1s, .burst = 5};
   RedisOptions o = fallback_options(1, 0);
-  EXPECT_NE(message_of([&] { RedisLimiter<ratelimit::Gcra> l(policy, o); }).find("LimiterOptions.fallback.instances"),
+  EXPECT_NE(fallback_invalid_message([&] { RedisLimiter<ratelimit::Gcra> l(policy, o); }).find("LimiterOptions.fallback.instances"),
             std::string::npos);
-  EXPECT_NE(message_of([&] { LeasedLimiter<ratelimit::Gcra> l(policy, o); }).find("LimiterOptions.fallback.instances"),
+  EXPECT_NE(fallback_invalid_message([&] { LeasedLimiter<ratelimit::Gcra> l(policy, o); }).find("LimiterOptions.fallback.instances"),
             std::string::npos);
   o.fallback.instances = 2;
   o.fallback.probe_max = 10ms;  // below probe_min
-  EXPECT_NE(message_of([&] { RedisLimiter<ratelimit::Gcra> l(policy, o); }).find("LimiterOptions.fallback.probe_max"),
+  EXPECT_NE(fallback_invalid_message([&] { RedisLimiter<ratelimit::Gcra> l(policy, o); }).find("LimiterOptions.fallback.probe_max"),
             std::string::npos);
   o.fallback.probe_max = 250ms;
   o.fallback.max_keys = 0;
-  EXPECT_NE(message_of([&] { RedisLimiter<ratelimit::Gcra> l(policy, o); }).find("LimiterOptions.fallback.max_keys"),
+  EXPECT_NE(fallback_invalid_message([&] { RedisLimiter<ratelimit::Gcra> l(policy, o); }).find("LimiterOptions.fallback.max_keys"),
             std::string::npos);
   // Without on_error = fallback the instance count is not needed.
   o.fallback = {};
