@@ -44,8 +44,10 @@ install_missing() {
     return 0
   fi
   local missing=() p
+  # dpkg-query's one status line, compared whole: `dpkg -s | grep -q` under pipefail failed at random
+  # (grep exits at its match, dpkg dies of SIGPIPE on a long description, the pipeline says 141).
   for p in "$@"; do
-    dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed' || missing+=("$p")
+    [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" == "install ok installed" ]] || missing+=("$p")
   done
   if [[ "$dry_run" == 1 ]]; then
     echo "$script: would install: ${missing[*]:-nothing}"

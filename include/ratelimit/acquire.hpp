@@ -38,10 +38,12 @@ struct SleepWaiter {
 /// @param clock    measures the elapsed time: `std::chrono::steady_clock` by default (monotonic); pass
 ///                 the `ManualClock` that `wait` advances in tests.
 /// @return the admitting decision, or the last denial.
-/// @throws whatever `limiter.allow` throws (e.g. `std::invalid_argument` for a negative cost).
+/// @throws `std::invalid_argument` naming `max_wait` when it is negative (nothing is checked), and
+///         whatever `limiter.allow` throws (e.g. `std::invalid_argument` for a negative cost).
 template <Limiter L, class Wait = SleepWaiter, Clock C = std::chrono::steady_clock>
 Decision acquire(L& limiter, std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_wait,
                  Wait&& wait = {}, C clock = {}) {
+  if (max_wait < std::chrono::nanoseconds::zero()) detail::invalid("max_wait", "must be >= 0");
   auto now_ns = [&clock] {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(clock.now().time_since_epoch()).count();
   };

@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -171,6 +173,22 @@ TEST(AcquireDeadline, AdmitsWhenTheWaitFitsTheRestOfTheDeadline) {
   EXPECT_TRUE(ratelimit::acquire(limiter, "k", 1, 10ms, waiter, clock).allowed);
   clock.advance(1ms);  // 9 ms to the next window
   EXPECT_FALSE(ratelimit::acquire(limiter, "k", 1, 8ms, waiter, clock).allowed);
+}
+
+
+// A negative max_wait is a caller's mistake, as for ConcurrencyLimiter::acquire: it throws naming the
+// field instead of returning a denial that looks like a full limiter, and checks nothing.
+TEST(AcquireDeadline, ANegativeMaxWaitThrowsNamingIt) {
+  ManualClock clock;
+  MemoryLimiter<ratelimit::FixedWindow, ManualClock> limiter({.limit = 1, .window = 10ms}, {}, clock);
+  auto waiter = [&](std::chrono::nanoseconds delay) { clock.advance(delay); };
+  try {
+    (void)ratelimit::acquire(limiter, "k", 1, -1ms, waiter, clock);
+    FAIL() << "a negative max_wait was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("max_wait", 0), 0U) << e.what();
+  }
+  EXPECT_TRUE(limiter.allow("k").allowed);  // nothing was consumed
 }
 
 }  // namespace

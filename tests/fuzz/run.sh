@@ -26,7 +26,7 @@ done
 if command -v dpkg >/dev/null && command -v apt-get >/dev/null; then
   missing=()
   for p in cmake make pkg-config clang libclang-rt-dev llvm libhiredis-dev; do
-    dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed' || missing+=("$p")
+    [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" == "install ok installed" ]] || missing+=("$p")
   done
   if [[ ${#missing[@]} -gt 0 ]]; then
     sudo=()

@@ -287,6 +287,10 @@ TEST(Layered, RefundLayersGivesBackAndCounts) {
   EXPECT_EQ(s.ip.peek("1.2.3.4").remaining, 10);
   EXPECT_EQ(s.key.peek("k").remaining, 5);
   EXPECT_EQ(s.ip_layer.stats().snapshot().refunded, 1u);
+  // Written in place, like check_layers.
+  ASSERT_TRUE(ratelimit::check_layers({{&s.ip_layer, "1.2.3.4", 2}}));
+  ratelimit::refund_layers({{&s.ip_layer, "1.2.3.4", 2}});
+  EXPECT_EQ(s.ip.peek("1.2.3.4").remaining, 10);
 }
 
 // Many threads through three layers of different policies, time standing still (nothing refills),

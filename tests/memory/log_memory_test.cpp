@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -197,6 +198,25 @@ TEST(LogMemory, ABudgetBelowOneKeysLongestLogIsRefused) {
   EXPECT_FALSE(exact.allow("solo").allowed);
   EXPECT_EQ(exact.evictions(), 0U);
   EXPECT_LE(exact.table_bytes(), one_key + 2 * 1024);
+}
+
+// A limit whose longest log does not fit in a size_t (2 * (limit + 1) * 16 bytes from limit 2^59 up) is
+// refused under any budget, in the constructor and in set_policy: the byte bound once wrapped around and
+// let such a limiter hold a log far beyond max_bytes.
+TEST(LogMemory, ALimitWhoseLogCannotBeCountedIsRefusedUnderAnyBudget) {
+  ManualClock clock;
+  for (const std::int64_t limit : {std::int64_t{1} << 59, std::int64_t{1} << 62, std::numeric_limits<std::int64_t>::max()}) {
+    try {
+      MemoryLimiter<SlidingWindowLog, ManualClock> refused({.limit = limit, .window = 1h}, {.max_bytes = 1 << 20},
+                                                           clock);
+      FAIL() << "limit " << limit << " accepted with max_bytes 1 MiB";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("MemoryOptions.max_bytes"), std::string::npos) << e.what();
+    }
+  }
+  MemoryLimiter<SlidingWindowLog, ManualClock> l({.limit = 10, .window = 1h}, {.max_bytes = 1 << 20}, clock);
+  EXPECT_THROW(l.set_policy({.limit = std::int64_t{1} << 59, .window = 1h}), std::invalid_argument);
+  EXPECT_EQ(l.policy().limit, 10);
 }
 
 // Over budget the least recently used key goes, not the one just checked; losing usage is counted.

@@ -3,8 +3,9 @@
 /// @file
 /// `http::MetricsCollector`: the layers' and limiters' counters as Prometheus metric families, through
 /// prometheus-cpp (link `ratelimit::prometheus`, defined when prometheus-cpp is found). Register it with
-/// a `prometheus::Registry` (or serialize `Collect()` yourself). Nothing is added to the check path: the
-/// collector reads, at scrape time, the counters every layer and limiter already keeps (relaxed atomics).
+/// a `prometheus::Exposer` (`RegisterCollectable`) or serialize `Collect()` (`prometheus::TextSerializer`). Nothing is
+/// added to the check path: the collector reads, at scrape time, the counters every layer and limiter already keeps
+/// (relaxed atomics).
 
 #include <prometheus/client_metric.h>
 #include <prometheus/collectable.h>

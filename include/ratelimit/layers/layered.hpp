@@ -369,4 +369,9 @@ inline void refund_layers(std::span<const LayerRequest> requests) {
   }
 }
 
+/// `refund_layers` over a list written in place: `refund_layers({{&ip, ip}, {&key, api_key}})`.
+inline void refund_layers(std::initializer_list<LayerRequest> requests) {
+  refund_layers(std::span<const LayerRequest>(requests.begin(), requests.size()));
+}
+
 }  // namespace ratelimit

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string_view>
 #include <vector>
 
@@ -53,9 +54,12 @@ struct SlidingWindowLog {
     };
 
     /// The most heap bytes one key's log can hold: `limit + 1` entries, in a vector that grows by
-    /// doubling (so up to twice that). The store refuses a byte budget smaller than this.
+    /// doubling (so up to twice that). The store refuses a byte budget smaller than this. Saturates at
+    /// `SIZE_MAX` (limits from 2^59 up), which no budget covers: such a limit is refused, never wrapped.
     [[nodiscard]] std::size_t max_heap_bytes() const noexcept {
-      return 2 * (static_cast<std::size_t>(limit_) + 1) * sizeof(Entry);
+      constexpr std::size_t kMaxEntries = std::numeric_limits<std::size_t>::max() / (2 * sizeof(Entry));
+      const auto entries = static_cast<std::size_t>(limit_) + 1;  // limit_ >= 1: no wrap here
+      return entries > kMaxEntries ? std::numeric_limits<std::size_t>::max() : 2 * entries * sizeof(Entry);
     }
 
     /// Gives back up to `cost` units, newest entries first (the refunded request is normally the
