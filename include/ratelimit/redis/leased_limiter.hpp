@@ -348,18 +348,16 @@ class LeasedLimiter {
   /// The fallback's probe gate for one Redis call (a pass when there is no fallback).
   class Gate {
    public:
-    explicit Gate(Fallback& f) {
-      if (f.enabled()) ticket_.emplace(f.admit());
-    }
+    // A ticket always (unguarded without a fallback), not an optional one: g++ 12 saw the optional's
+    // payload as maybe uninitialized (-Werror=maybe-uninitialized in Release).
+    explicit Gate(Fallback& f) : ticket_(f.enabled() ? f.admit() : CircuitBreaker<M>::Ticket::unguarded()) {}
     /// Redis is failing and no probe is due: the fallback answers without Redis.
-    [[nodiscard]] bool refused() const noexcept { return ticket_ && !*ticket_; }
+    [[nodiscard]] bool refused() const noexcept { return !ticket_; }
     /// The call's outcome: null for a reply (the server is alive), else its error.
-    void settle(const BackendError* error) noexcept {
-      if (ticket_) Fallback::settle(*ticket_, error);
-    }
+    void settle(const BackendError* error) noexcept { Fallback::settle(ticket_, error); }
 
    private:
-    std::optional<typename CircuitBreaker<M>::Ticket> ticket_;
+    typename CircuitBreaker<M>::Ticket ticket_;
   };
 
   static std::shared_ptr<Route> make_route(const RedisOptions& options) {
