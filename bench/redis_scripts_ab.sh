@@ -1,15 +1,16 @@
 #!/bin/sh
 # A/B of the per-policy Lua scripts, server time per call: the scripts of git revision REF (assembled from
 # its lua/ as cmake/RatelimitRedis.cmake does: the parts named on the main's "-- Parts" line, then the
-# main) against the assembled scripts of BUILD_DIR (BUILD_DIR/generated/lua/), beside the reference GCRA
-# script (bench/reference_gcra.lua), all on one redis-server, alternating, so that every script sees the
-# same machine load. Each run is redis-benchmark -c 50 -P 16 over 100,000 keys on an emptied server
+# main) against the assembled scripts of BUILD_DIR (BUILD_DIR/generated/lua/), these also as Redis Functions
+# (FCALL of BUILD_DIR/generated/lua/library.lua), beside the reference GCRA script
+# (bench/reference_gcra.lua), all on one redis-server, alternating, so that every script sees the same
+# machine load. Each run is redis-benchmark -c 50 -P 16 over 100,000 keys on an emptied server
 # (FLUSHALL), with the client's time and with the server's (ARGV[1] = ""); the figure is the server's
-# usec_per_call of EVALSHA (INFO commandstats). Prints every run, then per script the lowest figure of the
-# rounds (the least disturbed run) and its ratio to the reference with the same time source.
+# usec_per_call of EVALSHA or FCALL (INFO commandstats). Prints every run, then per script the lowest
+# figure of the rounds (the least disturbed run) and its ratio to the reference with the same time source.
 # With AB_INSTRUCTIONS=1 the server runs under valgrind (callgrind) and the figure is the CPU instructions
-# executed inside EVALSHA per call instead: slow (use ~5000 requests; keys then spread over 1,000), but
-# the same on a loaded machine as on an idle one, so small differences show.
+# executed inside EVALSHA (or FCALL) per call instead: slow (use ~5000 requests; keys then spread over
+# 1,000), but the same on a loaded machine as on an idle one, so small differences show.
 #   bench/redis_scripts_ab.sh REF BUILD_DIR [requests] [rounds]
 set -eu
 ref=$1
@@ -23,7 +24,8 @@ dir=$(mktemp -d)
 keys=100000
 if [ "$instructions" = 1 ]; then
   keys=1000
-  valgrind --tool=callgrind --toggle-collect=evalShaCommand --callgrind-out-file="$dir/cg.%p" \
+  valgrind --tool=callgrind --toggle-collect=evalShaCommand --toggle-collect=fcallCommand \
+    --callgrind-out-file="$dir/cg.%p" \
     redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no >/dev/null 2>&1 &
 else
   redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no >/dev/null 2>&1 &
@@ -39,19 +41,21 @@ assemble_old() {  # $1 = kind: REF's parts, then its main
   for p in $parts; do git -C "$root" show "$ref:lua/parts/$p.lua"; done
   printf '%s\n' "$main"
 }
-run() {  # $1 = sha, $2 = now ("" = server time), $3 = params; prints usec_per_call (or instructions)
+run() {  # $1 = sha or function, $2 = now ("" = server time), $3 = params; prints usec_per_call (or instructions)
+  command=EVALSHA
+  case $1 in ratelimit_*) command=FCALL ;; esac
   cli FLUSHALL >/dev/null
   cli CONFIG RESETSTAT >/dev/null
   [ "$instructions" = 1 ] && callgrind_control -z "$rpid" >/dev/null
   redis-benchmark -p "$port" -c 50 -P 16 -r "$keys" -n "$requests" -q \
-    EVALSHA "$1" 1 "{k:__rand_int__}" "$2" $3 >/dev/null 2>&1
-  stats=$(cli INFO commandstats | grep '^cmdstat_evalsha:')
+    $command "$1" 1 "{k:__rand_int__}" "$2" $3 >/dev/null 2>&1
+  stats=$(cli INFO commandstats | grep "^cmdstat_$(echo $command | tr A-Z a-z):")
   failed=$(echo "$stats" | sed -n 's/.*failed_calls=\([0-9]*\).*/\1/p')
   [ "${failed:-0}" = 0 ] || echo "warning: $failed failed calls of $1" >&2
   if [ "$instructions" = 1 ]; then
     rm -f "$dir"/cg.*
     callgrind_control -d "$rpid" >/dev/null
-    calls=$(echo "$stats" | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/p')
+    calls=$(echo "$stats" | sed -n 's/^cmdstat_[a-z]*:calls=\([0-9]*\),.*/\1/p')
     ir=$(sed -n 's/^summary: *\([0-9]*\).*/\1/p' "$(ls -t "$dir"/cg.* | head -1)")
     echo "$ir / $calls" | bc
   else
@@ -60,11 +64,13 @@ run() {  # $1 = sha, $2 = now ("" = server time), $3 = params; prints usec_per_c
 }
 T=1700000000000000
 ref_sha=$(cli SCRIPT LOAD "$(cat "$root/bench/reference_gcra.lua")")
+library=$(cli FUNCTION LOAD "$(cat "$build/generated/lua/library.lua")")
 names="reference"
 for kind in gcra token_bucket fixed_window sliding_window_counter sliding_window_log; do
   assemble_old "$kind" >"$dir/$kind.old.lua"
   eval "sha_${kind}_old=\$(cli SCRIPT LOAD \"\$(cat \"$dir/$kind.old.lua\")\")"
   eval "sha_${kind}_new=\$(cli SCRIPT LOAD \"\$(cat \"$build/generated/lua/$kind.lua\")\")"
+  eval "sha_${kind}_fcall=${library}_$kind"
   names="$names $kind"
 done
 params_of() {
@@ -81,9 +87,9 @@ for r in $(seq "$rounds"); do
     now=$T
     [ $time = server ] && now=""
     for name in $names; do
-      for side in old new; do
+      for side in old new fcall; do
         if [ $name = reference ]; then
-          [ $side = new ] && continue
+          [ $side != old ] && continue
           sha=$ref_sha
         else
           eval "sha=\$sha_${name}_$side"
@@ -105,7 +111,8 @@ for time in client server; do
   echo "  reference GCRA ($time time): $refv"
   for name in $names; do
     [ $name = reference ] && continue
-    eval "o=\$best_${name}_old_$time"; eval "n=\$best_${name}_new_$time"
-    echo "  $name ($time time): $ref $o ($(echo "scale=2; $o / $refv" | bc)x) -> new $n ($(echo "scale=2; $n / $refv" | bc)x)"
+    eval "o=\$best_${name}_old_$time"; eval "n=\$best_${name}_new_$time"; eval "f=\$best_${name}_fcall_$time"
+    echo "  $name ($time time): $ref $o ($(echo "scale=2; $o / $refv" | bc)x) -> new $n ($(echo "scale=2; $n / $refv" | bc)x)," \
+      "as FCALL $f ($(echo "scale=2; $f / $refv" | bc)x)"
   done
 done

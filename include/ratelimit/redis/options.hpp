@@ -96,6 +96,12 @@ struct ConnectionOptions {
   std::chrono::milliseconds cluster_refresh_interval{100};
   /// The circuit breaker of the server (of each node on Redis Cluster).
   CircuitBreakerOptions breaker{};
+  /// Send scripts as Redis Functions (README "Redis Functions"; Redis >= 7): `FCALL` of the functions of
+  /// one library (`FUNCTION LOAD`ed on first use, then kept by the server across restarts with persistence
+  /// and replicated to replicas), instead of `EVALSHA`. Where the server has no functions or refuses them
+  /// (`NOPERM` for `FCALL` or `FUNCTION LOAD`, unknown command), scripts go as `EVALSHA` from then on.
+  /// Off by default.
+  bool use_functions = false;
 };
 
 /// Options of one `RedisLimiter` (not of its connections): how it names its Redis keys, where its time

@@ -5,6 +5,7 @@
 /// `ConnectionPool`); Redis Cluster routes each command to its slot's master (`ClusterRouter`). Routes
 /// send commands and follow redirections; they know nothing of scripts (the `ScriptExecutor` does).
 
+#include <atomic>
 #include <cstddef>
 #include <condition_variable>
 #include <cstdint>
@@ -112,6 +113,18 @@ class Route {
   [[nodiscard]] virtual RouteCounters counters() const = 0;
   /// The router when this route is Redis Cluster, else null.
   [[nodiscard]] virtual ClusterRouter* cluster_router() noexcept { return nullptr; }
+
+  /// True when scripts go as `FCALL` (`ConnectionOptions::use_functions`) and no server of the route has
+  /// refused Functions yet. Thread-safe.
+  [[nodiscard]] bool functions_usable() const noexcept {
+    return options().use_functions && !functions_refused_.load(std::memory_order_relaxed);
+  }
+  /// Called by the script executor when a server refused `FCALL` or `FUNCTION LOAD` (no permission, no
+  /// such command): every later script of this route goes as `EVALSHA`. Thread-safe.
+  void refuse_functions() noexcept { functions_refused_.store(true, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<bool> functions_refused_{false};
 };
 
 /// A single server: every call on the pool's least loaded shared connection (`Pipeline`), pipelined
@@ -171,7 +184,8 @@ class ServerRoute final : public Route {
 class RouteWorker final : public AsyncSink {
  public:
   RouteWorker(Route& route, std::size_t max_in_flight)
-      : route_(route), max_in_flight_(max_in_flight),
+      : route_(route),
+        max_in_flight_(max_in_flight),
         generation_(detail::fork_generation().load(std::memory_order_relaxed)) {}
   RouteWorker(const RouteWorker&) = delete;
   RouteWorker& operator=(const RouteWorker&) = delete;

@@ -44,7 +44,8 @@ struct RedisStats : RouteCounters {
   std::uint64_t short_circuited = 0;
   /// `NOSCRIPT` replies answered by sending the script with `EVAL`, one per reply (a batch after a
   /// `SCRIPT FLUSH` counts each request that met it): the first use on each server, and again after a
-  /// restart, failover or `SCRIPT FLUSH`.
+  /// restart, failover or `SCRIPT FLUSH`. With `use_functions`, also each call that found the Functions
+  /// library missing and had it loaded (`FUNCTION LOAD`; the first use, `FUNCTION FLUSH`).
   std::uint64_t script_reloads = 0;
 };
 
