@@ -46,7 +46,7 @@ run() {  # $1 = sha or function, $2 = now ("" = server time), $3 = params; print
   case $1 in ratelimit_*) command=FCALL ;; esac
   cli FLUSHALL >/dev/null
   cli CONFIG RESETSTAT >/dev/null
-  [ "$instructions" = 1 ] && callgrind_control -z "$rpid" >/dev/null
+  [ "$instructions" = 1 ] && { callgrind_control -z "$rpid" >/dev/null 2>&1 || true; }
   redis-benchmark -p "$port" -c 50 -P 16 -r "$keys" -n "$requests" -q \
     $command "$1" 1 "{k:__rand_int__}" "$2" $3 >/dev/null 2>&1
   stats=$(cli INFO commandstats | grep "^cmdstat_$(echo $command | tr A-Z a-z):")
@@ -54,9 +54,14 @@ run() {  # $1 = sha or function, $2 = now ("" = server time), $3 = params; print
   [ "${failed:-0}" = 0 ] || echo "warning: $failed failed calls of $1" >&2
   if [ "$instructions" = 1 ]; then
     rm -f "$dir"/cg.*
-    callgrind_control -d "$rpid" >/dev/null
+    callgrind_control -d "$rpid" >/dev/null 2>&1 || true
+    ir=""
+    for _ in $(seq 100); do  # the dump is written asynchronously
+      for f in "$dir"/cg.*; do [ -f "$f" ] && ir=$(sed -n 's/^summary: *\([0-9]*\).*/\1/p' "$f"); done
+      [ -n "$ir" ] && break
+      sleep 0.2
+    done
     calls=$(echo "$stats" | sed -n 's/^cmdstat_[a-z]*:calls=\([0-9]*\),.*/\1/p')
-    ir=$(sed -n 's/^summary: *\([0-9]*\).*/\1/p' "$(ls -t "$dir"/cg.* | head -1)")
     echo "$ir / $calls" | bc
   else
     echo "$stats" | sed -n 's/.*usec_per_call=\([0-9.]*\),.*/\1/p'
@@ -64,8 +69,13 @@ run() {  # $1 = sha or function, $2 = now ("" = server time), $3 = params; print
 }
 T=1700000000000000
 ref_sha=$(cli SCRIPT LOAD "$(cat "$root/bench/reference_gcra.lua")")
+# The reference with the library's TTL (ceil(reset_after / 1 ms) + 1 s instead of ceil(reset_after / 1 ms)):
+# its keys then stay as long as the library's do, so both keep the same number of keys alive.
+sed 's|math.ceil((new_tat - now) / 1000))|math.ceil((new_tat - now) / 1000) + 1000)|' \
+  "$root/bench/reference_gcra.lua" >"$dir/reference_ttl.lua"
+reference_ttl_sha=$(cli SCRIPT LOAD "$(cat "$dir/reference_ttl.lua")")
 library=$(cli FUNCTION LOAD "$(cat "$build/generated/lua/library.lua")")
-names="reference"
+names="reference reference_ttl"
 for kind in gcra token_bucket fixed_window sliding_window_counter sliding_window_log; do
   assemble_old "$kind" >"$dir/$kind.old.lua"
   eval "sha_${kind}_old=\$(cli SCRIPT LOAD \"\$(cat \"$dir/$kind.old.lua\")\")"
@@ -75,7 +85,7 @@ for kind in gcra token_bucket fixed_window sliding_window_counter sliding_window
 done
 params_of() {
   case $1 in
-    reference) echo "10000 1000000" ;;
+    reference*) echo "10000 1000000" ;;
     gcra) echo "1 0 100 10000 1000000" ;;  # a newer gcra ignores the tolerance (ARGV[6])
     token_bucket) echo "1 0 100 10000" ;;
     *) echo "1 0 100 1000000" ;;
@@ -88,9 +98,10 @@ for r in $(seq "$rounds"); do
     [ $time = server ] && now=""
     for name in $names; do
       for side in old new fcall; do
-        if [ $name = reference ]; then
+        if [ $name = reference ] || [ $name = reference_ttl ]; then
           [ $side != old ] && continue
           sha=$ref_sha
+          [ $name = reference_ttl ] && sha=$reference_ttl_sha
         else
           eval "sha=\$sha_${name}_$side"
         fi
@@ -108,9 +119,10 @@ unit="server us/call"; [ "$instructions" = 1 ] && unit="instructions/call"
 echo "lowest $unit of $rounds rounds (x reference, same time source):"
 for time in client server; do
   eval "refv=\$best_reference_old_$time"
-  echo "  reference GCRA ($time time): $refv"
+  eval "reftv=\$best_reference_ttl_old_$time"
+  echo "  reference GCRA ($time time): $refv; with the library's TTL: $reftv ($(echo "scale=2; $reftv / $refv" | bc)x)"
   for name in $names; do
-    [ $name = reference ] && continue
+    case $name in reference*) continue ;; esac
     eval "o=\$best_${name}_old_$time"; eval "n=\$best_${name}_new_$time"; eval "f=\$best_${name}_fcall_$time"
     echo "  $name ($time time): $ref $o ($(echo "scale=2; $o / $refv" | bc)x) -> new $n ($(echo "scale=2; $n / $refv" | bc)x)," \
       "as FCALL $f ($(echo "scale=2; $f / $refv" | bc)x)"
