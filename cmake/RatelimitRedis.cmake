@@ -94,6 +94,18 @@ set_target_properties(ratelimit_redis PROPERTIES EXPORT_NAME redis)
 target_include_directories(ratelimit_redis INTERFACE $<BUILD_INTERFACE:${_rl_gen_dir}>)
 target_link_libraries(ratelimit_redis INTERFACE ratelimit::ratelimit ratelimit::hiredis)
 
+# TLS (README "TLS"): OpenSSL does TLS on the sockets the connections own, hiredis stays the RESP codec.
+# Optional: on when OpenSSL is found (Debian: libssl-dev); without it `ConnectionOptions::tls` is refused.
+find_package(OpenSSL QUIET)
+option(RATELIMIT_TLS "TLS for the Redis backend (needs OpenSSL)" ${OPENSSL_FOUND})
+if(RATELIMIT_TLS)
+  if(NOT OPENSSL_FOUND)
+    message(FATAL_ERROR "RATELIMIT_TLS is ON but OpenSSL was not found (Debian: apt-get install libssl-dev)")
+  endif()
+  target_link_libraries(ratelimit_redis INTERFACE OpenSSL::SSL OpenSSL::Crypto)
+  target_compile_definitions(ratelimit_redis INTERFACE RATELIMIT_TLS=1)
+endif()
+
 if(RATELIMIT_INSTALL)
   # Own export set: the package config loads it (and looks for hiredis) only for COMPONENTS redis.
   install(TARGETS ratelimit_redis EXPORT ratelimitRedisTargets)

@@ -20,6 +20,26 @@ struct ClusterNode {
   int port = 6379;
 };
 
+/// TLS to the server (README "TLS"): OpenSSL does the TLS (the library built with `RATELIMIT_TLS`, on
+/// when CMake finds OpenSSL), with the server's certificate verified against the CAs below and its name
+/// against `server_name`. A plain aggregate; everything off by default (plain TCP).
+struct TlsOptions {
+  /// Connect with TLS (the server's `tls-port`). A pool or router made with it in a build without TLS
+  /// throws `std::invalid_argument` (`ConnectionOptions.tls`).
+  bool enabled = false;
+  /// PEM file of the certificate authorities trusted to sign the server's certificate, and/or a
+  /// directory of them (OpenSSL's hashed layout, `openssl rehash`). Both empty: OpenSSL's default store.
+  std::string ca_file{};
+  std::string ca_dir{};
+  /// The client's certificate (PEM, may hold the chain) and private key (PEM), for servers that verify
+  /// clients (`tls-auth-clients yes`): both or neither.
+  std::string cert_file{};
+  std::string key_file{};
+  /// Sent as SNI and checked against the names of the server's certificate (DNS names, or an IP address);
+  /// empty: the `host` connected to (on Redis Cluster each node's, from `CLUSTER SLOTS`).
+  std::string server_name{};
+};
+
 /// Where the time `t` of a check comes from (README "Redis contract").
 enum class TimeSource {
   /// The script reads Redis's `TIME`: every application server sees one clock (immune to their skew).
@@ -102,6 +122,8 @@ struct ConnectionOptions {
   /// (`NOPERM` for `FCALL` or `FUNCTION LOAD`, unknown command), scripts go as `EVALSHA` from then on.
   /// Off by default.
   bool use_functions = false;
+  /// TLS (off by default); on Redis Cluster for every node.
+  TlsOptions tls{};
 };
 
 /// Options of one `RedisLimiter` (not of its connections): how it names its Redis keys, where its time
