@@ -40,6 +40,29 @@ struct TlsOptions {
   std::string server_name{};
 };
 
+/// A sentinel's address (README "Redis Sentinel").
+using SentinelNode = ClusterNode;
+
+/// Redis Sentinel (README "Redis Sentinel"): the limiter asks the sentinels which server is the master
+/// of `master_name` (`SENTINEL get-master-addr-by-name`, confirmed with `ROLE`), and asks again when a call
+/// fails or meets `READONLY` (the master was demoted), and every `check_interval`. A plain aggregate.
+struct SentinelOptions {
+  /// The sentinels; any of them answers (tried in order, starting with the last that answered, so a
+  /// dead one costs a connect timeout only once). With `master_name`, selects Sentinel mode: `host`,
+  /// `port` and `unix_socket` are then ignored, and the rest of `ConnectionOptions` is the master's.
+  std::vector<SentinelNode> nodes{};
+  /// The master's name in the sentinels' configuration (`sentinel monitor <name> ...`); non-empty
+  /// selects Sentinel mode.
+  std::string master_name{};
+  /// ACL user and password for `AUTH` on the sentinels (empty: none); the master's are
+  /// `ConnectionOptions::user` and `password`.
+  std::string user{};
+  std::string password{};
+  /// How often the master is confirmed while calls succeed (a failover is also noticed at once by failed
+  /// calls and `READONLY` replies); in (0, 24 h].
+  std::chrono::milliseconds check_interval{1000};
+};
+
 /// Where the time `t` of a check comes from (README "Redis contract").
 enum class TimeSource {
   /// The script reads Redis's `TIME`: every application server sees one clock (immune to their skew).
@@ -122,7 +145,9 @@ struct ConnectionOptions {
   /// (`NOPERM` for `FCALL` or `FUNCTION LOAD`, unknown command), scripts go as `EVALSHA` from then on.
   /// Off by default.
   bool use_functions = false;
-  /// TLS (off by default); on Redis Cluster for every node.
+  /// Redis Sentinel: with `sentinel.master_name` set, the server is the master the sentinels name.
+  SentinelOptions sentinel{};
+  /// TLS (off by default); on Redis Cluster for every node, with Sentinel for the sentinels too.
   TlsOptions tls{};
 };
 

@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -183,10 +184,15 @@ class ServerRoute final : public Route {
 /// io) and waits for the running batch. Thread-safe; refuses use in a forked child (`std::logic_error`).
 class RouteWorker final : public AsyncSink {
  public:
-  RouteWorker(Route& route, std::size_t max_in_flight)
+  /// What the worker does with a batch instead of running it through `Route::execute` (e.g. find the
+  /// server first, then hand the calls to its pipeline); it must complete each call exactly once.
+  using Handler = std::function<void(const std::vector<PipelineOp*>&)>;
+
+  RouteWorker(Route& route, std::size_t max_in_flight, Handler handler = {})
       : route_(route),
         max_in_flight_(max_in_flight),
-        generation_(detail::fork_generation().load(std::memory_order_relaxed)) {}
+        generation_(detail::fork_generation().load(std::memory_order_relaxed)),
+        handler_(std::move(handler)) {}
   RouteWorker(const RouteWorker&) = delete;
   RouteWorker& operator=(const RouteWorker&) = delete;
   ~RouteWorker() {
@@ -242,6 +248,8 @@ class RouteWorker final : public AsyncSink {
         for (PipelineOp* op : batch) {
           op->complete(nullptr, BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed"));
         }
+      } else if (handler_) {
+        handler_(batch);
       } else {
         run(batch);
       }
@@ -271,6 +279,7 @@ class RouteWorker final : public AsyncSink {
   Route& route_;
   const std::size_t max_in_flight_;
   const unsigned generation_;
+  const Handler handler_;
   std::mutex mutex_;
   std::unique_ptr<std::condition_variable> cv_ = std::make_unique<std::condition_variable>();
   std::deque<PipelineOp*> queue_;

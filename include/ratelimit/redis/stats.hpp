@@ -24,6 +24,9 @@ struct RouteCounters {
   /// Calls refused at once because their connection had `max_in_flight` commands outstanding (also in
   /// `failures` of the limiter that made them).
   std::uint64_t refused_calls = 0;
+  /// Redis Sentinel only: times the sentinels were asked for the master, and master changes followed.
+  std::uint64_t master_discoveries = 0;
+  std::uint64_t master_changes = 0;
 };
 
 /// A snapshot of a limiter's counters, and of its route's (`RouteCounters`, shared with the limiters on
