@@ -11,19 +11,14 @@
 #include <ratelimit/concurrency.hpp>
 #include <ratelimit/redis.hpp>
 
-#include "../tests/redis/redis_server.hpp"
+#include "bench_redis_server.hpp"
 
 using namespace std::chrono_literals;
 
 namespace {
 
-ratelimit_test::RedisServer* server() {
-  static std::unique_ptr<ratelimit_test::RedisServer> instance = [] {
-    const auto binary = ratelimit_test::find_redis_server();
-    return binary ? std::make_unique<ratelimit_test::RedisServer>(*binary) : nullptr;
-  }();
-  return instance.get();
-}
+using bench::server;
+using bench::skip_without_server;
 
 ratelimit::redis::RedisOptions options() {
   ratelimit::redis::RedisOptions o = server()->options();
@@ -32,31 +27,22 @@ ratelimit::redis::RedisOptions options() {
   return o;
 }
 
+// Arg 0: the key is inserted and erased each time; arg 1: a permit already holds it (no insertion).
 void memory_acquire_release(benchmark::State& state) {
   ratelimit::ConcurrencyLimiter<> limiter({.permits = 4});
+  ratelimit::PermitResult held;
+  if (state.range(0) == 1) held = limiter.try_acquire("key");
   for (auto _ : state) {
     ratelimit::PermitResult r = limiter.try_acquire("key");
     benchmark::DoNotOptimize(r.in_flight);
     r.permit.release();
   }
 }
-BENCHMARK(memory_acquire_release);
-
-// A second permit on a key already held: no key insertion or erasure.
-void memory_acquire_release_held_key(benchmark::State& state) {
-  ratelimit::ConcurrencyLimiter<> limiter({.permits = 4});
-  ratelimit::PermitResult held = limiter.try_acquire("key");
-  for (auto _ : state) {
-    ratelimit::PermitResult r = limiter.try_acquire("key");
-    benchmark::DoNotOptimize(r.in_flight);
-    r.permit.release();
-  }
-}
-BENCHMARK(memory_acquire_release_held_key);
+BENCHMARK(memory_acquire_release)->Arg(0)->Arg(1);
 
 void redis_ping_floor(benchmark::State& state) {
-  if (server() == nullptr) return state.SkipWithError("no redis-server on PATH");
-  ratelimit::redis::ConnectionPool pool(options());
+  if (skip_without_server(state)) return;
+  ratelimit::redis::ConnectionPool pool(options().connection());
   for (auto _ : state) {
     auto lease = pool.acquire();
     benchmark::DoNotOptimize(lease->command({"PING"}));
@@ -66,7 +52,7 @@ BENCHMARK(redis_ping_floor)->UseRealTime();
 
 // Two scripts (acquire, release): two round trips.
 void redis_acquire_release(benchmark::State& state) {
-  if (server() == nullptr) return state.SkipWithError("no redis-server on PATH");
+  if (skip_without_server(state)) return;
   ratelimit::redis::RedisConcurrencyLimiter limiter({.permits = 4, .name = "bench"}, options());
   for (auto _ : state) {
     ratelimit::PermitResult r = limiter.try_acquire("key");
@@ -79,7 +65,7 @@ BENCHMARK(redis_acquire_release)->UseRealTime();
 // From a release in one limiter (its own pool, as another process) to the acquisition by a waiter of
 // another: polling with backoff (poll_min 2 ms, poll_max 50 ms); the holder waits `hold` first.
 void redis_cross_process_handoff(benchmark::State& state) {
-  if (server() == nullptr) return state.SkipWithError("no redis-server on PATH");
+  if (skip_without_server(state)) return;
   const auto hold = std::chrono::milliseconds(state.range(0));
   ratelimit::redis::RedisConcurrencyLimiter a({.permits = 1, .name = "handoff"}, options());
   ratelimit::redis::RedisConcurrencyLimiter b({.permits = 1, .name = "handoff"}, options());
@@ -101,7 +87,12 @@ void redis_cross_process_handoff(benchmark::State& state) {
   state.counters["polls_per_wait"] =
       benchmark::Counter(static_cast<double>(b.polls() - polls) / static_cast<double>(state.iterations()));
 }
-BENCHMARK(redis_cross_process_handoff)->Arg(10)->Arg(100)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(30);
+BENCHMARK(redis_cross_process_handoff)
+    ->Arg(10)
+    ->Arg(100)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(30);
 
 }  // namespace
 

@@ -11,25 +11,14 @@
 
 #include <ratelimit/redis.hpp>
 
-#include "../tests/redis/redis_server.hpp"
+#include "bench_redis_server.hpp"
 
 using namespace std::chrono_literals;
 
 namespace {
 
-ratelimit_test::RedisServer* server() {
-  static std::unique_ptr<ratelimit_test::RedisServer> instance = [] {
-    const auto binary = ratelimit_test::find_redis_server();
-    return binary ? std::make_unique<ratelimit_test::RedisServer>(*binary) : nullptr;
-  }();
-  return instance.get();
-}
-
-bool skip_without_server(benchmark::State& state) {
-  if (server() != nullptr) return false;
-  state.SkipWithError("no redis-server on PATH");
-  return true;
-}
+using bench::server;
+using bench::skip_without_server;
 
 const ratelimit::Gcra kPolicy{.limit = 1'000'000, .period = 1s, .burst = 1'000'000};
 

@@ -39,7 +39,7 @@ ctest_extra=("${extra_args[@]}")
 # GoogleTest's main and the package-test consumers are all instrumented.
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
-export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$src_dir/tests/tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
 
 # --- Compiler and Debian packages: install only what is missing -----------------------------------
 find_compiler tests/run.sh "$cxx"

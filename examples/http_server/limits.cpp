@@ -6,6 +6,7 @@
 #include <optional>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 #include <ratelimit/layers.hpp>
@@ -33,6 +34,12 @@ struct MemoryBackend {
   std::unique_ptr<ratelimit::MemoryLimiter<P, ServerClock>> operator()(P policy, std::string_view /*name*/) const {
     return std::make_unique<ratelimit::MemoryLimiter<P, ServerClock>>(policy, ratelimit::MemoryOptions{}, clock);
   }
+  /// At most `permits` requests at once per key, in this process.
+  std::unique_ptr<ratelimit::ConcurrencyLimiter<ServerClock>> concurrency(std::int64_t permits,
+                                                                          std::string_view /*name*/) const {
+    return std::make_unique<ratelimit::ConcurrencyLimiter<ServerClock>>(
+        ratelimit::ConcurrencyOptions{.permits = permits}, clock);
+  }
 };
 
 #if RATELIMIT_EXAMPLE_REDIS
@@ -49,6 +56,13 @@ struct RedisBackend {
     options.name = std::string(name);
     return std::make_unique<ratelimit::redis::RedisLimiter<P, ServerClock>>(policy, pool, options, clock);
   }
+  /// At most `permits` requests at once per key over every server process (permits expire 30 s after
+  /// their last renewal, so a crashed process gives its permits back).
+  std::unique_ptr<ratelimit::redis::RedisConcurrencyLimiter> concurrency(std::int64_t permits,
+                                                                         std::string_view name) const {
+    return std::make_unique<ratelimit::redis::RedisConcurrencyLimiter>(
+        ratelimit::redis::RedisConcurrencyOptions{.permits = permits, .name = std::string(name)}, pool);
+  }
 };
 #endif
 
@@ -59,16 +73,20 @@ class BackendLimits final : public Limits {
   using IpLimiter = typename std::invoke_result_t<const Backend&, ratelimit::FixedWindow, std::string_view>::element_type;
   using EndpointLimiter =
       typename std::invoke_result_t<const Backend&, ratelimit::SlidingWindowLog, std::string_view>::element_type;
+  using ConcurrencyLimiter =
+      typename decltype(std::declval<const Backend&>().concurrency(std::int64_t{}, std::string_view{}))::element_type;
 
   BackendLimits(const Config& config, const Backend& make, ServerClock clock)
       : ip_(make(ratelimit::FixedWindow{.limit = 1000, .window = 1min}, "ip")),
         search_(make(ratelimit::SlidingWindowLog{.limit = 10, .window = 1min}, "search")),
         export_(make(ratelimit::SlidingWindowLog{.limit = 5, .window = 1min}, "export")),
         login_(make(ratelimit::SlidingWindowLog{.limit = 5, .window = 5min}, "login")),
+        export_running_(make.concurrency(2, "export-concurrency")),
         ip_layer_(*ip_, "ip"),
         search_layer_(*search_, "search"),
         export_layer_(*export_, "export"),
         login_layer_(*login_, "login", {.penalty = 15min}),
+        export_running_layer_("export-concurrency", *export_running_),
         tiers_(tier_options(), [this](std::string_view key) { return plan_of(key); }, make, clock) {
     for (const auto& [key, plan] : config.api_keys) directory_[key] = plan;
     for (const std::string& ip : config.deny) ip_layer_.lists().deny(ip);
@@ -93,6 +111,11 @@ class BackendLimits final : public Limits {
     if (path == "/search") out.push_back({&search_layer_, keys[1], 1});
     if (path == "/export") out.push_back({&export_layer_, keys[1], 1});
     if (path == "/login") out.push_back({&login_layer_, keys[0], 1});
+  }
+
+  void concurrency_for(const std::string& path, const std::vector<std::string>& keys,
+                       std::vector<ratelimit::ConcurrencyRequest>& out) override {
+    if (path == "/export") out.push_back({&export_running_layer_, keys.at(1), 1});
   }
 
   std::string metrics() override {
@@ -170,8 +193,10 @@ class BackendLimits final : public Limits {
   std::map<std::string, std::string, std::less<>> directory_{{"demo-pro", "pro"}, {"demo-enterprise", "enterprise"}};
   std::unique_ptr<IpLimiter> ip_;
   std::unique_ptr<EndpointLimiter> search_, export_, login_;
+  std::unique_ptr<ConcurrencyLimiter> export_running_;  // /export at most 2 at once per client
   ratelimit::LimiterLayer<IpLimiter> ip_layer_;
   ratelimit::LimiterLayer<EndpointLimiter> search_layer_, export_layer_, login_layer_;
+  ratelimit::ConcurrencyLayer export_running_layer_;
   ratelimit::BasicTieredLimiter<Backend, ServerClock> tiers_;
 #if RATELIMIT_EXAMPLE_PROMETHEUS
   ratelimit::http::MetricsCollector collector_;  // reads the layers' and limiters' counters at each scrape

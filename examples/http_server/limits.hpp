@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <ratelimit/layers/concurrency_layers.hpp>
 #include <ratelimit/layers/layered.hpp>
 
 #include "command_line.hpp"
@@ -47,6 +48,10 @@ class Limits {
   /// The layers of one request; `keys` holds the strings the requests point into.
   virtual void layers_for(const std::string& path, const std::string& ip, const std::string& api_key,
                           std::vector<std::string>& keys, std::vector<ratelimit::LayerRequest>& out) = 0;
+  /// The concurrency limits of one request (`/export`: at most 2 at once per client), keyed like its
+  /// layers (`keys` as `layers_for` filled it).
+  virtual void concurrency_for(const std::string& path, const std::vector<std::string>& keys,
+                               std::vector<ratelimit::ConcurrencyRequest>& out) = 0;
   /// Prometheus-style text of every layer's counters.
   virtual std::string metrics() = 0;
   /// Applies the plan numbers of the JSON file `path` to the running plans, keeping each key's usage

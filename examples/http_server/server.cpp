@@ -4,6 +4,9 @@
 #include <httplib.h>
 #include <pthread.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <functional>
@@ -64,6 +67,26 @@ void problem_reply(httplib::Response& res, int status, const char* title) {
                   std::string(ratelimit::http::kProblemContentType));
 }
 
+/// The permits of the request this thread is serving (a concurrency limit counts a request from the
+/// check before routing to the end of its handler): released after routing, or by the next request.
+std::vector<ratelimit::Permit>& running_permits() {
+  thread_local std::vector<ratelimit::Permit> permits;
+  return permits;
+}
+
+/// 429 for a concurrency limit without room: which limit, how many are running, retry in a second.
+void concurrency_reply(httplib::Response& res, const std::string& limit, std::int64_t in_flight) {
+  res.status = 429;
+  res.set_header("Retry-After", "1");
+  res.set_content(nlohmann::json{{"type", "about:blank"},
+                                 {"title", "Too Many Requests"},
+                                 {"status", 429},
+                                 {"violated-policies", nlohmann::json::array({limit})},
+                                 {"in-flight", in_flight}}
+                      .dump(),
+                  std::string(ratelimit::http::kProblemContentType));
+}
+
 /// The rate-limit check before routing: headers on every limited response, 429/403/431/400 answered here.
 void add_limits(httplib::Server& server, const Config& config, Limits& limits,
                 const std::set<std::string, std::less<>>& trusted) {
@@ -79,17 +102,28 @@ void add_limits(httplib::Server& server, const Config& config, Limits& limits,
     }
     std::vector<std::string> keys;
     std::vector<ratelimit::LayerRequest> layers;
-    std::optional<ratelimit::LayeredDecision> checked;
+    std::vector<ratelimit::ConcurrencyRequest> concurrency;
+    std::optional<ratelimit::AdmittedRequest> checked;
+    running_permits().clear();
     try {
       limits.layers_for(req.path, client_ip(req, trusted), api_key, keys, layers);
-      checked = ratelimit::check_layers(layers, ratelimit::CheckOptions{.shadow = config.shadow});
+      limits.concurrency_for(req.path, keys, concurrency);
+      // Rate and concurrency, all or nothing; --shadow puts the rate layers in shadow mode.
+      checked = ratelimit::check_layers(layers, concurrency, ratelimit::CheckOptions{.shadow = config.shadow});
     } catch (const std::invalid_argument&) {  // a key no limiter takes (too long); nothing was consumed
       problem_reply(res, 400, "Bad Request");
       return Handled::Handled;
     }
-    const ratelimit::LayeredDecision& d = *checked;
+    if (checked->denied_by) {  // no rate was consumed
+      concurrency_reply(res, concurrency[*checked->denied_by].layer->name(), checked->concurrency.in_flight);
+      return Handled::Handled;
+    }
+    const ratelimit::LayeredDecision& d = checked->rate;
     set_fields(res, d);
-    if (d) return Handled::Unhandled;  // on to the route, with the headers set
+    if (d) {
+      running_permits() = std::move(checked->permits);  // held until the handler is done
+      return Handled::Unhandled;  // on to the route, with the headers set
+    }
     bool listed = false;
     for (const auto& o : d.layers) listed = listed || (o.denied() && o.verdict == ratelimit::Verdict::deny_listed);
     if (listed) {
@@ -113,7 +147,15 @@ void add_routes(httplib::Server& server, Limits& limits, const ServerClock& cloc
   server.Get("/search", [](const httplib::Request& req, httplib::Response& res) {
     json_reply(res, {{"query", req.get_param_value("q")}, {"results", nlohmann::json::array()}});
   });
-  server.Get("/export", [](const httplib::Request&, httplib::Response& res) { json_reply(res, {{"export", "queued"}}); });
+  // With --manual-clock (tests), ?hold_ms=N (at most 5000) keeps the export running that long, to show
+  // its concurrency limit.
+  server.Get("/export", [&](const httplib::Request& req, httplib::Response& res) {
+    if (clock.manual() && req.has_param("hold_ms")) {
+      const long long ms = std::min(5000LL, std::max(0LL, std::stoll(req.get_param_value("hold_ms"))));
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    }
+    json_reply(res, {{"export", "queued"}});
+  });
   server.Post("/login", [](const httplib::Request& req, httplib::Response& res) {
     const bool ok = req.get_param_value("user") == "demo" && req.get_param_value("password") == "demo";
     res.status = ok ? 200 : 401;
@@ -148,6 +190,7 @@ int serve(const Config& config, Limits& limits, const ServerClock& clock, const 
   server.set_keep_alive_max_count(10'000);
 
   add_limits(server, config, limits, trusted);
+  server.set_post_routing_handler([](const httplib::Request&, httplib::Response&) { running_permits().clear(); });
   // cpp-httplib's default answers an exception with its what() in an EXCEPTION_WHAT header: internals to
   // the client. Log it here and answer a bare 500 (backend down, a bug).
   server.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
@@ -158,6 +201,7 @@ int serve(const Config& config, Limits& limits, const ServerClock& clock, const 
     } catch (...) {
       std::cerr << "http_server: " << req.method << " " << req.path << ": unknown exception\n";
     }
+    running_permits().clear();
     res.headers.clear();
     problem_reply(res, 500, "Internal Server Error");
   });

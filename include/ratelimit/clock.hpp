@@ -40,14 +40,10 @@ class ManualClock {
     return time_point(duration(now_ns_->load(std::memory_order_acquire)));
   }
   /// Moves the time to `time` (forwards or backwards, for clock-step tests). Thread-safe.
-  void set(time_point time) noexcept {
-    now_ns_->store(time.time_since_epoch().count(), std::memory_order_release);
-  }
+  void set(time_point time) noexcept { now_ns_->store(time.time_since_epoch().count(), std::memory_order_release); }
   /// Moves the time by `delta` (may be negative). Thread-safe. The sum wraps around (two's complement,
   /// as atomic arithmetic does) if it leaves `std::int64_t`: keep the time within +/-292 years of the epoch.
-  void advance(duration delta) noexcept {
-    now_ns_->fetch_add(delta.count(), std::memory_order_acq_rel);
-  }
+  void advance(duration delta) noexcept { now_ns_->fetch_add(delta.count(), std::memory_order_acq_rel); }
 
  private:
   std::shared_ptr<std::atomic<std::int64_t>> now_ns_;

@@ -53,8 +53,7 @@ class BackendError : public std::runtime_error {
  public:
   /// `backend`: the backend's name in `what()` ("redis" by default, the only remote backend today).
   BackendError(BackendErrorCause cause, const std::string& detail, std::string_view backend = "redis")
-      : std::runtime_error(std::string(backend) + " " + std::string(to_string(cause)) + ": " + detail),
-        cause_(cause) {}
+      : std::runtime_error(std::string(backend) + " " + std::string(to_string(cause)) + ": " + detail), cause_(cause) {}
 
   /// The category of the failure.
   [[nodiscard]] BackendErrorCause cause() const noexcept { return cause_; }

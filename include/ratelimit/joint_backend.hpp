@@ -49,8 +49,8 @@ class JointBackend {
   /// otherwise none is. A shadow request's denial never stops the step. Fills `results` (as many as
   /// `requests`): each request's decision when the step passes; when it does not, the denying ones'
   /// decisions, and for the admitting ones their state with nothing consumed (`allowed`, current
-  /// `remaining`, `retry_after` 0, current `reset_after`). A result whose outcome is `Outcome::failure_policy` is the backend's
-  /// failure-policy answer, not a quota decision.
+  /// `remaining`, `retry_after` 0, current `reset_after`). A result whose outcome is `Outcome::failure_policy` is the
+  /// backend's failure-policy answer, not a quota decision.
   ///
   /// Returns false, having sent nothing, when these requests cannot be one step (e.g. keys in different
   /// Redis Cluster slots, the same backend key twice); the caller then checks them one by one.

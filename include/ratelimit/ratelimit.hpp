@@ -22,7 +22,7 @@
 #include "ratelimit/version.hpp"
 
 namespace ratelimit {
-static_assert(Policy<FixedWindow> && Policy<SlidingWindowLog> && Policy<SlidingWindowCounter> &&
-              Policy<TokenBucket> && Policy<Gcra>);
+static_assert(Policy<FixedWindow> && Policy<SlidingWindowLog> && Policy<SlidingWindowCounter> && Policy<TokenBucket> &&
+              Policy<Gcra>);
 static_assert(Limiter<MemoryLimiter<Gcra>>);
 }  // namespace ratelimit

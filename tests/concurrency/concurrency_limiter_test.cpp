@@ -103,7 +103,8 @@ TEST(ConcurrencyLimiterValidation, BadInputNamesTheField) {
   throws_naming(with([](auto& o) { o.queue_limit = -1; }), "ConcurrencyOptions.queue_limit");
   throws_naming(with([](auto& o) { o.max_keys = 0; }), "ConcurrencyOptions.max_keys");
   throws_naming(with([](auto& o) { o.shards = 70000; }), "ConcurrencyOptions.shards");
-  throws_naming(with([](auto& o) { o.max_key_bytes = (std::size_t{1} << 31) + 1; }), "ConcurrencyOptions.max_key_bytes");
+  throws_naming(with([](auto& o) { o.max_key_bytes = (std::size_t{1} << 31) + 1; }),
+                "ConcurrencyOptions.max_key_bytes");
   throws_naming(with([](auto& o) { o.queue_order = static_cast<QueueOrder>(7); }), "ConcurrencyOptions.queue_order");
 
   ConcurrencyLimiter<> limiter(options(2, 2));
@@ -194,8 +195,8 @@ TEST(ConcurrencyLimiterQueue, AsyncWaitersAreGrantedInQueueOrder) {
       Permit p = std::move(held.at(static_cast<std::size_t>(i)));
       p.release();
     }
-    const std::vector<int> want = order == QueueOrder::oldest_first ? std::vector<int>{0, 1, 2, 3}
-                                                                    : std::vector<int>{3, 2, 1, 0};
+    const std::vector<int> want =
+        order == QueueOrder::oldest_first ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{3, 2, 1, 0};
     EXPECT_EQ(served, want);
   }
 }
@@ -205,7 +206,10 @@ TEST(ConcurrencyLimiterQueue, FullQueueDeniesAtOnceOldestFirst) {
   ConcurrencyLimiter<ManualClock> limiter(options(2, 2), clock);
   PermitResult holder = limiter.try_acquire("k", 2);
   int answered = 0;
-  limiter.acquire_async("k", 2, 1s, [&](PermitResult r) { EXPECT_TRUE(r); ++answered; });
+  limiter.acquire_async("k", 2, 1s, [&](PermitResult r) {
+    EXPECT_TRUE(r);
+    ++answered;
+  });
   bool waited = false;
   auto wait = [&](PermitWait&, std::chrono::nanoseconds t) {
     waited = true;
@@ -343,8 +347,9 @@ TEST(ConcurrencyLimiterDeadline, AWaitStrategyThatThrowsLeavesTheQueue) {
   ManualClock clock;
   ConcurrencyLimiter<ManualClock> limiter(options(1, 4), clock);
   PermitResult holder = limiter.try_acquire("k");
-  EXPECT_THROW(limiter.acquire("k", 1, 1s, [](PermitWait&, std::chrono::nanoseconds) { throw std::runtime_error("x"); }),
-               std::runtime_error);
+  EXPECT_THROW(
+      limiter.acquire("k", 1, 1s, [](PermitWait&, std::chrono::nanoseconds) { throw std::runtime_error("x"); }),
+      std::runtime_error);
   EXPECT_EQ(limiter.queued("k"), 0);
   holder.permit.release();
   EXPECT_EQ(limiter.size(), 0u);

@@ -71,8 +71,8 @@ TEST(ConcurrencyLimiterLayers, ARateDenialHoldsNoPermit) {
 TEST(ConcurrencyLimiterLayers, ALaterConcurrencyDenialReleasesTheEarlierPermits) {
   Fixture f;
   auto held = f.global.try_acquire("all");
-  const ratelimit::AdmittedRequest r = ratelimit::check_layers(
-      {{&f.rate_layer, "key"}}, {{&f.export_layer, "key"}, {&f.global_layer, "all"}});
+  const ratelimit::AdmittedRequest r =
+      ratelimit::check_layers({{&f.rate_layer, "key"}}, {{&f.export_layer, "key"}, {&f.global_layer, "all"}});
   EXPECT_FALSE(r);
   EXPECT_EQ(r.denied_by, std::optional<std::size_t>(1));
   EXPECT_EQ(f.exports.in_flight("key"), 0);
@@ -83,7 +83,8 @@ TEST(ConcurrencyLimiterLayers, AtMostPermitsRequestsRunAtOnce) {
   Fixture f;
   f.rate_layer.lists().allow("key");  // rate out of the way: only concurrency decides
   std::vector<ratelimit::AdmittedRequest> running;
-  for (int i = 0; i < 4; ++i) running.push_back(ratelimit::check_layers({{&f.rate_layer, "key"}}, {{&f.export_layer, "key"}}));
+  for (int i = 0; i < 4; ++i)
+    running.push_back(ratelimit::check_layers({{&f.rate_layer, "key"}}, {{&f.export_layer, "key"}}));
   EXPECT_TRUE(running[0] && running[1]);
   EXPECT_FALSE(running[2] || running[3]);
   running.erase(running.begin());  // one finishes

@@ -123,7 +123,9 @@ class ConcurrencyLimiter final : public PermitSource {
   /// Throws `std::invalid_argument` naming the field (`ConcurrencyOptions.permits`, `.queue_limit`,
   /// `.queue_order`, `.max_keys`, `.max_key_bytes`, `.shards`) when out of range.
   explicit ConcurrencyLimiter(ConcurrencyOptions options, C clock = {})
-      : options_(validated(options)), clock_(std::move(clock)), shard_count_(shard_count(options_)),
+      : options_(validated(options)),
+        clock_(std::move(clock)),
+        shard_count_(shard_count(options_)),
         shards_(std::make_unique<Shard[]>(shard_count_)) {
     std::random_device entropy;
     auto random64 = [&entropy] { return (std::uint64_t{entropy()} << 32) | entropy(); };
@@ -167,8 +169,7 @@ class ConcurrencyLimiter final : public PermitSource {
   /// Throws `std::invalid_argument` for `units < 1` (`units`), a negative `max_wait` (`max_wait`) or a
   /// key over `max_key_bytes` (`key`); whatever `wait` throws (the waiter leaves the queue first).
   template <class Wait = BlockingWait>
-  PermitResult acquire(std::string_view key, std::int64_t units, std::chrono::nanoseconds max_wait,
-                       Wait&& wait = {}) {
+  PermitResult acquire(std::string_view key, std::int64_t units, std::chrono::nanoseconds max_wait, Wait&& wait = {}) {
     validate(key, units, max_wait);
     const std::int64_t deadline = detail::saturating_add(now_ns(), max_wait.count());
     std::shared_ptr<Waiter> w;
@@ -265,8 +266,8 @@ class ConcurrencyLimiter final : public PermitSource {
     PermitStatus denial = PermitStatus::timed_out;
     std::int64_t in_flight = 0;  // at the answer
     std::int64_t queued = 0;
-    void* token = nullptr;        // the key's state, when granted
-    Callback done;                // async only
+    void* token = nullptr;  // the key's state, when granted
+    Callback done;          // async only
   };
   using Queue = std::list<std::shared_ptr<Waiter>>;
 
@@ -297,12 +298,14 @@ class ConcurrencyLimiter final : public PermitSource {
 
   static ConcurrencyOptions validated(ConcurrencyOptions o) {
     detail::require_positive(o.permits, "ConcurrencyOptions.permits");
-    if (o.queue_limit < 0) detail::invalid("ConcurrencyOptions.queue_limit", "must be >= 0, got " + std::to_string(o.queue_limit));
+    if (o.queue_limit < 0)
+      detail::invalid("ConcurrencyOptions.queue_limit", "must be >= 0, got " + std::to_string(o.queue_limit));
     if (o.queue_order != QueueOrder::oldest_first && o.queue_order != QueueOrder::newest_first) {
       detail::invalid("ConcurrencyOptions.queue_order", "must be oldest_first or newest_first");
     }
     if (o.max_keys < 1) detail::invalid("ConcurrencyOptions.max_keys", "must be >= 1");
-    if (o.max_key_bytes > (std::size_t{1} << 31)) detail::invalid("ConcurrencyOptions.max_key_bytes", "must be <= 2^31");
+    if (o.max_key_bytes > (std::size_t{1} << 31))
+      detail::invalid("ConcurrencyOptions.max_key_bytes", "must be <= 2^31");
     if (o.shards > 65536) detail::invalid("ConcurrencyOptions.shards", "must be <= 65536");
     return o;
   }
@@ -359,8 +362,8 @@ class ConcurrencyLimiter final : public PermitSource {
         result = PermitResult{{}, PermitStatus::too_many_units, state.in_flight, state.queued_units};
       } else if (max_wait.count() == 0) {
         result = PermitResult{{}, PermitStatus::busy, state.in_flight, state.queued_units};
-      } else if (units > options_.queue_limit ||
-                 (options_.queue_order == QueueOrder::oldest_first && state.queued_units + units > options_.queue_limit)) {
+      } else if (units > options_.queue_limit || (options_.queue_order == QueueOrder::oldest_first &&
+                                                  state.queued_units + units > options_.queue_limit)) {
         result = PermitResult{{}, PermitStatus::queue_full, state.in_flight, state.queued_units};
       } else {
         while (state.queued_units + units > options_.queue_limit) {  // newest-first: push the oldest out

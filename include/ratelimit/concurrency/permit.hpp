@@ -42,7 +42,8 @@ class Permit {
   Permit(const Permit&) = delete;
   Permit& operator=(const Permit&) = delete;
   Permit(Permit&& other) noexcept
-      : source_(std::exchange(other.source_, nullptr)), token_(std::exchange(other.token_, nullptr)),
+      : source_(std::exchange(other.source_, nullptr)),
+        token_(std::exchange(other.token_, nullptr)),
         units_(std::exchange(other.units_, 0)) {}
   /// Releases what this permit held, then takes `other`'s.
   Permit& operator=(Permit&& other) noexcept {

@@ -139,7 +139,7 @@ template <class P>
 /// (`retry_after_value`). Empty `entries` give no fields. Thread-safe. Throws `std::invalid_argument`
 /// ("name: ...") for a policy name outside printable ASCII.
 [[nodiscard]] inline std::vector<Field> rate_limit_fields(std::span<const ratelimit::PolicyDecision> entries,
-                                                         const FieldOptions& options = {}) {
+                                                          const FieldOptions& options = {}) {
   std::vector<Field> fields;
   if (entries.empty()) return fields;
   if (options.ietf) {
@@ -155,8 +155,8 @@ template <class P>
     fields.emplace_back("X-RateLimit-Remaining", std::to_string(d.remaining));
     std::int64_t reset = ceil_seconds(d.reset_after);
     if (options.reset == ResetFormat::epoch_seconds) {
-      const auto now = options.now == std::chrono::system_clock::time_point{} ? std::chrono::system_clock::now()
-                                                                              : options.now;
+      const auto now =
+          options.now == std::chrono::system_clock::time_point{} ? std::chrono::system_clock::now() : options.now;
       // Saturating: a long penalty (up to nanoseconds::max()) ends past what int64 nanoseconds can count.
       const std::int64_t at_ns = ratelimit::detail::saturating_add(
           std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count(), d.reset_after.count());
@@ -170,8 +170,7 @@ template <class P>
 
 /// The fields for a single policy's decision; see the span overload.
 [[nodiscard]] inline std::vector<Field> rate_limit_fields(const ratelimit::QuotaPolicy& policy,
-                                                         const Decision& decision,
-                                                         const FieldOptions& options = {}) {
+                                                          const Decision& decision, const FieldOptions& options = {}) {
   const ratelimit::PolicyDecision entry{&policy, decision};
   return rate_limit_fields(std::span<const ratelimit::PolicyDecision>(&entry, 1), options);
 }

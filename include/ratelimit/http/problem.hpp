@@ -77,7 +77,8 @@ inline constexpr std::string_view kProblemContentType = "application/problem+jso
 /// The draft's problem type URI for a request over one or more quota policies.
 inline constexpr std::string_view kQuotaExceededType = "https://iana.org/assignments/http-problem-types#quota-exceeded";
 /// The title that goes with it.
-inline constexpr std::string_view kQuotaExceededTitle = "Request cannot be satisfied as assigned quota has been exceeded";
+inline constexpr std::string_view kQuotaExceededTitle =
+    "Request cannot be satisfied as assigned quota has been exceeded";
 
 /// What goes into a quota-exceeded problem body besides its type and title.
 struct Problem {

@@ -44,7 +44,10 @@ class MetricsCollector final : public ::prometheus::Collectable {
   template <class L>
   void add_limiter(std::string name, const L& limiter) {
     std::function<void(Sink&)> read = [name, &limiter](Sink& sink) {
-      if constexpr (requires { limiter.size(); limiter.evictions(); }) {
+      if constexpr (requires {
+                      limiter.size();
+                      limiter.evictions();
+                    }) {
         sink.gauge("ratelimit_keys", {{"limiter", name}}, static_cast<double>(limiter.size()));
         sink.counter("ratelimit_evictions_total", {{"limiter", name}}, static_cast<double>(limiter.evictions()));
       }
@@ -74,9 +77,10 @@ class MetricsCollector final : public ::prometheus::Collectable {
     for (const Layer* layer : layers_) {
       const LayerCounters c = layer->stats().snapshot();
       const std::string name(layer->name());
-      const std::pair<const char*, std::uint64_t> outcomes[] = {
-          {"allowed", c.allowed}, {"denied", c.denied}, {"shadow_denied", c.shadow_denied},
-          {"rolled_back", c.rolled_back}};
+      const std::pair<const char*, std::uint64_t> outcomes[] = {{"allowed", c.allowed},
+                                                                {"denied", c.denied},
+                                                                {"shadow_denied", c.shadow_denied},
+                                                                {"rolled_back", c.rolled_back}};
       for (const auto& [outcome, n] : outcomes) {
         sink.counter("ratelimit_decisions_total", {{"layer", name}, {"outcome", outcome}}, static_cast<double>(n));
       }

@@ -86,8 +86,10 @@ struct AdmittedRequest {
 /// meanwhile be denied for concurrency spuriously, never admitted beyond the limit; a rate denial
 /// consumes no concurrency and a concurrency denial no rate. Thread-safe. Throws
 /// `std::invalid_argument` for a null layer or `units < 1` before anything is taken, and what the
-/// limiters and `check_layers` throw (permits taken so far are released first).
-inline AdmittedRequest check_layers(std::span<const LayerRequest> rate, std::span<const ConcurrencyRequest> concurrency) {
+/// limiters and `check_layers` throw (permits taken so far are released first). `options` go to the rate
+/// check (e.g. `shadow`); concurrency layers always enforce.
+inline AdmittedRequest check_layers(std::span<const LayerRequest> rate, std::span<const ConcurrencyRequest> concurrency,
+                                    const CheckOptions& options = {}) {
   for (const ConcurrencyRequest& c : concurrency) {
     if (c.layer == nullptr) detail::invalid("layer", "must not be null");
     detail::require_positive(c.units, "units");
@@ -108,16 +110,17 @@ inline AdmittedRequest check_layers(std::span<const LayerRequest> rate, std::spa
     held.push_back(std::move(r.permit));
     out.concurrency.in_flight = r.in_flight;
   }
-  out.rate = check_layers(rate);  // throws: `held` releases on unwinding
+  out.rate = check_layers(rate, options);  // throws: `held` releases on unwinding
   if (out.rate.decision.allowed) out.permits = std::move(held);
   return out;
 }
 
 /// `check_layers(rate, concurrency)` over lists written in place.
 inline AdmittedRequest check_layers(std::initializer_list<LayerRequest> rate,
-                                    std::initializer_list<ConcurrencyRequest> concurrency) {
+                                    std::initializer_list<ConcurrencyRequest> concurrency,
+                                    const CheckOptions& options = {}) {
   return check_layers(std::span<const LayerRequest>(rate.begin(), rate.size()),
-                      std::span<const ConcurrencyRequest>(concurrency.begin(), concurrency.size()));
+                      std::span<const ConcurrencyRequest>(concurrency.begin(), concurrency.size()), options);
 }
 
 }  // namespace ratelimit

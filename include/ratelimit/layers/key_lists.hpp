@@ -31,9 +31,13 @@ enum class Listing {
 class KeyLists {
  public:
   /// Puts `key` on the allow list. Thread-safe.
-  void allow(std::string key) { change([&] { allowed_.insert(std::move(key)); }); }
+  void allow(std::string key) {
+    change([&] { allowed_.insert(std::move(key)); });
+  }
   /// Puts `key` on the deny list. Thread-safe.
-  void deny(std::string key) { change([&] { denied_.insert(std::move(key)); }); }
+  void deny(std::string key) {
+    change([&] { denied_.insert(std::move(key)); });
+  }
   /// Takes `key` off both lists. Thread-safe.
   void remove(std::string_view key) {
     change([&] {

@@ -95,8 +95,10 @@ class Layer {
   /// Throws `std::invalid_argument` naming `LayerOptions.penalty` when it is negative, or
   /// `PenaltyBox.max_keys`.
   Layer(QuotaPolicy quota, LayerOptions options, std::size_t max_key_bytes = 512)
-      : quota_(std::move(quota)), options_(std::move(options)),
-        penalties_(options_.penalty_max_keys, max_key_bytes), shadow_(options_.shadow) {
+      : quota_(std::move(quota)),
+        options_(std::move(options)),
+        penalties_(options_.penalty_max_keys, max_key_bytes),
+        shadow_(options_.shadow) {
     if (options_.penalty.count() < 0) detail::invalid("LayerOptions.penalty", "must be >= 0");
   }
   Layer(const Layer&) = delete;
@@ -178,7 +180,9 @@ class LimiterLayer final : public Layer {
   }
   CheckResult backend_allow(std::string_view key, std::int64_t cost) override {
     return counting_errors([&] {
-      if constexpr (requires { { limiter_.check(key, cost) } -> std::same_as<CheckResult>; }) {
+      if constexpr (requires {
+                      { limiter_.check(key, cost) } -> std::same_as<CheckResult>;
+                    }) {
         return limiter_.check(key, cost);
       } else {
         return CheckResult{limiter_.allow(key, cost), Outcome::decided};  // a backend that cannot fail

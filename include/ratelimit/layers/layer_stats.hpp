@@ -45,9 +45,10 @@ class LayerStats {
 
   /// The counters now. Thread-safe.
   [[nodiscard]] LayerCounters snapshot() const noexcept {
-    return LayerCounters{allowed_.load(std::memory_order_relaxed), denied_.load(std::memory_order_relaxed),
-                         shadow_denied_.load(std::memory_order_relaxed), rolled_back_.load(std::memory_order_relaxed), refunded_.load(std::memory_order_relaxed),
-                         backend_errors_.load(std::memory_order_relaxed)};
+    return LayerCounters{
+        allowed_.load(std::memory_order_relaxed),       denied_.load(std::memory_order_relaxed),
+        shadow_denied_.load(std::memory_order_relaxed), rolled_back_.load(std::memory_order_relaxed),
+        refunded_.load(std::memory_order_relaxed),      backend_errors_.load(std::memory_order_relaxed)};
   }
 
  private:

@@ -136,8 +136,8 @@ inline Decision listed_denial(const Layer& layer) {
 
 inline Decision penalty_denial(const Layer& layer, std::int64_t left_ns) {
   const std::chrono::nanoseconds left(left_ns);
-  return Decision{.allowed = false, .limit = layer.quota().quota, .remaining = 0, .retry_after = left,
-                  .reset_after = left};
+  return Decision{
+      .allowed = false, .limit = layer.quota().quota, .remaining = 0, .retry_after = left, .reset_after = left};
 }
 
 /// The denial that starts (or extends) a penalty says the penalty's wait when it is longer than the
@@ -250,8 +250,7 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests, cons
         o.verdict = Verdict::allow_listed;
         o.decision = Decision{.allowed = true, .limit = r.layer->quota().quota, .remaining = r.layer->quota().quota};
         continue;
-      case Listing::none:
-        break;
+      case Listing::none: break;
     }
     if (r.layer->options().penalty.count() > 0) {
       if (const std::int64_t left = r.layer->penalties().blocked_for(r.key, r.layer->now_ns()); left > 0) {
@@ -312,16 +311,11 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests, cons
     LayerOutcome& o = result.layers[i];
     if (o.backend_failed) r.layer->stats().add_backend_error();
     switch (o.verdict) {
-      case Verdict::admitted:
-        r.layer->stats().add_allowed();
-        break;
-      case Verdict::rolled_back:
-        r.layer->stats().add_rolled_back();
-        break;
+      case Verdict::admitted: r.layer->stats().add_allowed(); break;
+      case Verdict::rolled_back: r.layer->stats().add_rolled_back(); break;
       case Verdict::limited:
         // A penalty answers a key that exceeded its quota, not a backend that failed.
-        if (r.layer->options().penalty.count() > 0 && o.decision.retry_after != Decision::never &&
-            !o.backend_failed) {
+        if (r.layer->options().penalty.count() > 0 && o.decision.retry_after != Decision::never && !o.backend_failed) {
           const std::int64_t now = r.layer->now_ns();
           r.layer->penalties().block(r.key, now, r.layer->options().penalty.count());
           detail::carry_penalty(o.decision, r.layer->penalties().blocked_for(r.key, now));
@@ -339,8 +333,7 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests, cons
         }
         break;
       case Verdict::allow_listed:
-      case Verdict::unchecked:
-        break;
+      case Verdict::unchecked: break;
     }
     if (o.in_headers()) {
       reported.push_back(o.header_decision());

@@ -29,8 +29,8 @@ class PenaltyBox {
       : max_key_bytes_(max_key_bytes), store_(checked(max_keys), shards(max_keys)) {}
 
   /// How long `key` stays blocked after `now_ns` (nanoseconds since the clock's epoch); 0 when it is
-  /// not blocked; INT64_MAX when the rest of the penalty is longer than that. Thread-safe. Throws `std::invalid_argument` ("key: ...") for a key longer than
-  /// `max_key_bytes`.
+  /// not blocked; INT64_MAX when the rest of the penalty is longer than that. Thread-safe. Throws
+  /// `std::invalid_argument` ("key: ...") for a key longer than `max_key_bytes`.
   [[nodiscard]] std::int64_t blocked_for(std::string_view key, std::int64_t now_ns) {
     check_key(key);
     // Saturating: a penalty until INT64_MAX seen from a negative time is longer than int64 can say.

@@ -84,7 +84,8 @@ struct MemoryLimiterFactory {
 /// `factory(TokenBucket{...}, name)` with the layer's name ("<plan>-minute", "-day", "-burst"), it
 /// returns a `std::unique_ptr` to a refundable limiter (in-memory: `MemoryLimiterFactory`; Redis:
 /// `RedisLimiter`s sharing a pool, each with its own key prefix built from `name`, since the minute
-/// and day limits are both fixed windows over the same keys). `C` is the clock of the plan cache. Thread-safe. Each plan has its own limiters, so a key that changes plan starts afresh in the new one.
+/// and day limits are both fixed windows over the same keys). `C` is the clock of the plan cache. Thread-safe. Each
+/// plan has its own limiters, so a key that changes plan starts afresh in the new one.
 template <class Factory, Clock C = std::chrono::steady_clock>
 class BasicTieredLimiter {
  public:
@@ -116,7 +117,9 @@ class BasicTieredLimiter {
   /// `TierOptions.cache_ttl`, `Plan.per_minute` / `.per_day` / `.burst` (< 1), or `resolver` when it
   /// is empty.
   BasicTieredLimiter(TierOptions options, PlanResolver resolver, Factory factory, C clock = {})
-      : resolver_(std::move(resolver)), factory_(std::move(factory)), clock_(std::move(clock)),
+      : resolver_(std::move(resolver)),
+        factory_(std::move(factory)),
+        clock_(std::move(clock)),
         max_key_bytes_(options.memory.max_key_bytes),
         cache_(checked_entries(options.cache_entries), checked_ttl(options.cache_ttl)) {
     if (!resolver_) detail::invalid("resolver", "must be callable");

@@ -9,7 +9,6 @@
 namespace ratelimit {
 
 /// Deprecated alias of the internal `detail::KeyHandle`.
-using KeyHandle [[deprecated("internal now: use check_layers or JointBackend::check_jointly")]] =
-    detail::KeyHandle;
+using KeyHandle [[deprecated("internal now: use check_layers or JointBackend::check_jointly")]] = detail::KeyHandle;
 
 }  // namespace ratelimit

@@ -90,9 +90,7 @@ class KeyTable {
   [[nodiscard]] std::size_t max_size() const noexcept { return max_size_; }
   [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
   /// Bytes held by slots (with their touch stamps), long keys and the states' own heap blocks. O(1).
-  [[nodiscard]] std::size_t bytes() const noexcept {
-    return capacity_ * sizeof(Slot) + heap_key_bytes_ + state_bytes_;
-  }
+  [[nodiscard]] std::size_t bytes() const noexcept { return capacity_ * sizeof(Slot) + heap_key_bytes_ + state_bytes_; }
   /// Heap bytes held by the states themselves (0 unless `HeapState<State>`). O(1).
   [[nodiscard]] std::size_t state_bytes() const noexcept { return state_bytes_; }
   /// Records that an update changed a held state's heap bytes from `before` to `after`.

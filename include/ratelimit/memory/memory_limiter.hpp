@@ -52,8 +52,11 @@ class MemoryLimiter final : public detail::LockedMember {
   /// Throws `std::invalid_argument` naming the field when the policy (e.g. `Gcra.burst`) or an option
   /// (`MemoryOptions.max_keys`, `.max_key_bytes`, `.shards`, `.max_bytes`) is out of range.
   explicit MemoryLimiter(P policy, MemoryOptions options = {}, C clock = {})
-      : policy_(std::move(policy)), rules_(policy_.rules(kTickNs)), options_(validated(options, rules_)),
-        clock_(std::move(clock)), store_(options_.max_keys, shards_for(options_, rules_), options_.max_bytes) {}
+      : policy_(std::move(policy)),
+        rules_(policy_.rules(kTickNs)),
+        options_(validated(options, rules_)),
+        clock_(std::move(clock)),
+        store_(options_.max_keys, shards_for(options_, rules_), options_.max_bytes) {}
 
   /// Checks a request of `cost` units for `key` now and consumes them if it is admitted.
   /// Thread-safe. Throws `std::invalid_argument` for a negative cost or a key longer than

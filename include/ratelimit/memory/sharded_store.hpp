@@ -35,7 +35,8 @@ class ShardedStore {
   /// `max_state_bytes` caps the heap bytes of states that allocate (`HeapState`), split evenly over the
   /// shards; the caller keeps each shard's share at least one key's largest state.
   ShardedStore(std::size_t max_keys, std::size_t shards, std::size_t max_state_bytes = SIZE_MAX)
-      : shard_count_(shards), shard_shift_(shards > 1 ? 64 - std::countr_zero(shards) : 0),
+      : shard_count_(shards),
+        shard_shift_(shards > 1 ? 64 - std::countr_zero(shards) : 0),
         shards_(std::make_unique<Shard[]>(shards)) {
     std::random_device entropy;
     auto random64 = [&entropy] { return (std::uint64_t{entropy()} << 32) | entropy(); };
@@ -80,7 +81,8 @@ class ShardedStore {
       if (keep) {
         shard.table.touch(*slot, next_stamp(shard));
         if constexpr (HeapState<State>) {
-          if (shard.table.state_bytes() > shard.state_budget) [[unlikely]] trim_to_budget(shard, hash, key, is_full);
+          if (shard.table.state_bytes() > shard.state_budget) [[unlikely]]
+            trim_to_budget(shard, hash, key, is_full);
         }
       } else {
         shard.table.erase(*slot);
@@ -103,7 +105,8 @@ class ShardedStore {
       slot->state = std::move(fresh);
       if constexpr (HeapState<State>) {
         shard.table.add_state_bytes(0, state_heap_bytes(std::as_const(slot->state)));
-        if (shard.table.state_bytes() > shard.state_budget) [[unlikely]] trim_to_budget(shard, hash, key, is_full);
+        if (shard.table.state_bytes() > shard.state_budget) [[unlikely]]
+          trim_to_budget(shard, hash, key, is_full);
       }
     }
     return result;

@@ -38,7 +38,6 @@ struct Gcra {
       std::int64_t written = detail::kInt64Min;
     };
 
-
     [[nodiscard]] std::int64_t limit() const noexcept { return burst_; }
     /// T, in ticks.
     [[nodiscard]] std::int64_t emission_interval() const noexcept { return emission_interval_; }

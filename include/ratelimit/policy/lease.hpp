@@ -247,7 +247,7 @@ class FixedWindowLease : public LeaseQueries<FixedWindowLease> {
 
   std::int64_t limit_;
   std::int64_t window_;
-}; 
+};
 
 /// The lease arithmetic of policy `P`: `GcraLease` for `Gcra` and `TokenBucket`, `FixedWindowLease` for
 /// `FixedWindow`. The sliding windows are refused at compile time (see the static_assert).

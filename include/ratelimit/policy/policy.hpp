@@ -42,12 +42,12 @@ template <class R>
 concept PolicyRules = std::copy_constructible<R> && std::default_initializable<typename R::State> &&
     requires(const R& rules, typename R::State& state, const typename R::State& cstate, std::int64_t now,
              std::int64_t cost) {
-      { rules.evaluate(cstate, now, cost) } -> std::same_as<TickDecision>;
-      rules.commit(state, now, cost);
-      { rules.decide(state, now, cost) } -> std::same_as<TickDecision>;
-      { rules.is_full(cstate, now) } -> std::same_as<bool>;
-      { rules.limit() } -> std::same_as<std::int64_t>;
-    };
+  { rules.evaluate(cstate, now, cost) } -> std::same_as<TickDecision>;
+  rules.commit(state, now, cost);
+  { rules.decide(state, now, cost) } -> std::same_as<TickDecision>;
+  { rules.is_full(cstate, now) } -> std::same_as<bool>;
+  { rules.limit() } -> std::same_as<std::int64_t>;
+};
 
 /// An algorithm with its parameters: `FixedWindow`, `SlidingWindowLog`, `SlidingWindowCounter`,
 /// `TokenBucket`, `Gcra`. `P::kind` is its short name (also the Redis key component).
@@ -72,7 +72,8 @@ namespace detail {
 /// Throws `std::invalid_argument` for a negative cost (README "Keys, costs and validation"). The throw is
 /// out of line so the check costs one compare on the hot path.
 inline void require_cost(std::int64_t cost) {
-  if (cost < 0) [[unlikely]] throw_negative_cost(cost);
+  if (cost < 0) [[unlikely]]
+    throw_negative_cost(cost);
 }
 
 /// The decision for a request that can never pass: nothing consumed, `retry_after = never`.
@@ -107,8 +108,8 @@ TickDecision peek(const R& rules, const typename R::State& state, std::int64_t n
 template <class R>
 concept RefundableRules = PolicyRules<R> &&
     requires(const R& rules, typename R::State& state, std::int64_t now, std::int64_t cost) {
-      { rules.refund(state, now, cost) } -> std::same_as<TickDecision>;
-    };
+  { rules.refund(state, now, cost) } -> std::same_as<TickDecision>;
+};
 
 /// Gives back up to `cost` units the key consumed (a request that failed or was cancelled), never
 /// past full: `remaining` stays <= `limit`. Exact formulas per policy (README "Refunds"):

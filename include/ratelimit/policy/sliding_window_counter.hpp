@@ -97,8 +97,7 @@ struct SlidingWindowCounter {
             return d;
           }
         }
-        const std::int64_t r2 =
-            v.current > 0 ? static_cast<std::int64_t>(w - i128{limit_ - cost} * w / v.current) : 0;
+        const std::int64_t r2 = v.current > 0 ? static_cast<std::int64_t>(w - i128{limit_ - cost} * w / v.current) : 0;
         d.retry_after = (window_ - v.offset) + (r2 > 0 ? r2 : 0);
       }
       return d;

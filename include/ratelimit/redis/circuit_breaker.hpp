@@ -54,8 +54,7 @@ class CircuitBreaker {
   /// lets the next call probe at once. Move-only; not thread-safe itself (one caller owns it).
   class Ticket {
    public:
-    Ticket(Ticket&& other) noexcept
-        : breaker_(std::exchange(other.breaker_, nullptr)), kind_(other.kind_) {}
+    Ticket(Ticket&& other) noexcept : breaker_(std::exchange(other.breaker_, nullptr)), kind_(other.kind_) {}
     Ticket& operator=(Ticket&&) = delete;
     Ticket(const Ticket&) = delete;
     Ticket& operator=(const Ticket&) = delete;
@@ -86,7 +85,9 @@ class CircuitBreaker {
   /// Validates `options`; starts closed. Throws `std::invalid_argument` naming the field
   /// (`ConnectionOptions.breaker.open_min`, ...).
   explicit CircuitBreaker(CircuitBreakerOptions options = {}, C clock = {})
-      : options_(validated(options)), clock_(std::move(clock)), period_(options_.open_min),
+      : options_(validated(options)),
+        clock_(std::move(clock)),
+        period_(options_.open_min),
         rng_(0x9E3779B97F4A7C15ULL ^ reinterpret_cast<std::uintptr_t>(this)) {}
 
   CircuitBreaker(const CircuitBreaker&) = delete;

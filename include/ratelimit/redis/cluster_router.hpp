@@ -73,7 +73,8 @@ class ClusterRouter final : public Route {
   void execute(std::span<RouteCall> calls) override {
     if (calls.empty()) return;
     if (!map_loaded_.load(std::memory_order_acquire) && !refresh_now(Refresh::initial)) {
-      for (RouteCall& c : calls) c.error = BackendError(BackendErrorCause::io, "no cluster slot map: " + last_refresh_error());
+      for (RouteCall& c : calls)
+        c.error = BackendError(BackendErrorCause::io, "no cluster slot map: " + last_refresh_error());
       return;
     }
     std::vector<State> state(calls.size());
@@ -95,14 +96,16 @@ class ClusterRouter final : public Route {
         }
         if (state[i].tries++ == rounds) {
           calls[i].reply.reset();
-          calls[i].error = BackendError(BackendErrorCause::protocol,
-                                        "more than cluster_max_redirects (" + std::to_string(options_.cluster_max_redirects) +
-                                            ") redirections for slot " + std::to_string(calls[i].slot));
+          calls[i].error =
+              BackendError(BackendErrorCause::protocol, "more than cluster_max_redirects (" +
+                                                            std::to_string(options_.cluster_max_redirects) +
+                                                            ") redirections for slot " + std::to_string(calls[i].slot));
           continue;
         }
         Node* node = state[i].ask != nullptr ? state[i].ask : owner(calls[i].slot);
         if (node == nullptr) {
-          calls[i].error = BackendError(BackendErrorCause::io, "slot " + std::to_string(calls[i].slot) + " has no known owner");
+          calls[i].error =
+              BackendError(BackendErrorCause::io, "slot " + std::to_string(calls[i].slot) + " has no known owner");
           unreachable.emplace_back(i, nullptr);  // retried if the refresh names an owner
           want_refresh = true;
           continue;
@@ -131,12 +134,7 @@ class ClusterRouter final : public Route {
             want_refresh = true;
             continue;
           }
-          switch (classify(calls[i], state[i], std::move(part[k].reply), g.node)) {
-            case Outcome::done: break;
-            case Outcome::done_refresh: want_refresh = true; break;
-            case Outcome::again: next.push_back(i); break;
-            case Outcome::again_refresh: next.push_back(i); want_refresh = true; break;
-          }
+          follow(classify(calls[i], state[i], std::move(part[k].reply), g.node), i, next, want_refresh);
         }
         groups.clear();
       }
@@ -191,12 +189,7 @@ class ClusterRouter final : public Route {
               if (ok->type == REDIS_REPLY_ERROR) state[i].asking_refused = std::string(text(*ok));
             }
             Reply r = (*g.lease)->read_reply();
-            switch (classify(calls[i], state[i], std::move(r), g.node)) {
-              case Outcome::done: break;
-              case Outcome::done_refresh: want_refresh = true; break;
-              case Outcome::again: next.push_back(i); break;
-              case Outcome::again_refresh: next.push_back(i); want_refresh = true; break;
-            }
+            follow(classify(calls[i], state[i], std::move(r), g.node), i, next, want_refresh);
           }
           g.ticket->succeeded();
         } catch (const BackendError& e) {
@@ -298,6 +291,11 @@ class ClusterRouter final : public Route {
     std::optional<ConnectionPool::Lease> lease;
   };
   enum class Outcome { done, done_refresh, again, again_refresh };
+  /// What a classified reply asks of the round loop: call `i` goes again next round, the map is reloaded.
+  static void follow(Outcome o, std::size_t i, std::vector<std::size_t>& next, bool& want_refresh) {
+    if (o == Outcome::again || o == Outcome::again_refresh) next.push_back(i);
+    if (o == Outcome::done_refresh || o == Outcome::again_refresh) want_refresh = true;
+  }
   enum class Refresh { initial, forced, throttled };
 
   static ConnectionOptions validated(ConnectionOptions o) {
@@ -346,7 +344,8 @@ class ClusterRouter final : public Route {
     o.unix_socket.clear();
     o.host = host;
     o.port = port;
-    auto node = std::make_unique<Node>(Node{host, port, host + ":" + std::to_string(port), std::make_unique<ConnectionPool>(o)});
+    auto node = std::make_unique<Node>(
+        Node{host, port, host + ":" + std::to_string(port), std::make_unique<ConnectionPool>(o)});
     nodes_.push_back(std::move(node));
     return {nodes_.back().get(), static_cast<int>(nodes_.size() - 1)};
   }
@@ -465,7 +464,8 @@ class ClusterRouter final : public Route {
     o.port = port;
     Connection c = Connection::open(o);
     const Reply r = c.command({"CLUSTER", "SLOTS"});
-    if (r->type == REDIS_REPLY_ERROR) throw BackendError(BackendErrorCause::reply, "CLUSTER SLOTS: " + std::string(text(*r)));
+    if (r->type == REDIS_REPLY_ERROR)
+      throw BackendError(BackendErrorCause::reply, "CLUSTER SLOTS: " + std::string(text(*r)));
     if (r->type != REDIS_REPLY_ARRAY) throw BackendError(BackendErrorCause::protocol, "CLUSTER SLOTS: not an array");
     struct Range {
       long long first, last;
@@ -475,9 +475,10 @@ class ClusterRouter final : public Route {
     std::vector<Range> ranges;
     for (std::size_t i = 0; i < r->elements; ++i) {
       const redisReply* e = r->element[i];
-      if (e == nullptr || e->type != REDIS_REPLY_ARRAY || e->elements < 3 || e->element[0]->type != REDIS_REPLY_INTEGER ||
-          e->element[1]->type != REDIS_REPLY_INTEGER || e->element[2]->type != REDIS_REPLY_ARRAY ||
-          e->element[2]->elements < 2 || e->element[2]->element[1]->type != REDIS_REPLY_INTEGER) {
+      if (e == nullptr || e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+          e->element[0]->type != REDIS_REPLY_INTEGER || e->element[1]->type != REDIS_REPLY_INTEGER ||
+          e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2 ||
+          e->element[2]->element[1]->type != REDIS_REPLY_INTEGER) {
         throw BackendError(BackendErrorCause::protocol, "CLUSTER SLOTS: unexpected entry shape");
       }
       const long long first = e->element[0]->integer;
@@ -490,7 +491,8 @@ class ClusterRouter final : public Route {
       if (h.empty() || h == "?") h = host;  // "unknown endpoint": the node we asked is reachable there
       ranges.push_back(Range{first, last, std::move(h), static_cast<int>(p)});
     }
-    if (ranges.empty()) throw BackendError(BackendErrorCause::reply, "CLUSTER SLOTS: no slot is served (cluster not formed?)");
+    if (ranges.empty())
+      throw BackendError(BackendErrorCause::reply, "CLUSTER SLOTS: no slot is served (cluster not formed?)");
     const std::unique_lock lock(mutex_);
     for (const Range& range : ranges) {
       const int index = find_or_add(range.host, range.port).second;

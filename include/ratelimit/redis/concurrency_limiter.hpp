@@ -41,8 +41,8 @@
 
 namespace ratelimit::redis {
 
-/// Options of `RedisConcurrencyLimiter`; a plain aggregate. Connection, key prefix, `max_key_bytes` and
-/// `on_error` come from the pool's (or router's) `limiter_defaults()`.
+/// Options of `RedisConcurrencyLimiter`; a plain aggregate. Key prefix, `max_key_bytes` and `on_error`
+/// come from the pool's (or router's) limiter defaults (`LimiterOptions`), or from the `RedisOptions` given.
 struct RedisConcurrencyOptions {
   /// Units in flight per key at most, over all processes; in [1, 100,000] (each unit is one member of
   /// the key's sorted set).
@@ -99,13 +99,16 @@ class RedisConcurrencyLimiter final : public PermitSource {
       : RedisConcurrencyLimiter(std::move(options), make_route(redis)) {}
 
   RedisConcurrencyLimiter(RedisConcurrencyOptions options, std::shared_ptr<Route> route)
-      : options_(validated(std::move(options))), route_(checked_route(std::move(route))),
-        redis_(both(route_->options(), route_->limiter_defaults())) {
+      : options_(validated(std::move(options))),
+        route_(checked_route(std::move(route))),
+        redis_(route_->limiter_defaults()) {
     if (redis_.key_prefix.find_first_of("{}") != std::string::npos) {
-      ratelimit::detail::invalid("LimiterOptions.key_prefix", "must not contain '{' or '}' (they delimit the hash tag)");
+      ratelimit::detail::invalid("LimiterOptions.key_prefix",
+                                 "must not contain '{' or '}' (they delimit the hash tag)");
     }
     std::random_device entropy;
-    instance_ = to_hex((std::uint64_t{entropy()} << 32) | entropy()) + to_hex((std::uint64_t{entropy()} << 32) | entropy());
+    instance_ =
+        to_hex((std::uint64_t{entropy()} << 32) | entropy()) + to_hex((std::uint64_t{entropy()} << 32) | entropy());
     expiry_us_ = std::to_string(options_.expiry.count() * 1000);
     permits_arg_ = std::to_string(options_.permits);
     if (options_.renew) renewer_ = std::thread([this] { renew_loop(); });
@@ -156,7 +159,9 @@ class RedisConcurrencyLimiter final : public PermitSource {
       }
       // Full jitter: uniform in [poll_min, backoff], never past the deadline or the earliest expiry.
       const auto span = std::max<std::int64_t>(1, (backoff - options_.poll_min).count());
-      std::chrono::nanoseconds sleep = options_.poll_min + std::chrono::nanoseconds(static_cast<std::int64_t>(jitter() % static_cast<std::uint64_t>(span)));
+      std::chrono::nanoseconds sleep =
+          options_.poll_min +
+          std::chrono::nanoseconds(static_cast<std::int64_t>(jitter() % static_cast<std::uint64_t>(span)));
       if (a.wait_us > 0) sleep = std::min<std::chrono::nanoseconds>(sleep, std::chrono::microseconds(a.wait_us));
       sleep = std::min<std::chrono::nanoseconds>(sleep, deadline - now);
       backoff = std::min<std::chrono::nanoseconds>(backoff * 2, options_.poll_max);
@@ -175,7 +180,8 @@ class RedisConcurrencyLimiter final : public PermitSource {
     call.args = {"ZCOUNT", k, after_now, "+inf"};
     route_->execute(std::span<RouteCall>(&call, 1));
     if (call.error) throw *call.error;
-    if (call.reply->type != REDIS_REPLY_INTEGER) throw BackendError(BackendErrorCause::protocol, "ZCOUNT: not an integer");
+    if (call.reply->type != REDIS_REPLY_INTEGER)
+      throw BackendError(BackendErrorCause::protocol, "ZCOUNT: not an integer");
     return call.reply->integer;
   }
 
@@ -191,7 +197,9 @@ class RedisConcurrencyLimiter final : public PermitSource {
   /// Polls that found the key busy (waiting cost); renewals sent; failed releases. Thread-safe.
   [[nodiscard]] std::uint64_t polls() const noexcept { return polls_.load(std::memory_order_relaxed); }
   [[nodiscard]] std::uint64_t renewals() const noexcept { return renewals_.load(std::memory_order_relaxed); }
-  [[nodiscard]] std::uint64_t failed_releases() const noexcept { return failed_releases_.load(std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t failed_releases() const noexcept {
+    return failed_releases_.load(std::memory_order_relaxed);
+  }
   /// The options as given. Thread-safe (immutable).
   [[nodiscard]] const RedisConcurrencyOptions& options() const noexcept { return options_; }
   /// Renews every held permit now (what the background thread does each `renew_every`); returns how
@@ -247,12 +255,6 @@ class RedisConcurrencyLimiter final : public PermitSource {
   static std::shared_ptr<Route> make_route(const RedisOptions& o) {
     return redis::make_route(o.connection(), o.limiter());
   }
-  static RedisOptions both(const ConnectionOptions& connection, const LimiterOptions& limiter) {
-    RedisOptions o;
-    o.connection() = connection;
-    o.limiter() = limiter;
-    return o;
-  }
   static std::shared_ptr<Route> server_route(std::shared_ptr<ConnectionPool> pool) {
     return std::make_shared<ServerRoute>(std::move(pool));
   }
@@ -270,7 +272,8 @@ class RedisConcurrencyLimiter final : public PermitSource {
   static RedisConcurrencyOptions validated(RedisConcurrencyOptions o) {
     using std::chrono::milliseconds;
     if (o.permits < 1 || o.permits > 100'000) {
-      ratelimit::detail::invalid("RedisConcurrencyOptions.permits", "must be in [1, 100000], got " + std::to_string(o.permits));
+      ratelimit::detail::invalid("RedisConcurrencyOptions.permits",
+                                 "must be in [1, 100000], got " + std::to_string(o.permits));
     }
     if (o.expiry < milliseconds(10) || o.expiry > std::chrono::hours(24)) {
       ratelimit::detail::invalid("RedisConcurrencyOptions.expiry", "must be in [10 ms, 24 h]");
@@ -339,7 +342,8 @@ class RedisConcurrencyLimiter final : public PermitSource {
         throw BackendError(BackendErrorCause::protocol, "concurrency_acquire: malformed reply");
       }
       const std::int64_t in_flight = r.element[1]->integer;
-      if (r.element[0]->integer != 1) return {PermitResult{{}, PermitStatus::busy, in_flight, 0}, r.element[2]->integer};
+      if (r.element[0]->integer != 1)
+        return {PermitResult{{}, PermitStatus::busy, in_flight, 0}, r.element[2]->integer};
       h->valid_until = sent + options_.expiry;
       h->on_lost = std::move(on_lost);
       Held* token = h.get();
@@ -419,13 +423,14 @@ class RedisConcurrencyLimiter final : public PermitSource {
     route_->execute(std::span<RouteCall>(&call, 1));
     if (call.error) throw *call.error;
     const redisReply& r = *call.reply;
-    if (r.type != REDIS_REPLY_ARRAY || r.elements != 2) throw BackendError(BackendErrorCause::protocol, "TIME: bad reply");
+    if (r.type != REDIS_REPLY_ARRAY || r.elements != 2)
+      throw BackendError(BackendErrorCause::protocol, "TIME: bad reply");
     return std::stoll(std::string(text(*r.element[0]))) * 1'000'000 + std::stoll(std::string(text(*r.element[1])));
   }
 
   RedisConcurrencyOptions options_;
   std::shared_ptr<Route> route_;
-  RedisOptions redis_;
+  LimiterOptions redis_;  // key prefix, key bound, failure policy: the pool's (or router's) defaults
   std::string instance_;
   std::string expiry_us_;
   std::string permits_arg_;

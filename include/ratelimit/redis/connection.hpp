@@ -129,8 +129,8 @@ class Connection {
       const Reply r = options.user.empty() ? c.command({"AUTH", options.password})
                                            : c.command({"AUTH", options.user, options.password});
       if (r->type == REDIS_REPLY_ERROR) {
-        throw BackendError(BackendErrorCause::reply, "AUTH refused by " + endpoint(options) + ": " +
-                                                         std::string(text(*r)));
+        throw BackendError(BackendErrorCause::reply,
+                           "AUTH refused by " + endpoint(options) + ": " + std::string(text(*r)));
       }
     }
     if (options.database != 0) {
@@ -337,7 +337,8 @@ class Connection {
       if (SSL_CTX_load_verify_locations(ctx.get(), t.ca_file.empty() ? nullptr : t.ca_file.c_str(),
                                         t.ca_dir.empty() ? nullptr : t.ca_dir.c_str()) != 1) {
         throw BackendError(BackendErrorCause::io, where + "cannot load the CA file or directory (" + t.ca_file +
-                                                      (t.ca_dir.empty() ? "" : " " + t.ca_dir) + "): " + openssl_errors());
+                                                      (t.ca_dir.empty() ? "" : " " + t.ca_dir) +
+                                                      "): " + openssl_errors());
       }
     } else if (SSL_CTX_set_default_verify_paths(ctx.get()) != 1) {
       throw BackendError(BackendErrorCause::io, where + "cannot load OpenSSL's default CAs: " + openssl_errors());
@@ -375,7 +376,8 @@ class Connection {
         continue;
       }
       if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-        throw BackendError(BackendErrorCause::timeout, where + "handshake timed out (is the port the server's tls-port?)");
+        throw BackendError(BackendErrorCause::timeout,
+                           where + "handshake timed out (is the port the server's tls-port?)");
       }
       const long verify = SSL_get_verify_result(ssl.get());
       if (verify != X509_V_OK) {
@@ -414,7 +416,8 @@ class Connection {
         const detail::SigpipeGuard no_sigpipe;  // OpenSSL writes with write(2)
         errno = 0;
         ERR_clear_error();
-        r = SSL_write(ssl_.get(), bytes.data(), static_cast<int>(bytes.size() < (1u << 30) ? bytes.size() : (1u << 30)));
+        r = SSL_write(ssl_.get(), bytes.data(),
+                      static_cast<int>(bytes.size() < (1u << 30) ? bytes.size() : (1u << 30)));
         saved_errno = errno;
       }
       if (r <= 0) {
@@ -485,7 +488,8 @@ class Connection {
         return BackendErrorCause::timeout;
       }
       const std::string_view s(c.errstr);
-      if (s.find("timed out") != std::string_view::npos || s.find("temporarily unavailable") != std::string_view::npos) {
+      if (s.find("timed out") != std::string_view::npos ||
+          s.find("temporarily unavailable") != std::string_view::npos) {
         return BackendErrorCause::timeout;
       }
     }

@@ -125,8 +125,8 @@ class LeasedLimiter {
                       limiter, lease, std::move(clock), std::move(mono)) {}
 
   /// On Redis Cluster, sharing `router`, with its own limiter options (one key, one slot: nothing else changes).
-  LeasedLimiter(P policy, std::shared_ptr<ClusterRouter> router, const LimiterOptions& limiter,
-                LeaseOptions lease = {}, C clock = {}, M mono = {})
+  LeasedLimiter(P policy, std::shared_ptr<ClusterRouter> router, const LimiterOptions& limiter, LeaseOptions lease = {},
+                C clock = {}, M mono = {})
       : LeasedLimiter(std::move(policy), std::shared_ptr<Route>(std::move(router)), limiter, lease, std::move(clock),
                       std::move(mono)) {}
 
@@ -284,18 +284,18 @@ class LeasedLimiter {
   static constexpr std::size_t kReturnsPerCall = 8;
 
   struct Entry {
-    std::int64_t units = 0;          // lease units left
-    std::int64_t deadline = 0;       // monotonic ns: serve while now < deadline
-    std::int64_t mark = 0;           // the grant's mark and counter, for its return
+    std::int64_t units = 0;     // lease units left
+    std::int64_t deadline = 0;  // monotonic ns: serve while now < deadline
+    std::int64_t mark = 0;      // the grant's mark and counter, for its return
     std::int64_t granted_after = 0;
-    std::int64_t deny_until = 0;     // denial cache: monotonic ns, and the smallest cost it denies
+    std::int64_t deny_until = 0;  // denial cache: monotonic ns, and the smallest cost it denies
     std::int64_t deny_cost = 0;
-    Decision last{};                 // Redis's last answer (remaining: unleased units then)
+    Decision last{};  // Redis's last answer (remaining: unleased units then)
     std::int64_t last_at = 0;
-    double demand = 0;               // EWMA of units asked per serving window
-    std::int64_t asked = 0;          // units asked since `asked_since`
+    double demand = 0;       // EWMA of units asked per serving window
+    std::int64_t asked = 0;  // units asked since `asked_since`
     std::int64_t asked_since = 0;
-    bool busy = false;               // a Redis call for this key is in flight
+    bool busy = false;  // a Redis call for this key is in flight
   };
   struct Hash {
     using is_transparent = void;
@@ -344,7 +344,8 @@ class LeasedLimiter {
   }
   static RedisOptions checked(RedisOptions o) {
     if (o.key_prefix.find_first_of("{}") != std::string::npos) {
-      ratelimit::detail::invalid("LimiterOptions.key_prefix", "must not contain '{' or '}' (they delimit the hash tag)");
+      ratelimit::detail::invalid("LimiterOptions.key_prefix",
+                                 "must not contain '{' or '}' (they delimit the hash tag)");
     }
     if (o.name.find_first_of("{}") != std::string::npos || o.name.size() > 256) {
       ratelimit::detail::invalid("LimiterOptions.name", "at most 256 bytes, without '{' or '}'");
@@ -507,9 +508,9 @@ class LeasedLimiter {
       throw BackendError(BackendErrorCause::protocol, "malformed lease reply: out of range");
     }
     Parsed p;
-    p.decision = Decision{v[0] == 1, v[1], v[2],
-                          v[3] == -1 ? Decision::never : std::chrono::nanoseconds(v[3] * detail::kTickNs),
-                          std::chrono::nanoseconds(v[4] * detail::kTickNs)};
+    p.decision =
+        Decision{v[0] == 1, v[1], v[2], v[3] == -1 ? Decision::never : std::chrono::nanoseconds(v[3] * detail::kTickNs),
+                 std::chrono::nanoseconds(v[4] * detail::kTickNs)};
     p.units = v[5];
     p.mark = v[6];
     p.granted_after = v[7];

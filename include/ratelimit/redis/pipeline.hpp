@@ -138,9 +138,8 @@ namespace detail {
 /// belong to the parent).
 inline std::atomic<unsigned>& fork_generation() noexcept {
   static std::atomic<unsigned> generation{0};
-  static const int registered = pthread_atfork(nullptr, nullptr, [] {
-    fork_generation().fetch_add(1, std::memory_order_relaxed);
-  });
+  static const int registered =
+      pthread_atfork(nullptr, nullptr, [] { fork_generation().fetch_add(1, std::memory_order_relaxed); });
   (void)registered;
   return generation;
 }
@@ -181,8 +180,11 @@ class Pipeline final : public AsyncSink {
   /// `command_timeout` bounds each call (its deadline) and the wait for bytes of a due reply; both > 0.
   /// `max_in_flight` >= 1. Connects nothing yet.
   Pipeline(Opener open, DropCounter dropped, std::chrono::milliseconds command_timeout, std::size_t max_in_flight)
-      : open_(std::move(open)), dropped_(std::move(dropped)), command_timeout_(command_timeout),
-        max_in_flight_(max_in_flight), generation_(detail::fork_generation().load(std::memory_order_relaxed)) {}
+      : open_(std::move(open)),
+        dropped_(std::move(dropped)),
+        command_timeout_(command_timeout),
+        max_in_flight_(max_in_flight),
+        generation_(detail::fork_generation().load(std::memory_order_relaxed)) {}
 
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
@@ -296,8 +298,9 @@ class Pipeline final : public AsyncSink {
   }
   void check_not_forked() const {
     if (forked()) {
-      throw std::logic_error("ratelimit: a Redis limiter or pool made before fork() is used in the child; "
-                             "make a new one in the child (README \"Redis engine\", fork)");
+      throw std::logic_error(
+          "ratelimit: a Redis limiter or pool made before fork() is used in the child; "
+          "make a new one in the child (README \"Redis engine\", fork)");
     }
   }
   [[nodiscard]] BackendError refusal() const {
@@ -593,7 +596,7 @@ class Pipeline final : public AsyncSink {
   const std::size_t max_in_flight_;
   const unsigned generation_;
 
-  std::mutex mutex_;  // everything below but the atomics and (outside the lock) the driver's connection
+  std::mutex mutex_;                  // everything below but the atomics and (outside the lock) the driver's connection
   std::deque<PipelineOp*> queued_;    // not yet written
   std::deque<PipelineOp*> inflight_;  // written, replies due in this order (null: abandoned at its deadline)
   std::deque<PipelineOp*> completions_;  // async outcomes for the I/O thread

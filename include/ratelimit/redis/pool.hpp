@@ -185,7 +185,8 @@ class ConnectionPool {
     if (o.pool_size < 1) bad("pool_size", "must be >= 1");
     if (o.max_in_flight < 1) bad("max_in_flight", "must be >= 1");
     if (o.reconnect_backoff_min.count() < 0) bad("reconnect_backoff_min", "must be >= 0");
-    if (o.reconnect_backoff_max < o.reconnect_backoff_min) bad("reconnect_backoff_max", "must be >= reconnect_backoff_min");
+    if (o.reconnect_backoff_max < o.reconnect_backoff_min)
+      bad("reconnect_backoff_max", "must be >= reconnect_backoff_min");
     if (o.reconnect_backoff_max > kDay) bad("reconnect_backoff_max", "must be <= 24 h");
     if (o.tls.enabled) {
       if (!kTlsAvailable) bad("tls", "this build has no TLS (OpenSSL was not found when it was configured)");

@@ -107,8 +107,8 @@ class RedisLimiter final : public detail::LayeredMember {
   /// As above with this limiter's own `key_prefix` instead of the pool's default. Throws
   /// `std::invalid_argument` naming `LimiterOptions.key_prefix` when it holds `{` or `}`.
   RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, std::string key_prefix, C clock = {})
-      : RedisLimiter(std::move(policy), pool, with_prefix(server_route(pool)->limiter_defaults(), std::move(key_prefix)),
-                     std::move(clock)) {}
+      : RedisLimiter(std::move(policy), pool,
+                     with_prefix(server_route(pool)->limiter_defaults(), std::move(key_prefix)), std::move(clock)) {}
 
   /// Sharing `pool`'s connections, with this limiter's own options (key prefix, name, time source,
   /// failure policy): e.g. the layers of a layered limit, each named. Throws `std::invalid_argument`
@@ -130,8 +130,8 @@ class RedisLimiter final : public detail::LayeredMember {
   /// hash tag: limiters over the same user key still share a slot, so layered checks stay one script.
   /// Throws `std::invalid_argument` naming `LimiterOptions.key_prefix` when it holds `{` or `}`.
   RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, std::string key_prefix, C clock = {})
-      : RedisLimiter(std::move(policy), router, with_prefix(own_options(router.get(), nullptr).limiter(),
-                                                            std::move(key_prefix)),
+      : RedisLimiter(std::move(policy), router,
+                     with_prefix(own_options(router.get(), nullptr).limiter(), std::move(key_prefix)),
                      std::move(clock)) {}
 
   /// Checks `cost` units for `key` and consumes them if admitted (cost >= 1). Thread-safe.
@@ -218,8 +218,10 @@ class RedisLimiter final : public detail::LayeredMember {
       call.args = {"DEL", k};
       route_->execute(std::span<RouteCall>(&call, 1));
       if (call.error) throw *call.error;
-      if (call.reply->type == REDIS_REPLY_ERROR) throw BackendError(BackendErrorCause::reply, std::string(text(*call.reply)));
-      if (call.reply->type != REDIS_REPLY_INTEGER) throw BackendError(BackendErrorCause::protocol, "DEL: not an integer reply");
+      if (call.reply->type == REDIS_REPLY_ERROR)
+        throw BackendError(BackendErrorCause::reply, std::string(text(*call.reply)));
+      if (call.reply->type != REDIS_REPLY_INTEGER)
+        throw BackendError(BackendErrorCause::protocol, "DEL: not an integer reply");
       return true;
     } catch (const BackendError& e) {
       count_failure(e.cause(), 1);
@@ -350,9 +352,13 @@ class RedisLimiter final : public detail::LayeredMember {
   }
 
   RedisLimiter(P policy, std::shared_ptr<Route> route, C clock, const LimiterOptions* limiter)
-      : policy_(std::move(policy)), rules_(policy_.rules(detail::kTickNs)), binding_(detail::bind<P>(rules_)),
-        route_(std::move(route)), options_(checked(own_options(route_.get(), limiter))),
-        identity_(detail::limiter_identity(P::kind, options_.name, binding_.params)), clock_(std::move(clock)),
+      : policy_(std::move(policy)),
+        rules_(policy_.rules(detail::kTickNs)),
+        binding_(detail::bind<P>(rules_)),
+        route_(std::move(route)),
+        options_(checked(own_options(route_.get(), limiter))),
+        identity_(detail::limiter_identity(P::kind, options_.name, binding_.params)),
+        clock_(std::move(clock)),
         core_(std::make_shared<Core>(rules_, options_)) {}
 
   static std::shared_ptr<Route> make_route(const ConnectionOptions& options) { return redis::make_route(options); }
@@ -385,8 +391,8 @@ class RedisLimiter final : public detail::LayeredMember {
       fill_args(calls[i].args, "EVALSHA", binding_.script->sha1, keys[i], now_arg, costs[i], mode);
       order[i] = keys[i];
     }
-    const std::span<const std::string_view> order_keys = requests.size() > 1 ? std::span<const std::string_view>(order)
-                                                                             : std::span<const std::string_view>();
+    const std::span<const std::string_view> order_keys =
+        requests.size() > 1 ? std::span<const std::string_view>(order) : std::span<const std::string_view>();
     if (const std::size_t reloads = run_script(*route_, *binding_.script, calls, order_keys); reloads != 0) {
       core_->script_reloads.fetch_add(reloads, std::memory_order_relaxed);
     }
@@ -414,13 +420,15 @@ class RedisLimiter final : public detail::LayeredMember {
 
   static RedisOptions checked(RedisOptions o) {
     if (o.key_prefix.find_first_of("{}") != std::string::npos) {
-      ratelimit::detail::invalid("LimiterOptions.key_prefix", "must not contain '{' or '}' (they delimit the hash tag)");
+      ratelimit::detail::invalid("LimiterOptions.key_prefix",
+                                 "must not contain '{' or '}' (they delimit the hash tag)");
     }
     if (o.name.find_first_of("{}") != std::string::npos) {
       ratelimit::detail::invalid("LimiterOptions.name", "must not contain '{' or '}' (they delimit the hash tag)");
     }
     if (o.name.size() > 256) ratelimit::detail::invalid("LimiterOptions.name", "must be at most 256 bytes");
-    if (o.max_key_bytes > (std::size_t{1} << 20)) ratelimit::detail::invalid("LimiterOptions.max_key_bytes", "must be <= 2^20");
+    if (o.max_key_bytes > (std::size_t{1} << 20))
+      ratelimit::detail::invalid("LimiterOptions.max_key_bytes", "must be <= 2^20");
     // A denial always names a wait (acquire and Retry-After rely on it), and one in nanoseconds must fit.
     if (o.failure_retry_after.count() <= 0 || o.failure_retry_after > std::chrono::days(365)) {
       ratelimit::detail::invalid("LimiterOptions.failure_retry_after", "must be in (0, 365 days]");
@@ -440,7 +448,6 @@ class RedisLimiter final : public detail::LayeredMember {
   std::string time_arg(std::int64_t now) const {
     return options_.time_source == TimeSource::client ? std::to_string(now) : std::string();
   }
-
 
   /// {command, script, 1, key, now, cost, mode, the script's two parameters}
   void fill_args(std::vector<std::string_view>& args, std::string_view command, std::string_view script,
@@ -469,7 +476,7 @@ class RedisLimiter final : public detail::LayeredMember {
   }
 
   /// What a call needs after it was started, shared with its async completion (which may outlive the
-    /// limiter): the rules, the failure policy and the counters.
+  /// limiter): the rules, the failure policy and the counters.
   struct Core {
     RulesOf<P> rules;
     FailurePolicy on_error;
@@ -516,8 +523,8 @@ class RedisLimiter final : public detail::LayeredMember {
   template <class G>
   class AsyncCheck final : public AsyncScriptCall {
    public:
-    AsyncCheck(const detail::EmbeddedScript& script, std::shared_ptr<Core> core, std::int64_t now,
-               std::int64_t cost, Mode mode, G g)
+    AsyncCheck(const detail::EmbeddedScript& script, std::shared_ptr<Core> core, std::int64_t now, std::int64_t cost,
+               Mode mode, G g)
         : AsyncScriptCall(script), core_(std::move(core)), now_(now), cost_(cost), mode_(mode), g_(std::move(g)) {}
 
    private:
@@ -558,8 +565,8 @@ class RedisLimiter final : public detail::LayeredMember {
       ratelimit::detail::invalid("timeout", "must be in (0, 24 h]");
     }
     const std::int64_t now = now_us();
-    auto call = std::make_unique<AsyncCheck<std::decay_t<G>>>(*binding_.script, core_, now, cost, mode,
-                                                              std::forward<G>(g));
+    auto call =
+        std::make_unique<AsyncCheck<std::decay_t<G>>>(*binding_.script, core_, now, cost, mode, std::forward<G>(g));
     std::string k = redis_key(key);
     call->slot = detail::key_slot(k);
     call->deadline = std::chrono::steady_clock::now() + timeout;

@@ -27,8 +27,8 @@ using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 
 /// The bytes of a string, status or error reply; empty for other types.
 [[nodiscard]] inline std::string_view text(const redisReply& reply) noexcept {
-  const bool has_text = reply.type == REDIS_REPLY_STRING || reply.type == REDIS_REPLY_STATUS ||
-                        reply.type == REDIS_REPLY_ERROR;
+  const bool has_text =
+      reply.type == REDIS_REPLY_STRING || reply.type == REDIS_REPLY_STATUS || reply.type == REDIS_REPLY_ERROR;
   return has_text && reply.str != nullptr ? std::string_view(reply.str, reply.len) : std::string_view{};
 }
 

@@ -294,8 +294,7 @@ class AsyncScriptCall : public PipelineOp {
           }
           if (detail::functions_refused(reply)) route_->refuse_functions();
           return to_evalsha();
-        case Phase::eval:
-          return false;
+        case Phase::eval: return false;
       }
     } catch (...) {  // std::bad_alloc: the reply stands as the outcome
     }

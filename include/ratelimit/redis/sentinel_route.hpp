@@ -47,7 +47,8 @@ class SentinelRoute final : public Route {
   /// nothing yet. Throws `std::invalid_argument` naming the field (e.g. `SentinelOptions.master_name`).
   /// `limiter_defaults`: the options of limiters made on this route without their own.
   explicit SentinelRoute(ConnectionOptions options, LimiterOptions limiter_defaults = {})
-      : options_(validated(std::move(options))), limiter_defaults_(std::move(limiter_defaults)),
+      : options_(validated(std::move(options))),
+        limiter_defaults_(std::move(limiter_defaults)),
         worker_(*this, options_.max_in_flight, [this](const std::vector<PipelineOp*>& batch) { start(batch); }) {}
   SentinelRoute(const SentinelRoute&) = delete;
   SentinelRoute& operator=(const SentinelRoute&) = delete;
@@ -160,7 +161,8 @@ class SentinelRoute final : public Route {
     if (s.nodes.empty()) bad("nodes", "must name at least one sentinel");
     for (std::size_t i = 0; i < s.nodes.size(); ++i) {
       if (s.nodes[i].host.empty()) bad("nodes[" + std::to_string(i) + "].host", "must not be empty");
-      if (s.nodes[i].port < 1 || s.nodes[i].port > 65535) bad("nodes[" + std::to_string(i) + "].port", "must be in 1..65535");
+      if (s.nodes[i].port < 1 || s.nodes[i].port > 65535)
+        bad("nodes[" + std::to_string(i) + "].port", "must be in 1..65535");
     }
     if (s.check_interval.count() <= 0 || s.check_interval > std::chrono::hours(24)) {
       bad("check_interval", "must be in (0, 24 h]");
@@ -341,17 +343,17 @@ class SentinelRoute final : public Route {
 
   const ConnectionOptions options_;
   const LimiterOptions limiter_defaults_;
-  mutable std::mutex mutex_;       // the fields below
-  std::mutex discovery_mutex_;     // one discovery at a time
+  mutable std::mutex mutex_;    // the fields below
+  std::mutex discovery_mutex_;  // one discovery at a time
   std::shared_ptr<ConnectionPool> pool_;
   std::vector<std::shared_ptr<ConnectionPool>> retired_;
   std::string address_;
-  std::size_t preferred_ = 0;      // the sentinel that answered last
+  std::size_t preferred_ = 0;  // the sentinel that answered last
   std::chrono::steady_clock::time_point next_check_{};
   std::chrono::steady_clock::time_point last_discovery_{};
   std::uint64_t discoveries_ = 0;
   std::uint64_t changes_ = 0;
-  RouteWorker worker_;             // last: destroyed first, its batch finishes while the pools live
+  RouteWorker worker_;  // last: destroyed first, its batch finishes while the pools live
 };
 
 }  // namespace ratelimit::redis

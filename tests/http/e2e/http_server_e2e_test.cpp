@@ -13,7 +13,9 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <sys/wait.h>
@@ -475,4 +477,36 @@ TEST(HttpServerE2E, SighupReloadsPlansAndKeepsUsage) {
   EXPECT_EQ(passed, 3);  // 5 - the 2 kept (a reload that forgot usage would pass 5)
   EXPECT_EQ(server.stop(), 0);
   std::remove(path.c_str());
+}
+
+// /export runs at most 2 at once per client (README "The example"): a third concurrent export gets 429
+// naming "export-concurrency", and consumes none of the export rate (5/min).
+TEST(ConcurrencyLimiterHttpExport, AtMostTwoExportsAtOnceAndADenialConsumesNoRate) {
+  using namespace std::chrono_literals;
+  ServerProcess server({"--manual-clock"});
+  std::vector<std::thread> running;
+  std::vector<int> statuses(2, 0);
+  for (int i = 0; i < 2; ++i) {
+    running.emplace_back([&, i] {
+      httplib::Client c("127.0.0.1", server.port());
+      const auto r = c.Get("/export?hold_ms=1500");
+      statuses[static_cast<std::size_t>(i)] = r ? r->status : -1;
+    });
+  }
+  std::this_thread::sleep_for(500ms);  // both exports are in their handlers on the real server
+  httplib::Client c("127.0.0.1", server.port());
+  auto r = c.Get("/export");
+  for (auto& t : running) t.join();  // before any assertion can return
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+  EXPECT_EQ(header(r, "Retry-After"), "1");
+  const auto body = nlohmann::json::parse(r->body);
+  EXPECT_EQ(body.at("violated-policies"), nlohmann::json::array({"export-concurrency"}));
+  EXPECT_EQ(body.at("in-flight"), 2);
+  EXPECT_EQ(statuses, (std::vector<int>{200, 200}));
+  r = c.Get("/export");  // room again; the denied one consumed no rate: 3 of 5 used
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_NE(header(r, "RateLimit").find("\"export\";r=2;"), std::string::npos) << header(r, "RateLimit");
+  EXPECT_EQ(server.stop(), 0);
 }

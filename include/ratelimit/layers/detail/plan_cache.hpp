@@ -86,7 +86,7 @@ class PlanCache {
   std::size_t capacity_;
   std::int64_t ttl_ns_;
   mutable std::mutex mutex_;
-  std::list<std::string> lru_;  // most recent first; owns the key strings
+  std::list<std::string> lru_;                       // most recent first; owns the key strings
   std::unordered_map<std::string_view, Entry> map_;  // keys view the strings in lru_
 };
 

@@ -22,7 +22,8 @@ inline constexpr std::uint16_t kClusterSlots = 16384;
     for (std::size_t i = 0; i < 256; ++i) {
       auto crc = static_cast<std::uint16_t>(i << 8);
       for (int bit = 0; bit < 8; ++bit) {
-        crc = (crc & 0x8000) != 0 ? static_cast<std::uint16_t>((crc << 1) ^ 0x1021) : static_cast<std::uint16_t>(crc << 1);
+        crc = (crc & 0x8000) != 0 ? static_cast<std::uint16_t>((crc << 1) ^ 0x1021)
+                                  : static_cast<std::uint16_t>(crc << 1);
       }
       t[i] = crc;
     }

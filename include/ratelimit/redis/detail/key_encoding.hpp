@@ -76,9 +76,9 @@ namespace ratelimit::redis::detail {
   return out;
 }
 
-/// The Redis key of `key` for a policy (`kind` is the limiter's identity): `<prefix><kind>{<encode_key(key)>}<suffix>`. The prefix holds no
-/// braces (checked when the limiter is made), so the hash tag is exactly the encoded key and distinct
-/// (prefix, kind, key) triples never share a Redis key.
+/// The Redis key of `key` for a policy (`kind` is the limiter's identity): `<prefix><kind>{<encode_key(key)>}<suffix>`.
+/// The prefix holds no braces (checked when the limiter is made), so the hash tag is exactly the encoded key and
+/// distinct (prefix, kind, key) triples never share a Redis key.
 [[nodiscard]] inline std::string redis_key(std::string_view prefix, std::string_view kind, std::string_view key,
                                            std::string_view suffix) {
   std::string out;

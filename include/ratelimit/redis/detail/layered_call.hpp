@@ -102,7 +102,8 @@ inline bool run_layered(const LayeredMember& self, std::span<const JointRequest>
     // Validate before reading clocks or counting: a bad request throws with nothing counted.
     ratelimit::detail::require_cost(requests[i].cost);
   }
-  for (std::size_t i = 0; i < requests.size(); ++i) parts.push_back(members[i]->layered_part(requests[i].key, requests[i].cost));
+  for (std::size_t i = 0; i < requests.size(); ++i)
+    parts.push_back(members[i]->layered_part(requests[i].key, requests[i].cost));
   for (std::size_t i = 0; i < parts.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
       if (parts[i].key == parts[j].key) return false;  // the script decides each key against its stored state once
@@ -139,10 +140,12 @@ inline bool run_layered(const LayeredMember& self, std::span<const JointRequest>
     const Reply reply = std::move(call.reply);
     if (reply->type == REDIS_REPLY_ERROR) throw BackendError(BackendErrorCause::reply, std::string(text(*reply)));
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != parts.size() || reply->element == nullptr) {
-      throw BackendError(BackendErrorCause::protocol, "malformed layered script reply: expected " + count + " decisions");
+      throw BackendError(BackendErrorCause::protocol,
+                         "malformed layered script reply: expected " + count + " decisions");
     }
     for (std::size_t i = 0; i < parts.size(); ++i) {
-      if (reply->element[i] == nullptr) throw BackendError(BackendErrorCause::protocol, "malformed layered script reply");
+      if (reply->element[i] == nullptr)
+        throw BackendError(BackendErrorCause::protocol, "malformed layered script reply");
       results[i] = {members[i]->layered_decision(*reply->element[i]), Outcome::decided};
     }
     return true;

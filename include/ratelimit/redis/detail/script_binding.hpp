@@ -61,15 +61,16 @@ template <Policy P>
   ScriptBinding b{&script_for(P::kind), ":state", {}};
   if constexpr (std::is_same_v<P, FixedWindow> || std::is_same_v<P, SlidingWindowLog> ||
                 std::is_same_v<P, SlidingWindowCounter>) {
-    const std::string name(P::kind == FixedWindow::kind            ? "FixedWindow"
+    const std::string name(P::kind == FixedWindow::kind        ? "FixedWindow"
                            : P::kind == SlidingWindowLog::kind ? "SlidingWindowLog"
-                                                                   : "SlidingWindowCounter");
+                                                               : "SlidingWindowCounter");
     count_bound(rules.limit(), name + ".limit");
     if constexpr (std::is_same_v<P, SlidingWindowCounter>) {
       // The script's products (prev * (W - r), (cur + n) * W, a * W) are all at most L * W.
       if (ratelimit::detail::i128{rules.limit()} * rules.window() > kLuaExact) {
-        ratelimit::detail::invalid(name + ".window", "limit * window (in microseconds) must be at most 2^53 on Redis, "
-                                                     "so that the Lua script's products stay exact");
+        ratelimit::detail::invalid(name + ".window",
+                                   "limit * window (in microseconds) must be at most 2^53 on Redis, "
+                                   "so that the Lua script's products stay exact");
       }
     }
     if constexpr (std::is_same_v<P, SlidingWindowLog>) b.suffix = ":log";
