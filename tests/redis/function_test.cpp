@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <ratelimit/layers.hpp>
@@ -52,6 +53,18 @@ class FunctionScripts : public testing::Test {
   ratelimit::redis::RedisOptions options(ratelimit::FailurePolicy on_error = ratelimit::FailurePolicy::raise) {
     auto o = client_options(*server_, on_error);
     o.use_functions = true;
+    return o;
+  }
+  // `options()` as the ACL user `user` (password "pw"), allowed the keys of its prefix and `commands`.
+  ratelimit::redis::RedisOptions options_as(const std::string& user, const std::vector<std::string>& commands) {
+    auto o = options();
+    std::vector<std::string> acl{"ACL", "SETUSER", user, "reset", "on", ">pw", "~" + o.key_prefix + "*"};
+    acl.insert(acl.end(), commands.begin(), commands.end());
+    auto admin = server_->admin();
+    const std::vector<std::string_view> args(acl.begin(), acl.end());
+    EXPECT_EQ(ratelimit::redis::text(*admin.command(args)), "OK");
+    o.user = user;
+    o.password = "pw";
     return o;
   }
   std::unique_ptr<ratelimit_test::RedisServer> server_;
@@ -135,14 +148,7 @@ TEST_F(FunctionScripts, LayeredChecksAndAsyncCallsGoAsFcall) {
 // as EVALSHA, from the first call on.
 TEST_F(FunctionScripts, UserWithoutFcallFallsBackToEvalsha) {
   auto admin = server_->admin();
-  auto o = options();
-  const std::string user = "rl_nofcall";
-  ASSERT_EQ(
-      ratelimit::redis::text(*admin.command({"ACL", "SETUSER", user, "reset", "on", ">pw", "~" + o.key_prefix + "*",
-                                             "+evalsha", "+eval", "+get", "+set", "+del"})),
-      "OK");
-  o.user = user;
-  o.password = "pw";
+  const auto o = options_as("rl_nofcall", {"+evalsha", "+eval", "+get", "+set", "+del"});
   ManualClock clock;
   RedisLimiter<FixedWindow, ManualClock> l(FixedWindow{.limit = 5, .window = 1h}, o, clock);
   EXPECT_EQ(l.allow("k").remaining, 4);
@@ -157,14 +163,7 @@ TEST_F(FunctionScripts, UserWithoutFcallFallsBackToEvalsha) {
 // as EVALSHA; once an administrator loads the library, a new route calls it without loading anything.
 TEST_F(FunctionScripts, UserWhoMayNotLoadFallsBackUntilTheLibraryIsThere) {
   auto admin = server_->admin();
-  auto o = options();
-  const std::string user = "rl_noload";
-  ASSERT_EQ(
-      ratelimit::redis::text(*admin.command({"ACL", "SETUSER", user, "reset", "on", ">pw", "~" + o.key_prefix + "*",
-                                             "+evalsha", "+eval", "+fcall", "+get", "+set", "+del"})),
-      "OK");
-  o.user = user;
-  o.password = "pw";
+  const auto o = options_as("rl_noload", {"+evalsha", "+eval", "+fcall", "+get", "+set", "+del"});
   ManualClock clock;
   {
     RedisLimiter<FixedWindow, ManualClock> l(FixedWindow{.limit = 5, .window = 1h}, o, clock);

@@ -9,13 +9,16 @@
 #include <cstdint>
 #include <exception>
 #include <future>
+#include <map>
 #include <memory>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <ratelimit/redis.hpp>
 
+#include "redis_cluster.hpp"
 #include "test_support.hpp"
 #include "tls_support.hpp"
 
@@ -58,19 +61,32 @@ class Tls : public testing::Test {
   static ratelimit::redis::RedisOptions options(ratelimit::FailurePolicy on_error = ratelimit::FailurePolicy::raise) {
     return ratelimit_test::tls_options(ratelimit_test::client_options(server_->server(), on_error), *server_, *files_);
   }
-  // What the first check of a limiter with `o` throws (it must throw, with `cause`).
-  static std::string failure_of(const ratelimit::redis::RedisOptions& o,
+  // What the first check of a limiter with `o` (on_error raise) throws: it must throw, with `cause`. The
+  // same options with fail_open and fail_closed must answer with the failure policy, counting the cause.
+  static std::string failure_of(ratelimit::redis::RedisOptions o,
                                 ratelimit::BackendErrorCause cause = ratelimit::BackendErrorCause::io) {
     ManualClock clock;
-    RedisLimiter<FixedWindow, ManualClock> l(FixedWindow{.limit = 3, .window = 1h}, o, clock);
-    try {
-      (void)l.allow("k");
-    } catch (const BackendError& e) {
-      EXPECT_EQ(e.cause(), cause) << e.what();
-      return e.what();
+    std::string what;
+    {
+      RedisLimiter<FixedWindow, ManualClock> l(FixedWindow{.limit = 3, .window = 1h}, o, clock);
+      try {
+        (void)l.allow("k");
+        ADD_FAILURE() << "the check succeeded";
+      } catch (const BackendError& e) {
+        EXPECT_EQ(e.cause(), cause) << e.what();
+        what = e.what();
+      }
     }
-    ADD_FAILURE() << "the check succeeded";
-    return {};
+    for (const auto policy : {ratelimit::FailurePolicy::fail_open, ratelimit::FailurePolicy::fail_closed}) {
+      o.on_error = policy;
+      RedisLimiter<FixedWindow, ManualClock> l(FixedWindow{.limit = 3, .window = 1h}, o, clock);
+      const auto r = l.check("k");
+      EXPECT_EQ(r.outcome, Outcome::failure_policy) << what;
+      EXPECT_EQ(r.decision.allowed, policy == ratelimit::FailurePolicy::fail_open) << what;
+      const auto st = l.stats();
+      EXPECT_EQ(cause == ratelimit::BackendErrorCause::io ? st.io_errors : st.timeouts, 1u) << what;
+    }
+    return what;
   }
   static ratelimit_test::TlsFiles* files_;
   static ratelimit_test::TlsRedisServer* server_;
@@ -115,7 +131,7 @@ TEST_F(Tls, TheNameCheckedIsTheServerNameOrTheHost) {
   EXPECT_EQ(by_ip.allow("k").remaining, 3);
 }
 
-TEST_F(Tls, AWrongCaFailsClearlyAndTheFailurePolicyAnswers) {
+TEST_F(Tls, AWrongCaFailsClearly) {
   auto o = options();
   o.tls.ca_file = files_->path("other_ca.crt");
   const std::string what = failure_of(o);
@@ -124,14 +140,6 @@ TEST_F(Tls, AWrongCaFailsClearlyAndTheFailurePolicyAnswers) {
   EXPECT_TRUE(what.find("self-signed certificate in certificate chain") != std::string::npos ||
               what.find("unable to get local issuer certificate") != std::string::npos)
       << what;
-  auto closed = options(ratelimit::FailurePolicy::fail_closed);
-  closed.tls.ca_file = files_->path("other_ca.crt");
-  ManualClock clock;
-  RedisLimiter<FixedWindow, ManualClock> l(FixedWindow{.limit = 3, .window = 1h}, closed, clock);
-  const auto r = l.check("k");
-  EXPECT_FALSE(r.decision.allowed);
-  EXPECT_EQ(r.outcome, Outcome::failure_policy);
-  EXPECT_EQ(l.stats().io_errors, 1u);
 }
 
 TEST_F(Tls, AnExpiredCertificateFailsClearly) {
@@ -167,6 +175,51 @@ TEST_F(Tls, TlsToAPlainPortFailsClearly) {
   const std::string what = failure_of(o, ratelimit::BackendErrorCause::timeout);
   EXPECT_NE(what.find("TLS to 127.0.0.1:" + std::to_string(o.port) + ": handshake timed out"), std::string::npos)
       << what;
+}
+
+// Redis Cluster over TLS (3 masters, `tls-cluster yes`: the bus and CLUSTER SLOTS over TLS name the TLS
+// ports): seeded with TLS ports only, checks reach every master over TLS, each node's name checked.
+TEST_F(Tls, ClusterOverTlsReachesEveryMaster) {
+  const auto cli = ratelimit_test::find_redis_cli();
+  if (!cli) {
+    if (std::getenv("CI") != nullptr) FAIL() << "CI needs redis-cli (redis-tools)";
+    GTEST_SKIP() << "no redis-cli";
+  }
+  std::map<int, int> tls_port_of;  // plain port -> TLS port
+  ratelimit_test::RedisCluster cluster(
+      ratelimit_test::redis_server_binary(), *cli, 3, 0, 1000, [&](int port) -> std::vector<std::string> {
+        const int tls = ratelimit_test::free_port();
+        tls_port_of[port] = tls;
+        // The bus stays on port + 10000 (with tls-cluster it would follow the TLS port), over TLS.
+        return {"--tls-port", std::to_string(tls), "--tls-cert-file", files_->path("server.crt"),
+                "--tls-key-file", files_->path("server.key"), "--tls-ca-cert-file", files_->path("ca.crt"),
+                "--tls-auth-clients", "no", "--tls-cluster", "yes", "--cluster-port", std::to_string(port + 10000)};
+      });
+  auto o = options();  // TLS trusting the test CA; the host and port are replaced by the seeds
+  for (const auto& [plain, tls] : tls_port_of) o.cluster_nodes.push_back({"127.0.0.1", tls});
+  ManualClock clock;
+  RedisLimiter<FixedWindow, ManualClock> l(FixedWindow{.limit = 2, .window = 1h}, o, clock);
+  std::vector<std::string> names;
+  for (int i = 0; i < 60; ++i) names.push_back("user" + std::to_string(i));
+  std::vector<ratelimit::redis::Request> batch;  // a Request views its key
+  for (const std::string& n : names) batch.push_back({n, 1});
+  for (const Decision& d : l.allow_many(batch)) EXPECT_EQ(d.remaining, 1);
+  EXPECT_EQ(l.allow("user0").remaining, 0);
+  EXPECT_FALSE(l.allow("user0").allowed);
+  std::set<std::string> owners;  // the router's view: every owner a TLS port
+  for (const auto& r : batch) owners.insert(l.cluster()->owner_of(ratelimit::redis::detail::key_slot(r.key)));
+  std::set<std::string> tls_endpoints;
+  for (const auto& [plain, tls] : tls_port_of) tls_endpoints.insert("127.0.0.1:" + std::to_string(tls));
+  EXPECT_EQ(owners, tls_endpoints);
+  std::size_t keys = 0;  // and on the servers (read over their plain ports)
+  for (const int port : cluster.master_ports()) {
+    auto admin = ratelimit_test::RedisCluster::admin(port);
+    const std::size_t here = ratelimit_test::scan_keys(admin, o.key_prefix + "*").size();
+    EXPECT_GT(here, 0u) << port;
+    keys += here;
+  }
+  EXPECT_EQ(keys, 60u);
+  EXPECT_EQ(l.stats().failures, 0u);
 }
 
 TEST(TlsOptions, BadFieldsAreNamed) {
