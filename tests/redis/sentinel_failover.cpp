@@ -109,6 +109,7 @@ int main() {
   auto worker = [&] {
     while (!stop.load()) {
       const std::string key = "k" + std::to_string(next.fetch_add(1));
+      const Clock::rep began = Clock::now().time_since_epoch().count();
       try {
         const auto d = limiter.allow(key);
         const auto now = Clock::now();
@@ -118,9 +119,11 @@ int main() {
         } else {
           denied.fetch_add(1);  // a fresh key is never denied
         }
+        // Decided by the new master: begun after the old one was dead (a reply in flight at the kill
+        // may still arrive from the old one).
         const Clock::rep k = kill_time.load();
         Clock::rep expected = 0;
-        if (k != 0 && now.time_since_epoch().count() > k) {
+        if (k != 0 && began > k) {
           first_decided_after_kill.compare_exchange_strong(expected, now.time_since_epoch().count());
         }
       } catch (const ratelimit::BackendError&) {
@@ -133,8 +136,8 @@ int main() {
   for (int i = 0; i < 2; ++i) threads.emplace_back(worker);
   std::this_thread::sleep_for(1500ms);
   const auto killed = Clock::now();
-  kill_time.store(killed.time_since_epoch().count());
-  master.kill_hard();
+  master.kill_hard();  // SIGKILL, and reaped: dead from here on
+  kill_time.store(Clock::now().time_since_epoch().count());
   const bool recovered = wait_for([&] { return first_decided_after_kill.load() != 0; }, 30s);
   std::this_thread::sleep_for(500ms);  // some load on the new master
   stop.store(true);
