@@ -29,10 +29,14 @@ double checks_per_second(Limiter& l, int threads, std::size_t batch, double seco
   std::atomic<long> checks{0};
   std::atomic<bool> stop{false};
   std::vector<std::thread> pool;
-  const std::vector<ratelimit::redis::Request> many(batch, {"k", 1});
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
       const std::string key = "k" + std::to_string(t);
+      // A batch of distinct keys (one key's calls keep their order, so they would not share a round trip).
+      std::vector<std::string> names;
+      for (std::size_t i = 0; i < batch; ++i) names.push_back(key + ":" + std::to_string(i));
+      std::vector<ratelimit::redis::Request> many;
+      for (const std::string& name : names) many.push_back({name, 1});
       long n = 0;
       while (!stop.load(std::memory_order_relaxed)) {
         if (batch <= 1) {
