@@ -13,6 +13,7 @@
 #include <ratelimit/ratelimit.hpp>
 
 #include "../support/invalid_message.hpp"
+#include "../support/extremes.hpp"
 
 namespace {
 
@@ -22,8 +23,8 @@ using ratelimit::ManualClock;
 using ratelimit::MemoryLimiter;
 using ratelimit::MemoryOptions;
 
-constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
-constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+using ratelimit_test::kMax;
+using ratelimit_test::kMin;
 
 using ratelimit_test::invalid_message;
 using ratelimit_test::starts_with;

@@ -13,6 +13,8 @@
 
 #include <ratelimit/ratelimit.hpp>
 
+#include "../support/extremes.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -20,10 +22,10 @@ using ratelimit::ManualClock;
 using ratelimit::MemoryLimiter;
 using ratelimit::MemoryOptions;
 
-constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
-constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
-constexpr auto kMaxNs = std::chrono::nanoseconds::max();
-constexpr auto kMinNs = std::chrono::nanoseconds::min();
+using ratelimit_test::kMax;
+using ratelimit_test::kMaxNs;
+using ratelimit_test::kMin;
+using ratelimit_test::kMinNs;
 
 /// `fn()` must throw std::invalid_argument whose what() is "<one of fields>: ...".
 template <class Fn>

@@ -12,6 +12,8 @@
 
 #include <ratelimit/ratelimit.hpp>
 
+#include "../support/extremes.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -21,9 +23,7 @@ using ratelimit::MemoryLimiter;
 using ratelimit::TickDecision;
 __extension__ typedef __int128 i128;
 
-std::int64_t uniform(std::mt19937_64& rng, std::int64_t lo, std::int64_t hi) {
-  return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
-}
+using ratelimit_test::uniform;
 
 ManualClock::time_point at(std::int64_t ns) { return ManualClock::time_point(std::chrono::nanoseconds(ns)); }
 

@@ -14,6 +14,7 @@
 #include <ratelimit/ratelimit.hpp>
 
 #include "../support/reference_model.hpp"
+#include "../support/extremes.hpp"
 
 namespace {
 
@@ -21,7 +22,7 @@ using namespace std::chrono_literals;
 using ratelimit::ManualClock;
 namespace model = ratelimit_test::model;
 
-constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+using ratelimit_test::kMax;
 
 model::Outcome to_outcome(const ratelimit::Decision& d) {
   return {d.allowed, d.limit, d.remaining,
@@ -58,9 +59,7 @@ const std::vector<std::string>& key_pool() {
   return pool;
 }
 
-std::int64_t uniform(std::mt19937_64& rng, std::int64_t lo, std::int64_t hi) {
-  return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
-}
+using ratelimit_test::uniform;
 
 std::int64_t floor_div(std::int64_t a, std::int64_t b) {
   const std::int64_t q = a / b;

@@ -19,7 +19,7 @@ using ratelimit::redis::TimeSource;
 
 constexpr int kProcesses = 8;
 constexpr int kRequests = 500;
-constexpr std::int64_t kLimit = 777;
+constexpr std::int64_t kRaceLimit = 777;
 
 // Forks the racers, releases them at once through a pipe, and returns the sum of what they admitted
 // (-1 if any of them failed).
@@ -82,24 +82,24 @@ void expect_exactly_limit(const P& policy, bool server_time_too) {
     options.pool_size = 1;
     // The last repetition reads the server's TIME where no window edge can pass within the race.
     if (server_time_too && rep == 2) options.time_source = TimeSource::server;
-    EXPECT_EQ(race(policy, options), kLimit) << P::kind << " repetition " << rep;
+    EXPECT_EQ(race(policy, options), kRaceLimit) << P::kind << " repetition " << rep;
   }
 }
 
 TEST(CrossProcessAtomicity, FixedWindow) {
-  expect_exactly_limit(ratelimit::FixedWindow{.limit = kLimit, .window = 1h}, false);
+  expect_exactly_limit(ratelimit::FixedWindow{.limit = kRaceLimit, .window = 1h}, false);
 }
 TEST(CrossProcessAtomicity, SlidingWindowLog) {
-  expect_exactly_limit(ratelimit::SlidingWindowLog{.limit = kLimit, .window = 1h}, true);
+  expect_exactly_limit(ratelimit::SlidingWindowLog{.limit = kRaceLimit, .window = 1h}, true);
 }
 TEST(CrossProcessAtomicity, SlidingWindowCounter) {
-  expect_exactly_limit(ratelimit::SlidingWindowCounter{.limit = kLimit, .window = 1h}, false);
+  expect_exactly_limit(ratelimit::SlidingWindowCounter{.limit = kRaceLimit, .window = 1h}, false);
 }
 TEST(CrossProcessAtomicity, TokenBucket) {
-  expect_exactly_limit(ratelimit::TokenBucket{.capacity = kLimit, .refill_tokens = 1, .refill_period = 1h}, true);
+  expect_exactly_limit(ratelimit::TokenBucket{.capacity = kRaceLimit, .refill_tokens = 1, .refill_period = 1h}, true);
 }
 TEST(CrossProcessAtomicity, Gcra) {
-  expect_exactly_limit(ratelimit::Gcra{.limit = 1, .period = 1h, .burst = kLimit}, true);
+  expect_exactly_limit(ratelimit::Gcra{.limit = 1, .period = 1h, .burst = kRaceLimit}, true);
 }
 
 }  // namespace

@@ -25,10 +25,7 @@ using ratelimit_test::cluster_client_options;
 using ratelimit_test::RedisCluster;
 using ratelimit_test::shared_cluster;
 
-Decision D(bool allowed, std::int64_t limit, std::int64_t remaining, std::chrono::nanoseconds retry,
-           std::chrono::nanoseconds reset) {
-  return Decision{allowed, limit, remaining, retry, reset};
-}
+using ratelimit_test::D;
 
 class Cluster : public testing::Test {
  protected:

@@ -29,7 +29,7 @@ using ratelimit_test::shared_redis;
 template <class P>
 using Leased = LeasedLimiter<P, ManualClock, ManualClock>;
 
-void at(ManualClock& clock, std::chrono::nanoseconds t) { clock.set(ManualClock::time_point(t)); }
+using ratelimit_test::at;
 
 // 100 per second, burst 100 (T = 10 ms, tau = 1 s); L = 200 ms: reduced burst 80.
 const ratelimit::Gcra kGcra{.limit = 100, .period = 1s, .burst = 100};

@@ -21,13 +21,10 @@ using ratelimit::redis::RedisLimiter;
 using ratelimit_test::client_options;
 using ratelimit_test::shared_redis;
 
-Decision D(bool allowed, std::int64_t limit, std::int64_t remaining, std::chrono::nanoseconds retry,
-           std::chrono::nanoseconds reset) {
-  return Decision{allowed, limit, remaining, retry, reset};
-}
+using ratelimit_test::D;
 constexpr auto never = Decision::never;
 
-void at(ManualClock& clock, std::chrono::nanoseconds t) { clock.set(ManualClock::time_point(t)); }
+using ratelimit_test::at;
 
 // The key's value and TTL, whatever its type (DUMP serialises any value).
 std::string snapshot(ratelimit::redis::Connection& admin, const std::string& key) {

@@ -51,9 +51,9 @@ TEST(ReplyParsing, WellFormed) {
   EXPECT_EQ(d.remaining, 0);
   EXPECT_EQ(d.retry_after, 1500);
   EXPECT_EQ(d.reset_after, 3000);
-  FakeReply never{0, 5, 2, -1, 10};
-  EXPECT_EQ(parse_decision(never.root, 5).retry_after, ratelimit::TickDecision::never);
-  const auto dec = ratelimit::to_decision(parse_decision(never.root, 5), 1000);
+  FakeReply never_reply{0, 5, 2, -1, 10};
+  EXPECT_EQ(parse_decision(never_reply.root, 5).retry_after, ratelimit::TickDecision::never);
+  const auto dec = ratelimit::to_decision(parse_decision(never_reply.root, 5), 1000);
   EXPECT_EQ(dec.retry_after, ratelimit::Decision::never);
   EXPECT_EQ(dec.reset_after, std::chrono::microseconds(10));
 }

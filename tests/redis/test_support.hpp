@@ -18,6 +18,17 @@
 
 namespace ratelimit_test {
 
+/// A decision written out in the order of its fields (expected values in the tables).
+inline ratelimit::Decision D(bool allowed, std::int64_t limit, std::int64_t remaining, std::chrono::nanoseconds retry,
+                             std::chrono::nanoseconds reset) {
+  return ratelimit::Decision{allowed, limit, remaining, retry, reset};
+}
+
+/// Sets `clock` to `t` after its epoch.
+inline void at(ratelimit::ManualClock& clock, std::chrono::nanoseconds t) {
+  clock.set(ratelimit::ManualClock::time_point(t));
+}
+
 /// A key prefix no other test (or process) uses: "rltest:<test name>:<pid>:<n>:".
 inline std::string unique_prefix() {
   static std::atomic<int> counter{0};

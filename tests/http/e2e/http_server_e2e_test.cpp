@@ -27,17 +27,6 @@ namespace {
 
 const char* const kPolicyFree =
     "\"ip\";q=1000;w=60, \"free-minute\";q=30;w=60, \"free-day\";q=1000;w=86400, \"free-burst\";q=10;w=20";
-
-std::string header(const httplib::Result& r, const char* name) {
-  return r->has_header(name) ? r->get_header_value(name) : "<absent>";
-}
-
-void advance(httplib::Client& c, long ms) {
-  const auto r = c.Post(("/__test/advance?ms=" + std::to_string(ms)).c_str());
-  ASSERT_TRUE(r);
-  ASSERT_EQ(r->status, 200);
-}
-
 }  // namespace
 
 TEST(HttpServerE2E, HealthIsNotLimited) {

@@ -26,17 +26,6 @@ std::unique_ptr<ratelimit_test::RedisServer> start_redis() {
     if (std::getenv("CI") != nullptr) FAIL() << "CI is set but redis-server is missing";  \
     GTEST_SKIP() << "redis-server not found";                                             \
   }
-
-std::string header(const httplib::Result& r, const char* name) {
-  return r->has_header(name) ? r->get_header_value(name) : "<absent>";
-}
-
-void advance(httplib::Client& c, long ms) {
-  const auto r = c.Post(("/__test/advance?ms=" + std::to_string(ms)).c_str());
-  ASSERT_TRUE(r);
-  ASSERT_EQ(r->status, 200);
-}
-
 }  // namespace
 
 TEST(HttpServerRedisE2E, SearchHeadersMatchTheMemoryBackend) {

@@ -1,13 +1,16 @@
 #pragma once
 
 // Starts examples/http_server on a free loopback port (--port 0; the server prints the port it got)
-// and stops it (SIGTERM, then waitpid) when the object goes away.
+// and stops it (SIGTERM, then waitpid) when the object goes away; and the client helpers the e2e tests share.
 
 #include <csignal>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -67,3 +70,15 @@ class ServerProcess {
   int port_ = 0;
   int status_ = -1;
 };
+
+/// The value of response header `name`, or "<absent>".
+inline std::string header(const httplib::Result& r, const char* name) {
+  return r->has_header(name) ? r->get_header_value(name) : "<absent>";
+}
+
+/// Moves the server's manual clock (`--manual-clock`) forward by `ms` milliseconds.
+inline void advance(httplib::Client& c, long ms) {
+  const auto r = c.Post(("/__test/advance?ms=" + std::to_string(ms)).c_str());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+}
