@@ -94,6 +94,9 @@ class Tls : public testing::Test {
 ratelimit_test::TlsFiles* Tls::files_ = nullptr;
 ratelimit_test::TlsRedisServer* Tls::server_ = nullptr;
 
+// One test per server set-up (each process makes its certificates): single, batch and async checks over
+// TLS beside plain TCP on one server, the name checked (server_name, or the host's IP name), and a server
+// that verifies clients.
 TEST_F(Tls, ChecksOverTlsDecideAsOverTcp) {
   ManualClock clock;
   const auto tls = options();
@@ -118,10 +121,7 @@ TEST_F(Tls, ChecksOverTlsDecideAsOverTcp) {
   ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
   EXPECT_EQ(f.get(), 1);
   EXPECT_EQ(l.stats().failures, 0u);
-}
 
-TEST_F(Tls, TheNameCheckedIsTheServerNameOrTheHost) {
-  ManualClock clock;
   auto o = options();
   o.tls.server_name = "localhost";  // SNI and a DNS name of the certificate, on 127.0.0.1
   RedisLimiter<FixedWindow, ManualClock> by_name(FixedWindow{.limit = 5, .window = 1h}, o, clock);
@@ -129,51 +129,43 @@ TEST_F(Tls, TheNameCheckedIsTheServerNameOrTheHost) {
   o.tls.server_name.clear();  // the host, 127.0.0.1: the certificate's IP name
   RedisLimiter<FixedWindow, ManualClock> by_ip(FixedWindow{.limit = 5, .window = 1h}, o, clock);
   EXPECT_EQ(by_ip.allow("k").remaining, 3);
+
+  ratelimit_test::TlsRedisServer strict(ratelimit_test::redis_server_binary(), *files_, "server.crt", true);
+  auto c = ratelimit_test::tls_options(ratelimit_test::client_options(strict.server()), strict, *files_);
+  (void)failure_of(c);  // no client certificate: refused (in the handshake, or at the first read)
+  c.tls.cert_file = files_->path("client.crt");
+  c.tls.key_file = files_->path("client.key");
+  RedisLimiter<FixedWindow, ManualClock> with_cert(FixedWindow{.limit = 3, .window = 1h}, c, clock);
+  EXPECT_EQ(with_cert.allow("k").remaining, 2);
 }
 
-TEST_F(Tls, AWrongCaFailsClearly) {
-  auto o = options();
-  o.tls.ca_file = files_->path("other_ca.crt");
-  const std::string what = failure_of(o);
+// Each verification failure, and TLS to a plain port: a clear error with raise, the failure policy else.
+TEST_F(Tls, EachVerificationFailureFailsClearlyWithTheFailurePolicy) {
+  auto wrong_ca = options();
+  wrong_ca.tls.ca_file = files_->path("other_ca.crt");
+  std::string what = failure_of(wrong_ca);
   EXPECT_NE(what.find("certificate verify failed"), std::string::npos) << what;
   // OpenSSL's reason depends on whether the server sends its CA along (redis-server does: it builds the chain).
   EXPECT_TRUE(what.find("self-signed certificate in certificate chain") != std::string::npos ||
               what.find("unable to get local issuer certificate") != std::string::npos)
       << what;
-}
 
-TEST_F(Tls, AnExpiredCertificateFailsClearly) {
   ratelimit_test::TlsRedisServer expired(ratelimit_test::redis_server_binary(), *files_, "expired.crt");
-  const auto o = ratelimit_test::tls_options(ratelimit_test::client_options(expired.server()), expired, *files_);
-  const std::string what = failure_of(o);
+  what = failure_of(ratelimit_test::tls_options(ratelimit_test::client_options(expired.server()), expired, *files_));
   EXPECT_NE(what.find("certificate has expired"), std::string::npos) << what;
-}
 
-TEST_F(Tls, AWrongHostNameFailsClearly) {
-  auto o = options();
-  o.tls.server_name = "redis.example.com";
-  const std::string what = failure_of(o);
+  auto wrong_name = options();
+  wrong_name.tls.server_name = "redis.example.com";
+  what = failure_of(wrong_name);
   EXPECT_NE(what.find("hostname mismatch"), std::string::npos) << what;
   EXPECT_NE(what.find("redis.example.com"), std::string::npos) << what;
-}
 
-TEST_F(Tls, AServerThatVerifiesClientsTakesTheClientCertificate) {
-  ratelimit_test::TlsRedisServer strict(ratelimit_test::redis_server_binary(), *files_, "server.crt", true);
-  auto o = ratelimit_test::tls_options(ratelimit_test::client_options(strict.server()), strict, *files_);
-  (void)failure_of(o);  // no client certificate: refused (in the handshake, or at the first read)
-  o.tls.cert_file = files_->path("client.crt");
-  o.tls.key_file = files_->path("client.key");
-  ManualClock clock;
-  RedisLimiter<FixedWindow, ManualClock> l(FixedWindow{.limit = 3, .window = 1h}, o, clock);
-  EXPECT_EQ(l.allow("k").remaining, 2);
-}
-
-TEST_F(Tls, TlsToAPlainPortFailsClearly) {
-  auto o = options();
-  o.port = server_->server().port();
-  o.connect_timeout = 200ms;  // a plain server waits for the rest of the "command" the ClientHello began
-  const std::string what = failure_of(o, ratelimit::BackendErrorCause::timeout);
-  EXPECT_NE(what.find("TLS to 127.0.0.1:" + std::to_string(o.port) + ": handshake timed out"), std::string::npos)
+  auto plain_port = options();
+  plain_port.port = server_->server().port();
+  plain_port.connect_timeout = 200ms;  // a plain server waits for the rest of the "command" the ClientHello began
+  what = failure_of(plain_port, ratelimit::BackendErrorCause::timeout);
+  EXPECT_NE(what.find("TLS to 127.0.0.1:" + std::to_string(plain_port.port) + ": handshake timed out"),
+            std::string::npos)
       << what;
 }
 
