@@ -37,6 +37,17 @@ long long calls_of(ratelimit::redis::Connection& admin, const std::string& comma
   return at == std::string::npos ? 0 : std::stoll(info.substr(at + command.size() + 15));
 }
 
+// Two checks with `o` (use_functions on) decide as usual, without a failure, and the route has gone back
+// to EVALSHA.
+void expect_checks_fall_back(const ratelimit::redis::RedisOptions& o) {
+  ManualClock clock;
+  RedisLimiter<FixedWindow, ManualClock> l(FixedWindow{.limit = 5, .window = 1h}, o, clock);
+  EXPECT_EQ(l.allow("k").remaining, 4);
+  EXPECT_EQ(l.allow("k").remaining, 3);
+  EXPECT_EQ(l.stats().failures, 0u);
+  EXPECT_FALSE(l.route()->functions_usable());
+}
+
 // True when the server holds this build's library.
 bool library_loaded(ratelimit::redis::Connection& admin) {
   const auto r =
@@ -149,12 +160,7 @@ TEST_F(FunctionScripts, LayeredChecksAndAsyncCallsGoAsFcall) {
 TEST_F(FunctionScripts, UserWithoutFcallFallsBackToEvalsha) {
   auto admin = server_->admin();
   const auto o = options_as("rl_nofcall", {"+evalsha", "+eval", "+get", "+set", "+del"});
-  ManualClock clock;
-  RedisLimiter<FixedWindow, ManualClock> l(FixedWindow{.limit = 5, .window = 1h}, o, clock);
-  EXPECT_EQ(l.allow("k").remaining, 4);
-  EXPECT_EQ(l.allow("k").remaining, 3);
-  EXPECT_EQ(l.stats().failures, 0u);
-  EXPECT_FALSE(l.route()->functions_usable());
+  expect_checks_fall_back(o);
   EXPECT_EQ(calls_of(admin, "evalsha"), 2);  // the first met NOSCRIPT (then EVAL), the second ran
   EXPECT_FALSE(library_loaded(admin));
 }
@@ -218,12 +224,7 @@ TEST(FunctionFallback, ServerWithoutFcallFallsBackToEvalsha) {
                                      {"--rename-command", "FCALL", "\"\""});
   auto o = client_options(server);
   o.use_functions = true;
-  ManualClock clock;
-  RedisLimiter<FixedWindow, ManualClock> l(FixedWindow{.limit = 5, .window = 1h}, o, clock);
-  EXPECT_EQ(l.allow("k").remaining, 4);
-  EXPECT_EQ(l.allow("k").remaining, 3);
-  EXPECT_EQ(l.stats().failures, 0u);
-  EXPECT_FALSE(l.route()->functions_usable());
+  expect_checks_fall_back(o);
 }
 
 }  // namespace
