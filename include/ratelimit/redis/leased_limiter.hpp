@@ -33,6 +33,7 @@
 #include "ratelimit/policy/lease.hpp"
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/redis/cluster_router.hpp"
+#include "ratelimit/redis/routes.hpp"
 #include "ratelimit/redis/detail/cluster_slot.hpp"
 #include "ratelimit/redis/detail/key_encoding.hpp"
 #include "ratelimit/redis/denial_cache.hpp"
@@ -361,10 +362,7 @@ class LeasedLimiter {
   };
 
   static std::shared_ptr<Route> make_route(const RedisOptions& options) {
-    if (options.cluster_nodes.empty()) {
-      return std::make_shared<ServerRoute>(std::make_shared<ConnectionPool>(options.connection()));
-    }
-    return std::make_shared<ClusterRouter>(options.connection());
+    return redis::make_route(options.connection());
   }
   static RedisOptions both(const ConnectionOptions& connection, const LimiterOptions& limiter) {
     RedisOptions o;

@@ -22,6 +22,49 @@ struct ClusterNode {
   int port = 6379;
 };
 
+/// TLS to the server (README "TLS"): OpenSSL does the TLS (the library built with `RATELIMIT_TLS`, on
+/// when CMake finds OpenSSL), with the server's certificate verified against the CAs below and its name
+/// against `server_name`. A plain aggregate; everything off by default (plain TCP).
+struct TlsOptions {
+  /// Connect with TLS (the server's `tls-port`). A pool or router made with it in a build without TLS
+  /// throws `std::invalid_argument` (`ConnectionOptions.tls`).
+  bool enabled = false;
+  /// PEM file of the certificate authorities trusted to sign the server's certificate, and/or a
+  /// directory of them (OpenSSL's hashed layout, `openssl rehash`). Both empty: OpenSSL's default store.
+  std::string ca_file{};
+  std::string ca_dir{};
+  /// The client's certificate (PEM, may hold the chain) and private key (PEM), for servers that verify
+  /// clients (`tls-auth-clients yes`): both or neither.
+  std::string cert_file{};
+  std::string key_file{};
+  /// Sent as SNI and checked against the names of the server's certificate (DNS names, or an IP address);
+  /// empty: the `host` connected to (on Redis Cluster each node's, from `CLUSTER SLOTS`).
+  std::string server_name{};
+};
+
+/// A sentinel's address (README "Redis Sentinel").
+using SentinelNode = ClusterNode;
+
+/// Redis Sentinel (README "Redis Sentinel"): the limiter asks the sentinels which server is the master
+/// of `master_name` (`SENTINEL get-master-addr-by-name`, confirmed with `ROLE`), and asks again when a call
+/// fails or meets `READONLY` (the master was demoted), and every `check_interval`. A plain aggregate.
+struct SentinelOptions {
+  /// The sentinels; any of them answers (tried in order, starting with the last that answered, so a
+  /// dead one costs a connect timeout only once). With `master_name`, selects Sentinel mode: `host`,
+  /// `port` and `unix_socket` are then ignored, and the rest of `ConnectionOptions` is the master's.
+  std::vector<SentinelNode> nodes{};
+  /// The master's name in the sentinels' configuration (`sentinel monitor <name> ...`); non-empty
+  /// selects Sentinel mode.
+  std::string master_name{};
+  /// ACL user and password for `AUTH` on the sentinels (empty: none); the master's are
+  /// `ConnectionOptions::user` and `password`.
+  std::string user{};
+  std::string password{};
+  /// How often the master is confirmed while calls succeed (a failover is also noticed at once by failed
+  /// calls and `READONLY` replies); in (0, 24 h].
+  std::chrono::milliseconds check_interval{1000};
+};
+
 /// Where the time `t` of a check comes from (README "Redis contract").
 enum class TimeSource {
   /// The script reads Redis's `TIME`: every application server sees one clock (immune to their skew).
@@ -98,6 +141,16 @@ struct ConnectionOptions {
   std::chrono::milliseconds cluster_refresh_interval{100};
   /// The circuit breaker of the server (of each node on Redis Cluster).
   CircuitBreakerOptions breaker{};
+  /// Send scripts as Redis Functions (README "Redis Functions"; Redis >= 7): `FCALL` of the functions of
+  /// one library (`FUNCTION LOAD`ed on first use, then kept by the server across restarts with persistence
+  /// and replicated to replicas), instead of `EVALSHA`. Where the server has no functions or refuses them
+  /// (`NOPERM` for `FCALL` or `FUNCTION LOAD`, unknown command), scripts go as `EVALSHA` from then on.
+  /// Off by default.
+  bool use_functions = false;
+  /// Redis Sentinel: with `sentinel.master_name` set, the server is the master the sentinels name.
+  SentinelOptions sentinel{};
+  /// TLS (off by default); on Redis Cluster for every node, with Sentinel for the sentinels too.
+  TlsOptions tls{};
 };
 
 /// The in-memory fallback of a Redis rate limiter (`on_error = FailurePolicy::fallback`, README "Fallback during

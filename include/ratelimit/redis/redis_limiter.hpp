@@ -28,6 +28,7 @@
 #include "ratelimit/error.hpp"
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/redis/cluster_router.hpp"
+#include "ratelimit/redis/routes.hpp"
 #include "ratelimit/redis/connection.hpp"
 #include "ratelimit/redis/denial_cache.hpp"
 #include "ratelimit/redis/detail/cluster_slot.hpp"
@@ -123,6 +124,11 @@ class RedisLimiter final : public detail::LayeredMember {
   /// On Redis Cluster, sharing `router`, with this limiter's own options. Throws as above.
   RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, const LimiterOptions& limiter, C clock = {})
       : RedisLimiter(std::move(policy), std::shared_ptr<Route>(std::move(router)), std::move(clock), &limiter) {}
+
+  /// On the master Redis Sentinel names, sharing `route` (its pools and discovery; README "Redis
+  /// Sentinel") with other limiters, e.g. the layers of one layered check. Throws as above.
+  RedisLimiter(P policy, std::shared_ptr<SentinelRoute> route, const LimiterOptions& limiter, C clock = {})
+      : RedisLimiter(std::move(policy), std::shared_ptr<Route>(std::move(route)), std::move(clock), &limiter) {}
 
   /// On Redis Cluster, sharing `router` with this limiter's own `key_prefix` instead of the router's, for
   /// the same reason as above (e.g. the layers of tier plans on one router). The prefix is outside the
@@ -369,10 +375,7 @@ class RedisLimiter final : public detail::LayeredMember {
         clock_(std::move(clock)),
         core_(std::make_shared<Core>(policy_, rules_, options_, clock_)) {}
 
-  static std::shared_ptr<Route> make_route(const ConnectionOptions& options) {
-    if (options.cluster_nodes.empty()) return server_route(std::make_shared<ConnectionPool>(options));
-    return std::make_shared<ClusterRouter>(options);
-  }
+  static std::shared_ptr<Route> make_route(const ConnectionOptions& options) { return redis::make_route(options); }
   static std::shared_ptr<Route> server_route(std::shared_ptr<ConnectionPool> pool) {
     return std::make_shared<ServerRoute>(std::move(pool));
   }

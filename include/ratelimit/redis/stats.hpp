@@ -24,6 +24,9 @@ struct RouteCounters {
   /// Calls refused at once because their connection had `max_in_flight` commands outstanding (also in
   /// `failures` of the limiter that made them).
   std::uint64_t refused_calls = 0;
+  /// Redis Sentinel only: times the sentinels were asked for the master, and master changes followed.
+  std::uint64_t master_discoveries = 0;
+  std::uint64_t master_changes = 0;
 };
 
 /// Counters of a limiter's in-memory fallback (`FailurePolicy::fallback`, README "Fallback during outages"),
@@ -56,7 +59,8 @@ struct RedisStats : RouteCounters, FallbackCounters {
   std::uint64_t short_circuited = 0;
   /// `NOSCRIPT` replies answered by sending the script with `EVAL`, one per reply (a batch after a
   /// `SCRIPT FLUSH` counts each request that met it): the first use on each server, and again after a
-  /// restart, failover or `SCRIPT FLUSH`.
+  /// restart, failover or `SCRIPT FLUSH`. With `use_functions`, also each call that found the Functions
+  /// library missing and had it loaded (`FUNCTION LOAD`; the first use, `FUNCTION FLUSH`).
   std::uint64_t script_reloads = 0;
   /// Checks denied by the denial cache (`LimiterOptions::deny_cache`) without Redis (also in `calls`).
   std::uint64_t cached_denials = 0;
