@@ -6,6 +6,12 @@
 // the stamps against the bound in every interval (GCRA / token bucket: B + floor(d / T) over all intervals
 // ending at a served unit; fixed window: limit per window). Throughput phase: unpaced checks/s per process on
 // the hot key, beside MemoryLimiter in the same run. The last line of standard output is one JSON object.
+//
+// --kill-redis-at S --restart-after R: the parent SIGKILLs its own redis-server S seconds into the paced phase
+// and starts it again (same port, empty: no persistence) R seconds later. Intervals over the normal bound are
+// reported apart, each against the outage bound (README "Fallback during outages"): the normal bound plus every
+// process's fallback burst, the leases outstanding (one slice per process) and the restarted server's fresh
+// burst. Use it with --on-error fallback.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -20,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <map>
 #include <memory>
 #include <random>
@@ -53,6 +60,9 @@ struct Args {
   std::int64_t burst = 1000;        // GCRA burst / bucket capacity
   std::int64_t lifetime_ms = 100;
   bool check = false;               // exit 1 when over_bound_intervals > 0
+  std::string on_error = "closed";  // closed | open | fallback (each process 1 / processes of the quota)
+  double kill_at = -1;              // seconds into the paced phase; < 0: Redis stays up
+  double restart_after = 1;         // seconds after the kill
   // child only
   std::string child;                // "paced" or "throughput"
   std::string out;
@@ -64,7 +74,8 @@ struct Args {
   std::fprintf(stderr,
                "%s\nusage: bench_redis_fleet [--limiter leased|redis] [--policy gcra|token_bucket|fixed_window]\n"
                "  [--processes N (8)] [--threads T (2)] [--seconds S (5)] [--redis HOST:PORT] [--hot-factor F (10)]\n"
-               "  [--limit per_s (2000)] [--burst B (1000)] [--lifetime-ms L (100)] [--check]\n",
+               "  [--limit per_s (2000)] [--burst B (1000)] [--lifetime-ms L (100)] [--check]\n"
+               "  [--on-error closed|open|fallback] [--kill-redis-at S --restart-after S (1)]\n",
                why);
   std::exit(2);
 }
@@ -88,6 +99,9 @@ Args parse(int argc, char** argv) {
     else if (f == "--burst") a.burst = std::stoll(next());
     else if (f == "--lifetime-ms") a.lifetime_ms = std::stoll(next());
     else if (f == "--check") a.check = true;
+    else if (f == "--on-error") a.on_error = next();
+    else if (f == "--kill-redis-at") a.kill_at = std::stod(next());
+    else if (f == "--restart-after") a.restart_after = std::stod(next());
     else if (f == "--child") a.child = next();
     else if (f == "--out") a.out = next();
     else if (f == "--start-us") a.start_us = std::stoll(next());
@@ -96,6 +110,12 @@ Args parse(int argc, char** argv) {
   }
   if (a.limiter != "leased" && a.limiter != "redis") usage("--limiter: leased or redis");
   if (a.policy != "gcra" && a.policy != "token_bucket" && a.policy != "fixed_window") usage("--policy");
+  if (a.on_error != "closed" && a.on_error != "open" && a.on_error != "fallback") usage("--on-error");
+  if (a.kill_at >= 0 && !a.redis.empty() && a.child.empty()) usage("--kill-redis-at needs the program's own server");
+  if (a.restart_after <= 0) usage("--restart-after: > 0");
+  if (a.kill_at >= 0 && a.kill_at + a.restart_after >= a.seconds) {
+    usage("--kill-redis-at + --restart-after: < --seconds");
+  }
   if (a.processes < 1 || a.threads < 1 || a.seconds <= 0 || a.limit < 1 || a.burst < 1) usage("bad number");
   return a;
 }
@@ -114,7 +134,11 @@ ratelimit::redis::RedisOptions redis_options(const Args& a) {
   o.host = a.redis.substr(0, colon);
   o.port = std::stoi(a.redis.substr(colon + 1));
   o.key_prefix = a.prefix;
-  o.on_error = ratelimit::FailurePolicy::fail_closed;
+  o.on_error = a.on_error == "fallback" ? ratelimit::FailurePolicy::fallback
+               : a.on_error == "open"   ? ratelimit::FailurePolicy::fail_open
+                                        : ratelimit::FailurePolicy::fail_closed;
+  o.fallback.instances = a.processes;
+  o.reconnect_backoff_max = 200ms;  // README "Fallback during outages": <= breaker.open_max
   o.pool_size = static_cast<std::size_t>(a.threads) + 1;
   o.command_timeout = 1000ms;
   o.connect_timeout = 1000ms;
@@ -306,6 +330,7 @@ std::vector<std::string> run_phase(const Args& a, const std::string& phase, cons
                                   "--limit", std::to_string(a.limit),
                                   "--burst", std::to_string(a.burst),
                                   "--lifetime-ms", std::to_string(a.lifetime_ms),
+                                  "--on-error", a.on_error,
                                   "--prefix", a.prefix};
     const pid_t pid = ::fork();
     if (pid == 0) {
@@ -346,8 +371,38 @@ int run_parent(Args a, const char* self) {
   // Paced phase: start on a whole second (fixed windows align to it) at least 0.5 s from now.
   const std::int64_t start_us = (realtime_us() / 1'000'000 + 2) * 1'000'000;
   const std::int64_t calls0 = server_script_calls(admin);
+  // The outage: SIGKILL at start + kill_at, a fresh server on the same port restart_after later. The thread
+  // that starts it lives until the run ends: the server is tied to it (PR_SET_PDEATHSIG fires when the thread
+  // that forked it exits).
+  std::atomic<std::int64_t> killed_us{0}, restarted_us{0};
+  struct Killer {
+    std::promise<void> done;
+    std::thread thread;
+    ~Killer() {
+      if (!thread.joinable()) return;
+      done.set_value();
+      thread.join();
+    }
+  } killer;
+  if (a.kill_at >= 0) {
+    killer.thread = std::thread([&, finished = killer.done.get_future()] {
+      std::this_thread::sleep_until(std::chrono::system_clock::time_point(
+          std::chrono::microseconds(start_us + static_cast<std::int64_t>(a.kill_at * 1e6))));
+      killed_us = realtime_us();
+      server->kill_hard();
+      std::this_thread::sleep_for(std::chrono::duration<double>(a.restart_after));
+      server->start();
+      restarted_us = realtime_us();
+      finished.wait();
+    });
+  }
   const auto paced = run_phase(a, "paced", self, start_us);
-  const std::int64_t calls1 = server_script_calls(admin);
+  if (a.kill_at >= 0) {
+    while (restarted_us.load() == 0) std::this_thread::sleep_for(10ms);
+    admin = ratelimit::redis::Connection::open(ao);  // the old connection died with the server
+  }
+  // The restarted server counts from zero: with an outage, the script calls after the restart only.
+  const std::int64_t calls1 = server_script_calls(admin) + (a.kill_at >= 0 ? calls0 : 0);
   std::vector<std::int64_t> stamps;
   std::map<std::string, std::int64_t> sum;
   std::vector<std::int64_t> p50, p99;
@@ -365,6 +420,18 @@ int run_parent(Args a, const char* self) {
   std::int64_t over = 0;
   double bound_total = 0;
   const std::int64_t T = emission_us(a);
+  // The outage allowance over the normal bound (README "Fallback during outages"): each process's fallback
+  // burst (its share's), the slice each may still hold from before the kill, and the restarted (empty)
+  // server's fresh burst.
+  const std::int64_t base = a.policy == "fixed_window" ? a.limit : a.burst;
+  const std::int64_t share_burst = std::max<std::int64_t>(1, base / a.processes);
+  // A slice: max_fraction (0.1) of the lease-mode limit (GCRA / token bucket: the burst less L / T), at most 1000.
+  const std::int64_t lease_limit = a.policy == "fixed_window" ? a.limit : a.burst - a.lifetime_ms * 1000 / T;
+  const std::int64_t slice =
+      a.limiter == "leased" ? std::clamp<std::int64_t>(lease_limit / 10, 1, 1000) : 0;
+  const std::int64_t allowance = a.kill_at >= 0 ? a.processes * (share_burst + slice) + base : 0;
+  std::int64_t over_outage = 0;  // intervals over the normal bound + the allowance
+  std::int64_t max_excess = 0;
   std::printf("paced phase: %d processes x %d threads, %.1f s, hot key at %.0fx its limit (%s, %s)\n", a.processes,
               a.threads, a.seconds, a.hot_factor, a.limiter.c_str(), a.policy.c_str());
   if (a.policy == "fixed_window") {
@@ -375,6 +442,8 @@ int run_parent(Args a, const char* self) {
       std::printf("%-12lld %10lld %10lld%s\n", static_cast<long long>(w - start_us / 1'000'000),
                   static_cast<long long>(n), static_cast<long long>(a.limit), n > a.limit ? "  OVER" : "");
       if (n > a.limit) ++over;
+      max_excess = std::max(max_excess, n - a.limit);
+      if (n > a.limit + allowance) ++over_outage;
     }
     // Every window the phase touched (its last checks may land in the window after the nominal end).
     const std::int64_t windows = stamps.empty() ? 1 : stamps.back() / 1'000'000 - stamps.front() / 1'000'000 + 1;
@@ -382,16 +451,16 @@ int run_parent(Args a, const char* self) {
   } else {
     // Every interval [stamp i, stamp j]: count - (B + floor(d / T)) must be <= 0; each end j over it counts once.
     for (std::size_t j = 0; j < stamps.size(); ++j) {
-      bool bad = false;
+      std::int64_t excess = 0;  // the most any interval ending at stamp j exceeds the normal bound by
       for (std::size_t i = j + 1; i-- > 0;) {
         const auto count = static_cast<std::int64_t>(j - i + 1);
         const std::int64_t d = stamps[j] - stamps[i];
-        if (count > a.burst + d / T) {
-          bad = true;
-          break;
-        }
+        excess = std::max(excess, count - (a.burst + d / T));
+        if (excess > 0 && a.kill_at < 0) break;  // without an outage, one violation is enough
       }
-      if (bad) ++over;
+      if (excess > 0) ++over;
+      if (excess > allowance) ++over_outage;
+      max_excess = std::max(max_excess, excess);
     }
     // Per 500 ms interval, against its own bound.
     std::printf("%-14s %10s %10s\n", "interval (ms)", "admitted", "bound");
@@ -420,6 +489,16 @@ int run_parent(Args a, const char* self) {
               "script calls for %lld checks)\n",
               hot_calls_per_check, all_calls_per_check, static_cast<long long>(calls1 - calls0),
               static_cast<long long>(sum["hot_checks"] + sum["cold_checks"]));
+  if (a.kill_at >= 0) {
+    std::printf("outage: Redis SIGKILLed at %.3f s, restarted at %.3f s; intervals over the normal bound: %lld "
+                "(most over it: %lld units); over the outage bound (normal + %lld = %d x (fallback burst %lld + "
+                "slice %lld) + fresh burst %lld): %lld\n",
+                static_cast<double>(killed_us.load() - start_us) / 1e6,
+                static_cast<double>(restarted_us.load() - start_us) / 1e6,
+                static_cast<long long>(over), static_cast<long long>(max_excess), static_cast<long long>(allowance),
+                a.processes, static_cast<long long>(share_burst), static_cast<long long>(slice),
+                static_cast<long long>(base), static_cast<long long>(over_outage));
+  }
   std::printf("hot check latency (median over processes): p50 %.1f us, p99 %.1f us\n", static_cast<double>(p50[p50.size() / 2]) / 1e3,
               static_cast<double>(p99[p99.size() / 2]) / 1e3);
 
@@ -440,11 +519,16 @@ int run_parent(Args a, const char* self) {
   std::printf("{\"limiter\": \"%s\", \"policy\": \"%s\", \"processes\": %d, \"threads\": %d, \"seconds\": %.1f, "
               "\"over_bound_intervals\": %lld, \"admitted_fraction_of_bound\": %.4f, \"redis_calls_per_check\": %.5f, "
               "\"redis_commands_per_check_all_keys\": %.5f, \"checks_per_s_ratio\": %.4f, \"p50_us\": %.1f, "
-              "\"p99_us\": %.1f, \"hot_admitted\": %.0f, \"bound\": %.0f}\n",
+              "\"p99_us\": %.1f, \"hot_admitted\": %.0f, \"bound\": %.0f, \"on_error\": \"%s\", "
+              "\"kill_redis_at\": %.2f, \"over_outage_bound_intervals\": %lld, \"max_excess_over_bound\": %lld, "
+              "\"outage_allowance\": %lld}\n",
               a.limiter.c_str(), a.policy.c_str(), a.processes, a.threads, a.seconds, static_cast<long long>(over),
               fraction, hot_calls_per_check, all_calls_per_check, ratio, static_cast<double>(p50[p50.size() / 2]) / 1e3,
-              static_cast<double>(p99[p99.size() / 2]) / 1e3, admitted, bound_total);
-  return a.check && over > 0 ? 1 : 0;
+              static_cast<double>(p99[p99.size() / 2]) / 1e3, admitted, bound_total, a.on_error.c_str(), a.kill_at,
+              static_cast<long long>(over_outage), static_cast<long long>(max_excess),
+              static_cast<long long>(allowance));
+  // With an outage the check is against the outage bound; without one, against the normal bound.
+  return a.check && (a.kill_at >= 0 ? over_outage : over) > 0 ? 1 : 0;
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Server-side cost of the Lua scripts at saturation: redis-benchmark -c 50 -P 16 running EVALSHA of each
 // script against a redis-server started here, beside raw INCR and the design documents' reference GCRA
 // script in the same run, each with the server's time and with the client's. Prints and writes CSV (name,
-// requests per second, ratio to INCR, server time per call). bench/redis_scripts_ab.sh compares two
+// requests per second, ratio to INCR, server time per call), and each script as a Redis Function (FCALL)
+// beside its EVALSHA. bench/redis_scripts_ab.sh compares two
 // revisions of the scripts, alternating runs on one server.
 //
 // Usage: bench_redis_scripts OUT.csv [requests]   (needs redis-server and redis-benchmark on PATH)
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
   // Each run its own keys: the scripts keep different value types.
   int run_index = 0;
   auto key = [&run_index] { return "bench" + std::to_string(run_index++) + ":{k:__rand_int__}:state"; };
+  (void)admin.command({"FUNCTION", "LOAD", "REPLACE", ratelimit::redis::detail::function_library_code()});
   const std::string reference = load(file(std::string(RATELIMIT_SOURCE_DIR) + "/bench/reference_gcra.lua"));
   std::vector<std::pair<std::string, std::string>> runs{
       {"INCR", "INCR " + key()},
@@ -83,6 +85,12 @@ int main(int argc, char** argv) {
     // With the time passed in, as the reference script's client-time row has it.
     runs.emplace_back(std::string("ratelimit ") + kind + ", client time",
                       "EVALSHA " + sha + " 1 " + key() + " 1700000000000000 1 0 " + params);
+    // The same script as a Redis Function (FCALL of the loaded library), with both time sources.
+    const std::string function(script_for(kind).function);
+    runs.emplace_back(std::string("ratelimit ") + kind + ", FCALL",
+                      "FCALL " + function + " 1 " + key() + " \"\" 1 0 " + params);
+    runs.emplace_back(std::string("ratelimit ") + kind + ", client time, FCALL",
+                      "FCALL " + function + " 1 " + key() + " 1700000000000000 1 0 " + params);
   }
   // The server's own time per call (INFO commandstats) is the steadier figure on a shared machine: it
   // leaves out the client's and the network's share.
@@ -100,7 +108,9 @@ int main(int argc, char** argv) {
   for (const auto& [name, command] : runs) {
     admin.command({"CONFIG", "RESETSTAT"});
     const double rps = redis_benchmark(server.port(), requests, command);
-    const double usec = server_usec_per_call(name == "INCR" ? "incr" : "evalsha");
+    const double usec = server_usec_per_call(command.substr(0, command.find(' ')) == "INCR"    ? "incr"
+                                             : command.substr(0, command.find(' ')) == "FCALL" ? "fcall"
+                                                                                               : "evalsha");
     if (name == "INCR") incr = rps;
     std::printf("%-40s %12.0f req/s  %.2fx INCR  %6.2f us/call in the server\n", name.c_str(), rps,
                 incr > 0 ? rps / incr : 0.0, usec);

@@ -14,7 +14,7 @@ local key = KEYS[1]
 local permits = tonumber(ARGV[1])
 local units = tonumber(ARGV[2])
 local id = ARGV[3]
-local now = clock("")
+local now = server_time()
 permits_prune(key, now)
 local used = redis.call("ZCARD", key)
 if used + units > permits then

@@ -10,7 +10,7 @@
 local key = KEYS[1]
 local units = tonumber(ARGV[1])
 local id = ARGV[2]
-local now = clock("")
+local now = server_time()
 local removed = 0
 for i = 1, units do
   removed = removed + redis.call("ZREM", key, id .. ":" .. i)

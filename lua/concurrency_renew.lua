@@ -12,7 +12,7 @@
 local key = KEYS[1]
 local units = tonumber(ARGV[1])
 local id = ARGV[2]
-local now = clock("")
+local now = server_time()
 permits_prune(key, now)
 for i = 1, units do
   if redis.call("ZSCORE", key, id .. ":" .. i) == false then

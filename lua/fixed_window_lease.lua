@@ -12,7 +12,7 @@
 -- Reply    {allowed, limit, remaining, retry_after_us (-1 = never), reset_after_us, units, mark, 0, serve_for_us}
 -- Writes   a grant of >= 1 unit: HSET w, c; PEXPIRE ceil(rest of the window / 1 ms) + 1000 ms; a give back:
 --          HSET w, c (the TTL stays).
--- Parts    time write window fixed_window_lease
+-- Parts    time clock write text window fixed_window_lease
 --          (lua/parts/, in this order, then this file: cmake/RatelimitRedis.cmake assembles the script)
 
 return fixed_window_lease(KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6]),

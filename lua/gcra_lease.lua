@@ -12,7 +12,7 @@
 -- Reply    {allowed, limit, remaining, retry_after_us (-1 = never), reset_after_us, units, mark, granted_after,
 --          serve_for_us (-1)}
 -- Writes   a grant of >= 1 unit: SET ... PX ceil((horizon - t) / 1 ms) + 1000 ms; a give back: SET ... KEEPTTL.
--- Parts    time write gcra_lease
+-- Parts    time clock write gcra_lease
 --          (lua/parts/, in this order, then this file: cmake/RatelimitRedis.cmake assembles the script)
 
 return gcra_lease(KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]),

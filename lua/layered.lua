@@ -21,7 +21,7 @@
 -- Writes       only when every enforcing layer admits: then each admitting layer runs as its per-policy
 --              check (mode "0"), which decides again exactly as the first, dry pass (mode "3") did, and
 --              keeps the cost; a shadow layer that denied writes nothing.
--- Parts        time write fixed_window sliding_window_log sliding_window_counter gcra
+-- Parts        time write text fixed_window sliding_window_log sliding_window_counter gcra
 --              (lua/parts/, in this order, then this file: cmake/RatelimitRedis.cmake assembles the script)
 
 -- Each kind's one-step function, called as f(key, now, cost, mode, p1, p2) with its parameters (a token

@@ -19,7 +19,7 @@
 --          PEXPIRE ceil(W / 1 ms) + 1000 ms (the newest member is then t, so reset_after = W).
 -- Time     effective t = max(now, newest timestamp): a clock that steps back sees time stand still.
 -- Numbers  Lua numbers are doubles: every value here stays an integer below 2^53, so all of it is exact.
--- Parts    time write sliding_window_log
+-- Parts    time write text sliding_window_log
 --          (lua/parts/, in this order, then this file: cmake/RatelimitRedis.cmake assembles the script)
 
 local now, cost = ARGV[1], ARGV[2]                           -- cost "1", the usual one, without tonumber

@@ -47,7 +47,7 @@ export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$src_d
 # --- Compiler and Debian packages: install only what is missing -----------------------------------
 find_compiler tests/run.sh "$cxx"
 cxx_name="$(basename "$cxx")"
-packages=(cmake make pkg-config g++ libgtest-dev libhiredis-dev redis-server redis-tools libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libasio-dev prometheus-cpp-dev prometheus)
+packages=(cmake make pkg-config g++ libgtest-dev libhiredis-dev redis-server redis-tools libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libasio-dev prometheus-cpp-dev prometheus libssl-dev openssl redis-sentinel)
 [[ -n "$cxx_package" ]] && packages+=("$cxx_package")
 if [[ "$sanitize" != none ]]; then
   read -r -a san_packages <<<"$(sanitizer_packages "$cxx_name")"

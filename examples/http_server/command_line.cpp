@@ -23,6 +23,16 @@ std::optional<int> parse_command_line(int argc, char** argv, Config& config) {
           return std::string(e.what());
         }
       });
+  app.add_flag("--leases", config.leases,
+               "with --redis: the ip and plan layers lease slices of budget from Redis (LeasedLimiter, README "
+               "\"Budget leases\"); the sliding-log layers stay per request");
+  app.add_option("--on-redis-error", config.on_redis_error,
+                 "with --redis, when Redis fails: open (admit), closed (deny) or fallback (each process its share "
+                 "of every limit in memory until Redis is back)")
+      ->check(CLI::IsMember({"open", "closed", "fallback"}));
+  app.add_option("--fallback-instances", config.fallback_instances,
+                 "with --on-redis-error fallback: the server processes sharing the limits (each gets 1/N)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1'000'000}));
   app.add_option("--trusted-proxy", config.trusted_proxies, "peer address whose X-Forwarded-For is believed");
   std::vector<std::string> api_keys;
   app.add_option("--api-key", api_keys, "KEY=PLAN (free, pro, enterprise); demo-pro and demo-enterprise exist")

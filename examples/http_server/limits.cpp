@@ -1,6 +1,8 @@
 // examples/http_server: the layers and plans of the service (see main.cpp for the table), on one backend.
 #include "limits.hpp"
 
+#include <atomic>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -27,6 +29,17 @@ namespace {
 
 using namespace std::chrono_literals;
 
+#if RATELIMIT_EXAMPLE_REDIS
+/// One line on stderr per failed Redis call, at most one per second (an outage fails every probe).
+void log_backend_failure(const ratelimit::BackendError& e) {
+  static std::atomic<std::int64_t> last_ns{0};
+  const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  std::int64_t last = last_ns.load();
+  if (now - last < 1'000'000'000 || !last_ns.compare_exchange_strong(last, now)) return;
+  std::fprintf(stderr, "ratelimit: Redis failed: %s\n", e.what());
+}
+#endif
+
 /// Makes the in-process limiters: layered checks over them are atomic (one global lock order).
 struct MemoryBackend {
   ServerClock clock;
@@ -47,14 +60,27 @@ struct MemoryBackend {
 /// Each limiter is named after its layer (`LimiterOptions::name`, README "Which limiters share state"):
 /// the name, not the parameters, is its identity, so each layer has keys of its own and editing a plan's
 /// numbers keeps its usage. Layered checks over them consume in order and refund on a denial.
+/// With `Leased` (--leases), the fixed-window, GCRA and token-bucket layers are `LeasedLimiter`s (README "Budget
+/// leases"): a hot key costs one Redis call per slice, not per request; they are checked layer by layer.
+template <bool Leased>
 struct RedisBackend {
   std::shared_ptr<ratelimit::redis::ConnectionPool> pool;
   ServerClock clock;
   template <class P>
-  std::unique_ptr<ratelimit::redis::RedisLimiter<P, ServerClock>> operator()(P policy, std::string_view name) const {
+  static constexpr bool kLeased = Leased && (std::is_same_v<P, ratelimit::FixedWindow> ||
+                                             std::is_same_v<P, ratelimit::Gcra> || std::is_same_v<P, ratelimit::TokenBucket>);
+  template <class P>
+  using LimiterOf = std::conditional_t<kLeased<P>, ratelimit::redis::LeasedLimiter<P, ServerClock>,
+                                       ratelimit::redis::RedisLimiter<P, ServerClock>>;
+  template <class P>
+  std::unique_ptr<LimiterOf<P>> operator()(P policy, std::string_view name) const {
     ratelimit::redis::LimiterOptions options = pool->limiter_defaults();
     options.name = std::string(name);
-    return std::make_unique<ratelimit::redis::RedisLimiter<P, ServerClock>>(policy, pool, options, clock);
+    if constexpr (kLeased<P>) {
+      return std::make_unique<LimiterOf<P>>(policy, pool, options, ratelimit::redis::LeaseOptions{}, clock);
+    } else {
+      return std::make_unique<LimiterOf<P>>(policy, pool, options, clock);
+    }
   }
   /// At most `permits` requests at once per key over every server process (permits expire 30 s after
   /// their last renewal, so a crashed process gives its permits back).
@@ -218,8 +244,16 @@ std::unique_ptr<Limits> make_limits(const Config& config, const ServerClock& clo
   options.key_prefix = "ratelimit:example:";
   // With --manual-clock every process runs on the test's time; otherwise Redis's TIME is the clock.
   options.time_source = clock.manual() ? ratelimit::redis::TimeSource::client : ratelimit::redis::TimeSource::server;
+  // --on-redis-error: fail open (the default), closed, or each process's share in memory (README "Fallback
+  // during outages"); every failure is logged either way, so an outage answered by admitting is never silent.
+  options.on_error = config.on_redis_error == "closed"     ? ratelimit::FailurePolicy::fail_closed
+                     : config.on_redis_error == "fallback" ? ratelimit::FailurePolicy::fallback
+                                                           : ratelimit::FailurePolicy::fail_open;
+  options.fallback.instances = config.fallback_instances;
+  options.on_backend_failure = [](const ratelimit::BackendError& e) { log_backend_failure(e); };
   auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(options.connection(), options.limiter());
-  return std::make_unique<BackendLimits<RedisBackend>>(config, RedisBackend{pool, clock}, clock);
+  if (config.leases) return std::make_unique<BackendLimits<RedisBackend<true>>>(config, RedisBackend<true>{pool, clock}, clock);
+  return std::make_unique<BackendLimits<RedisBackend<false>>>(config, RedisBackend<false>{pool, clock}, clock);
 #else
   return nullptr;
 #endif

@@ -19,6 +19,10 @@ enum class FailurePolicy {
   fail_closed,
   /// Throw `ratelimit::BackendError` with the cause.
   raise,
+  /// Answer from an in-memory limiter holding this process's share of the quota (the policy divided by the
+  /// number of processes sharing it), until the backend answers again: the Redis rate limiters (README
+  /// "Fallback during outages"). Backends without a fallback answer as for `fail_open`.
+  fallback,
 };
 
 /// Why a backend call failed. Mirrors hiredis's error codes, plus Redis error replies.

@@ -16,6 +16,7 @@
 #include "ratelimit/policy/fixed_window.hpp"
 #include "ratelimit/policy/gcra.hpp"
 #include "ratelimit/policy/policy.hpp"
+#include "ratelimit/policy/share.hpp"
 #include "ratelimit/policy/sliding_window_counter.hpp"
 #include "ratelimit/policy/sliding_window_log.hpp"
 #include "ratelimit/policy/token_bucket.hpp"

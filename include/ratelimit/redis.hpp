@@ -13,6 +13,8 @@
 #include "ratelimit/redis/pool.hpp"
 #include "ratelimit/redis/redis_limiter.hpp"
 #include "ratelimit/redis/reply.hpp"
+#include "ratelimit/redis/routes.hpp"
+#include "ratelimit/redis/sentinel_route.hpp"
 #include "ratelimit/redis/stats.hpp"
 
 namespace ratelimit::redis {

@@ -42,6 +42,24 @@ TEST(EmbeddedScripts, EqualTheirFilesByteForByte) {
   EXPECT_EQ(kinds, expected);
 }
 
+// The Functions library built at run time is the one CMake wrote next to the assembled scripts, and the
+// server takes it under its versioned name with one function per script.
+TEST(EmbeddedScripts, FunctionLibraryEqualsItsGeneratedFileAndLoads) {
+  const std::string& code = ratelimit::redis::detail::function_library_code();
+  EXPECT_EQ(code, read_file(std::string(RATELIMIT_GENERATED_LUA_DIR) + "/library.lua"));
+  RATELIMIT_REQUIRE_REDIS();
+  auto admin = ratelimit_test::shared_redis()->admin();
+  const std::string name(ratelimit::redis::detail::kFunctionLibrary);
+  (void)admin.command({"FUNCTION", "DELETE", name});
+  EXPECT_EQ(ratelimit::redis::text(*admin.command({"FUNCTION", "LOAD", code})), name);
+  const auto list = admin.command({"FUNCTION", "LIST", "LIBRARYNAME", name});
+  ASSERT_EQ(list->elements, 1u);
+  const redisReply& lib = *list->element[0];  // [library_name, n, engine, e, functions, [...]]
+  ASSERT_GE(lib.elements, 6u);
+  EXPECT_EQ(lib.element[5]->elements, std::size(ratelimit::redis::detail::kEmbeddedScripts));
+  (void)admin.command({"FUNCTION", "DELETE", name});
+}
+
 TEST(EmbeddedScripts, ServerComputesTheSameSha1) {
   RATELIMIT_REQUIRE_REDIS();
   auto admin = ratelimit_test::shared_redis()->admin();

@@ -61,6 +61,8 @@ class Fault : public testing::TestWithParam<FailurePolicy> {
       case FailurePolicy::fail_closed:
         EXPECT_EQ(call(), D(false, 0, 2s, 2s));
         break;
+      case FailurePolicy::fallback:  // not a parameter here (fallback_test.cpp)
+        break;
     }
   }
 
@@ -186,6 +188,7 @@ INSTANTIATE_TEST_SUITE_P(OnError, Fault, testing::Values(FailurePolicy::fail_ope
                              case FailurePolicy::fail_open: return std::string("fail_open");
                              case FailurePolicy::fail_closed: return std::string("fail_closed");
                              case FailurePolicy::raise: return std::string("raise");
+                             case FailurePolicy::fallback: return std::string("fallback");
                            }
                            return std::string("unknown");
                          });

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -69,8 +70,9 @@ class RedisCluster {
  public:
   /// Starts and forms the cluster; throws `std::runtime_error` (with redis-cli's output) if it does not
   /// become ready within 30 s. `node_timeout_ms` is cluster-node-timeout (how soon a dead master fails over).
+  /// `node_args(port)`: more arguments for the node on `port` (e.g. its TLS port), or none.
   RedisCluster(const std::string& server_binary, std::string cli_binary, int masters = 3, int replicas = 1,
-               int node_timeout_ms = 1000)
+               int node_timeout_ms = 1000, const std::function<std::vector<std::string>(int)>& node_args = {})
       : cli_(std::move(cli_binary)), replicas_(replicas) {
     char pattern[] = "/tmp/rltest-cluster-XXXXXX";
     if (::mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
@@ -79,13 +81,16 @@ class RedisCluster {
       const int total = masters * (1 + replicas);
       for (int i = 0; i < total; ++i) {
         const int port = free_cluster_port();
-        servers_.push_back(std::make_unique<RedisServer>(
-            server_binary, port, true,
-            std::vector<std::string>{"--dir", dir_, "--cluster-enabled", "yes", "--cluster-config-file",
-                                     dir_ + "/nodes-" + std::to_string(port) + ".conf", "--cluster-node-timeout",
-                                     std::to_string(node_timeout_ms), "--cluster-replica-validity-factor", "0",
-                                     // replicas sync at once (the default waits 5 s for more replicas)
-                                     "--repl-diskless-sync-delay", "0"}));
+        std::vector<std::string> args{"--dir", dir_, "--cluster-enabled", "yes", "--cluster-config-file",
+                                      dir_ + "/nodes-" + std::to_string(port) + ".conf", "--cluster-node-timeout",
+                                      std::to_string(node_timeout_ms), "--cluster-replica-validity-factor", "0",
+                                      // replicas sync at once (the default waits 5 s for more replicas)
+                                      "--repl-diskless-sync-delay", "0"};
+        if (node_args) {
+          const std::vector<std::string> more = node_args(port);
+          args.insert(args.end(), more.begin(), more.end());
+        }
+        servers_.push_back(std::make_unique<RedisServer>(server_binary, port, true, std::move(args)));
       }
       std::string cmd = cli_ + " --cluster create";
       for (const auto& s : servers_) cmd += " 127.0.0.1:" + std::to_string(s->port());

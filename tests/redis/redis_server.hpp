@@ -74,6 +74,9 @@ class RedisServer {
   RedisServer& operator=(const RedisServer&) = delete;
 
   [[nodiscard]] int port() const noexcept { return port_; }
+  /// Starts the server with this configuration file (e.g. a sentinel's, which it rewrites) from the next
+  /// `start` on.
+  void use_config_file(std::string path) { config_file_ = std::move(path); }
   [[nodiscard]] bool running() const noexcept { return pid_ > 0; }
   /// The server's process id (-1 when not running), e.g. to read its CPU time.
   [[nodiscard]] pid_t pid() const noexcept { return pid_; }
@@ -81,8 +84,10 @@ class RedisServer {
   void start() {
     if (pid_ > 0) return;
     const std::string port = std::to_string(port_);
-    std::vector<std::string> args{"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
-                                  "--appendonly", "no", "--dir", "/tmp", "--enable-debug-command", "local"};
+    std::vector<std::string> args{"redis-server"};
+    if (!config_file_.empty()) args.push_back(config_file_);  // a config file must come first
+    args.insert(args.end(), {"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", "/tmp",
+                             "--enable-debug-command", "local"});
     args.insert(args.end(), extra_args_.begin(), extra_args_.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
@@ -181,6 +186,7 @@ class RedisServer {
   std::string binary_;
   int port_;
   std::vector<std::string> extra_args_;
+  std::string config_file_;
   pid_t pid_ = -1;
 };
 

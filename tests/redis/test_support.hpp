@@ -66,6 +66,21 @@ inline std::vector<std::string> scan_keys(ratelimit::redis::Connection& admin, c
   return keys;
 }
 
+/// `calls + rejected_calls` of `command` in INFO commandstats (a NOSCRIPT EVALSHA is a rejected call).
+inline std::int64_t command_count(ratelimit::redis::Connection& admin, const std::string& command) {
+  const auto r = admin.command({"INFO", "commandstats"});
+  const std::string info(ratelimit::redis::text(*r));
+  const std::string tag = "cmdstat_" + command + ":";
+  const auto at = info.find(tag);
+  if (at == std::string::npos) return 0;
+  const auto line = info.substr(at, info.find('\n', at) - at);
+  auto field = [&line](const std::string& name) -> std::int64_t {
+    const auto p = line.find(name + "=");
+    return p == std::string::npos ? 0 : std::stoll(line.substr(p + name.size() + 1));
+  };
+  return field("calls") + field("rejected_calls");
+}
+
 /// PTTL of a key in milliseconds (-1 none, -2 absent).
 inline long long pttl(ratelimit::redis::Connection& admin, const std::string& key) {
   const auto r = admin.command({"PTTL", key});

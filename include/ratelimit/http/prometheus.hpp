@@ -45,7 +45,11 @@ class MetricsCollector final : public ::prometheus::Collectable {
   /// `ratelimit_script_reloads_total{limiter}`, `ratelimit_connects_total{limiter}`,
   /// `ratelimit_dropped_connections_total{limiter}`, the gauge `ratelimit_pool_connections{limiter}`
   /// (open now) and the histogram `ratelimit_backend_call_duration_seconds{limiter}` (each backend call,
-  /// buckets 100 us to 1 s). `name` is a configured name (never a key): one series set per limiter.
+  /// buckets 100 us to 1 s); for one with an in-memory fallback in its `stats()`
+  /// (`redis::RedisLimiter`, `redis::LeasedLimiter`, README "Fallback during outages") the gauge
+  /// `ratelimit_fallback_active{limiter}` (1 while Redis is considered down) and the counter
+  /// `ratelimit_fallback_checks_total{limiter}`. `name` is a configured name (never a key): one series set
+  /// per limiter.
   template <class L>
   void add_limiter(std::string name, const L& limiter) {
     std::function<void(Sink&)> read = [name, &limiter](Sink& sink) {
@@ -75,6 +79,11 @@ class MetricsCollector final : public ::prometheus::Collectable {
         if constexpr (requires { s.latency.sum_us; }) {
           sink.histogram("ratelimit_backend_call_duration_seconds", {{"limiter", name}}, s.latency);
         }
+      }
+      if constexpr (requires { limiter.stats().fallback_checks; }) {
+        const auto s = limiter.stats();
+        sink.gauge("ratelimit_fallback_active", {{"limiter", name}}, s.fallback_active ? 1.0 : 0.0);
+        sink.counter("ratelimit_fallback_checks_total", {{"limiter", name}}, static_cast<double>(s.fallback_checks));
       }
     };
     std::lock_guard guard(mutex_);
@@ -157,6 +166,8 @@ class MetricsCollector final : public ::prometheus::Collectable {
       if (family == "ratelimit_dropped_connections_total") return "Broken Redis connections dropped";
       if (family == "ratelimit_pool_connections") return "Redis connections open now (opened minus dropped)";
       if (family == "ratelimit_backend_call_duration_seconds") return "Latency of Redis backend calls";
+      if (family == "ratelimit_fallback_active") return "1 while Redis is down and the in-memory fallback answers";
+      if (family == "ratelimit_fallback_checks_total") return "Checks answered by the in-memory fallback";
       return family;
     }
   };

@@ -61,6 +61,8 @@ class CircuitBreaker {
     ~Ticket() {
       if (breaker_ != nullptr && kind_ == Kind::probe) breaker_->abandon_probe();
     }
+    /// A pass that reports to no breaker (for a caller that has none): `succeeded` and `failed` do nothing.
+    [[nodiscard]] static Ticket unguarded() noexcept { return Ticket(nullptr, Kind::pass); }
     /// True when the call may be sent; false when the breaker refused it.
     explicit operator bool() const noexcept { return kind_ != Kind::refused; }
     /// True when this call is the half-open probe.

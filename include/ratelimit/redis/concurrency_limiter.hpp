@@ -29,6 +29,7 @@
 #include "ratelimit/detail/arithmetic.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/redis/cluster_router.hpp"
+#include "ratelimit/redis/routes.hpp"
 #include "ratelimit/redis/detail/cluster_slot.hpp"
 #include "ratelimit/redis/detail/key_encoding.hpp"
 #include "ratelimit/redis/detail/script_binding.hpp"
@@ -252,8 +253,7 @@ class RedisConcurrencyLimiter final : public PermitSource {
   };
 
   static std::shared_ptr<Route> make_route(const RedisOptions& o) {
-    if (o.cluster_nodes.empty()) return server_route(std::make_shared<ConnectionPool>(o.connection(), o.limiter()));
-    return std::make_shared<ClusterRouter>(o.connection(), o.limiter());
+    return redis::make_route(o.connection(), o.limiter());
   }
   static std::shared_ptr<Route> server_route(std::shared_ptr<ConnectionPool> pool) {
     return std::make_shared<ServerRoute>(std::move(pool));

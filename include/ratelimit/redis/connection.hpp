@@ -1,7 +1,8 @@
 #pragma once
 
 /// @file
-/// `Connection`: one hiredis connection, owned, that knows when it is broken.
+/// `Connection`: one connection to a Redis server, owned, that knows when it is broken: plain TCP (or a
+/// Unix socket) through hiredis, or TLS through OpenSSL with hiredis as the RESP codec.
 
 #include <hiredis/hiredis.h>
 #include <pthread.h>
@@ -24,7 +25,22 @@
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/reply.hpp"
 
+#if defined(RATELIMIT_TLS)
+#include <arpa/inet.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#endif
+
 namespace ratelimit::redis {
+
+/// True when this build has TLS (`RATELIMIT_TLS`: the CMake target found OpenSSL).
+inline constexpr bool kTlsAvailable =
+#if defined(RATELIMIT_TLS)
+    true;
+#else
+    false;
+#endif
 
 namespace detail {
 
@@ -72,7 +88,10 @@ class SigpipeGuard {
 
 }  // namespace detail
 
-/// A blocking hiredis connection (hiredis 0.14 API) with the command timeout set on its socket.
+/// A blocking hiredis connection (hiredis 0.14 API) with the command timeout set on its socket. With
+/// `ConnectionOptions::tls` the socket that hiredis connected carries TLS (OpenSSL; README "TLS"): every
+/// byte goes through the TLS session, hiredis only formats commands (`redisFormatCommandArgv`) and parses
+/// replies (its `redisReader`).
 ///
 /// Move-only; the context is freed with `redisFree`. After any I/O or protocol failure hiredis's context
 /// is unusable (and a late reply could still arrive), so the connection marks itself broken and the pool
@@ -80,8 +99,10 @@ class SigpipeGuard {
 /// hands it to one caller).
 class Connection {
  public:
-  /// Connects, sets the command timeout, authenticates and selects the database.
-  /// Throws `BackendError` (io, timeout, or reply for a refused `AUTH` / `SELECT`).
+  /// Connects (with TLS: and completes the handshake, verifying the server's certificate and name),
+  /// sets the command timeout, authenticates and selects the database. Throws `BackendError` (io, timeout,
+  /// or reply for a refused `AUTH` / `SELECT`); a TLS failure is io, its message naming what failed
+  /// (e.g. "certificate verify failed: certificate has expired", "hostname mismatch").
   static Connection open(const ConnectionOptions& options) {
     const timeval connect_tv = to_timeval(options.connect_timeout);
     redisContext* raw = options.unix_socket.empty()
@@ -92,6 +113,12 @@ class Connection {
     Connection c(raw);
     if (raw->err != 0) {
       throw BackendError(cause_of(*raw, saved_errno), "connect to " + endpoint(options) + ": " + raw->errstr);
+    }
+    if (options.tls.enabled) {  // the handshake is part of connecting: bounded by connect_timeout
+      if (redisSetTimeout(raw, connect_tv) != REDIS_OK) {
+        throw BackendError(BackendErrorCause::io, "cannot set the connect timeout on " + endpoint(options));
+      }
+      c.start_tls(options);
     }
     if (redisSetTimeout(raw, to_timeval(options.command_timeout)) != REDIS_OK) {
       throw BackendError(BackendErrorCause::io, "cannot set the command timeout on " + endpoint(options));
@@ -131,6 +158,10 @@ class Connection {
   /// returned, not thrown. Throws `BackendError` (io, timeout, protocol) and marks the connection broken.
   Reply command(std::span<const std::string_view> args) {
     check_usable();
+    if (tls()) {
+      append(args);
+      return read_reply();
+    }
     prepare(args);
     void* raw = nullptr;
     int saved_errno = 0;
@@ -151,6 +182,14 @@ class Connection {
   void append(std::span<const std::string_view> args) {
     check_usable();
     prepare(args);
+    if (tls()) {
+      char* cmd = nullptr;
+      const int n = redisFormatCommandArgv(&cmd, static_cast<int>(argv_.size()), argv_.data(), lens_.data());
+      if (n < 0 || cmd == nullptr) throw BackendError(BackendErrorCause::io, "cannot format the command");
+      pending_.append(cmd, static_cast<std::size_t>(n));
+      redisFreeCommand(cmd);
+      return;
+    }
     if (redisAppendCommandArgv(ctx_.get(), static_cast<int>(argv_.size()), argv_.data(), lens_.data()) != REDIS_OK) {
       fail(errno);
     }
@@ -161,6 +200,11 @@ class Connection {
   /// connection broken on failure.
   void flush() {
     check_usable();
+    if (tls()) {
+      write_raw(pending_);
+      pending_.clear();
+      return;
+    }
     int done = 0;
     while (done == 0) {
       int status = REDIS_OK;
@@ -178,6 +222,13 @@ class Connection {
   /// Throws `BackendError` and marks the connection broken on failure.
   Reply read_reply() {
     check_usable();
+    if (tls()) {
+      if (!pending_.empty()) flush();
+      for (;;) {
+        if (Reply r = next_buffered_reply()) return r;
+        read_some();
+      }
+    }
     void* raw = nullptr;
     int status = REDIS_OK;
     int saved_errno = 0;
@@ -198,6 +249,7 @@ class Connection {
   /// Bounded by the command timeout. Throws `BackendError` and marks the connection broken on failure.
   void write_raw(std::string_view bytes) {
     check_usable();
+    if (tls()) return tls_write(bytes);
     while (!bytes.empty()) {
       const ssize_t n = ::send(ctx_->fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
       if (n < 0) {
@@ -212,6 +264,7 @@ class Connection {
   /// parser. Throws `BackendError` and marks the connection broken on failure or end of stream.
   void read_some() {
     check_usable();
+    if (tls()) return tls_read();
     char buf[16 * 1024];
     for (;;) {
       const ssize_t n = ::recv(ctx_->fd, buf, sizeof buf, 0);
@@ -246,6 +299,172 @@ class Connection {
   struct ContextDeleter {
     void operator()(redisContext* c) const noexcept { redisFree(c); }
   };
+
+#if defined(RATELIMIT_TLS)
+  struct SslDeleter {
+    void operator()(SSL* s) const noexcept { SSL_free(s); }
+  };
+  struct SslCtxDeleter {
+    void operator()(SSL_CTX* c) const noexcept { SSL_CTX_free(c); }
+  };
+  [[nodiscard]] bool tls() const noexcept { return ssl_ != nullptr; }
+
+  /// OpenSSL's queued errors as one line (and clears the queue).
+  static std::string openssl_errors() {
+    std::string s;
+    while (const unsigned long e = ERR_get_error()) {
+      char buf[256];
+      ERR_error_string_n(e, buf, sizeof buf);
+      if (!s.empty()) s += "; ";
+      s += buf;
+    }
+    return s.empty() ? std::string("no detail from OpenSSL") : s;
+  }
+
+  /// The TLS handshake on the connected socket: CAs, optional client certificate, SNI and name check.
+  void start_tls(const ConnectionOptions& o) {
+    const TlsOptions& t = o.tls;
+    const std::string where = "TLS to " + endpoint(o) + ": ";
+    ERR_clear_error();
+    std::unique_ptr<SSL_CTX, SslCtxDeleter> ctx(SSL_CTX_new(TLS_client_method()));
+    if (!ctx) throw BackendError(BackendErrorCause::io, where + "SSL_CTX_new: " + openssl_errors());
+    SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
+    SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
+    // Reads return when a record held no data (e.g. a TLS 1.3 session ticket), so the engine's poll
+    // loop stays in charge of waiting.
+    SSL_CTX_clear_mode(ctx.get(), SSL_MODE_AUTO_RETRY);
+    if (!t.ca_file.empty() || !t.ca_dir.empty()) {
+      if (SSL_CTX_load_verify_locations(ctx.get(), t.ca_file.empty() ? nullptr : t.ca_file.c_str(),
+                                        t.ca_dir.empty() ? nullptr : t.ca_dir.c_str()) != 1) {
+        throw BackendError(BackendErrorCause::io, where + "cannot load the CA file or directory (" + t.ca_file +
+                                                      (t.ca_dir.empty() ? "" : " " + t.ca_dir) +
+                                                      "): " + openssl_errors());
+      }
+    } else if (SSL_CTX_set_default_verify_paths(ctx.get()) != 1) {
+      throw BackendError(BackendErrorCause::io, where + "cannot load OpenSSL's default CAs: " + openssl_errors());
+    }
+    if (!t.cert_file.empty()) {
+      if (SSL_CTX_use_certificate_chain_file(ctx.get(), t.cert_file.c_str()) != 1 ||
+          SSL_CTX_use_PrivateKey_file(ctx.get(), t.key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
+          SSL_CTX_check_private_key(ctx.get()) != 1) {
+        throw BackendError(BackendErrorCause::io, where + "cannot use the client certificate " + t.cert_file +
+                                                      " with key " + t.key_file + ": " + openssl_errors());
+      }
+    }
+    std::unique_ptr<SSL, SslDeleter> ssl(SSL_new(ctx.get()));
+    if (!ssl || SSL_set_fd(ssl.get(), ctx_->fd) != 1) {
+      throw BackendError(BackendErrorCause::io, where + "SSL_new: " + openssl_errors());
+    }
+    const std::string name = t.server_name.empty() ? o.host : t.server_name;
+    in6_addr ip{};
+    const bool is_ip = ::inet_pton(AF_INET, name.c_str(), &ip) == 1 || ::inet_pton(AF_INET6, name.c_str(), &ip) == 1;
+    if (is_ip) {  // an address is checked against the certificate's IP names; SNI carries host names only
+      if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl.get()), name.c_str()) != 1) {
+        throw BackendError(BackendErrorCause::io, where + "bad server address " + name);
+      }
+    } else if (SSL_set_tlsext_host_name(ssl.get(), name.c_str()) != 1 || SSL_set1_host(ssl.get(), name.c_str()) != 1) {
+      throw BackendError(BackendErrorCause::io, where + "bad server name " + name + ": " + openssl_errors());
+    }
+    for (;;) {
+      errno = 0;
+      const int r = SSL_connect(ssl.get());
+      if (r == 1) break;
+      const int saved_errno = errno;
+      const int e = SSL_get_error(ssl.get(), r);
+      if ((e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) && saved_errno != EAGAIN &&
+          saved_errno != EWOULDBLOCK) {
+        continue;
+      }
+      if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        throw BackendError(BackendErrorCause::timeout,
+                           where + "handshake timed out (is the port the server's tls-port?)");
+      }
+      const long verify = SSL_get_verify_result(ssl.get());
+      if (verify != X509_V_OK) {
+        throw BackendError(BackendErrorCause::io, where + "certificate verify failed for " + name + ": " +
+                                                      X509_verify_cert_error_string(verify));
+      }
+      const std::string detail = ERR_peek_error() != 0 ? openssl_errors()
+                                 : saved_errno != 0    ? std::string(std::strerror(saved_errno))
+                                                       : std::string("the server closed the connection");
+      throw BackendError(BackendErrorCause::io, where + "handshake failed: " + detail);
+    }
+    tls_ctx_ = std::move(ctx);
+    ssl_ = std::move(ssl);
+  }
+
+  /// Why a TLS call failed; throws (and marks the connection broken).
+  [[noreturn]] void fail_tls(int r, int saved_errno, const char* what) {
+    broken_ = true;
+    const int e = SSL_get_error(ssl_.get(), r);
+    if ((e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) &&
+        (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK)) {
+      throw BackendError(BackendErrorCause::timeout, std::string(what) + ": timed out");
+    }
+    if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && saved_errno == 0)) {
+      throw BackendError(BackendErrorCause::io, "server closed the connection");
+    }
+    const std::string detail = ERR_peek_error() != 0 ? openssl_errors() : std::string(std::strerror(saved_errno));
+    throw BackendError(BackendErrorCause::io, std::string("TLS ") + what + ": " + detail);
+  }
+
+  void tls_write(std::string_view bytes) {
+    while (!bytes.empty()) {
+      int r = 0;
+      int saved_errno = 0;
+      {
+        const detail::SigpipeGuard no_sigpipe;  // OpenSSL writes with write(2)
+        errno = 0;
+        ERR_clear_error();
+        r = SSL_write(ssl_.get(), bytes.data(),
+                      static_cast<int>(bytes.size() < (1u << 30) ? bytes.size() : (1u << 30)));
+        saved_errno = errno;
+      }
+      if (r <= 0) {
+        const int e = SSL_get_error(ssl_.get(), r);
+        if ((e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) && saved_errno != EAGAIN &&
+            saved_errno != EWOULDBLOCK) {
+          continue;
+        }
+        fail_tls(r, saved_errno, "write");
+      }
+      bytes.remove_prefix(static_cast<std::size_t>(r));
+    }
+  }
+
+  /// One `SSL_read` (blocking up to the command timeout), then what the session already decrypted:
+  /// the engine polls the socket next, which does not show bytes OpenSSL holds.
+  void tls_read() {
+    char buf[16 * 1024];
+    for (bool first = true;; first = false) {
+      if (!first && SSL_pending(ssl_.get()) <= 0) return;
+      errno = 0;
+      ERR_clear_error();
+      const int r = SSL_read(ssl_.get(), buf, sizeof buf);
+      const int saved_errno = errno;
+      if (r > 0) {
+        if (redisReaderFeed(ctx_->reader, buf, static_cast<std::size_t>(r)) != REDIS_OK) {
+          broken_ = true;
+          throw BackendError(BackendErrorCause::protocol, "reply parser refused the input");
+        }
+        continue;
+      }
+      const int e = SSL_get_error(ssl_.get(), r);
+      if ((e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) && saved_errno != EAGAIN &&
+          saved_errno != EWOULDBLOCK) {
+        return;  // a record without data (a session ticket): nothing for the parser yet
+      }
+      fail_tls(r, saved_errno, "read");
+    }
+  }
+#else
+  [[nodiscard]] static constexpr bool tls() noexcept { return false; }
+  [[noreturn]] static void start_tls(const ConnectionOptions&) {
+    throw BackendError(BackendErrorCause::io, "TLS requested, but this build has no TLS (built without OpenSSL)");
+  }
+  [[noreturn]] static void tls_write(std::string_view) { throw BackendError(BackendErrorCause::io, "no TLS"); }
+  [[noreturn]] static void tls_read() { throw BackendError(BackendErrorCause::io, "no TLS"); }
+#endif
 
   explicit Connection(redisContext* raw) : ctx_(raw) {}
 
@@ -307,6 +526,12 @@ class Connection {
   }
 
   std::unique_ptr<redisContext, ContextDeleter> ctx_;
+#if defined(RATELIMIT_TLS)
+  // After ctx_: the session goes before the socket closes (SSL_free does not close it).
+  std::unique_ptr<SSL_CTX, SslCtxDeleter> tls_ctx_;
+  std::unique_ptr<SSL, SslDeleter> ssl_;
+#endif
+  std::string pending_;  // TLS: commands appended and not yet written
   bool broken_ = false;
   // Reused argument arrays: a pooled connection serves many calls without allocating.
   std::vector<const char*> argv_;

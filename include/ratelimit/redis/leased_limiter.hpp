@@ -33,9 +33,12 @@
 #include "ratelimit/policy/lease.hpp"
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/redis/cluster_router.hpp"
+#include "ratelimit/redis/routes.hpp"
 #include "ratelimit/redis/detail/cluster_slot.hpp"
 #include "ratelimit/redis/detail/key_encoding.hpp"
+#include "ratelimit/redis/denial_cache.hpp"
 #include "ratelimit/redis/detail/script_binding.hpp"
+#include "ratelimit/redis/fallback.hpp"
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/pool.hpp"
 #include "ratelimit/redis/reply.hpp"
@@ -63,8 +66,9 @@ struct LeaseOptions {
   bool deny_cache = true;
 };
 
-/// What a `LeasedLimiter` has done; each counter read atomically (the set is not one instant).
-struct LeaseStats {
+/// What a `LeasedLimiter` has done; each counter read atomically (the set is not one instant). The fallback's
+/// counters (`FailurePolicy::fallback`) are those of `FallbackCounters`.
+struct LeaseStats : FallbackCounters {
   /// Checks (`allow`, `check`, `peek`).
   std::uint64_t checks = 0;
   /// Script calls sent to Redis (grants, peeks, returns), and of them the returns.
@@ -100,7 +104,8 @@ struct LeaseStats {
 /// `retry_after` Redis's wait (or the rest of it, from the denial cache); `reset_after` Redis's, minus the
 /// time since it answered. Thread-safe: every method may be called from any thread. Throws
 /// `std::invalid_argument` for bad options (naming the field), a negative cost or a key over
-/// `max_key_bytes`; `BackendError` under `FailurePolicy::raise`.
+/// `max_key_bytes`; `BackendError` under `FailurePolicy::raise`. With `FailurePolicy::fallback`, what would go to
+/// Redis while it fails goes to an in-memory share of the quota (README "Fallback during outages").
 ///
 /// @tparam P `Gcra`, `TokenBucket` or `FixedWindow` (durations whole microseconds, as for `RedisLimiter`).
 /// @tparam C the clock whose time is sent with `time_source = client` (tests: `ManualClock`).
@@ -141,7 +146,8 @@ class LeasedLimiter {
         options_(checked(both(route_->options(), limiter))),
         script_(&detail::script_for(std::is_same_v<P, FixedWindow> ? "fixed_window_lease" : "gcra_lease")),
         clock_(std::move(clock)),
-        mono_(std::move(mono)) {
+        mono_(std::move(mono)),
+        fallback_(policy_, options_.limiter(), clock_, mono_) {
     (void)detail::bind<P>(rules_);  // the Lua exactness bounds
     if constexpr (std::is_same_v<P, FixedWindow>) {
       params_ = {std::to_string(rules_.limit()), std::to_string(rules_.window())};
@@ -199,13 +205,18 @@ class LeasedLimiter {
         return local_admit(it->second, mono_ns());
       }
     }
+    Gate gate(fallback_);
+    if (gate.refused()) return fallback_.serve(key, 1, true).decision;
     std::vector<Call> calls(1);
     calls[0] = grant_call(key, 1, 1, "1");
     execute(calls);
     try {
-      return parse(calls[0]).decision;
+      const Decision d = parse(calls[0]).decision;
+      gate.settle(nullptr);
+      return d;
     } catch (const BackendError& e) {
-      return failure(e, 1).decision;
+      gate.settle(calls[0].route.reply ? nullptr : &e);
+      return failure(e, key, 1, true).decision;
     }
   }
 
@@ -214,6 +225,7 @@ class LeasedLimiter {
   /// Redis failed and `on_error` is not `raise`. Thread-safe.
   bool reset(std::string_view key) {
     check_key(key);
+    if (auto* memory = fallback_.memory()) memory->reset(key);
     {
       Shard& shard = shard_of(key);
       std::lock_guard<std::mutex> lock(shard.mutex);
@@ -226,9 +238,9 @@ class LeasedLimiter {
     route_->execute(std::span<RouteCall>(&call, 1));
     if (!call.error && call.reply && call.reply->type == REDIS_REPLY_INTEGER) return true;
     failures_.fetch_add(1, std::memory_order_relaxed);
-    if (options_.on_error == FailurePolicy::raise) {
-      throw call.error ? *call.error : BackendError(BackendErrorCause::reply, "DEL failed");
-    }
+    const BackendError e = call.error ? *call.error : BackendError(BackendErrorCause::reply, "DEL failed");
+    detail::notify_failure(options_, e);
+    if (options_.on_error == FailurePolicy::raise) throw e;
     return false;
   }
 
@@ -261,8 +273,23 @@ class LeasedLimiter {
     s.units_returned = units_returned_.load(std::memory_order_relaxed);
     s.failures = failures_.load(std::memory_order_relaxed);
     s.failed_returns = failed_returns_.load(std::memory_order_relaxed);
+    static_cast<FallbackCounters&>(s) = fallback_.counters();
     return s;
   }
+
+  /// Gives nothing back, and returns `key`'s state as `peek` sees it: a unit put back into a lease could be served
+  /// after its grant's lifetime, which the bound does not allow (README "Budget leases"), so a refunded unit is
+  /// lost (the fleet admits less, never more). For layers that consume and refund (`check_layers`). Thread-safe.
+  /// Throws `std::invalid_argument` for a negative cost, and as `peek`.
+  Decision refund(std::string_view key, std::int64_t cost) {
+    ratelimit::detail::require_cost(cost);
+    return peek(key);
+  }
+
+  /// The policy as given. Thread-safe (immutable).
+  [[nodiscard]] const P& policy() const noexcept { return policy_; }
+  /// The clock whose time is sent with `time_source = client` (layers read it too).
+  [[nodiscard]] C& clock() noexcept { return clock_; }
 
   /// The lease-mode limit (`Decision::limit`). Thread-safe (immutable).
   [[nodiscard]] std::int64_t limit() const noexcept { return arithmetic_.limit(); }
@@ -287,9 +314,8 @@ class LeasedLimiter {
     std::int64_t deadline = 0;  // monotonic ns: serve while now < deadline
     std::int64_t mark = 0;      // the grant's mark and counter, for its return
     std::int64_t granted_after = 0;
-    std::int64_t deny_until = 0;  // denial cache: monotonic ns, and the smallest cost it denies
-    std::int64_t deny_cost = 0;
-    Decision last{};  // Redis's last answer (remaining: unleased units then)
+    detail::Denial denial;  // the denial cache's entry (monotonic ns)
+    Decision last{};        // Redis's last answer (remaining: unleased units then)
     std::int64_t last_at = 0;
     double demand = 0;       // EWMA of units asked per serving window
     std::int64_t asked = 0;  // units asked since `asked_since`
@@ -319,12 +345,24 @@ class LeasedLimiter {
     Decision decision;
     std::int64_t units = 0, mark = 0, granted_after = 0, serve_for_ns = 0;
   };
+  using Fallback = detail::Fallback<P, C, M>;
+  /// The fallback's probe gate for one Redis call (a pass when there is no fallback).
+  class Gate {
+   public:
+    // A ticket always (unguarded without a fallback), not an optional one: g++ 12 saw the optional's
+    // payload as maybe uninitialized (-Werror=maybe-uninitialized in Release).
+    explicit Gate(Fallback& f) : ticket_(f.enabled() ? f.admit() : CircuitBreaker<M>::Ticket::unguarded()) {}
+    /// Redis is failing and no probe is due: the fallback answers without Redis.
+    [[nodiscard]] bool refused() const noexcept { return !ticket_; }
+    /// The call's outcome: null for a reply (the server is alive), else its error.
+    void settle(const BackendError* error) noexcept { Fallback::settle(ticket_, error); }
+
+   private:
+    typename CircuitBreaker<M>::Ticket ticket_;
+  };
 
   static std::shared_ptr<Route> make_route(const RedisOptions& options) {
-    if (options.cluster_nodes.empty()) {
-      return std::make_shared<ServerRoute>(std::make_shared<ConnectionPool>(options.connection()));
-    }
-    return std::make_shared<ClusterRouter>(options.connection());
+    return redis::make_route(options.connection());
   }
   static RedisOptions both(const ConnectionOptions& connection, const LimiterOptions& limiter) {
     RedisOptions o;
@@ -404,9 +442,7 @@ class LeasedLimiter {
     Decision d;
     d.limit = arithmetic_.limit();
     d.remaining = std::min(d.limit, e.units + e.last.remaining);
-    d.retry_after = e.deny_until == std::numeric_limits<std::int64_t>::max()
-                        ? Decision::never
-                        : std::chrono::nanoseconds(e.deny_until - now);
+    d.retry_after = e.denial.retry_after(now);
     const auto since = std::chrono::nanoseconds(now - e.last_at);
     d.reset_after = std::max(std::chrono::nanoseconds(0), e.last.reset_after - since);
     return d;
@@ -482,8 +518,9 @@ class LeasedLimiter {
       try {
         (void)parse(calls[first + i]);
         units_returned_.fetch_add(static_cast<std::uint64_t>(returns[i].unused), std::memory_order_relaxed);
-      } catch (const BackendError&) {
+      } catch (const BackendError& e) {
         failed_returns_.fetch_add(1, std::memory_order_relaxed);
+        detail::notify_failure(options_, e);
       }
     }
   }
@@ -520,9 +557,12 @@ class LeasedLimiter {
     return p;
   }
 
-  CheckResult failure(const BackendError& e, std::int64_t cost) {
+  /// The failure policy's answer for a check (or peek) of `key` that Redis failed; counts it and tells the hook.
+  CheckResult failure(const BackendError& e, std::string_view key, std::int64_t cost, bool peek = false) {
     failures_.fetch_add(1, std::memory_order_relaxed);
+    detail::notify_failure(options_, e);
     if (options_.on_error == FailurePolicy::raise) throw e;
+    if (fallback_.enabled()) return fallback_.serve(key, cost, peek);
     if (options_.on_error == FailurePolicy::fail_open) {
       const typename Arithmetic::State fresh{};
       return {to_decision(arithmetic_.evaluate(fresh, now_us(), cost), detail::kTickNs), Outcome::failure_policy};
@@ -553,7 +593,7 @@ class LeasedLimiter {
         lease_admits_.fetch_add(1, std::memory_order_relaxed);
         return {local_admit(e, now), Outcome::decided};
       }
-      if (lease_.deny_cache && cost > 0 && now < e.deny_until && cost >= e.deny_cost) {
+      if (lease_.deny_cache && e.denial.denies(cost, now)) {
         cached_denials_.fetch_add(1, std::memory_order_relaxed);
         return {local_denial(e, now), Outcome::decided};
       }
@@ -565,6 +605,13 @@ class LeasedLimiter {
           return direct(key, cost);
         }
         continue;
+      }
+      // Redis is failing and no probe is due: the fallback answers (what the lease holds stays for later).
+      Gate gate(fallback_);
+      if (gate.refused()) {
+        e.asked -= cost;
+        lock.unlock();
+        return fallback_.serve(key, cost);
       }
       // To Redis: give back what the lease still holds (too little for this request, or expired), a few
       // expired leases of the shard, and ask for a new slice.
@@ -586,8 +633,10 @@ class LeasedLimiter {
         execute(calls);
         account_returns(returns, calls, 0);
         parsed = parse(calls.back());
+        gate.settle(nullptr);
       } catch (const BackendError& ex) {
         error = ex;
+        gate.settle(calls.back().route.reply ? nullptr : &ex);
       } catch (...) {
         lock.lock();
         finish(shard, key);
@@ -598,7 +647,7 @@ class LeasedLimiter {
       Entry* entry = finish(shard, key);
       if (error) {
         lock.unlock();
-        return failure(*error, cost);
+        return failure(*error, key, cost);
       }
       units_granted_.fetch_add(static_cast<std::uint64_t>(parsed->units), std::memory_order_relaxed);
       now = mono_ns();
@@ -620,7 +669,7 @@ class LeasedLimiter {
         entry->last = parsed->decision;
         entry->last_at = now;
         if (parsed->decision.allowed) {
-          entry->deny_until = 0;
+          entry->denial.clear();
           const std::int64_t left = parsed->units - cost;
           if (left > 0) {
             entry->units = left;
@@ -632,10 +681,9 @@ class LeasedLimiter {
         } else if (lease_.deny_cache && cost > 0) {
           // This process asks again when its whole slice fits (a shorter wait would spend a call on a sliver).
           const std::int64_t wait = slice_wait(parsed->decision.retry_after, want - cost);
-          entry->deny_until = wait == std::numeric_limits<std::int64_t>::max() ? wait : sent + wait;
-          entry->deny_cost = cost;
-          if (wait != std::numeric_limits<std::int64_t>::max()) {
-            parsed->decision.retry_after = std::chrono::nanoseconds(std::max<std::int64_t>(1, entry->deny_until - now));
+          entry->denial.set(cost, wait, sent);
+          if (wait != detail::Denial::kNever) {
+            parsed->decision.retry_after = std::max(std::chrono::nanoseconds(1), entry->denial.retry_after(now));
           }
         }
       }
@@ -672,7 +720,7 @@ class LeasedLimiter {
     std::size_t scanned = 0;
     for (auto it = shard.entries.begin(); it != shard.entries.end() && scanned < 64; ++scanned) {
       const Entry& e = it->second;
-      if (!e.busy && !live(e, now) && e.units == 0 && now >= e.deny_until) {
+      if (!e.busy && !live(e, now) && e.units == 0 && !e.denial.live(now)) {
         it = shard.entries.erase(it);
         if (shard.entries.size() < per_shard_) return true;
       } else {
@@ -684,12 +732,15 @@ class LeasedLimiter {
 
   /// One Redis grant of exactly `cost`, nothing kept locally (a key for which the table has no room).
   CheckResult direct(std::string_view key, std::int64_t cost) {
+    Gate gate(fallback_);
+    if (gate.refused()) return fallback_.serve(key, cost);
     std::vector<Call> calls(1);
     calls[0] = grant_call(key, cost, cost, "0");
     const std::int64_t sent = mono_ns();
     execute(calls);
     try {
       Parsed p = parse(calls[0]);
+      gate.settle(nullptr);
       units_granted_.fetch_add(static_cast<std::uint64_t>(p.units), std::memory_order_relaxed);
       // As in `run`: a leasable key's grant that arrives after its serving window is not served.
       if (arithmetic_.leasable() && p.units > 0 && mono_ns() >= sent + std::min(serve_window_ns_, p.serve_for_ns)) {
@@ -699,7 +750,8 @@ class LeasedLimiter {
       }
       return {p.decision, Outcome::decided};
     } catch (const BackendError& e) {
-      return failure(e, cost);
+      gate.settle(calls[0].route.reply ? nullptr : &e);
+      return failure(e, key, cost);
     }
   }
 
@@ -718,6 +770,7 @@ class LeasedLimiter {
   std::int64_t cap_ = 1;
   std::size_t per_shard_ = 1;
   std::array<Shard, kShards> shards_;
+  Fallback fallback_;  // holds nothing unless on_error is fallback
   std::atomic<std::uint64_t> checks_{0}, redis_calls_{0}, returns_{0}, lease_admits_{0}, cached_denials_{0},
       units_granted_{0}, units_returned_{0}, failures_{0}, failed_returns_{0};
 };

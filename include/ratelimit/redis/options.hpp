@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,49 @@ struct ClusterNode {
   std::string host = "127.0.0.1";
   /// TCP port, 1..65535.
   int port = 6379;
+};
+
+/// TLS to the server (README "TLS"): OpenSSL does the TLS (the library built with `RATELIMIT_TLS`, on
+/// when CMake finds OpenSSL), with the server's certificate verified against the CAs below and its name
+/// against `server_name`. A plain aggregate; everything off by default (plain TCP).
+struct TlsOptions {
+  /// Connect with TLS (the server's `tls-port`). A pool or router made with it in a build without TLS
+  /// throws `std::invalid_argument` (`ConnectionOptions.tls`).
+  bool enabled = false;
+  /// PEM file of the certificate authorities trusted to sign the server's certificate, and/or a
+  /// directory of them (OpenSSL's hashed layout, `openssl rehash`). Both empty: OpenSSL's default store.
+  std::string ca_file{};
+  std::string ca_dir{};
+  /// The client's certificate (PEM, may hold the chain) and private key (PEM), for servers that verify
+  /// clients (`tls-auth-clients yes`): both or neither.
+  std::string cert_file{};
+  std::string key_file{};
+  /// Sent as SNI and checked against the names of the server's certificate (DNS names, or an IP address);
+  /// empty: the `host` connected to (on Redis Cluster each node's, from `CLUSTER SLOTS`).
+  std::string server_name{};
+};
+
+/// A sentinel's address (README "Redis Sentinel").
+using SentinelNode = ClusterNode;
+
+/// Redis Sentinel (README "Redis Sentinel"): the limiter asks the sentinels which server is the master
+/// of `master_name` (`SENTINEL get-master-addr-by-name`, confirmed with `ROLE`), and asks again when a call
+/// fails or meets `READONLY` (the master was demoted), and every `check_interval`. A plain aggregate.
+struct SentinelOptions {
+  /// The sentinels; any of them answers (tried in order, starting with the last that answered, so a
+  /// dead one costs a connect timeout only once). With `master_name`, selects Sentinel mode: `host`,
+  /// `port` and `unix_socket` are then ignored, and the rest of `ConnectionOptions` is the master's.
+  std::vector<SentinelNode> nodes{};
+  /// The master's name in the sentinels' configuration (`sentinel monitor <name> ...`); non-empty
+  /// selects Sentinel mode.
+  std::string master_name{};
+  /// ACL user and password for `AUTH` on the sentinels (empty: none); the master's are
+  /// `ConnectionOptions::user` and `password`.
+  std::string user{};
+  std::string password{};
+  /// How often the master is confirmed while calls succeed (a failover is also noticed at once by failed
+  /// calls and `READONLY` replies); in (0, 24 h].
+  std::chrono::milliseconds check_interval{1000};
 };
 
 /// Where the time `t` of a check comes from (README "Redis contract").
@@ -96,6 +141,44 @@ struct ConnectionOptions {
   std::chrono::milliseconds cluster_refresh_interval{100};
   /// The circuit breaker of the server (of each node on Redis Cluster).
   CircuitBreakerOptions breaker{};
+  /// Send scripts as Redis Functions (README "Redis Functions"; Redis >= 7): `FCALL` of the functions of
+  /// one library (`FUNCTION LOAD`ed on first use, then kept by the server across restarts with persistence
+  /// and replicated to replicas), instead of `EVALSHA`. Where the server has no functions or refuses them
+  /// (`NOPERM` for `FCALL` or `FUNCTION LOAD`, unknown command), scripts go as `EVALSHA` from then on.
+  /// Off by default.
+  bool use_functions = false;
+  /// Redis Sentinel: with `sentinel.master_name` set, the server is the master the sentinels name.
+  SentinelOptions sentinel{};
+  /// TLS (off by default); on Redis Cluster for every node, with Sentinel for the sentinels too.
+  TlsOptions tls{};
+};
+
+/// The in-memory fallback of a Redis rate limiter (`on_error = FailurePolicy::fallback`, README "Fallback during
+/// outages"): while Redis fails, checks go to a `MemoryLimiter` holding `1 / instances` of the policy's quota,
+/// and one check per probe period goes to Redis to find out whether it is back. A plain aggregate; the limiter
+/// validates it (`std::invalid_argument` naming the field, e.g. `LimiterOptions.fallback.instances`).
+struct FallbackOptions {
+  /// The number of processes sharing the limit (each gets `1 / instances` of the quota); in [1, 1,000,000].
+  /// Required (0, the default, is refused) when `on_error` is `fallback`.
+  std::int64_t instances = 0;
+  /// The first wait after a failure before a check probes Redis again; in (0, 10 s]. Each failed probe
+  /// doubles it, up to `probe_max`.
+  std::chrono::milliseconds probe_min{50};
+  /// The longest wait between two probes; in [`probe_min`, 10 s]. It bounds how late checks return to Redis
+  /// after it recovers (with the pool's reconnect backoff and breaker, README "Fallback during outages").
+  std::chrono::milliseconds probe_max{250};
+  /// Most keys the fallback holds (its `MemoryOptions::max_keys`, least recently used evicted); >= 1.
+  std::size_t max_keys = 100'000;
+};
+
+/// The local denial cache of a `RedisLimiter` (README "Denial cache"; `LeasedLimiter` has its own,
+/// `LeaseOptions::deny_cache`): after Redis denies cost n with retry_after R, requests of that key with cost
+/// >= n are denied in process memory until R has passed. A plain aggregate.
+struct DenialCacheOptions {
+  /// Off by default: a denial it repeats can be one Redis would no longer give (units refunded meanwhile).
+  bool enabled = false;
+  /// Most keys it holds (expired denials dropped first, then any); >= 1.
+  std::size_t max_keys = 100'000;
 };
 
 /// Options of one `RedisLimiter` (not of its connections): how it names its Redis keys, where its time
@@ -119,6 +202,15 @@ struct LimiterOptions {
   std::chrono::milliseconds failure_retry_after{1000};
   /// Longest key accepted, in bytes; a longer key throws `std::invalid_argument`. <= 2^20.
   std::size_t max_key_bytes = 512;
+  /// `RedisLimiter`'s denial cache (off by default).
+  DenialCacheOptions deny_cache{};
+  /// The in-memory fallback, used when `on_error` is `FailurePolicy::fallback`.
+  FallbackOptions fallback{};
+  /// Called with the error each time a Redis call of this limiter fails (also under `fail_open`, so an
+  /// outage answered by admitting is never silent), before the failure policy answers. Runs on the calling
+  /// thread, or for async calls on the I/O thread: it must be thread-safe, must not block and must not call
+  /// the limiter; what it throws is ignored. Empty: nothing is called.
+  std::function<void(const BackendError&)> on_backend_failure{};
 };
 
 /// Both halves in one object, for `RedisLimiter(policy, options)`: the connection fields

@@ -188,6 +188,11 @@ class ConnectionPool {
     if (o.reconnect_backoff_max < o.reconnect_backoff_min)
       bad("reconnect_backoff_max", "must be >= reconnect_backoff_min");
     if (o.reconnect_backoff_max > kDay) bad("reconnect_backoff_max", "must be <= 24 h");
+    if (o.tls.enabled) {
+      if (!kTlsAvailable) bad("tls", "this build has no TLS (OpenSSL was not found when it was configured)");
+      if (!o.unix_socket.empty()) bad("tls", "needs host and port (a Unix socket carries no TLS)");
+      if (o.tls.cert_file.empty() != o.tls.key_file.empty()) bad("tls.key_file", "and tls.cert_file: both or neither");
+    }
     return o;
   }
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -29,13 +30,16 @@
 #include "ratelimit/error.hpp"
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/redis/cluster_router.hpp"
+#include "ratelimit/redis/routes.hpp"
 #include "ratelimit/redis/connection.hpp"
+#include "ratelimit/redis/denial_cache.hpp"
 #include "ratelimit/redis/detail/cluster_slot.hpp"
 #include "ratelimit/redis/detail/decision_reply.hpp"
 #include "ratelimit/redis/detail/key_encoding.hpp"
 #include "ratelimit/redis/detail/layered_call.hpp"
 #include "ratelimit/redis/detail/script_binding.hpp"
 #include "ratelimit/redis/error.hpp"
+#include "ratelimit/redis/fallback.hpp"
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/pool.hpp"
 #include "ratelimit/redis/reply.hpp"
@@ -60,7 +64,9 @@ struct Request {
 /// durations are whole microseconds (README "Guarantees", "Backends agree"); Redis keeps time in integer
 /// microseconds. Thread-safe: every method may be called from any thread; calls from every thread share
 /// the pool's `pool_size` pipelined connections (README "Redis engine"), and the `*_async` methods start
-/// a check without blocking. When Redis fails, `LimiterOptions::on_error` decides (and `stats()` counts it).
+/// a check without blocking. When Redis fails, `LimiterOptions::on_error` decides (and `stats()` counts it);
+/// with `FailurePolicy::fallback` an in-memory share of the quota answers until Redis is back (README "Fallback
+/// during outages"), and `on_backend_failure` hears of every failure.
 ///
 /// On Redis Cluster (`ConnectionOptions::cluster_nodes` set) each check runs on the master owning its key's
 /// slot, through a `ClusterRouter` (slot map, a pool per node, `MOVED` / `ASK` handling);
@@ -120,6 +126,11 @@ class RedisLimiter final : public detail::LayeredMember {
   /// On Redis Cluster, sharing `router`, with this limiter's own options. Throws as above.
   RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, const LimiterOptions& limiter, C clock = {})
       : RedisLimiter(std::move(policy), std::shared_ptr<Route>(std::move(router)), std::move(clock), &limiter) {}
+
+  /// On the master Redis Sentinel names, sharing `route` (its pools and discovery; README "Redis
+  /// Sentinel") with other limiters, e.g. the layers of one layered check. Throws as above.
+  RedisLimiter(P policy, std::shared_ptr<SentinelRoute> route, const LimiterOptions& limiter, C clock = {})
+      : RedisLimiter(std::move(policy), std::shared_ptr<Route>(std::move(route)), std::move(clock), &limiter) {}
 
   /// On Redis Cluster, sharing `router` with this limiter's own `key_prefix` instead of the router's, for
   /// the same reason as above (e.g. the layers of tier plans on one router). The prefix is outside the
@@ -201,12 +212,14 @@ class RedisLimiter final : public detail::LayeredMember {
     start_async(key, cost, Mode::refund, options_.command_timeout, decision_only(std::forward<F>(callback)));
   }
 
-  /// Forgets the key's state (`DEL` of its Redis keys). Thread-safe. Returns false when Redis failed and
-  /// `on_error` is not `raise` (the failure is counted); throws `BackendError` under `raise`, and
-  /// `std::invalid_argument` for a key longer than `max_key_bytes`.
+  /// Forgets the key's state (`DEL` of its Redis keys, its cached denial and the fallback's state of it). Thread-safe.
+  /// Returns false when Redis failed and `on_error` is not `raise` (the failure is counted); throws `BackendError`
+  /// under `raise`, and `std::invalid_argument` for a key longer than `max_key_bytes`.
   bool reset(std::string_view key) {
     check_key(key);
     core_->calls.fetch_add(1, std::memory_order_relaxed);
+    if (auto* memory = core_->fallback.memory()) memory->reset(key);
+    if (core_->denials) core_->denials->forget(key);
     try {
       const std::string k = redis_key(key);
       RouteCall call;
@@ -220,7 +233,7 @@ class RedisLimiter final : public detail::LayeredMember {
         throw BackendError(BackendErrorCause::protocol, "DEL: not an integer reply");
       return true;
     } catch (const BackendError& e) {
-      count_failure(e.cause(), 1);
+      count_failure(e, 1);
       if (options_.on_error == FailurePolicy::raise) throw;
       return false;
     }
@@ -272,6 +285,8 @@ class RedisLimiter final : public detail::LayeredMember {
       s.latency.buckets[i] = core_->latency_buckets[i].load(std::memory_order_relaxed);
     }
     s.latency.sum_us = core_->latency_sum_us.load(std::memory_order_relaxed);
+    s.cached_denials = core_->cached_denials.load(std::memory_order_relaxed);
+    static_cast<FallbackCounters&>(s) = core_->fallback.counters();
     return s;
   }
 
@@ -305,6 +320,7 @@ class RedisLimiter final : public detail::LayeredMember {
     }
     RulesOf<P> rules = policy.rules(detail::kTickNs);
     detail::ScriptBinding binding = detail::bind<P>(rules);
+    core_->fallback.set_policy(policy);  // its share too (throws for a bad share before anything changed)
     core_->set_config(Config{std::move(policy), std::move(rules), std::move(binding)});
   }
   /// How many times `set_policy` has run (0 at first): a layer re-reads `policy()` when it moved.
@@ -364,7 +380,12 @@ class RedisLimiter final : public detail::LayeredMember {
     return to_decision(detail::parse_decision(r, (c != nullptr ? *c : config()).rules.limit()), detail::kTickNs);
   }
   void layered_called() noexcept override { core_->calls.fetch_add(1, std::memory_order_relaxed); }
-  void layered_failed(BackendErrorCause cause) noexcept override { count_failure(cause, 1); }
+  void layered_failed(const BackendError& e) noexcept override {
+    count_failure(e, 1);
+    if (core_->fallback.enabled()) core_->fallback.observe(&e);
+  }
+  [[nodiscard]] JointBackend* layered_fallback() noexcept override { return core_->fallback.memory(); }
+  void layered_fallback_served() noexcept override { core_->fallback.count_served(); }
   [[nodiscard]] FailurePolicy layered_on_error() const noexcept override { return options_.on_error; }
   [[nodiscard]] Decision layered_failure_decision(std::int64_t now, std::int64_t cost) const override {
     return failure_decision(now, cost, Mode::check);
@@ -390,7 +411,7 @@ class RedisLimiter final : public detail::LayeredMember {
       : route_(std::move(route)),
         options_(checked(own_options(route_.get(), limiter))),
         clock_(std::move(clock)),
-        core_(std::make_shared<Core>(configured(std::move(policy)), options_)),
+        core_(std::make_shared<Core>(configured(std::move(policy)), options_, clock_)),
         identity_(detail::limiter_identity(P::kind, options_.name, config().binding.params)) {}
 
   /// A policy with its rules at 1 us and its script binding; throws `std::invalid_argument` naming the field.
@@ -402,10 +423,7 @@ class RedisLimiter final : public detail::LayeredMember {
   /// The policy now (one acquire load).
   [[nodiscard]] const Config& config() const noexcept { return *core_->current.load(std::memory_order_acquire); }
 
-  static std::shared_ptr<Route> make_route(const ConnectionOptions& options) {
-    if (options.cluster_nodes.empty()) return server_route(std::make_shared<ConnectionPool>(options));
-    return std::make_shared<ClusterRouter>(options);
-  }
+  static std::shared_ptr<Route> make_route(const ConnectionOptions& options) { return redis::make_route(options); }
   static std::shared_ptr<Route> server_route(std::shared_ptr<ConnectionPool> pool) {
     return std::make_shared<ServerRoute>(std::move(pool));
   }
@@ -422,6 +440,31 @@ class RedisLimiter final : public detail::LayeredMember {
   /// the executor (NOSCRIPT, each key's order); failures are per request. Under `raise`, the first
   /// failure is thrown after every request was answered or failed.
   std::vector<CheckResult> run_many(std::span<const Request> requests, Mode mode, std::int64_t now) {
+    if (!core_->denials || mode != Mode::check) return send_many(requests, mode, now);
+    // The denial cache answers what it can; the rest goes to Redis in one batch, in request order.
+    const std::int64_t t = core_->mono_ns();
+    std::vector<CheckResult> out(requests.size());
+    std::vector<bool> local(requests.size(), false);
+    std::vector<Request> rest;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      if (core_->denials->lookup(requests[i].key, requests[i].cost, t, out[i].decision)) {
+        local[i] = true;
+        core_->cached_denials.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        rest.push_back(requests[i]);
+      }
+    }
+    if (rest.size() == requests.size()) return send_many(requests, mode, now);
+    if (rest.empty()) return out;
+    std::vector<CheckResult> sent = send_many(rest, mode, now);
+    for (std::size_t i = 0, k = 0; i < requests.size(); ++i) {
+      if (!local[i]) out[i] = sent[k++];
+    }
+    return out;
+  }
+
+  /// Every request to Redis (or, while its gate is shut, to the fallback); see `run_many`.
+  std::vector<CheckResult> send_many(std::span<const Request> requests, Mode mode, std::int64_t now) {
     const Config& config = this->config();  // one policy for the whole batch
     const std::string now_arg = time_arg(now);
     std::vector<std::string> keys(requests.size());
@@ -438,23 +481,39 @@ class RedisLimiter final : public detail::LayeredMember {
     }
     const std::span<const std::string_view> order_keys =
         requests.size() > 1 ? std::span<const std::string_view>(order) : std::span<const std::string_view>();
-    const auto sent = std::chrono::steady_clock::now();
-    const std::size_t reloads = run_script(*route_, *config.binding.script, calls, order_keys);
-    core_->record_latency(std::chrono::steady_clock::now() - sent);
-    if (reloads != 0) core_->script_reloads.fetch_add(reloads, std::memory_order_relaxed);
     std::vector<CheckResult> out;
     out.reserve(requests.size());
+    Fallback& fallback = core_->fallback;
+    std::optional<typename CircuitBreaker<detail::GateClock<C>>::Ticket> ticket;
+    if (fallback.enabled()) {
+      ticket.emplace(fallback.admit());
+      if (!*ticket) {  // Redis is failing and no probe is due: the fallback answers, Redis is not asked
+        for (const Request& r : requests) out.push_back(serve_fallback(r.key, r.cost, mode));
+        return out;
+      }
+    }
+    const std::int64_t sent = core_->denials ? core_->mono_ns() : 0;
+    const auto started = std::chrono::steady_clock::now();
+    const std::size_t reloads = run_script(*route_, *config.binding.script, calls, order_keys);
+    core_->record_latency(std::chrono::steady_clock::now() - started);
+    if (reloads != 0) core_->script_reloads.fetch_add(reloads, std::memory_order_relaxed);
     std::optional<BackendError> first;
+    bool any_reply = false;
     for (std::size_t i = 0; i < requests.size(); ++i) {
       try {
         if (calls[i].error) throw *calls[i].error;
+        any_reply = true;
         out.push_back(core_->decided(*calls[i].reply, config));
+        core_->learn(requests[i].key, requests[i].cost, mode, out.back().decision, sent);
       } catch (const BackendError& e) {
-        count_failure(e.cause(), 1);
+        count_failure(e, 1);
+        if (calls[i].reply) any_reply = true;  // an error reply: the server is alive
         if (!first) first = e;
-        out.push_back(core_->failed(now, requests[i].cost, mode, config));
+        out.push_back(fallback.enabled() ? serve_fallback(requests[i].key, requests[i].cost, mode)
+                                         : core_->failed(now, requests[i].cost, mode, config));
       }
     }
+    if (ticket) Fallback::settle(*ticket, any_reply ? nullptr : &*first);
     if (first && options_.on_error == FailurePolicy::raise) throw *first;
     return out;
   }
@@ -473,6 +532,9 @@ class RedisLimiter final : public detail::LayeredMember {
       ratelimit::detail::invalid("LimiterOptions.name", "must not contain '{' or '}' (they delimit the hash tag)");
     }
     if (o.name.size() > 256) ratelimit::detail::invalid("LimiterOptions.name", "must be at most 256 bytes");
+    if (o.deny_cache.enabled && o.deny_cache.max_keys < 1) {
+      ratelimit::detail::invalid("LimiterOptions.deny_cache.max_keys", "must be >= 1");
+    }
     if (o.max_key_bytes > (std::size_t{1} << 20))
       ratelimit::detail::invalid("LimiterOptions.max_key_bytes", "must be <= 2^20");
     // A denial always names a wait (acquire and Retry-After rely on it), and one in nanoseconds must fit.
@@ -514,7 +576,12 @@ class RedisLimiter final : public detail::LayeredMember {
     return run_many(std::span<const Request>(&one, 1), mode, now).front();
   }
 
-  void count_failure(BackendErrorCause cause, std::size_t n) noexcept { core_->count_failure(cause, n); }
+  using Fallback = detail::Fallback<P, C, detail::GateClock<C>>;
+
+  void count_failure(const BackendError& e, std::size_t n) noexcept { core_->count_failure(e, n); }
+  CheckResult serve_fallback(std::string_view key, std::int64_t cost, Mode mode) {
+    return core_->fallback.serve(key, cost, mode == Mode::peek, mode == Mode::refund);
+  }
   Decision failure_decision(std::int64_t now, std::int64_t cost, Mode mode) const {
     return core_->failure_decision(now, cost, mode, config());
   }
@@ -543,11 +610,21 @@ class RedisLimiter final : public detail::LayeredMember {
       latency_sum_us.fetch_add(u, std::memory_order_relaxed);
     }
 
-    Core(Config first, const RedisOptions& o)
+    std::atomic<std::uint64_t> cached_denials{0};
+    std::function<void(const BackendError&)> on_backend_failure;
+    detail::GateClock<C> mono;                     // the denial cache's time
+    std::unique_ptr<detail::DenialCache> denials;  // null unless deny_cache.enabled
+    Fallback fallback;                             // holds nothing unless on_error is fallback
+
+    Core(Config first, const RedisOptions& o, const C& clock)
         : configs{std::move(first)},
           current(&configs.front()),
           on_error(o.on_error),
-          failure_retry_after(o.failure_retry_after) {}
+          failure_retry_after(o.failure_retry_after),
+          on_backend_failure(o.on_backend_failure),
+          mono(detail::gate_clock(clock)),
+          denials(o.deny_cache.enabled ? std::make_unique<detail::DenialCache>(o.deny_cache.max_keys) : nullptr),
+          fallback(configs.front().policy, o.limiter(), clock, detail::gate_clock(clock)) {}
 
     /// Makes `c` the policy of the calls that start from now on; a policy given before is reused.
     void set_config(Config c) {
@@ -560,9 +637,29 @@ class RedisLimiter final : public detail::LayeredMember {
       generation.fetch_add(1, std::memory_order_release);
     }
 
-    void count_failure(BackendErrorCause cause, std::size_t n) noexcept {
+    [[nodiscard]] std::int64_t mono_ns() { return ratelimit::detail::now_ns(mono); }
+
+    /// Feeds Redis's decision `d` of a call sent at `sent` (monotonic ns) to the denial cache: a denial of a
+    /// check is remembered, an admission or a refund forgets the key's.
+    void learn(std::string_view key, std::int64_t cost, Mode mode, const Decision& d, std::int64_t sent) {
+      if (!denials || mode == Mode::peek) return;
+      if (mode == Mode::check && !d.allowed && cost > 0) {
+        denials->remember(key, cost, d, sent, mono_ns());
+      } else if (mode == Mode::refund || d.allowed) {
+        denials->forget(key);
+      }
+    }
+
+    /// Counts `n` failures of `e`'s cause and tells the hook once.
+    void count_failure(const BackendError& e, std::size_t n) noexcept {
       failures.fetch_add(n, std::memory_order_relaxed);
-      by_cause[static_cast<std::size_t>(cause)].fetch_add(n, std::memory_order_relaxed);
+      by_cause[static_cast<std::size_t>(e.cause())].fetch_add(n, std::memory_order_relaxed);
+      if (on_backend_failure) {
+        try {
+          on_backend_failure(e);
+        } catch (...) {  // a hook must not turn a failure policy's answer into an exception
+        }
+      }
     }
 
     /// The decision in a script's reply; throws `BackendError` if it breaks the contract.
@@ -604,24 +701,50 @@ class RedisLimiter final : public detail::LayeredMember {
           mode_(mode),
           g_(std::move(g)) {}
 
+    /// With the fallback: the gate's ticket (a refused one: the call is sent with a past deadline, so it is
+    /// never written and completes on the I/O thread, where the fallback answers), and the user key.
+    std::optional<typename CircuitBreaker<detail::GateClock<C>>::Ticket> ticket;
+    std::string user_key;
+    /// With the denial cache: its answer (the call is then never written, as above), and the send time.
+    std::optional<Decision> cached;
+    std::int64_t sent_ns = 0;
+
    private:
     void finished(Reply reply, std::optional<BackendError> error, bool reloaded) noexcept override {
       core_->record_latency(std::chrono::steady_clock::now() - started_);
       if (reloaded) core_->script_reloads.fetch_add(1, std::memory_order_relaxed);
       CheckResult result{};
       std::exception_ptr failure;
+      const bool gated = ticket && !*ticket;
       try {
-        if (error) throw *error;
-        result = core_->decided(*reply, config_);
+        if (cached) {
+          result = {*cached, Outcome::decided};
+        } else if (gated) {
+          result = serve();
+        } else {
+          if (error) throw *error;
+          if (ticket) Fallback::settle(*ticket, nullptr);
+          result = core_->decided(*reply, config_);
+          core_->learn(user_key, cost_, mode_, result.decision, sent_ns);
+        }
       } catch (const BackendError& e) {
-        core_->count_failure(e.cause(), 1);
-        result = core_->failed(now_, cost_, mode_, config_);
+        core_->count_failure(e, 1);
+        if (ticket) Fallback::settle(*ticket, reply ? nullptr : &e);
+        try {
+          result = ticket ? serve() : core_->failed(now_, cost_, mode_, config_);
+        } catch (...) {  // the fallback's allocation failed: the plain failure decision
+          result = core_->failed(now_, cost_, mode_, config_);
+        }
         if (core_->on_error == FailurePolicy::raise) failure = std::current_exception();
+      } catch (...) {
+        result = core_->failed(now_, cost_, mode_, config_);
       }
       G g = std::move(g_);
       delete this;  // before the callback: it may destroy what this call references
       g(failure, result);
     }
+
+    CheckResult serve() { return core_->fallback.serve(user_key, cost_, mode_ == Mode::peek, mode_ == Mode::refund); }
 
     std::shared_ptr<Core> core_;
     const Config& config_;  // the policy it was sent under (kept by core_)
@@ -650,6 +773,23 @@ class RedisLimiter final : public detail::LayeredMember {
     std::string k = redis_key(key);
     call->slot = detail::key_slot(k);
     call->deadline = std::chrono::steady_clock::now() + timeout;
+    if (core_->denials) {
+      call->user_key = std::string(key);
+      call->sent_ns = core_->mono_ns();
+      Decision d;
+      if (mode == Mode::check && core_->denials->lookup(key, cost, call->sent_ns, d)) {
+        call->cached = d;
+        call->deadline = std::chrono::steady_clock::time_point{};  // never written, answered on the I/O thread
+        core_->cached_denials.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    if (core_->fallback.enabled() && !call->cached) {
+      call->ticket.emplace(core_->fallback.admit());
+      call->user_key = std::string(key);
+      // Redis is failing and no probe is due: never written (README "Redis engine", deadlines), answered by
+      // the fallback on the I/O thread, as every async callback runs.
+      if (!*call->ticket) call->deadline = std::chrono::steady_clock::time_point{};
+    }
     const std::array<std::string_view, 3> head{"EVALSHA", config.binding.script->sha1, "1"};
     call->args.assign(head.begin(), head.end());
     call->args.push_back(std::move(k));

@@ -5,10 +5,12 @@
 /// `ConnectionPool`); Redis Cluster routes each command to its slot's master (`ClusterRouter`). Routes
 /// send commands and follow redirections; they know nothing of scripts (the `ScriptExecutor` does).
 
+#include <atomic>
 #include <cstddef>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -112,6 +114,18 @@ class Route {
   [[nodiscard]] virtual RouteCounters counters() const = 0;
   /// The router when this route is Redis Cluster, else null.
   [[nodiscard]] virtual ClusterRouter* cluster_router() noexcept { return nullptr; }
+
+  /// True when scripts go as `FCALL` (`ConnectionOptions::use_functions`) and no server of the route has
+  /// refused Functions yet. Thread-safe.
+  [[nodiscard]] bool functions_usable() const noexcept {
+    return options().use_functions && !functions_refused_.load(std::memory_order_relaxed);
+  }
+  /// Called by the script executor when a server refused `FCALL` or `FUNCTION LOAD` (no permission, no
+  /// such command): every later script of this route goes as `EVALSHA`. Thread-safe.
+  void refuse_functions() noexcept { functions_refused_.store(true, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<bool> functions_refused_{false};
 };
 
 /// A single server: every call on the pool's least loaded shared connection (`Pipeline`), pipelined
@@ -170,10 +184,15 @@ class ServerRoute final : public Route {
 /// io) and waits for the running batch. Thread-safe; refuses use in a forked child (`std::logic_error`).
 class RouteWorker final : public AsyncSink {
  public:
-  RouteWorker(Route& route, std::size_t max_in_flight)
+  /// What the worker does with a batch instead of running it through `Route::execute` (e.g. find the
+  /// server first, then hand the calls to its pipeline); it must complete each call exactly once.
+  using Handler = std::function<void(const std::vector<PipelineOp*>&)>;
+
+  RouteWorker(Route& route, std::size_t max_in_flight, Handler handler = {})
       : route_(route),
         max_in_flight_(max_in_flight),
-        generation_(detail::fork_generation().load(std::memory_order_relaxed)) {}
+        generation_(detail::fork_generation().load(std::memory_order_relaxed)),
+        handler_(std::move(handler)) {}
   RouteWorker(const RouteWorker&) = delete;
   RouteWorker& operator=(const RouteWorker&) = delete;
   ~RouteWorker() {
@@ -229,6 +248,8 @@ class RouteWorker final : public AsyncSink {
         for (PipelineOp* op : batch) {
           op->complete(nullptr, BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed"));
         }
+      } else if (handler_) {
+        handler_(batch);
       } else {
         run(batch);
       }
@@ -258,6 +279,7 @@ class RouteWorker final : public AsyncSink {
   Route& route_;
   const std::size_t max_in_flight_;
   const unsigned generation_;
+  const Handler handler_;
   std::mutex mutex_;
   std::unique_ptr<std::condition_variable> cv_ = std::make_unique<std::condition_variable>();
   std::deque<PipelineOp*> queue_;

@@ -26,6 +26,20 @@ struct RouteCounters {
   /// Calls refused at once because their connection had `max_in_flight` commands outstanding (also in
   /// `failures` of the limiter that made them).
   std::uint64_t refused_calls = 0;
+  /// Redis Sentinel only: times the sentinels were asked for the master, and master changes followed.
+  std::uint64_t master_discoveries = 0;
+  std::uint64_t master_changes = 0;
+};
+
+/// Counters of a limiter's in-memory fallback (`FailurePolicy::fallback`, README "Fallback during outages"),
+/// each read atomically; all zero (and false) without it.
+struct FallbackCounters {
+  /// True while Redis is considered down: checks go to the fallback, but for one probe per probe period.
+  bool fallback_active = false;
+  /// Checks (and peeks, refunds) answered by the fallback, whether Redis was asked first or not.
+  std::uint64_t fallback_checks = 0;
+  /// Times the fallback became active (a Redis call failed while Redis was considered up).
+  std::uint64_t fallback_activations = 0;
 };
 
 /// Latency of a limiter's backend calls (each script call, batch or joint check: from sending to its
@@ -49,11 +63,12 @@ struct BackendLatency {
 
 /// A snapshot of a limiter's counters, and of its route's (`RouteCounters`, shared with the limiters on
 /// the same pool or router). Each read atomically; the set is not one instant.
-struct RedisStats : RouteCounters {
+struct RedisStats : RouteCounters, FallbackCounters {
   /// Checks attempted: `allow`, `peek`, `reset`, every request of `allow_many`, and every async call
   /// started (`check_async`, ...).
   std::uint64_t calls = 0;
-  /// Checks that Redis did not answer and `on_error` decided (or that threw under `raise`).
+  /// Checks that Redis did not answer and `on_error` decided (or that threw under `raise`). Checks the
+  /// fallback answered without asking Redis (its probe gate closed) are not failures: see `fallback_checks`.
   std::uint64_t failures = 0;
   /// Failures by cause (`BackendErrorCause`); they sum to `failures`.
   std::uint64_t io_errors = 0;
@@ -65,10 +80,13 @@ struct RedisStats : RouteCounters {
   std::uint64_t short_circuited = 0;
   /// `NOSCRIPT` replies answered by sending the script with `EVAL`, one per reply (a batch after a
   /// `SCRIPT FLUSH` counts each request that met it): the first use on each server, and again after a
-  /// restart, failover or `SCRIPT FLUSH`.
+  /// restart, failover or `SCRIPT FLUSH`. With `use_functions`, also each call that found the Functions
+  /// library missing and had it loaded (`FUNCTION LOAD`; the first use, `FUNCTION FLUSH`).
   std::uint64_t script_reloads = 0;
   /// Latency of the backend calls (README "Metrics").
   BackendLatency latency{};
+  /// Checks denied by the denial cache (`LimiterOptions::deny_cache`) without Redis (also in `calls`).
+  std::uint64_t cached_denials = 0;
 };
 
 }  // namespace ratelimit::redis

@@ -108,3 +108,27 @@ TEST(HttpServerRedisE2E, RedisDownFailsOpenWithAFreshKeysDecision) {
   EXPECT_EQ(header(r, "X-RateLimit-Remaining"), "9");
   EXPECT_EQ(server.stop(), 0);
 }
+
+// --on-redis-error fallback with Redis down: limited, not unlimited. Two instances share the limits, so this
+// one has half of each: /search 5 per minute (its 10), the free plan's burst 5 (its 10).
+TEST(HttpServerRedisE2E, RedisDownWithFallbackStaysLimited) {
+  const auto redis = start_redis();
+  REQUIRE_REDIS(redis);
+  const int port = redis->port();
+  redis->stop();  // nobody listens there now
+  ServerProcess server({"--manual-clock", "--redis", "127.0.0.1:" + std::to_string(port), "--on-redis-error",
+                        "fallback", "--fallback-instances", "2"});
+  httplib::Client c("127.0.0.1", server.port());
+  for (int i = 1; i <= 5; ++i) {
+    const auto r = c.Get("/search");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << i;
+    if (i == 1) {
+      EXPECT_EQ(header(r, "X-RateLimit-Remaining"), "4");  // the share's, not a fresh key's 9
+    }
+  }
+  const auto r = c.Get("/search");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+  EXPECT_EQ(server.stop(), 0);
+}

@@ -57,8 +57,13 @@ class LayeredMember : public JointBackend {
   [[nodiscard]] virtual Decision layered_decision(const redisReply& r, const LayeredPart& part) const = 0;
   /// Counts a check of this limiter (once its part is sent).
   virtual void layered_called() noexcept = 0;
-  /// Counts a failure of this limiter's part.
-  virtual void layered_failed(BackendErrorCause cause) noexcept = 0;
+  /// Counts a failure of this limiter's part (and tells its failure hook and fallback gate).
+  virtual void layered_failed(const BackendError& e) noexcept = 0;
+  /// The in-memory fallback's limiter (`FailurePolicy::fallback`), or null: its failure decisions are then
+  /// checked jointly in memory with the other members' fallbacks.
+  [[nodiscard]] virtual JointBackend* layered_fallback() noexcept = 0;
+  /// Counts a check answered by the fallback.
+  virtual void layered_fallback_served() noexcept = 0;
   /// The limiter's failure policy.
   [[nodiscard]] virtual FailurePolicy layered_on_error() const noexcept = 0;
   /// What this limiter answers for `cost` at `now_us` when Redis failed and `on_error` is not `raise`.
@@ -82,9 +87,10 @@ class LayeredMember : public JointBackend {
 /// Failures (connection, timeout, error reply, malformed reply) fail the whole call: every member
 /// counts it; if any member's `on_error` is `raise`, the error is thrown (nothing was consumed unless
 /// the script ran before the failure, as for single checks); otherwise each member answers its own
-/// failure decision (`fail_open`: a fresh key's decision; `fail_closed`: a denial) and, if any of
-/// those denies (a shadow member's denial stops nothing), the admitting members report a fresh key's
-/// state with nothing consumed.
+/// failure decision (`fail_open`: a fresh key's decision; `fail_closed`: a denial; `fallback`: its
+/// in-memory share, the fallback members checked as one joint step in memory) and, if any of those denies
+/// (a shadow member's denial stops nothing), nothing is consumed: the admitting members report their state
+/// (a fresh key's, or the fallback's) with nothing consumed (README "Fallback during outages").
 inline bool run_layered(const LayeredMember& self, std::span<const JointRequest> requests,
                         std::span<CheckResult> results) {
   if (requests.empty() || results.size() != requests.size()) return false;
@@ -154,18 +160,39 @@ inline bool run_layered(const LayeredMember& self, std::span<const JointRequest>
   } catch (const BackendError& e) {
     bool raise = false;
     for (LayeredMember* m : members) {
-      m->layered_failed(e.cause());
+      m->layered_failed(e);
       if (m->layered_on_error() == FailurePolicy::raise) raise = true;
     }
     if (raise) throw;
+    // The stateless failure decisions first; the fallbacks consume only if none of those denies.
     bool all = true;
+    std::vector<JointRequest> in_memory;
+    std::vector<std::size_t> memory_index;
     for (std::size_t i = 0; i < parts.size(); ++i) {
+      if (JointBackend* memory = members[i]->layered_fallback()) {
+        in_memory.push_back(JointRequest{memory, requests[i].key, requests[i].cost, requests[i].shadow});
+        memory_index.push_back(i);
+        continue;
+      }
       results[i] = {members[i]->layered_failure_decision(parts[i].now_us, parts[i].cost), Outcome::failure_policy};
       if (!results[i].decision.allowed && !requests[i].shadow) all = false;
     }
+    if (!in_memory.empty()) {
+      if (!all) {
+        for (JointRequest& r : in_memory) r.cost = 0;  // their state, nothing consumed
+      }
+      std::vector<CheckResult> memory_results(in_memory.size());
+      (void)in_memory.front().backend->check_jointly(in_memory, memory_results);  // memory always can
+      for (std::size_t k = 0; k < in_memory.size(); ++k) {
+        const std::size_t i = memory_index[k];
+        members[i]->layered_fallback_served();
+        results[i] = {memory_results[k].decision, Outcome::failure_policy};
+        if (!results[i].decision.allowed && !requests[i].shadow) all = false;
+      }
+    }
     if (!all) {
       for (std::size_t i = 0; i < parts.size(); ++i) {
-        if (results[i].decision.allowed) {
+        if (results[i].decision.allowed && members[i]->layered_fallback() == nullptr) {
           results[i].decision = members[i]->layered_failure_decision(parts[i].now_us, 0);
         }
       }

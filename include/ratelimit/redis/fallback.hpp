@@ -1,0 +1,159 @@
+#pragma once
+
+/// @file
+/// What a Redis rate limiter does when Redis fails, beyond the plain failure decision: the failure hook
+/// (`LimiterOptions::on_backend_failure`) and the in-memory fallback (`FailurePolicy::fallback`, README
+/// "Fallback during outages"): a `MemoryLimiter` with this process's share of the quota, and a gate that lets
+/// one check per probe period go to Redis while it fails.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "ratelimit/clock.hpp"
+#include "ratelimit/decision.hpp"
+#include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/error.hpp"
+#include "ratelimit/memory/memory_limiter.hpp"
+#include "ratelimit/policy/policy.hpp"
+#include "ratelimit/policy/share.hpp"
+#include "ratelimit/redis/circuit_breaker.hpp"
+#include "ratelimit/redis/options.hpp"
+#include "ratelimit/redis/stats.hpp"
+
+namespace ratelimit::redis {
+
+namespace detail {
+
+/// Calls `options.on_backend_failure` with `e`, if set; swallows what it throws (a hook must not turn a
+/// failure policy's answer into an exception).
+inline void notify_failure(const LimiterOptions& options, const BackendError& e) noexcept {
+  if (!options.on_backend_failure) return;
+  try {
+    options.on_backend_failure(e);
+  } catch (...) {
+  }
+}
+
+/// Validates `LimiterOptions::fallback` (always; `instances` only when `on_error` is `fallback`). Throws
+/// `std::invalid_argument` naming the field.
+inline void check_fallback_options(const LimiterOptions& o) {
+  const FallbackOptions& f = o.fallback;
+  if (o.on_error == FailurePolicy::fallback && (f.instances < 1 || f.instances > 1'000'000)) {
+    ratelimit::detail::invalid("LimiterOptions.fallback.instances",
+                               "must be in [1, 1000000] with on_error = fallback (the processes sharing the limit)");
+  }
+  if (f.probe_min.count() <= 0 || f.probe_min > std::chrono::seconds(10)) {
+    ratelimit::detail::invalid("LimiterOptions.fallback.probe_min", "must be in (0, 10 s]");
+  }
+  if (f.probe_max < f.probe_min || f.probe_max > std::chrono::seconds(10)) {
+    ratelimit::detail::invalid("LimiterOptions.fallback.probe_max", "must be in [probe_min, 10 s]");
+  }
+  if (f.max_keys < 1) ratelimit::detail::invalid("LimiterOptions.fallback.max_keys", "must be >= 1");
+}
+
+/// The monotonic clock of a fallback's probe gate: the limiter's clock when it is a test clock, else steady
+/// (a wall clock step must not lengthen a probe period).
+template <Clock C>
+using GateClock = std::conditional_t<std::is_same_v<C, std::chrono::system_clock>, std::chrono::steady_clock, C>;
+
+/// `clock` as the gate's clock: the same test clock, or a steady clock.
+template <Clock C>
+[[nodiscard]] GateClock<C> gate_clock(const C& clock) {
+  if constexpr (std::is_same_v<GateClock<C>, C>) {
+    return clock;
+  } else {
+    return GateClock<C>{};
+  }
+}
+
+/// The in-memory fallback of one limiter: its share of the quota in a `MemoryLimiter` on the limiter's clock
+/// `C`, and a probe gate (a `CircuitBreaker` opening at the first failure, on clock `G`): while it is open,
+/// checks are answered by the memory limiter without Redis; when a probe period ends, one check goes to Redis,
+/// and its reply closes the gate. Thread-safe: every method may be called from any thread.
+template <Policy P, Clock C, Clock G>
+class Fallback {
+ public:
+  /// Holds nothing when `options.on_error` is not `fallback`. Validates the options (throws
+  /// `std::invalid_argument` naming the field) and the share (`share_of(policy, instances)`).
+  Fallback(const P& policy, const LimiterOptions& options, C clock, G gate_clock) {
+    check_fallback_options(options);
+    if (options.on_error != FailurePolicy::fallback) return;
+    const FallbackOptions& f = options.fallback;
+    MemoryOptions m;
+    m.max_keys = f.max_keys;
+    m.max_key_bytes = options.max_key_bytes;
+    instances_ = f.instances;
+    memory_ = std::make_unique<MemoryLimiter<P, C>>(share_of(policy, f.instances), m, std::move(clock));
+    CircuitBreakerOptions b;
+    b.failure_threshold = 1;
+    b.open_min = f.probe_min;
+    b.open_max = f.probe_max;
+    gate_ = std::make_unique<CircuitBreaker<G>>(b, std::move(gate_clock));
+  }
+
+  /// Follows the limiter's `set_policy`: the memory limiter takes this process's share of `policy`, keeping
+  /// its keys' usage (`MemoryLimiter::set_policy`). Nothing when not `enabled()`. Throws
+  /// `std::invalid_argument` for a bad share, changing nothing.
+  void set_policy(const P& policy) {
+    if (memory_) memory_->set_policy(share_of(policy, instances_));
+  }
+
+  /// True when `on_error` is `fallback`.
+  [[nodiscard]] bool enabled() const noexcept { return memory_ != nullptr; }
+
+  /// May this check go to Redis? A pass while Redis is considered up, the probe when a probe period has
+  /// ended, else a refusal (answer with `serve`). Report a sent call's outcome on the ticket with `settle`.
+  /// Only when `enabled()`.
+  [[nodiscard]] typename CircuitBreaker<G>::Ticket admit() { return gate_->admit(); }
+
+  /// Reports a sent call's outcome: any reply (error replies too: the server is alive) closes the gate; a
+  /// failure without one (io, timeout, protocol, circuit_open) opens it (counted once per outage).
+  static void settle(typename CircuitBreaker<G>::Ticket& ticket, const BackendError* error) noexcept {
+    if (error == nullptr || error->cause() == BackendErrorCause::reply) return ticket.succeeded();
+    ticket.failed();
+  }
+
+  /// Reports the outcome of a call that did not ask the gate (a joint check): a failure opens the gate.
+  void observe(const BackendError* error) noexcept {
+    auto ticket = gate_->admit();
+    settle(ticket, error);
+  }
+
+  /// The memory limiter's answer for a check (`cost`), a peek (`peek`) or a refund (`refund`), counted and
+  /// marked `Outcome::failure_policy`. Only when `enabled()`. Throws what `MemoryLimiter` throws.
+  CheckResult serve(std::string_view key, std::int64_t cost, bool peek = false, bool refund = false) {
+    served_.fetch_add(1, std::memory_order_relaxed);
+    if (refund) return {memory_->refund(key, cost), Outcome::failure_policy};
+    if (peek) return {memory_->peek(key), Outcome::failure_policy};
+    return {memory_->allow(key, cost), Outcome::failure_policy};
+  }
+
+  /// The memory limiter (for joint checks of several limiters' fallbacks); null when not `enabled()`.
+  [[nodiscard]] MemoryLimiter<P, C>* memory() const noexcept { return memory_.get(); }
+
+  /// Counts a check answered by the memory limiter through `memory()` directly.
+  void count_served(std::uint64_t n = 1) noexcept { served_.fetch_add(n, std::memory_order_relaxed); }
+
+  /// Whether the fallback is active, checks it served, and times it became active.
+  [[nodiscard]] FallbackCounters counters() const noexcept {
+    FallbackCounters c;
+    c.fallback_active = gate_ != nullptr && gate_->state() != BreakerState::closed;
+    c.fallback_checks = served_.load(std::memory_order_relaxed);
+    c.fallback_activations = gate_ != nullptr ? gate_->counters().opens : 0;
+    return c;
+  }
+
+ private:
+  decltype(FallbackOptions::instances) instances_ = 1;
+  std::unique_ptr<MemoryLimiter<P, C>> memory_;
+  std::unique_ptr<CircuitBreaker<G>> gate_;
+  std::atomic<std::uint64_t> served_{0};
+};
+
+}  // namespace detail
+}  // namespace ratelimit::redis

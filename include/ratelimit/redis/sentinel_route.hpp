@@ -1,0 +1,359 @@
+#pragma once
+
+/// @file
+/// `SentinelRoute`: one Redis server found through Redis Sentinel, and followed across failovers.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ratelimit/redis/connection.hpp"
+#include "ratelimit/redis/error.hpp"
+#include "ratelimit/redis/options.hpp"
+#include "ratelimit/redis/pipeline.hpp"
+#include "ratelimit/redis/pool.hpp"
+#include "ratelimit/redis/reply.hpp"
+#include "ratelimit/redis/route.hpp"
+
+namespace ratelimit::redis {
+
+/// The master that Redis Sentinel names for `ConnectionOptions::sentinel.master_name` (README "Redis
+/// Sentinel"): calls go to a `ConnectionPool` of that server, as on a `ServerRoute`.
+///
+/// Discovery: the sentinels are asked in turn (`SENTINEL get-master-addr-by-name`; a sentinel that is
+/// down or does not know the name is skipped, the last one that answered is asked first), and the
+/// server named is confirmed with `ROLE` (a sentinel that has not yet seen a failover may name a
+/// replica). It runs at the first call, every `sentinel.check_interval`, and at once (at most every
+/// 100 ms) when a call fails (io, timeout, open breaker) or meets `READONLY` (the master was demoted):
+/// when the master changed, the calls that did not run on the old one (`READONLY`, or not sent) go to
+/// the new one, once. A call that may have run is never sent again. While no master is found, calls
+/// fail with the sentinels' answers in the error (cause `reply` when a sentinel answered, e.g. it does
+/// not know the name; `io` when none could be reached), and the failure policy decides.
+///
+/// Async calls (`submit`) go straight to the master's pipeline; while no master is known or a check is
+/// due they go through a worker thread that asks the sentinels first, so `submit` never blocks.
+/// Thread-safe.
+class SentinelRoute final : public Route {
+ public:
+  /// Validates `options` (the sentinel fields, and the connection fields used for the master); connects
+  /// nothing yet. Throws `std::invalid_argument` naming the field (e.g. `SentinelOptions.master_name`).
+  /// `limiter_defaults`: the options of limiters made on this route without their own.
+  explicit SentinelRoute(ConnectionOptions options, LimiterOptions limiter_defaults = {})
+      : options_(validated(std::move(options))),
+        limiter_defaults_(std::move(limiter_defaults)),
+        worker_(*this, options_.max_in_flight, [this](const std::vector<PipelineOp*>& batch) { start(batch); }) {}
+  SentinelRoute(const SentinelRoute&) = delete;
+  SentinelRoute& operator=(const SentinelRoute&) = delete;
+  ~SentinelRoute() override = default;
+
+  void execute(std::span<RouteCall> calls) override {
+    if (calls.empty()) return;
+    std::shared_ptr<ConnectionPool> pool;
+    try {
+      pool = master();
+    } catch (const BackendError& e) {
+      fail(calls, e);
+      return;
+    }
+    run(*pool, calls);
+    if (!suspect(calls)) return;
+    std::shared_ptr<ConnectionPool> now;
+    try {
+      now = rediscover(Why::failed, pool.get());
+    } catch (const BackendError&) {
+      return;  // the calls keep their own failures
+    }
+    if (now == pool) return;
+    // A new master: what did not run on the old one runs there (once).
+    std::vector<std::size_t> again;
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      if (did_not_run(calls[i])) again.push_back(i);
+    }
+    if (again.empty()) return;
+    std::vector<RouteCall> part(again.size());
+    for (std::size_t k = 0; k < again.size(); ++k) {
+      part[k].slot = calls[again[k]].slot;
+      part[k].key = calls[again[k]].key;
+      part[k].args = calls[again[k]].args;
+    }
+    run(*now, part);
+    for (std::size_t k = 0; k < again.size(); ++k) {
+      calls[again[k]].reply = std::move(part[k].reply);
+      calls[again[k]].error = std::move(part[k].error);
+      calls[again[k]].sent = part[k].sent;
+    }
+  }
+
+  void submit(PipelineOp& op) override {
+    std::shared_ptr<ConnectionPool> pool;
+    {
+      const std::lock_guard lock(mutex_);
+      if (pool_ && std::chrono::steady_clock::now() < next_check_) pool = pool_;
+    }
+    if (pool) {
+      pool->pipeline().submit(op);
+    } else {
+      worker_.submit(op);  // its thread runs `execute`, which asks the sentinels first
+    }
+  }
+
+  [[nodiscard]] bool sharded() const noexcept override { return false; }
+  [[nodiscard]] const void* domain() const noexcept override { return this; }
+  /// The options as given (`host` and `port` are not the master's: see `master_address`).
+  [[nodiscard]] const ConnectionOptions& options() const noexcept override { return options_; }
+  [[nodiscard]] const LimiterOptions& limiter_defaults() const noexcept override { return limiter_defaults_; }
+  [[nodiscard]] RouteCounters counters() const override {
+    RouteCounters c;
+    const std::lock_guard lock(mutex_);
+    auto add = [&c](ConnectionPool& p) {
+      c.connects += p.connects();
+      c.dropped_connections += p.drops();
+      c.refused_calls += p.refused();
+      const BreakerCounters b = p.breaker().counters();
+      c.breaker_opens += b.opens;
+      c.breaker_probes += b.probes;
+    };
+    if (pool_) add(*pool_);
+    for (const auto& p : retired_) add(*p);
+    c.refused_calls += worker_.refused();
+    c.master_discoveries = discoveries_;
+    c.master_changes = changes_;
+    return c;
+  }
+
+  /// The master's address (`host:port`) as last discovered; empty before the first discovery.
+  /// Thread-safe.
+  [[nodiscard]] std::string master_address() const {
+    const std::lock_guard lock(mutex_);
+    return address_;
+  }
+
+  /// Asks the sentinels now and follows the master they name; returns its address (`host:port`).
+  /// Thread-safe. Throws `BackendError` when no sentinel names a master that confirms its role.
+  std::string refresh() {
+    (void)rediscover(Why::asked);
+    return master_address();
+  }
+
+ private:
+  /// Why the sentinels are asked: a check is due (or no master is known), a call failed, or `refresh`.
+  enum class Why { due, failed, asked };
+
+  struct Address {
+    std::string host;
+    int port = 0;
+  };
+
+  static ConnectionOptions validated(ConnectionOptions o) {
+    const SentinelOptions& s = o.sentinel;
+    auto bad = [](const std::string& field, const char* what) {
+      throw std::invalid_argument("SentinelOptions." + field + ": " + what);
+    };
+    if (s.master_name.empty()) bad("master_name", "must name the master the sentinels monitor");
+    if (s.nodes.empty()) bad("nodes", "must name at least one sentinel");
+    for (std::size_t i = 0; i < s.nodes.size(); ++i) {
+      if (s.nodes[i].host.empty()) bad("nodes[" + std::to_string(i) + "].host", "must not be empty");
+      if (s.nodes[i].port < 1 || s.nodes[i].port > 65535)
+        bad("nodes[" + std::to_string(i) + "].port", "must be in 1..65535");
+    }
+    if (s.check_interval.count() <= 0 || s.check_interval > std::chrono::hours(24)) {
+      bad("check_interval", "must be in (0, 24 h]");
+    }
+    if (!o.cluster_nodes.empty()) {
+      throw std::invalid_argument("ConnectionOptions.cluster_nodes: Redis Cluster and Sentinel exclude each other");
+    }
+    o.unix_socket.clear();
+    (void)ConnectionPool(o);  // validates the master's connection fields (connects nothing)
+    return o;
+  }
+
+  static void fail(std::span<RouteCall> calls, const BackendError& e) {
+    for (RouteCall& c : calls) {
+      c.reply.reset();
+      c.error = e;
+      c.sent = false;
+    }
+  }
+
+  /// As `ServerRoute::execute` on `pool`.
+  static void run(ConnectionPool& pool, std::span<RouteCall> calls) {
+    auto ticket = pool.breaker().admit();
+    if (!ticket) {
+      const ConnectionOptions& o = pool.options();
+      return fail(calls, detail::circuit_open(o.host + ":" + std::to_string(o.port)));
+    }
+    pool.pipeline().execute(calls);
+    detail::settle(ticket, calls);
+  }
+
+  static bool did_not_run(const RouteCall& c) {
+    return (c.reply && is_error(*c.reply, "READONLY")) || (c.error && !c.sent);
+  }
+  /// Failures that a failover explains: the server gone, or demoted.
+  static bool suspect(std::span<const RouteCall> calls) {
+    for (const RouteCall& c : calls) {
+      if (c.reply && is_error(*c.reply, "READONLY")) return true;
+      if (c.error && c.error->cause() != BackendErrorCause::reply) return true;
+    }
+    return false;
+  }
+
+  /// The worker's batch: find the master (asking the sentinels when due), then hand the calls to its
+  /// pipeline; when none is found, each call fails with why.
+  void start(const std::vector<PipelineOp*>& batch) {
+    std::shared_ptr<ConnectionPool> pool;
+    try {
+      pool = master();
+    } catch (const BackendError& e) {
+      for (PipelineOp* op : batch) op->complete(nullptr, e);
+      return;
+    }
+    for (PipelineOp* op : batch) pool->pipeline().submit(*op);
+  }
+
+  /// The current master's pool, after asking the sentinels when none is known or a check is due. A
+  /// failed check keeps the pool it has (the sentinels may be down while the master is fine).
+  std::shared_ptr<ConnectionPool> master() {
+    {
+      const std::lock_guard lock(mutex_);
+      if (pool_ && std::chrono::steady_clock::now() < next_check_) return pool_;
+    }
+    try {
+      return rediscover(Why::due);
+    } catch (const BackendError&) {
+      const std::lock_guard lock(mutex_);
+      if (!pool_) throw;
+      next_check_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+      return pool_;
+    }
+  }
+
+  /// Asks the sentinels and moves to the master they name, unless the discovery another thread just ran
+  /// answers `why` already: a check no longer due; after a failed call on `seen`, a pool other than
+  /// `seen`, or a discovery less than 100 ms ago. Throws `BackendError` when no master is found.
+  std::shared_ptr<ConnectionPool> rediscover(Why why, const ConnectionPool* seen = nullptr) {
+    const std::lock_guard one(discovery_mutex_);  // one discovery at a time; the others wait for it
+    const auto now = std::chrono::steady_clock::now();
+    {
+      const std::lock_guard lock(mutex_);
+      if (pool_ && why == Why::due && now < next_check_) return pool_;
+      if (pool_ && why == Why::failed &&
+          (pool_.get() != seen || now < last_discovery_ + std::chrono::milliseconds(100))) {
+        return pool_;
+      }
+      last_discovery_ = now;
+      ++discoveries_;
+    }
+    const Address a = discover();
+    const std::string address = a.host + ":" + std::to_string(a.port);
+    const std::lock_guard lock(mutex_);
+    next_check_ = std::chrono::steady_clock::now() + options_.sentinel.check_interval;
+    if (pool_ && address == address_) return pool_;
+    ConnectionOptions o = options_;
+    o.host = a.host;
+    o.port = a.port;
+    if (pool_) {
+      ++changes_;
+      retired_.push_back(std::move(pool_));  // kept: an I/O thread must never destroy its own pool
+    }
+    pool_ = std::make_shared<ConnectionPool>(std::move(o), limiter_defaults_);
+    address_ = address;
+    return pool_;
+  }
+
+  /// The master's address from the first sentinel that names one whose `ROLE` is master.
+  Address discover() {
+    const SentinelOptions& s = options_.sentinel;
+    std::string why;
+    bool answered = false;
+    std::size_t first;
+    {
+      const std::lock_guard lock(mutex_);
+      first = preferred_;
+    }
+    for (std::size_t k = 0; k < s.nodes.size(); ++k) {
+      const std::size_t i = (first + k) % s.nodes.size();
+      const std::string where = s.nodes[i].host + ":" + std::to_string(s.nodes[i].port);
+      try {
+        ConnectionOptions so;
+        so.host = s.nodes[i].host;
+        so.port = s.nodes[i].port;
+        so.user = s.user;
+        so.password = s.password;
+        so.connect_timeout = options_.connect_timeout;
+        so.tls = options_.tls;  // the sentinels speak what the servers do
+        so.command_timeout = options_.command_timeout;
+        Connection c = Connection::open(so);
+        const Reply r = c.command({"SENTINEL", "get-master-addr-by-name", s.master_name});
+        answered = true;
+        if (r->type == REDIS_REPLY_NIL) {
+          why += "; sentinel " + where + " does not know a master named '" + s.master_name + "'";
+          continue;
+        }
+        if (r->type == REDIS_REPLY_ERROR) {
+          why += "; sentinel " + where + ": " + std::string(text(*r));
+          continue;
+        }
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
+            r->element[1]->type != REDIS_REPLY_STRING) {
+          why += "; sentinel " + where + ": malformed reply to SENTINEL get-master-addr-by-name";
+          continue;
+        }
+        Address a{std::string(text(*r->element[0])), std::stoi(std::string(text(*r->element[1])))};
+        if (const std::string role = role_of(a); role != "master") {
+          why += "; sentinel " + where + " names " + a.host + ":" + std::to_string(a.port) + ", which " + role;
+          continue;
+        }
+        const std::lock_guard lock(mutex_);
+        preferred_ = i;
+        return a;
+      } catch (const BackendError& e) {
+        why += "; sentinel " + where + ": " + e.what();
+      } catch (const std::exception& e) {  // std::stoi of a malformed port
+        why += "; sentinel " + where + ": " + e.what();
+      }
+    }
+    throw BackendError(answered ? BackendErrorCause::reply : BackendErrorCause::io,
+                       "Redis Sentinel: no master '" + s.master_name + "' found" + why);
+  }
+
+  /// "master", or why the server at `a` is not one ("is a replica", "cannot be reached: ...").
+  std::string role_of(const Address& a) {
+    ConnectionOptions o = options_;
+    o.host = a.host;
+    o.port = a.port;
+    try {
+      Connection c = Connection::open(o);
+      const Reply r = c.command({"ROLE"});
+      if (is_error(*r, "NOPERM")) return "master";  // a user without +role: take the sentinel's word
+      if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 && text(*r->element[0]) == "master") return "master";
+      return "is not a master (ROLE " + std::string(r->elements >= 1 ? text(*r->element[0]) : text(*r)) + ")";
+    } catch (const BackendError& e) {
+      return std::string("cannot be reached: ") + e.what();
+    }
+  }
+
+  const ConnectionOptions options_;
+  const LimiterOptions limiter_defaults_;
+  mutable std::mutex mutex_;    // the fields below
+  std::mutex discovery_mutex_;  // one discovery at a time
+  std::shared_ptr<ConnectionPool> pool_;
+  std::vector<std::shared_ptr<ConnectionPool>> retired_;
+  std::string address_;
+  std::size_t preferred_ = 0;  // the sentinel that answered last
+  std::chrono::steady_clock::time_point next_check_{};
+  std::chrono::steady_clock::time_point last_discovery_{};
+  std::uint64_t discoveries_ = 0;
+  std::uint64_t changes_ = 0;
+  RouteWorker worker_;  // last: destroyed first, its batch finishes while the pools live
+};
+
+}  // namespace ratelimit::redis
