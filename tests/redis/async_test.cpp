@@ -386,6 +386,18 @@ TEST(AsyncRedisCluster, CallsOnEveryMasterCompleteOnce) {
   o.time_source = ratelimit::redis::TimeSource::client;
   o.on_error = FailurePolicy::raise;
   RedisLimiter<ratelimit::Gcra, ManualClock> l(kBig, o, clock);
+  // One call at a time: each batch of the router's worker then goes to one node, through that node's
+  // pipelined connection (this once threw std::logic_error on the worker thread and ended the process).
+  for (int i = 0; i < 3; ++i) {
+    std::promise<CheckResult> one;
+    l.check_async("single" + std::to_string(i), 1, [&](std::exception_ptr e, CheckResult r) {
+      EXPECT_EQ(e, nullptr);
+      one.set_value(r);
+    });
+    auto done = one.get_future();
+    ASSERT_EQ(done.wait_for(10s), std::future_status::ready) << i;
+    EXPECT_TRUE(done.get().decision.allowed) << i;
+  }
   constexpr std::size_t keys = 30, per_key = 20;
   Tally tally(keys * per_key);
   for (std::size_t i = 0; i < keys * per_key; ++i) {

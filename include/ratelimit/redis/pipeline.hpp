@@ -151,6 +151,19 @@ inline bool& on_io_thread() noexcept {
   return on;
 }
 
+/// Marks this thread as running async completions while it lives (a blocking call from one throws), for a
+/// thread that also does blocking work of its own between completions (a route's worker).
+class CompletionScope {
+ public:
+  CompletionScope() noexcept : was_(std::exchange(on_io_thread(), true)) {}
+  ~CompletionScope() { on_io_thread() = was_; }
+  CompletionScope(const CompletionScope&) = delete;
+  CompletionScope& operator=(const CompletionScope&) = delete;
+
+ private:
+  bool was_;
+};
+
 }  // namespace detail
 
 /// One connection to one Redis server, shared by any number of callers (README "Redis engine").

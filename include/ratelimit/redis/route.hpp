@@ -229,8 +229,9 @@ class RouteWorker final : public AsyncSink {
   [[nodiscard]] std::uint64_t refused() const noexcept { return refused_.load(std::memory_order_relaxed); }
 
  private:
+  // The worker runs blocking `execute` itself (its thread is no pipeline's I/O thread): only the
+  // completions it runs are marked, so a blocking call from one of them throws as documented.
   void main() {
-    detail::on_io_thread() = true;
     std::unique_lock lock(mutex_);
     for (;;) {
       cv_->wait(lock, [this] { return stopping_ || !queue_.empty() || !refused_ops_.empty(); });
@@ -241,17 +242,23 @@ class RouteWorker final : public AsyncSink {
       const bool stopping = stopping_;
       if (stopping && batch.empty() && refused.empty()) return;
       lock.unlock();
-      for (PipelineOp* op : refused) {
-        op->complete(nullptr, BackendError(BackendErrorCause::timeout, "queue full: max_in_flight calls queued"));
-      }
-      if (stopping) {
-        for (PipelineOp* op : batch) {
-          op->complete(nullptr, BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed"));
+      {
+        const detail::CompletionScope completions;
+        for (PipelineOp* op : refused) {
+          op->complete(nullptr, BackendError(BackendErrorCause::timeout, "queue full: max_in_flight calls queued"));
         }
-      } else if (handler_) {
-        handler_(batch);
-      } else {
-        run(batch);
+        if (stopping) {
+          for (PipelineOp* op : batch) {
+            op->complete(nullptr, BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed"));
+          }
+        }
+      }
+      if (!stopping) {
+        if (handler_) {
+          handler_(batch);
+        } else {
+          run(batch);
+        }
       }
       lock.lock();
     }
@@ -263,6 +270,7 @@ class RouteWorker final : public AsyncSink {
     std::vector<RouteCall> calls;
     for (PipelineOp* op : batch) {
       if (op->deadline <= now) {
+        const detail::CompletionScope completion;
         op->complete(nullptr, BackendError(BackendErrorCause::timeout, "deadline passed before the call was sent"));
         continue;
       }
@@ -273,6 +281,7 @@ class RouteWorker final : public AsyncSink {
     }
     if (calls.empty()) return;
     route_.execute(calls);
+    const detail::CompletionScope completions;
     for (std::size_t i = 0; i < due.size(); ++i) due[i]->complete(std::move(calls[i].reply), std::move(calls[i].error));
   }
 

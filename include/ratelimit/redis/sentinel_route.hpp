@@ -213,6 +213,7 @@ class SentinelRoute final : public Route {
     try {
       pool = master();
     } catch (const BackendError& e) {
+      const detail::CompletionScope completions;
       for (PipelineOp* op : batch) op->complete(nullptr, e);
       return;
     }
