@@ -245,7 +245,9 @@ TEST(HostileParameters, OverflowingProductsAreRefused) {
 // when count and cost were both near its top.
 TEST(HostileParameters, SlidingLogDenialNearInt64TopDoesNotOverflow) {
   ManualClock clock;
-  MemoryLimiter l(ratelimit::SlidingWindowLog{.limit = kMax, .window = 1s}, {}, clock);
+  // An unbounded byte budget: one key's log at limit kMax fits no other (README "Bounded memory").
+  MemoryLimiter l(ratelimit::SlidingWindowLog{.limit = kMax, .window = 1s},
+                  {.max_bytes = std::numeric_limits<std::size_t>::max()}, clock);
   EXPECT_TRUE(l.allow("k", kMax - 2).allowed);
   // need = (kMax - 2) + (kMax - 1) - kMax = kMax - 3: the first entry frees enough, 1 s after it was made.
   EXPECT_EQ(l.allow("k", kMax - 1), (Decision{false, kMax, 2, 1s, 1s}));

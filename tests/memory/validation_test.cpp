@@ -80,7 +80,11 @@ TEST(Validation, SlidingWindowLogFields) {
   EXPECT_INVALID(construct(SlidingWindowLog{.limit = 1, .window = kMaxNs}), "SlidingWindowLog.window");
   EXPECT_INVALID((SlidingWindowLog{1, 1500ns}.rules(1000)), "SlidingWindowLog.window");
   EXPECT_NO_THROW((void)(SlidingWindowLog{1, 3000ns}.rules(1000)));
-  EXPECT_NO_THROW(construct(SlidingWindowLog{.limit = kMax, .window = 24h * 365}));
+  // One key's log at limit kMax fits no byte budget: refused under the default one, accepted only when the
+  // budget is unbounded (max_bytes = SIZE_MAX).
+  EXPECT_INVALID(construct(SlidingWindowLog{.limit = kMax, .window = 24h * 365}), "MemoryOptions.max_bytes");
+  EXPECT_NO_THROW((ratelimit::MemoryLimiter<SlidingWindowLog, ratelimit::ManualClock>(
+      {.limit = kMax, .window = 24h * 365}, {.max_bytes = std::numeric_limits<std::size_t>::max()})));
 }
 
 TEST(Validation, SlidingWindowCounterFields) {
