@@ -6,9 +6,10 @@
 
 int main(int argc, char** argv) {
   const double seconds = argc > 1 ? std::atof(argv[1]) : 10;
-  std::printf("| instances | keys | checks | fleet admitted | exact limiter admitted | under-admission | hottest key "
-              "admitted / bound | Redis calls per check | 10 hottest keys: calls per check | intervals over the bound |\n"
-              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf(
+      "| instances | keys | checks | fleet admitted | exact limiter admitted | under-admission | hottest key "
+      "admitted / bound | Redis calls per check | 10 hottest keys: calls per check | intervals over the bound |\n"
+      "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   int failures = 0;
   for (const int n : {10, 100, 1000}) {
     const auto r = ratelimit_test::simulate(n, 100'000, 20'000, seconds, 42);

@@ -125,8 +125,8 @@ struct SimulationResult {
 
 /// `instances` LeasedLimiters over `keys` keys, Zipf(1) demand at `rate` checks/s for `seconds`, each request
 /// to a random instance; Gcra{limit 10/s, burst 20}, lifetime 200 ms, round trip 200 us
-/// (calls are sequential: the clock moves by each call's round trip, so simulated time runs a little longer). Every admitted unit's
-/// time is checked against B + floor(d / T) for every interval of length up to 4 tau, per key.
+/// (calls are sequential: the clock moves by each call's round trip, so simulated time runs a little longer). Every
+/// admitted unit's time is checked against B + floor(d / T) for every interval of length up to 4 tau, per key.
 inline SimulationResult simulate(int instances, std::size_t keys, double rate, double seconds, std::uint32_t seed) {
   using namespace std::chrono_literals;
   const ratelimit::Gcra policy{.limit = 10, .period = 1s, .burst = 20};

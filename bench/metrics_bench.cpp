@@ -26,7 +26,8 @@ namespace {
 using namespace std::chrono_literals;
 
 struct Layers {
-  ratelimit::MemoryLimiter<ratelimit::Gcra> a{ratelimit::Gcra{.limit = 1'000'000'000, .period = 1s, .burst = 1'000'000}};
+  ratelimit::MemoryLimiter<ratelimit::Gcra> a{
+      ratelimit::Gcra{.limit = 1'000'000'000, .period = 1s, .burst = 1'000'000}};
   ratelimit::MemoryLimiter<ratelimit::FixedWindow> b{ratelimit::FixedWindow{1'000'000'000'000, 1s}};
   ratelimit::LimiterLayer<decltype(a)> la{a, "a"};
   ratelimit::LimiterLayer<decltype(b)> lb{b, "b"};
@@ -100,10 +101,11 @@ int main(int argc, char** argv) {
   stop = true;
   scraper.join();
   std::sort(ratios.begin(), ratios.end());
-  std::printf("hot-key check_layers (2 layers): off %.1f ns, on %.1f ns (mean of %d blocks of %ld); "
-              "added cost median %+.2f%% (pairs' min %+.2f%%, max %+.2f%%); %ld families scraped\n",
-              sum_off / pairs, sum_on / pairs, pairs, n, 100 * ratios[ratios.size() / 2], 100 * ratios.front(),
-              100 * ratios.back(), scrapes.load());
+  std::printf(
+      "hot-key check_layers (2 layers): off %.1f ns, on %.1f ns (mean of %d blocks of %ld); "
+      "added cost median %+.2f%% (pairs' min %+.2f%%, max %+.2f%%); %ld families scraped\n",
+      sum_off / pairs, sum_on / pairs, pairs, n, 100 * ratios[ratios.size() / 2], 100 * ratios.front(),
+      100 * ratios.back(), scrapes.load());
   LatencyHistogram h;
   std::vector<double> added;
   for (int p = 0; p < pairs; ++p) {

@@ -56,15 +56,15 @@ struct Args {
   double seconds = 5;
   std::string redis;  // HOST:PORT, else our own server
   double hot_factor = 10;
-  std::int64_t limit = 2000;        // per second (GCRA limit / token refill / window limit per 1 s)
-  std::int64_t burst = 1000;        // GCRA burst / bucket capacity
+  std::int64_t limit = 2000;  // per second (GCRA limit / token refill / window limit per 1 s)
+  std::int64_t burst = 1000;  // GCRA burst / bucket capacity
   std::int64_t lifetime_ms = 100;
   bool check = false;               // exit 1 when over_bound_intervals > 0
   std::string on_error = "closed";  // closed | open | fallback (each process 1 / processes of the quota)
   double kill_at = -1;              // seconds into the paced phase; < 0: Redis stays up
   double restart_after = 1;         // seconds after the kill
   // child only
-  std::string child;                // "paced" or "throughput"
+  std::string child;  // "paced" or "throughput"
   std::string out;
   std::int64_t start_us = 0;
   std::string prefix = "fleet:";
@@ -88,25 +88,44 @@ Args parse(int argc, char** argv) {
       if (i + 1 >= argc) usage(("missing value for " + f).c_str());
       return argv[++i];
     };
-    if (f == "--limiter") a.limiter = next();
-    else if (f == "--policy") a.policy = next();
-    else if (f == "--processes") a.processes = std::stoi(next());
-    else if (f == "--threads") a.threads = std::stoi(next());
-    else if (f == "--seconds") a.seconds = std::stod(next());
-    else if (f == "--redis") a.redis = next();
-    else if (f == "--hot-factor") a.hot_factor = std::stod(next());
-    else if (f == "--limit") a.limit = std::stoll(next());
-    else if (f == "--burst") a.burst = std::stoll(next());
-    else if (f == "--lifetime-ms") a.lifetime_ms = std::stoll(next());
-    else if (f == "--check") a.check = true;
-    else if (f == "--on-error") a.on_error = next();
-    else if (f == "--kill-redis-at") a.kill_at = std::stod(next());
-    else if (f == "--restart-after") a.restart_after = std::stod(next());
-    else if (f == "--child") a.child = next();
-    else if (f == "--out") a.out = next();
-    else if (f == "--start-us") a.start_us = std::stoll(next());
-    else if (f == "--prefix") a.prefix = next();
-    else usage(("unknown flag " + f).c_str());
+    if (f == "--limiter")
+      a.limiter = next();
+    else if (f == "--policy")
+      a.policy = next();
+    else if (f == "--processes")
+      a.processes = std::stoi(next());
+    else if (f == "--threads")
+      a.threads = std::stoi(next());
+    else if (f == "--seconds")
+      a.seconds = std::stod(next());
+    else if (f == "--redis")
+      a.redis = next();
+    else if (f == "--hot-factor")
+      a.hot_factor = std::stod(next());
+    else if (f == "--limit")
+      a.limit = std::stoll(next());
+    else if (f == "--burst")
+      a.burst = std::stoll(next());
+    else if (f == "--lifetime-ms")
+      a.lifetime_ms = std::stoll(next());
+    else if (f == "--check")
+      a.check = true;
+    else if (f == "--on-error")
+      a.on_error = next();
+    else if (f == "--kill-redis-at")
+      a.kill_at = std::stod(next());
+    else if (f == "--restart-after")
+      a.restart_after = std::stod(next());
+    else if (f == "--child")
+      a.child = next();
+    else if (f == "--out")
+      a.out = next();
+    else if (f == "--start-us")
+      a.start_us = std::stoll(next());
+    else if (f == "--prefix")
+      a.prefix = next();
+    else
+      usage(("unknown flag " + f).c_str());
   }
   if (a.limiter != "leased" && a.limiter != "redis") usage("--limiter: leased or redis");
   if (a.policy != "gcra" && a.policy != "token_bucket" && a.policy != "fixed_window") usage("--policy");
@@ -263,8 +282,8 @@ void run_child_typed(const Args& a, const P& policy) {
     const auto m = [&](std::string_view k) { return memory.allow(k).allowed; };
     const auto t1 = Clock::now();
     const double mem = unpaced(m, m, t1 + half) / (a.seconds / 2);
-    out << "checks_per_s " << static_cast<std::int64_t>(ours) << "\nmemory_checks_per_s " << static_cast<std::int64_t>(mem)
-        << "\n";
+    out << "checks_per_s " << static_cast<std::int64_t>(ours) << "\nmemory_checks_per_s "
+        << static_cast<std::int64_t>(mem) << "\n";
   }
 }
 
@@ -313,25 +332,40 @@ std::vector<std::string> run_phase(const Args& a, const std::string& phase, cons
   std::vector<std::string> files;
   std::vector<pid_t> pids;
   for (int p = 0; p < a.processes; ++p) {
-    const std::string file = "/tmp/bench_redis_fleet." + std::to_string(::getpid()) + "." + phase + "." +
-                             std::to_string(p);
+    const std::string file =
+        "/tmp/bench_redis_fleet." + std::to_string(::getpid()) + "." + phase + "." + std::to_string(p);
     files.push_back(file);
     std::vector<std::string> args{self,
-                                  "--child", phase,
-                                  "--out", file,
-                                  "--start-us", std::to_string(start_us),
-                                  "--limiter", a.limiter,
-                                  "--policy", a.policy,
-                                  "--processes", std::to_string(a.processes),
-                                  "--threads", std::to_string(a.threads),
-                                  "--seconds", std::to_string(a.seconds),
-                                  "--redis", a.redis,
-                                  "--hot-factor", std::to_string(a.hot_factor),
-                                  "--limit", std::to_string(a.limit),
-                                  "--burst", std::to_string(a.burst),
-                                  "--lifetime-ms", std::to_string(a.lifetime_ms),
-                                  "--on-error", a.on_error,
-                                  "--prefix", a.prefix};
+                                  "--child",
+                                  phase,
+                                  "--out",
+                                  file,
+                                  "--start-us",
+                                  std::to_string(start_us),
+                                  "--limiter",
+                                  a.limiter,
+                                  "--policy",
+                                  a.policy,
+                                  "--processes",
+                                  std::to_string(a.processes),
+                                  "--threads",
+                                  std::to_string(a.threads),
+                                  "--seconds",
+                                  std::to_string(a.seconds),
+                                  "--redis",
+                                  a.redis,
+                                  "--hot-factor",
+                                  std::to_string(a.hot_factor),
+                                  "--limit",
+                                  std::to_string(a.limit),
+                                  "--burst",
+                                  std::to_string(a.burst),
+                                  "--lifetime-ms",
+                                  std::to_string(a.lifetime_ms),
+                                  "--on-error",
+                                  a.on_error,
+                                  "--prefix",
+                                  a.prefix};
     const pid_t pid = ::fork();
     if (pid == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -427,8 +461,7 @@ int run_parent(Args a, const char* self) {
   const std::int64_t share_burst = std::max<std::int64_t>(1, base / a.processes);
   // A slice: max_fraction (0.1) of the lease-mode limit (GCRA / token bucket: the burst less L / T), at most 1000.
   const std::int64_t lease_limit = a.policy == "fixed_window" ? a.limit : a.burst - a.lifetime_ms * 1000 / T;
-  const std::int64_t slice =
-      a.limiter == "leased" ? std::clamp<std::int64_t>(lease_limit / 10, 1, 1000) : 0;
+  const std::int64_t slice = a.limiter == "leased" ? std::clamp<std::int64_t>(lease_limit / 10, 1, 1000) : 0;
   const std::int64_t allowance = a.kill_at >= 0 ? a.processes * (share_burst + slice) + base : 0;
   std::int64_t over_outage = 0;  // intervals over the normal bound + the allowance
   std::int64_t max_excess = 0;
@@ -479,28 +512,31 @@ int run_parent(Args a, const char* self) {
   const double fraction = admitted / bound_total;
   const double hot_calls_per_check =
       static_cast<double>(sum["hot_calls"]) / static_cast<double>(std::max<std::int64_t>(1, sum["hot_checks"]));
-  const double all_calls_per_check = static_cast<double>(calls1 - calls0) /
-                                     static_cast<double>(std::max<std::int64_t>(1, sum["hot_checks"] + sum["cold_checks"]));
+  const double all_calls_per_check =
+      static_cast<double>(calls1 - calls0) /
+      static_cast<double>(std::max<std::int64_t>(1, sum["hot_checks"] + sum["cold_checks"]));
   std::sort(p50.begin(), p50.end());
   std::sort(p99.begin(), p99.end());
   std::printf("hot key: %lld checks, %.0f admitted of a bound of %.0f (%.3f); intervals over the bound: %lld\n",
               static_cast<long long>(sum["hot_checks"]), admitted, bound_total, fraction, static_cast<long long>(over));
-  std::printf("Redis calls per check: hot key %.4f (limiter counters), all keys %.4f (INFO commandstats, %lld "
-              "script calls for %lld checks)\n",
-              hot_calls_per_check, all_calls_per_check, static_cast<long long>(calls1 - calls0),
-              static_cast<long long>(sum["hot_checks"] + sum["cold_checks"]));
+  std::printf(
+      "Redis calls per check: hot key %.4f (limiter counters), all keys %.4f (INFO commandstats, %lld "
+      "script calls for %lld checks)\n",
+      hot_calls_per_check, all_calls_per_check, static_cast<long long>(calls1 - calls0),
+      static_cast<long long>(sum["hot_checks"] + sum["cold_checks"]));
   if (a.kill_at >= 0) {
-    std::printf("outage: Redis SIGKILLed at %.3f s, restarted at %.3f s; intervals over the normal bound: %lld "
-                "(most over it: %lld units); over the outage bound (normal + %lld = %d x (fallback burst %lld + "
-                "slice %lld) + fresh burst %lld): %lld\n",
-                static_cast<double>(killed_us.load() - start_us) / 1e6,
-                static_cast<double>(restarted_us.load() - start_us) / 1e6,
-                static_cast<long long>(over), static_cast<long long>(max_excess), static_cast<long long>(allowance),
-                a.processes, static_cast<long long>(share_burst), static_cast<long long>(slice),
-                static_cast<long long>(base), static_cast<long long>(over_outage));
+    std::printf(
+        "outage: Redis SIGKILLed at %.3f s, restarted at %.3f s; intervals over the normal bound: %lld "
+        "(most over it: %lld units); over the outage bound (normal + %lld = %d x (fallback burst %lld + "
+        "slice %lld) + fresh burst %lld): %lld\n",
+        static_cast<double>(killed_us.load() - start_us) / 1e6,
+        static_cast<double>(restarted_us.load() - start_us) / 1e6, static_cast<long long>(over),
+        static_cast<long long>(max_excess), static_cast<long long>(allowance), a.processes,
+        static_cast<long long>(share_burst), static_cast<long long>(slice), static_cast<long long>(base),
+        static_cast<long long>(over_outage));
   }
-  std::printf("hot check latency (median over processes): p50 %.1f us, p99 %.1f us\n", static_cast<double>(p50[p50.size() / 2]) / 1e3,
-              static_cast<double>(p99[p99.size() / 2]) / 1e3);
+  std::printf("hot check latency (median over processes): p50 %.1f us, p99 %.1f us\n",
+              static_cast<double>(p50[p50.size() / 2]) / 1e3, static_cast<double>(p99[p99.size() / 2]) / 1e3);
 
   // Throughput phase (fresh keys).
   a.prefix += "tp:";
@@ -514,19 +550,20 @@ int run_parent(Args a, const char* self) {
     std::remove(f.c_str());
   }
   const double ratio = mem > 0 ? ours / mem : 0;
-  std::printf("throughput phase (hot key, unpaced): %.0f checks/s per process (%s) against %.0f (MemoryLimiter): ratio %.3f\n",
-              ours / a.processes, a.limiter.c_str(), mem / a.processes, ratio);
-  std::printf("{\"limiter\": \"%s\", \"policy\": \"%s\", \"processes\": %d, \"threads\": %d, \"seconds\": %.1f, "
-              "\"over_bound_intervals\": %lld, \"admitted_fraction_of_bound\": %.4f, \"redis_calls_per_check\": %.5f, "
-              "\"redis_commands_per_check_all_keys\": %.5f, \"checks_per_s_ratio\": %.4f, \"p50_us\": %.1f, "
-              "\"p99_us\": %.1f, \"hot_admitted\": %.0f, \"bound\": %.0f, \"on_error\": \"%s\", "
-              "\"kill_redis_at\": %.2f, \"over_outage_bound_intervals\": %lld, \"max_excess_over_bound\": %lld, "
-              "\"outage_allowance\": %lld}\n",
-              a.limiter.c_str(), a.policy.c_str(), a.processes, a.threads, a.seconds, static_cast<long long>(over),
-              fraction, hot_calls_per_check, all_calls_per_check, ratio, static_cast<double>(p50[p50.size() / 2]) / 1e3,
-              static_cast<double>(p99[p99.size() / 2]) / 1e3, admitted, bound_total, a.on_error.c_str(), a.kill_at,
-              static_cast<long long>(over_outage), static_cast<long long>(max_excess),
-              static_cast<long long>(allowance));
+  std::printf(
+      "throughput phase (hot key, unpaced): %.0f checks/s per process (%s) against %.0f (MemoryLimiter): ratio %.3f\n",
+      ours / a.processes, a.limiter.c_str(), mem / a.processes, ratio);
+  std::printf(
+      "{\"limiter\": \"%s\", \"policy\": \"%s\", \"processes\": %d, \"threads\": %d, \"seconds\": %.1f, "
+      "\"over_bound_intervals\": %lld, \"admitted_fraction_of_bound\": %.4f, \"redis_calls_per_check\": %.5f, "
+      "\"redis_commands_per_check_all_keys\": %.5f, \"checks_per_s_ratio\": %.4f, \"p50_us\": %.1f, "
+      "\"p99_us\": %.1f, \"hot_admitted\": %.0f, \"bound\": %.0f, \"on_error\": \"%s\", "
+      "\"kill_redis_at\": %.2f, \"over_outage_bound_intervals\": %lld, \"max_excess_over_bound\": %lld, "
+      "\"outage_allowance\": %lld}\n",
+      a.limiter.c_str(), a.policy.c_str(), a.processes, a.threads, a.seconds, static_cast<long long>(over), fraction,
+      hot_calls_per_check, all_calls_per_check, ratio, static_cast<double>(p50[p50.size() / 2]) / 1e3,
+      static_cast<double>(p99[p99.size() / 2]) / 1e3, admitted, bound_total, a.on_error.c_str(), a.kill_at,
+      static_cast<long long>(over_outage), static_cast<long long>(max_excess), static_cast<long long>(allowance));
   // With an outage the check is against the outage bound; without one, against the normal bound.
   return a.check && (a.kill_at >= 0 ? over_outage : over) > 0 ? 1 : 0;
 }

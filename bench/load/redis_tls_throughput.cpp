@@ -90,8 +90,8 @@ int main(int argc, char** argv) {
     int threads;
     std::size_t batch;
   };
-  for (const Case c : {Case{"1 thread, allow", 1, 1}, Case{"8 threads, allow", 8, 1},
-                       Case{"1 thread, allow_many(64)", 1, 64}}) {
+  for (const Case c :
+       {Case{"1 thread, allow", 1, 1}, Case{"8 threads, allow", 8, 1}, Case{"1 thread, allow_many(64)", 1, 64}}) {
     std::vector<double> a, b;
     for (int r = 0; r < reps; ++r) {
       a.push_back(checks_per_second(over_tcp, c.threads, c.batch, seconds));
