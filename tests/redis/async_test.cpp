@@ -74,10 +74,11 @@ class Tally {
     } else {
       failed_.fetch_add(1);
     }
-    if (finished_.fetch_add(1) + 1 == times_.size()) {
-      const std::lock_guard lock(m_);
-      cv_.notify_all();
-    }
+    // Counted under the lock: the waiter, which may destroy the tally once all are in, cannot see the
+    // last count before this call is done with the tally.
+    const std::size_t n = times_.size();
+    const std::lock_guard lock(m_);
+    if (finished_.fetch_add(1) + 1 == n) cv_.notify_all();
   }
   bool wait(std::chrono::milliseconds limit) {
     std::unique_lock lock(m_);
