@@ -74,10 +74,11 @@ class Tally {
     } else {
       failed_.fetch_add(1);
     }
-    if (finished_.fetch_add(1) + 1 == times_.size()) {
-      const std::lock_guard lock(m_);
-      cv_.notify_all();
-    }
+    // Counted under the lock: the waiter, which may destroy the tally once all are in, cannot see the
+    // last count before this call is done with the tally.
+    const std::size_t n = times_.size();
+    const std::lock_guard lock(m_);
+    if (finished_.fetch_add(1) + 1 == n) cv_.notify_all();
   }
   bool wait(std::chrono::milliseconds limit) {
     std::unique_lock lock(m_);
@@ -228,6 +229,43 @@ TEST_F(AsyncRedis, DeadlineAndFullQueueFailFastWhileRedisIsPaused) {
   ASSERT_TRUE(tally.wait(5s));
   tally.expect_each_exactly_once();
   EXPECT_GE(l.stats().refused_calls, 30u);  // 8 fit the queue (the first is the timed-out one)
+}
+
+// Sync callers queued behind a driver stuck on a paused server: each call ends by its own deadline
+// (command_timeout from its start), not when the driver's read times out nor a round trip after that.
+TEST_F(AsyncRedis, SyncWaitsEndByTheirDeadlineWhileRedisIsPaused) {
+  ratelimit_test::RedisServer server(ratelimit_test::redis_server_binary());
+  auto o = ratelimit_test::client_options(server, FailurePolicy::raise);
+  o.pool_size = 1;
+  o.command_timeout = 300ms;
+  o.breaker.failure_threshold = 0;
+  RedisLimiter<ratelimit::Gcra, ManualClock> l(kBig, o, clock_);
+  EXPECT_TRUE(l.allow("k").allowed);  // connected
+  auto admin = server.admin();
+  admin.command({"CLIENT", "PAUSE", "1500"});
+  using Steady = std::chrono::steady_clock;
+  std::vector<std::pair<BackendErrorCause, Steady::duration>> took(4);
+  auto call = [&](std::size_t i) {
+    const auto start = Steady::now();
+    try {
+      (void)l.allow("k");
+      took[i] = {BackendErrorCause::io, Steady::now() - start};
+      ADD_FAILURE() << "call " << i << " was answered during the pause";
+    } catch (const BackendError& e) {
+      took[i] = {e.cause(), Steady::now() - start};
+    }
+  };
+  std::vector<std::thread> ts;
+  ts.emplace_back(call, 0);  // drives: writes and waits for the reply
+  std::this_thread::sleep_for(150ms);
+  for (std::size_t i = 1; i < took.size(); ++i) ts.emplace_back(call, i);  // queued behind it
+  for (auto& t : ts) t.join();
+  for (std::size_t i = 0; i < took.size(); ++i) {
+    EXPECT_EQ(took[i].first, BackendErrorCause::timeout) << "call " << i;
+    EXPECT_LT(took[i].second, o.command_timeout + 100ms)
+        << "call " << i << " took " << std::chrono::duration_cast<std::chrono::milliseconds>(took[i].second).count()
+        << " ms";
+  }
 }
 
 // 10,000 calls, async and sync, over one connection while the fault happens; every call completes

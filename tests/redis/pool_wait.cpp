@@ -1,10 +1,10 @@
 // Waiting for a pooled connection (README "Sizing the pool"): 256 threads check through one RedisLimiter
 // with a pool of 4 connections against a redis-server of its own, for 3 s. Prints checks/s, the latency
-// percentiles of every call (p50, p99, p99.9, max) and how many calls failed because no connection came
-// free within command_timeout (100 ms), plus the spread of checks per thread (a fair queue serves every
-// thread alike). Exits 1 when a call took longer than the bound (command_timeout for the wait plus
-// command_timeout for the round trip, plus 50 ms of scheduling slack). Registered as a heavy test
-// (PoolWait).
+// percentiles of every call (p50, p99, p99.9, max), how many calls failed because they were not sent
+// within command_timeout (100 ms) and how many calls ended past that deadline, plus the spread of checks
+// per thread (a fair queue serves every thread alike). Exits 1 when a call took longer than its deadline
+// (command_timeout from its start: waiting and round trip) plus 50 ms of scheduling slack. Registered as
+// a heavy test (PoolWait).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -58,7 +58,9 @@ int main(int argc, char** argv) {
         try {
           (void)limiter.allow(key);
         } catch (const ratelimit::BackendError& e) {
-          if (std::string_view(e.what()).find("no pooled connection") != std::string_view::npos) {
+          const std::string_view what = e.what();
+          if (what.find("before the call was sent") != std::string_view::npos ||
+              what.find("no pooled connection") != std::string_view::npos) {
             queue_timeouts.fetch_add(1, std::memory_order_relaxed);
           } else if (other_failures.fetch_add(1, std::memory_order_relaxed) == 0) {
             std::fprintf(stderr, "first other failure: %s\n", e.what());
@@ -88,13 +90,15 @@ int main(int argc, char** argv) {
     return static_cast<double>(all[static_cast<std::size_t>(p * static_cast<double>(all.size() - 1))]) / 1000.0;
   };
   std::printf("%d threads, pool 4, command_timeout 100 ms, %.1f s: %.0f checks/s; latency ms p50 %.2f p99 %.2f "
-              "p99.9 %.2f max %.2f; timed out waiting for a connection %llu; other failures %llu; checks per "
+              "p99.9 %.2f max %.2f; not sent by the deadline %llu; other failures %llu; checks per "
               "thread min %zu median %zu max %zu\n",
               threads_n, secs, static_cast<double>(all.size()) / secs, pct(0.5), pct(0.99), pct(0.999),
               pct(1.0), static_cast<unsigned long long>(queue_timeouts.load()),
               static_cast<unsigned long long>(other_failures.load()), per_thread.front(),
               per_thread[per_thread.size() / 2], per_thread.back());
-  const bool ok = pct(1.0) <= 250.0;
+  const auto past = std::count_if(all.begin(), all.end(), [](std::int64_t us) { return us > 100'000; });
+  std::printf("calls that ended past their 100 ms deadline: %lld of %zu\n", static_cast<long long>(past), all.size());
+  const bool ok = pct(1.0) <= 150.0;
   std::printf(ok ? "pool_wait: OK\n" : "pool_wait: FAILED (a call took longer than the wait bound)\n");
   return ok ? 0 : 1;
 }

@@ -7,10 +7,14 @@
 /// others join its batch and are handed their replies); async calls are driven by the connection's I/O
 /// thread, which also runs their completions (README "Redis engine").
 
+#include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <atomic>
 #include <charconv>
@@ -99,12 +103,48 @@ struct PipelineOpAccess {
 
 namespace detail {
 
-/// A sync caller waiting for its calls (a stack object of `Pipeline::execute`).
+/// A sync caller waiting for its calls (a stack object of `Pipeline::execute`). It sleeps on `state`
+/// (a futex), so a finished caller wakes without taking the pipeline's lock.
 struct Waiter {
-  std::condition_variable cv;
-  std::size_t remaining = 0;
-  bool drive = false;  // handed the connection: this caller does the I/O next
+  static constexpr std::uint32_t kWaiting = 0, kDrive = 1, kDone = 2;
+  /// kDrive: handed the connection (stored under the pipeline's lock). kDone: every call has its outcome
+  /// (stored after the lock is released, the last touch of the waiter by the thread that finished it).
+  std::atomic<std::uint32_t> state{kWaiting};
+  std::chrono::steady_clock::time_point deadline{};
+  std::size_t remaining = 0;  // under the pipeline's lock
+  bool drive = false;         // under the lock: handed the connection, this caller does the I/O next
 };
+static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t) &&
+              std::atomic<std::uint32_t>::is_always_lock_free);
+
+/// Stores `value` into `w.state` and wakes its thread. After the store `w` may be gone: the wake-up is a
+/// system call on the address only (a stale wake is spurious to whatever sleeps there, and all re-check).
+inline void post(Waiter& w, std::uint32_t value) noexcept {
+  std::atomic<std::uint32_t>* const a = &w.state;
+  a->store(value, std::memory_order_release);
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(a), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+
+/// Sleeps while `w.state` is `kWaiting`, until `deadline` (null: no limit). Returns the state seen;
+/// `kWaiting` when the deadline passed.
+inline std::uint32_t await_post(Waiter& w, const std::chrono::steady_clock::time_point* deadline) noexcept {
+  for (;;) {
+    const std::uint32_t s = w.state.load(std::memory_order_acquire);
+    if (s != Waiter::kWaiting) return s;
+    timespec ts{};
+    if (deadline != nullptr) {  // steady_clock is CLOCK_MONOTONIC, the bitset wait's clock
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline->time_since_epoch()).count();
+      ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+      ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+    }
+    const long r = ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&w.state), FUTEX_WAIT_BITSET_PRIVATE,
+                             Waiter::kWaiting, deadline != nullptr ? &ts : nullptr, nullptr, FUTEX_BITSET_MATCH_ANY);
+    if (r != 0 && errno == ETIMEDOUT) {
+      const std::uint32_t last = w.state.load(std::memory_order_acquire);
+      return last;
+    }
+  }
+}
 
 /// Where a sync call's outcome goes.
 struct RouteCallOut {
@@ -212,10 +252,11 @@ class Pipeline final : public AsyncSink {
       return;
     }
     {
-      const std::lock_guard lock(mutex_);
+      std::unique_lock lock(mutex_);
       stopping_ = true;
       if (!driving_) fail_all(BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed"));
       wake_io();
+      unlock_posting(lock);
     }
     if (io_.joinable()) io_.join();
     if (wake_fd_ >= 0) ::close(wake_fd_);
@@ -237,6 +278,7 @@ class Pipeline final : public AsyncSink {
     std::vector<SyncOp> ops(calls.size());
     detail::Waiter waiter;
     const auto deadline = std::chrono::steady_clock::now() + command_timeout_;
+    waiter.deadline = deadline;
     std::vector<detail::RouteCallOut> outs(calls.size());
     for (std::size_t i = 0; i < calls.size(); ++i) {
       ops[i].deadline = deadline;
@@ -262,15 +304,26 @@ class Pipeline final : public AsyncSink {
     update_load();
     if (!driving_) {
       driving_ = true;
-      drive(lock, &waiter);
+      waiter.drive = true;
     }
-    while (waiter.remaining > 0) {
+    // Waits until a driver finished every call (kDone), or handed this caller the connection, or the
+    // deadline passed: then the calls not yet answered fail (timeout) and are withdrawn, so no wait
+    // outlasts its deadline (README "Redis engine").
+    bool timed_out = false;
+    for (;;) {  // lock held
       if (waiter.drive) {
         waiter.drive = false;
+        waiter.state.store(detail::Waiter::kWaiting, std::memory_order_relaxed);
         drive(lock, &waiter);
-      } else {
-        waiter.cv.wait(lock);
+        continue;
       }
+      if (timed_out && waiter.remaining > 0) withdraw(waiter);
+      const bool finished = waiter.remaining == 0;  // only its post is due (or done)
+      unlock_posting(lock);
+      const std::uint32_t s = detail::await_post(waiter, finished ? nullptr : &deadline);
+      if (s == detail::Waiter::kDone) return;
+      timed_out = s == detail::Waiter::kWaiting;
+      lock.lock();
     }
   }
 
@@ -337,13 +390,14 @@ class Pipeline final : public AsyncSink {
     }
   }
 
-  // Lock held. Records the outcome of `op`: a sync caller's goes straight to it; an async one is run by
-  // the I/O thread (at once when this is the I/O thread: `ready`).
+  // Lock held. Records the outcome of `op`: a sync caller's goes straight to it (woken when the lock is
+  // released: `unlock_posting`); an async one is run by the I/O thread (at once when this is the I/O
+  // thread: `ready`).
   void finish(PipelineOp* op, Reply reply, std::optional<BackendError> error, std::vector<PipelineOp*>* ready) {
     if (op->waiter_ != nullptr) {
       *op->out_->reply = std::move(reply);
       *op->out_->error = std::move(error);
-      if (--op->waiter_->remaining == 0) op->waiter_->cv.notify_one();
+      if (--op->waiter_->remaining == 0) posts_.push_back(op->waiter_);
       return;
     }
     op->reply_ = std::move(reply);
@@ -354,6 +408,46 @@ class Pipeline final : public AsyncSink {
       completions_.push_back(op);
       wake_io();
     }
+  }
+
+  // Releases the lock, then wakes the sync callers whose calls finished meanwhile (a caller woken while
+  // the lock is held would at once wait for it again).
+  void unlock_posting(std::unique_lock<std::mutex>& lock) {
+    if (posts_.empty()) {
+      lock.unlock();
+      return;
+    }
+    thread_local std::vector<detail::Waiter*> batch;
+    batch.swap(posts_);
+    lock.unlock();
+    for (detail::Waiter* w : batch) detail::post(*w, detail::Waiter::kDone);
+    batch.clear();
+  }
+
+  // Lock held. The deadline of `w` passed: its calls not yet answered fail with cause timeout, the
+  // queued ones never sent, the written ones leaving a hole whose reply is discarded.
+  void withdraw(detail::Waiter& w) {
+    auto fail = [](PipelineOp* op, const char* why) {
+      op->out_->reply->reset();
+      *op->out_->error = BackendError(BackendErrorCause::timeout, why);
+    };
+    for (auto it = queued_.begin(); it != queued_.end();) {
+      if ((*it)->waiter_ == &w) {
+        fail(*it, "deadline passed before the call was sent");
+        it = queued_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (PipelineOp*& op : inflight_) {
+      if (op != nullptr && op->waiter_ == &w) {
+        fail(op, "no reply before the call's deadline");
+        op = nullptr;
+      }
+    }
+    w.remaining = 0;
+    w.state.store(detail::Waiter::kDone, std::memory_order_relaxed);
+    update_load();
   }
 
   // Lock held. Fails every queued (never sent) and unanswered call with `e`.
@@ -422,7 +516,7 @@ class Pipeline final : public AsyncSink {
       }
       if (!queued_.empty()) {
         if (!conn_) {
-          lock.unlock();
+          unlock_posting(lock);
           std::unique_ptr<Connection> c;
           std::optional<BackendError> failed;
           try {
@@ -450,7 +544,7 @@ class Pipeline final : public AsyncSink {
         }
         queued_.clear();
         Connection* c = conn_.get();
-        lock.unlock();
+        unlock_posting(lock);  // wakes the callers answered by the last read before writing
         std::optional<BackendError> failed;
         try {
           c->write_raw(out);
@@ -470,10 +564,12 @@ class Pipeline final : public AsyncSink {
         continue;
       }
       // Read what is due: the I/O thread waits in poll (deadlines, destruction wake it); a sync caller
-      // blocks in recv (its own deadline is the socket's timeout).
+      // blocks in recv (the socket's timeout is command_timeout), or in poll until its own deadline when
+      // that comes sooner (it waited for the connection).
       Connection* c = conn_.get();
       const auto stall_at = last_progress_ + command_timeout_;
       auto wait_until = stall_at;
+      bool poll_first = self == nullptr;
       if (self == nullptr) {
         for (const PipelineOp* op : inflight_) {
           if (op != nullptr && op->deadline < wait_until) wait_until = op->deadline;
@@ -481,12 +577,15 @@ class Pipeline final : public AsyncSink {
         for (const PipelineOp* op : queued_) {
           if (op->deadline < wait_until) wait_until = op->deadline;
         }
+      } else if (self->deadline < now + command_timeout_ - kReadSlack) {
+        poll_first = true;
+        wait_until = std::min(wait_until, self->deadline);
       }
-      lock.unlock();
+      unlock_posting(lock);
       std::optional<BackendError> failed;
       bool readable = true;
       try {
-        if (self == nullptr) readable = wait_readable(*c, wait_until);
+        if (poll_first) readable = wait_readable(*c, wait_until, self == nullptr);
         if (readable) {
           c->read_some();
           while (Reply r = c->next_buffered_reply()) replies.push_back(std::move(r));
@@ -525,7 +624,7 @@ class Pipeline final : public AsyncSink {
   void run_outside_lock(std::unique_lock<std::mutex>& lock, std::vector<PipelineOp*>& ready) {
     std::vector<PipelineOp*> batch;
     batch.swap(ready);
-    lock.unlock();
+    unlock_posting(lock);
     for (PipelineOp* op : batch) {
       Reply r = std::move(op->reply_);
       std::optional<BackendError> e = std::move(op->error_);
@@ -554,7 +653,7 @@ class Pipeline final : public AsyncSink {
     if (next == nullptr) next = pick(queued_);
     if (next != nullptr) {
       next->drive = true;
-      next->cv.notify_one();
+      detail::post(*next, detail::Waiter::kDrive);  // under the lock: it cannot finish (nor go) before
       return;
     }
     if (self == nullptr) {
@@ -566,8 +665,9 @@ class Pipeline final : public AsyncSink {
     wake_io();
   }
 
-  /// Waits until the socket is readable (true), `until` passes or the I/O thread is woken (false).
-  bool wait_readable(const Connection& c, std::chrono::steady_clock::time_point until) {
+  /// Waits until the socket is readable (true), `until` passes or (`wakeable`: the I/O thread) the I/O
+  /// thread is woken (false).
+  bool wait_readable(const Connection& c, std::chrono::steady_clock::time_point until, bool wakeable) {
     const auto left = until - std::chrono::steady_clock::now();
     if (left <= std::chrono::steady_clock::duration::zero()) return false;
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
@@ -575,7 +675,7 @@ class Pipeline final : public AsyncSink {
     ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
     ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
     pollfd fds[2] = {{c.fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    const int n = ::ppoll(fds, wake_fd_ >= 0 ? 2 : 1, &ts, nullptr);
+    const int n = ::ppoll(fds, wakeable && wake_fd_ >= 0 ? 2 : 1, &ts, nullptr);
     if (n > 0 && wake_fd_ >= 0 && (fds[1].revents & POLLIN) != 0) {
       std::uint64_t drained = 0;
       [[maybe_unused]] const auto r = ::read(wake_fd_, &drained, sizeof drained);
@@ -598,6 +698,11 @@ class Pipeline final : public AsyncSink {
         drive(lock, nullptr);
         continue;
       }
+      if (!posts_.empty()) {  // the last drive's answered callers
+        unlock_posting(lock);
+        lock.lock();
+        continue;
+      }
       if (stopping_ && !driving_) break;
       io_cv_->wait(lock);
     }
@@ -608,11 +713,14 @@ class Pipeline final : public AsyncSink {
   const std::chrono::milliseconds command_timeout_;
   const std::size_t max_in_flight_;
   const unsigned generation_;
+  // A sync driver whose deadline is nearer than the socket's timeout by more than this polls first.
+  static constexpr std::chrono::milliseconds kReadSlack{2};
 
   std::mutex mutex_;                  // everything below but the atomics and (outside the lock) the driver's connection
   std::deque<PipelineOp*> queued_;    // not yet written
   std::deque<PipelineOp*> inflight_;  // written, replies due in this order (null: abandoned at its deadline)
   std::deque<PipelineOp*> completions_;  // async outcomes for the I/O thread
+  std::vector<detail::Waiter*> posts_;   // sync callers finished, woken when the lock is released
   std::unique_ptr<Connection> conn_;
   std::chrono::steady_clock::time_point last_progress_{};
   bool driving_ = false;  // someone holds the driver role (or it was handed to a waiter / the I/O thread)
