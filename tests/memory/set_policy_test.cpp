@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -178,4 +180,25 @@ TEST(SetPolicy, RaceEightThreadsNeverAMix) {
   EXPECT_EQ(mixed.load(), 0);
   EXPECT_EQ(changes.load(), 200);
   EXPECT_GE(checks.load(), 6 * 20'000);
+}
+
+// At the clock's edge (year 2262 on a nanosecond epoch clock) time stands still where time plus twice the
+// horizon fits int64; a longer new window moves that edge earlier. The log's entries, written before at
+// the old edge, must move with it: otherwise an entry lies after the effective time, `reset_after`
+// exceeds the window (entry + W - t overflowed int64: UBSan) and a new entry is appended before it.
+TEST(SetPolicyAtTheClockEdge, SlidingLogLongerWindowKeepsEntriesInRange) {
+  ManualClock clock;
+  clock.set(ManualClock::time_point(std::chrono::nanoseconds(std::numeric_limits<std::int64_t>::max() - 1)));
+  MemoryLimiter<ratelimit::SlidingWindowLog, ManualClock> l(ratelimit::SlidingWindowLog{5, 1s}, {}, clock);
+  ASSERT_TRUE(l.allow("k", 2));
+  const auto window = std::chrono::nanoseconds(std::numeric_limits<std::int64_t>::max() / 8);
+  l.set_policy(ratelimit::SlidingWindowLog{5, window});
+  auto d = l.peek("k");
+  EXPECT_EQ(d.remaining, 3);
+  EXPECT_LE(d.reset_after, window);
+  ASSERT_TRUE(l.allow("k", 3));
+  d = l.allow("k");
+  EXPECT_FALSE(d.allowed);
+  EXPECT_LE(d.retry_after, window);
+  EXPECT_EQ(l.refund("k", 5).remaining, 5);
 }
