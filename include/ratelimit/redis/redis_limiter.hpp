@@ -320,6 +320,9 @@ class RedisLimiter final : public detail::LayeredMember {
     }
     RulesOf<P> rules = policy.rules(detail::kTickNs);
     detail::ScriptBinding binding = detail::bind<P>(rules);
+    // One change at a time: two racing changes could otherwise leave the fallback on one's share and the
+    // calls on the other's policy.
+    std::lock_guard change(core_->change_mutex);
     core_->fallback.set_policy(policy);  // its share too (throws for a bad share before anything changed)
     core_->set_config(Config{std::move(policy), std::move(rules), std::move(binding)});
   }
@@ -589,6 +592,7 @@ class RedisLimiter final : public detail::LayeredMember {
   /// What a call needs after it was started, shared with its async completion (which may outlive the
   /// limiter): the policies, the failure policy and the counters.
   struct Core {
+    std::mutex change_mutex;     // serializes set_policy (the fallback's share, then the policy)
     std::mutex configs_mutex;    // guards appending to configs
     std::deque<Config> configs;  // every policy given so far, each once (a deque: references stay valid)
     std::atomic<const Config*> current;
