@@ -202,3 +202,26 @@ TEST(SetPolicyAtTheClockEdge, SlidingLogLongerWindowKeepsEntriesInRange) {
   EXPECT_LE(d.retry_after, window);
   EXPECT_EQ(l.refund("k", 5).remaining, 5);
 }
+
+// A reload that repeats the policy (a config push every few seconds, the example's SIGHUP with an unchanged
+// plan file) changes nothing. Converting anyway rounded a GCRA backlog up to whole units at every call, so a
+// key reloaded more often than once per emission interval never drained: its used unit stayed used.
+TEST(SetPolicy, SamePolicyAgainKeepsTheStateAsItIs) {
+  ManualClock clock;
+  const ratelimit::Gcra policy{.limit = 1, .period = 2s, .burst = 5};  // T = 2 s
+  MemoryLimiter<ratelimit::Gcra, ManualClock> l(policy, {}, clock);
+  ASSERT_TRUE(l.allow("k"));  // TAT = 2 s
+  for (int i = 0; i < 4; ++i) {
+    clock.advance(500ms);
+    l.set_policy(policy);
+  }
+  EXPECT_EQ(l.peek("k").reset_after, 0s);  // drained at 2 s, as without the reloads
+  EXPECT_EQ(l.peek("k").remaining, 5);
+  EXPECT_EQ(l.policy_generation(), 4u);
+  // Other parameters with the same rules (T = 2 s, burst 5) convert nothing either; the policy is replaced.
+  ASSERT_TRUE(l.allow("k"));
+  clock.advance(500ms);
+  l.set_policy(ratelimit::Gcra{.limit = 2, .period = 4s, .burst = 5});
+  EXPECT_EQ(l.peek("k").reset_after, 1500ms);
+  EXPECT_EQ(l.policy().period, 4s);
+}
