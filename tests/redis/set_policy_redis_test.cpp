@@ -265,7 +265,7 @@ TEST_F(SetPolicyRedis, KeysLiveAsLongAsTheirConvertedUsage) {
   joint_log.set_policy(ratelimit::SlidingWindowLog{2, 1h});
   const auto joint = ratelimit::check_layers({{&fixed_layer, "k"}, {&gcra_layer, "k"}, {&log_layer, "k"}});
   ASSERT_FALSE(joint);
-  for (int i = 0; i < 3; ++i) ASSERT_EQ(joint.layers[i].verdict, ratelimit::Verdict::limited) << i;  // joint
+  for (std::size_t i = 0; i < 3; ++i) ASSERT_EQ(joint.layers[i].verdict, ratelimit::Verdict::limited) << i;  // joint
   ttl_covers(fixed.redis_key("k"), joint.layers[0].decision);
   ttl_covers(gcra.redis_key("k"), joint.layers[1].decision);
   ttl_covers(joint_log.redis_key("k"), joint.layers[2].decision);
