@@ -11,7 +11,7 @@
 -- ARGV[2]  cost (tokens): integer >= 0 (ignored when peeking)
 -- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,
 --          "2" = refund ARGV[2] units (README "Refunds"; the part says how);
---          "3" = dry check: decides as "0" and writes nothing (the layered script's first pass)
+--          "3" = dry check: decides as "0" and writes only a conversion (the layered script's first pass)
 -- ARGV[4]  capacity C (the decision's limit): integer >= 1
 -- ARGV[5]  refill interval T = ceil(refill_period / refill_tokens): microseconds per token, integer >= 1
 --          (2 * C * T stays below 2^52, checked in C++)

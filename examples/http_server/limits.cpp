@@ -23,6 +23,7 @@
 #endif
 
 #include "../address.hpp"
+#include "plan_file.hpp"
 
 namespace example {
 namespace {
@@ -113,7 +114,8 @@ class BackendLimits final : public Limits {
         export_layer_(*export_, "export"),
         login_layer_(*login_, "login", {.penalty = 15min}),
         export_running_layer_("export-concurrency", *export_running_),
-        tiers_(tier_options(), [this](std::string_view key) { return plan_of(key); }, make, clock) {
+        tiers_(tier_options(), [this](std::string_view key) { return plan_of(key); }, make, clock),
+        make_(make) {
     for (const auto& [key, plan] : config.api_keys) directory_[key] = plan;
     for (const std::string& ip : config.deny) ip_layer_.lists().deny(ip);
 #if RATELIMIT_EXAMPLE_PROMETHEUS
@@ -171,23 +173,35 @@ class BackendLimits final : public Limits {
   }
   std::string reload_plans(const std::string& path) override {
     if constexpr (!requires(IpLimiter& l) { l.set_policy(ratelimit::FixedWindow{}); }) {
-      return "plan reload needs the in-process backend (RedisLimiter has no set_policy)";
+      return "plan reload needs limiters with set_policy (not --leases: LeasedLimiter has none)";
     } else {
       try {
-        std::ifstream in(path);
-        if (!in) return "cannot open " + path;
-        const nlohmann::json plans = nlohmann::json::parse(in);
+        std::vector<std::string> names;
+        for (std::size_t i = 0; i < tiers_.plan_count(); ++i) names.push_back(tiers_.plan_at(i).plan.name);
+        const std::map<std::string, PlanNumbers> plans = read_plan_file(path, names);
+        // The same layers as TierOptions builds (README "Tiers"). Every new policy is checked first, by a
+        // throwaway limiter of the backend (it refuses what set_policy would), so a bad number changes no plan.
+        struct Change {
+          std::size_t plan;
+          ratelimit::FixedWindow minute, day;
+          ratelimit::TokenBucket burst;
+        };
+        std::vector<Change> changes;
         for (std::size_t i = 0; i < tiers_.plan_count(); ++i) {
-          auto& p = tiers_.plan_at(i);
-          const auto it = plans.find(p.plan.name);
-          if (it == plans.end()) continue;
-          const auto per_minute = it->at("per_minute").template get<std::int64_t>();
-          const auto per_day = it->at("per_day").template get<std::int64_t>();
-          const auto burst = it->at("burst").template get<std::int64_t>();
-          // The same layers as TierOptions builds (README "Tiers"); usage carried (README "Changing a policy").
-          p.minute->set_policy(ratelimit::FixedWindow{per_minute, 1min});
-          p.day->set_policy(ratelimit::FixedWindow{per_day, 24h});
-          p.burst->set_policy(ratelimit::TokenBucket{burst, per_minute, 1min});
+          const auto it = plans.find(names[i]);
+          if (it == plans.end()) continue;  // not in the file: keeps its numbers
+          const PlanNumbers& n = it->second;
+          Change c{i, {n.per_minute, 1min}, {n.per_day, 24h}, {n.burst, n.per_minute, 1min}};
+          (void)make_(c.minute, names[i] + "-minute");
+          (void)make_(c.day, names[i] + "-day");
+          (void)make_(c.burst, names[i] + "-burst");
+          changes.push_back(c);
+        }
+        for (const Change& c : changes) {  // usage carried (README "Changing a policy at run time")
+          auto& p = tiers_.plan_at(c.plan);
+          p.minute->set_policy(c.minute);
+          p.day->set_policy(c.day);
+          p.burst->set_policy(c.burst);
         }
         return {};
       } catch (const std::exception& e) {  // bad JSON, a missing field, a bad number: the old plans stay
@@ -224,6 +238,7 @@ class BackendLimits final : public Limits {
   ratelimit::LimiterLayer<EndpointLimiter> search_layer_, export_layer_, login_layer_;
   ratelimit::ConcurrencyLayer export_running_layer_;
   ratelimit::BasicTieredLimiter<Backend, ServerClock> tiers_;
+  Backend make_;  // makes the throwaway limiters that check a reloaded plan file
 #if RATELIMIT_EXAMPLE_PROMETHEUS
   ratelimit::http::MetricsCollector collector_;  // reads the layers' and limiters' counters at each scrape
 #endif

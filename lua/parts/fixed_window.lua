@@ -7,7 +7,7 @@
 -- 1 s); later writes of that window keep it (KEEPTTL), since the window's end does not move.
 
 -- One step on `key` at `now` (integer microseconds) for cost n >= 0: mode "0" check (keeps an admitted
--- cost), "1" peek, "2" refund n, "3" dry check (decides as "0", writes nothing: the layered script's first
+-- cost), "1" peek, "2" refund n, "3" dry check (decides as "0", writes only a conversion: the layered script's first
 -- pass). Returns the five reply values allowed (1/0), limit, remaining, retry_after_us (-1 = never),
 -- reset_after_us.
 local function fixed_window(key, now, cost, mode, L, W)
@@ -21,10 +21,11 @@ local function fixed_window(key, now, cost, mode, L, W)
     start = t - t % W
     if W0 and W0 ~= W then
       -- Written under another window (README "Changing a policy at run time"): the count of the old
-      -- window that holds t becomes the count of the new window that holds t. A check or refund writes
-      -- it at once, with the new window's TTL (its own write then keeps that TTL).
+      -- window that holds t becomes the count of the new window that holds t. A check (a dry one too: a
+      -- joint check this layer denies must not leave the old window's TTL) or refund writes it at once,
+      -- with the new window's TTL (its own write then keeps that TTL).
       if written - written % W0 == t - t % W0 then c = stored end
-      if mode == "0" or mode == "2" then
+      if mode ~= "1" then
         if c > 0 then
           redis.call("SET", key, struct.pack("<ddd", t, c, W), "PX", ttl_ms(W - (t - start)))
           same = true

@@ -10,7 +10,7 @@
 -- Speed: one GET, at most one SET, no table, no number formatting: this runs on every request.
 
 -- One step on `key` at `now` (integer microseconds) for cost n >= 0: mode "0" check (keeps an admitted
--- cost), "1" peek, "2" refund n, "3" dry check (decides as "0", writes nothing: the layered script's first
+-- cost), "1" peek, "2" refund n, "3" dry check (decides as "0", writes only a conversion: the layered script's first
 -- pass). Returns the five reply values allowed (1/0), limit, remaining, retry_after_us (-1 = never),
 -- reset_after_us.
 local function gcra(key, now, cost, mode, B, T)
@@ -23,15 +23,16 @@ local function gcra(key, now, cost, mode, B, T)
     if tat > t then backlog = tat - t end
     if T0 and (T0 ~= T or B0 ~= B) then
       -- Written under other parameters (README "Changing a policy at run time"): the used units
-      -- ceil(backlog / T_old) stay used, clamped to B. A check or refund writes the converted state at
-      -- once, its TTL from the new backlog (its own write, if any, then keeps that TTL or sets its own).
+      -- ceil(backlog / T_old) stay used, clamped to B. A check (a dry one too: a joint check this layer
+      -- denies must not leave the old, shorter TTL) or refund writes the converted state at once, its TTL
+      -- from the new backlog (its own write, if any, then keeps that TTL or sets its own).
       if backlog > 0 then
         local r0 = backlog % T0
         local used = (backlog - r0) / T0 + (r0 > 0 and 1 or 0)
         if used > B then used = B end
         backlog = used * T
       end
-      if mode == "0" or mode == "2" then
+      if mode ~= "1" then
         if backlog > 0 then
           local r = backlog % 1000
           redis.call("SET", key, struct.pack("<dddd", t + backlog, t, T, B), "PX",

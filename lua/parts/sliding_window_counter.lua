@@ -34,7 +34,7 @@ local function sliding_window_counter_decide(n, cur, prev, L, W, r)
 end
 
 -- One step on `key` at `now` (integer microseconds) for cost n >= 0: mode "0" check (keeps an admitted
--- cost), "1" peek, "2" refund n, "3" dry check (decides as "0", writes nothing: the layered script's first
+-- cost), "1" peek, "2" refund n, "3" dry check (decides as "0", writes only a conversion: the layered script's first
 -- pass). Returns the five reply values allowed (1/0), limit, remaining, retry_after_us (-1 = never),
 -- reset_after_us.
 local function sliding_window_counter(key, now, cost, mode, L, W)
@@ -54,10 +54,11 @@ local function sliding_window_counter(key, now, cost, mode, L, W)
     elseif start_w == start_s + w then
       prev = c
     end
-    if w ~= W and (mode == "0" or mode == "2") then
+    if w ~= W and mode ~= "1" then
       -- Written under another window (README "Changing a policy at run time"): the counts of the old
-      -- current and previous windows at t become the new ones'. A check or refund writes them at once,
-      -- with the new windows' TTL (its own write then keeps that TTL).
+      -- current and previous windows at t become the new ones'. A check (a dry one too: a joint check this
+      -- layer denies must not leave the old TTL) or refund writes them at once, with the new windows' TTL
+      -- (its own write then keeps that TTL).
       if cur > 0 or prev > 0 then
         local r = t - start
         redis.call("SET", key, struct.pack("<dddd", t, cur, prev, W), "PX", ttl_ms(cur > 0 and 2 * W - r or W - r))

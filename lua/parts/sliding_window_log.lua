@@ -33,7 +33,7 @@ local function sliding_window_log_decide(n, at, costs, first_live, count, newest
 end
 
 -- One step on `key` at `now` (integer microseconds) for cost n >= 0: mode "0" check (keeps an admitted
--- cost), "1" peek, "2" refund n, "3" dry check (decides as "0", writes nothing: the layered script's first
+-- cost), "1" peek, "2" refund n, "3" dry check (decides as "0", writes only a conversion: the layered script's first
 -- pass). Returns the five reply values allowed (1/0), limit, remaining, retry_after_us (-1 = never),
 -- reset_after_us.
 local function sliding_window_log(key, now, cost, mode, L, W)
@@ -87,6 +87,13 @@ local function sliding_window_log(key, now, cost, mode, L, W)
   end
 
   local allowed, remaining, retry, reset = decide(cost, at, costs, first_live, count, newest_cost, L, W, t)
+  if count > 0 and not (allowed and cost > 0 and mode == "0") then
+    -- The TTL was set for the window of the latest write (README "Changing a policy at run time"): after a
+    -- change to a longer one, a check that writes nothing (a denial, a joint check's dry pass) extends it
+    -- while the units count, so the key does not expire with them. One PTTL; 1 s of slack for clock skew.
+    local need = ttl_ms(newest_cost + W - t)
+    if redis.call("PTTL", key) < need - 1000 then redis.call("PEXPIRE", key, need) end
+  end
   if allowed and cost > 0 and mode == "0" then
     -- Add before removing: the key must never be empty (deleted) between two writes. On Redis Cluster a
     -- write to a missing key of a slot being migrated fails mid-script, and a script is not rolled back.

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -185,4 +186,34 @@ TEST(ShadowMode, HeadersOnlyWithShadowHeaders) {
   EXPECT_TRUE(d.decision.allowed);
   EXPECT_EQ(d.reported_by, 2u);  // the smallest remaining
   EXPECT_EQ(d.decision.remaining, 0);
+}
+
+// A passed request that failed downstream is refunded: a shadow layer that would have denied it consumed
+// nothing, so nothing may be given back to it (its enforcing twin denied the request and was never
+// refunded). Refunding it anyway gave back units of earlier requests: the shadow layer then admitted more
+// than enforcement would. So is a layer whose backend failed open (it consumed nothing either).
+TEST(ShadowMode, RefundOfAPassedRequestSkipsShadowDenials) {
+  ManualClock clock;
+  MemoryLimiter<ratelimit::FixedWindow, ManualClock> strict(ratelimit::FixedWindow{1, 60s}, {}, clock);
+  MemoryLimiter<ratelimit::FixedWindow, ManualClock> loose(ratelimit::FixedWindow{10, 60s}, {}, clock);
+  LimiterLayer<decltype(strict)> shadow(strict, "shadow", shadow_options());
+  LimiterLayer<decltype(loose)> enforcing(loose, "enforcing");
+  const ratelimit::LayerRequest requests[] = {{&enforcing, "k", 1}, {&shadow, "k", 1}};
+  ASSERT_TRUE(ratelimit::check_layers(requests));  // both admit: the shadow layer holds 1 of 1
+  const auto passed = ratelimit::check_layers(requests);
+  ASSERT_TRUE(passed);
+  ASSERT_TRUE(passed.layers[1].shadow_denied());
+  ratelimit::refund_layers(requests, passed);  // the downstream call failed
+  EXPECT_EQ(strict.peek("k").remaining, 0);    // still the first request's unit: enforcement would say so
+  EXPECT_EQ(loose.peek("k").remaining, 9);
+  EXPECT_EQ(shadow.stats().snapshot().refunded, 0u);
+  EXPECT_EQ(enforcing.stats().snapshot().refunded, 1u);
+  // Denied requests consumed nothing: nothing to give back.
+  const ratelimit::LayerRequest denied_requests[] = {{&shadow, "k", 1}, {&enforcing, "k", 20}};
+  const auto denied = ratelimit::check_layers(denied_requests);
+  ASSERT_FALSE(denied);
+  ratelimit::refund_layers(denied_requests, denied);
+  EXPECT_EQ(loose.peek("k").remaining, 9);
+  const ratelimit::LayerRequest other[] = {{&enforcing, "k", 1}};
+  EXPECT_THROW(ratelimit::refund_layers(other, passed), std::invalid_argument);  // not this decision's request
 }

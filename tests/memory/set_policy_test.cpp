@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -178,4 +180,48 @@ TEST(SetPolicy, RaceEightThreadsNeverAMix) {
   EXPECT_EQ(mixed.load(), 0);
   EXPECT_EQ(changes.load(), 200);
   EXPECT_GE(checks.load(), 6 * 20'000);
+}
+
+// At the clock's edge (year 2262 on a nanosecond epoch clock) time stands still where time plus twice the
+// horizon fits int64; a longer new window moves that edge earlier. The log's entries, written before at
+// the old edge, must move with it: otherwise an entry lies after the effective time, `reset_after`
+// exceeds the window (entry + W - t overflowed int64: UBSan) and a new entry is appended before it.
+TEST(SetPolicyAtTheClockEdge, SlidingLogLongerWindowKeepsEntriesInRange) {
+  ManualClock clock;
+  clock.set(ManualClock::time_point(std::chrono::nanoseconds(std::numeric_limits<std::int64_t>::max() - 1)));
+  MemoryLimiter<ratelimit::SlidingWindowLog, ManualClock> l(ratelimit::SlidingWindowLog{5, 1s}, {}, clock);
+  ASSERT_TRUE(l.allow("k", 2));
+  const auto window = std::chrono::nanoseconds(std::numeric_limits<std::int64_t>::max() / 8);
+  l.set_policy(ratelimit::SlidingWindowLog{5, window});
+  auto d = l.peek("k");
+  EXPECT_EQ(d.remaining, 3);
+  EXPECT_LE(d.reset_after, window);
+  ASSERT_TRUE(l.allow("k", 3));
+  d = l.allow("k");
+  EXPECT_FALSE(d.allowed);
+  EXPECT_LE(d.retry_after, window);
+  EXPECT_EQ(l.refund("k", 5).remaining, 5);
+}
+
+// A reload that repeats the policy (a config push every few seconds, the example's SIGHUP with an unchanged
+// plan file) changes nothing. Converting anyway rounded a GCRA backlog up to whole units at every call, so a
+// key reloaded more often than once per emission interval never drained: its used unit stayed used.
+TEST(SetPolicy, SamePolicyAgainKeepsTheStateAsItIs) {
+  ManualClock clock;
+  const ratelimit::Gcra policy{.limit = 1, .period = 2s, .burst = 5};  // T = 2 s
+  MemoryLimiter<ratelimit::Gcra, ManualClock> l(policy, {}, clock);
+  ASSERT_TRUE(l.allow("k"));  // TAT = 2 s
+  for (int i = 0; i < 4; ++i) {
+    clock.advance(500ms);
+    l.set_policy(policy);
+  }
+  EXPECT_EQ(l.peek("k").reset_after, 0s);  // drained at 2 s, as without the reloads
+  EXPECT_EQ(l.peek("k").remaining, 5);
+  EXPECT_EQ(l.policy_generation(), 4u);
+  // Other parameters with the same rules (T = 2 s, burst 5) convert nothing either; the policy is replaced.
+  ASSERT_TRUE(l.allow("k"));
+  clock.advance(500ms);
+  l.set_policy(ratelimit::Gcra{.limit = 2, .period = 4s, .burst = 5});
+  EXPECT_EQ(l.peek("k").reset_after, 1500ms);
+  EXPECT_EQ(l.policy().period, 4s);
 }

@@ -107,6 +107,29 @@ TEST(DenialCache, RefundsElsewhereCanBeMissedForAtMostTheWait) {
   EXPECT_TRUE(cached.allow("k", 2));
 }
 
+// This limiter's own set_policy makes its cached denials void: they were Redis's answers under the old
+// parameters, and a raised limit admits at once (README "Changing a policy at run time"), without waiting out
+// the old denial's retry_after. A call sent under the old policy and answered after the change is not cached.
+TEST(DenialCache, ForgetsDenialsOfAPolicyReplacedBySetPolicy) {
+  RATELIMIT_REQUIRE_REDIS();
+  ManualClock clock;
+  RedisOptions o = denial_cache_options();
+  o.name = "deny-cache-set-policy";
+  RedisLimiter<ratelimit::Gcra, ManualClock> limiter(kDenialPolicy, o, clock);
+  ASSERT_TRUE(limiter.allow("k", 2));
+  ASSERT_FALSE(limiter.allow("k", 2));  // cached for 200 ms
+  limiter.set_policy(ratelimit::Gcra{.limit = 10, .period = 1s, .burst = 10});
+  const auto raised = limiter.check("k", 2);
+  EXPECT_TRUE(raised.decision.allowed);  // 2 of 10 used: Redis admits
+  EXPECT_EQ(raised.decision.limit, 10);
+  EXPECT_EQ(limiter.stats().cached_denials, 0u);
+  // Back to the first policy: a denial cached under it before the change stays void too.
+  ASSERT_FALSE(limiter.allow("k", 8));  // 4 used, 8 do not fit 10: cached under the raised policy
+  limiter.set_policy(kDenialPolicy);
+  EXPECT_FALSE(limiter.allow("k", 8));  // never fits burst 2: Redis says so, not the cache
+  EXPECT_EQ(limiter.stats().cached_denials, 0u);
+}
+
 TEST(DenialCache, IsBoundedAndValidated) {
   ratelimit::redis::detail::DenialCache cache(16);
   const ratelimit::Decision denial{false, 1, 0, 1s, 1s};

@@ -221,4 +221,54 @@ TEST_F(SetPolicyRedis, RaceEightThreadsNeverAMix) {
   EXPECT_GE(checks.load(), 6 * 150);
 }
 
+// A change to a longer window or a slower rate: a key's Redis TTL must cover its converted usage, also when
+// the touch that first sees the change denies (a sliding log's denial wrote nothing) or is a joint check the
+// layer denies (its conversion was not written). Otherwise the key expired at its old, shorter TTL and its
+// usage was lost: the new policy admitted a second full quota inside one of its windows.
+TEST_F(SetPolicyRedis, KeysLiveAsLongAsTheirConvertedUsage) {
+  ManualClock clock;
+  clock.advance(1'700'000'000s);
+  auto admin = shared_redis()->admin();
+  auto ttl_covers = [&](const std::string& key, const Decision& d) {
+    const long long ttl = ratelimit_test::pttl(admin, key);
+    EXPECT_GE(ttl, std::chrono::ceil<std::chrono::milliseconds>(d.reset_after).count()) << key;
+  };
+  RedisLimiter<ratelimit::SlidingWindowLog, ManualClock> log(ratelimit::SlidingWindowLog{2, 1s}, named("ttl-log"),
+                                                             clock);
+  ASSERT_TRUE(log.allow("k", 2).allowed);
+  log.set_policy(ratelimit::SlidingWindowLog{2, 1h});
+  Decision d = log.allow("k");
+  ASSERT_FALSE(d.allowed);
+  ttl_covers(log.redis_key("k"), d);
+
+  // The joint check (one script: limiters on one pool), denied by the changed layers.
+  const auto base = named("ttl-joint");
+  auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(base.connection(), base.limiter());
+  auto on_pool = [&](const char* name) {
+    auto o = base.limiter();
+    o.name = name;
+    return o;
+  };
+  RedisLimiter<ratelimit::FixedWindow, ManualClock> fixed(ratelimit::FixedWindow{2, 1s}, pool, on_pool("fixed"), clock);
+  RedisLimiter<ratelimit::Gcra, ManualClock> gcra(ratelimit::Gcra{.limit = 1, .period = 1s, .burst = 2}, pool,
+                                                  on_pool("gcra"), clock);
+  RedisLimiter<ratelimit::SlidingWindowLog, ManualClock> joint_log(ratelimit::SlidingWindowLog{2, 1s}, pool,
+                                                                   on_pool("log"), clock);
+  ratelimit::LimiterLayer fixed_layer(fixed, "fixed");
+  ratelimit::LimiterLayer gcra_layer(gcra, "gcra");
+  ratelimit::LimiterLayer log_layer(joint_log, "log");
+  ASSERT_TRUE(fixed.allow("k", 2).allowed);
+  ASSERT_TRUE(gcra.allow("k", 2).allowed);
+  ASSERT_TRUE(joint_log.allow("k", 2).allowed);
+  fixed.set_policy(ratelimit::FixedWindow{2, 1h});
+  gcra.set_policy(ratelimit::Gcra{.limit = 1, .period = 1h, .burst = 2});
+  joint_log.set_policy(ratelimit::SlidingWindowLog{2, 1h});
+  const auto joint = ratelimit::check_layers({{&fixed_layer, "k"}, {&gcra_layer, "k"}, {&log_layer, "k"}});
+  ASSERT_FALSE(joint);
+  for (std::size_t i = 0; i < 3; ++i) ASSERT_EQ(joint.layers[i].verdict, ratelimit::Verdict::limited) << i;  // joint
+  ttl_covers(fixed.redis_key("k"), joint.layers[0].decision);
+  ttl_covers(gcra.redis_key("k"), joint.layers[1].decision);
+  ttl_covers(joint_log.redis_key("k"), joint.layers[2].decision);
+}
+
 }  // namespace

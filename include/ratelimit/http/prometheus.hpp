@@ -18,9 +18,11 @@
 #include <limits>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "ratelimit/detail/arithmetic.hpp"
 #include "ratelimit/layers/layer.hpp"
 
 namespace ratelimit::http {
@@ -33,9 +35,15 @@ class MetricsCollector final : public ::prometheus::Collectable {
  public:
   /// Adds a layer: `ratelimit_decisions_total{layer, outcome}` (allowed, denied, shadow_denied,
   /// rolled_back), `ratelimit_refunds_total{layer}`, `ratelimit_layer_backend_errors_total{layer}`.
+  /// Throws `std::invalid_argument` naming `MetricsCollector.add_layer` when the layer's name is not valid
+  /// UTF-8 (Prometheus refuses the whole scrape then) or a layer of that name was added already (its
+  /// series would be duplicates, which Prometheus drops).
   void add_layer(const Layer& layer) {
+    const std::string name(layer.name());
     std::lock_guard guard(mutex_);
+    check_name("MetricsCollector.add_layer", name, layer_names_);
     layers_.push_back(&layer);
+    layer_names_.push_back(name);
   }
 
   /// Adds a limiter under `name`: for a limiter with `size()` and `evictions()` (`MemoryLimiter`) the
@@ -49,9 +57,12 @@ class MetricsCollector final : public ::prometheus::Collectable {
   /// (`redis::RedisLimiter`, `redis::LeasedLimiter`, README "Fallback during outages") the gauge
   /// `ratelimit_fallback_active{limiter}` (1 while Redis is considered down) and the counter
   /// `ratelimit_fallback_checks_total{limiter}`. `name` is a configured name (never a key): one series set
-  /// per limiter.
+  /// per limiter. Throws `std::invalid_argument` naming `MetricsCollector.add_limiter` when `name` is not
+  /// valid UTF-8 or was added already (as `add_layer`).
   template <class L>
   void add_limiter(std::string name, const L& limiter) {
+    std::lock_guard guard(mutex_);
+    check_name("MetricsCollector.add_limiter", name, limiter_names_);
     std::function<void(Sink&)> read = [name, &limiter](Sink& sink) {
       if constexpr (requires {
                       limiter.size();
@@ -86,8 +97,8 @@ class MetricsCollector final : public ::prometheus::Collectable {
         sink.counter("ratelimit_fallback_checks_total", {{"limiter", name}}, static_cast<double>(s.fallback_checks));
       }
     };
-    std::lock_guard guard(mutex_);
     limiters_.push_back(std::move(read));
+    limiter_names_.push_back(std::move(name));
   }
 
   /// Every family, one sample per layer/limiter and label set; families in a fixed order. Thread-safe.
@@ -172,9 +183,39 @@ class MetricsCollector final : public ::prometheus::Collectable {
     }
   };
 
+  /// Refuses a label value Prometheus cannot take: invalid UTF-8, or one of `taken` (a duplicate series).
+  static void check_name(std::string_view field, const std::string& name, const std::vector<std::string>& taken) {
+    if (!valid_utf8(name))
+      ratelimit::detail::invalid(field, "the name must be valid UTF-8 (it is a Prometheus label value)");
+    for (const std::string& t : taken) {
+      if (t == name)
+        ratelimit::detail::invalid(field, "the name \"" + name + "\" was added already (duplicate series)");
+    }
+  }
+  /// RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF.
+  static bool valid_utf8(std::string_view s) noexcept {
+    for (std::size_t i = 0; i < s.size();) {
+      const auto b = static_cast<unsigned char>(s[i]);
+      const std::size_t n = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
+      if (n == 0 || i + n > s.size()) return false;
+      std::uint32_t cp = n == 1 ? b : b & (0x7Fu >> n);
+      for (std::size_t k = 1; k < n; ++k) {
+        const auto c = static_cast<unsigned char>(s[i + k]);
+        if ((c >> 6) != 0x2) return false;
+        cp = (cp << 6) | (c & 0x3Fu);
+      }
+      const std::uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+      if (cp < least[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+      i += n;
+    }
+    return true;
+  }
+
   mutable std::mutex mutex_;
   std::vector<const Layer*> layers_;
+  std::vector<std::string> layer_names_;
   std::vector<std::function<void(Sink&)>> limiters_;
+  std::vector<std::string> limiter_names_;
 };
 
 }  // namespace ratelimit::http

@@ -374,4 +374,27 @@ inline void refund_layers(std::initializer_list<LayerRequest> requests) {
   refund_layers(std::span<const LayerRequest>(requests.begin(), requests.size()));
 }
 
+/// As `refund_layers(requests)`, for the request `passed` answered (`passed = check_layers(requests)`), giving
+/// back only what that request consumed: the layers whose verdict is `admitted` and whose backend did not fail
+/// (a fail_open admission consumed nothing). A shadow layer's would-be denial consumed nothing either, so a
+/// shadow layer keeps exactly the state enforcement would keep (README "Shadow mode"); a denied request (every
+/// consumption rolled back) gives back nothing. Use this form whenever a layer may be in shadow mode. Throws
+/// `std::invalid_argument` naming `passed` when its outcomes are not one per request, for the same layers, or
+/// as `refund_layers(requests)`. Thread-safe.
+inline void refund_layers(std::span<const LayerRequest> requests, const LayeredDecision& passed) {
+  if (passed.layers.size() != requests.size()) detail::invalid("passed", "must be the decision of these requests");
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i].layer == nullptr) detail::invalid("layer", "must not be null");
+    detail::require_cost(requests[i].cost);
+    if (passed.layers[i].layer != requests[i].layer)
+      detail::invalid("passed", "must be the decision of these requests");
+  }
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const LayerOutcome& o = passed.layers[i];
+    if (o.verdict != Verdict::admitted || o.backend_failed) continue;
+    requests[i].layer->backend_refund(requests[i].key, requests[i].cost);
+    requests[i].layer->stats().add_refunded();
+  }
+}
+
 }  // namespace ratelimit

@@ -163,7 +163,8 @@ class MemoryLimiter final : public detail::LockedMember {
   /// Replaces the policy at run time, keeping every key's usage (README "Changing a policy at run
   /// time"): each key's state is carried over in units (`Rules::carry`: GCRA and token bucket keep the
   /// used units `ceil((TAT - t) / T_old)`, `TAT = t + min(units, burst) * T_new`; windows keep their
-  /// counts, compared with the new limit; a sliding log keeps its entries). Thread-safe: every shard's
+  /// counts, compared with the new limit; a sliding log keeps its entries; rules equal to the current ones
+  /// convert nothing, as on Redis, so repeating a policy changes no state). Thread-safe: every shard's
   /// lock is held while the states are converted and the rules swapped, so each check runs wholly under
   /// the old policy or wholly under the new one, never a mix; checks wait meanwhile (O(keys)).
   /// Throws `std::invalid_argument` naming the field for a bad policy (or `MemoryOptions.max_bytes` when
@@ -176,12 +177,18 @@ class MemoryLimiter final : public detail::LockedMember {
       detail::invalid("MemoryOptions.max_bytes", "a shard's share cannot hold one key's log of the new limit");
     }
     std::lock_guard config(config_mutex_);  // one change at a time; readers of policy() wait
-    const std::int64_t t = ticks(clock_.now());
-    store_.transform_all([&](State& state) { rules.carry(rules_, state, t); },
-                         [&] {
-                           rules_ = rules;
-                           policy_ = std::move(policy);
-                         });
+    if (same_rules(rules, rules_)) {
+      // Nothing to convert (checks read only the rules): a repeated policy, e.g. a periodic reload, must not
+      // round a GCRA backlog up again at every call (a key reloaded faster than once per T never drained).
+      policy_ = std::move(policy);
+    } else {
+      const std::int64_t t = ticks(clock_.now());
+      store_.transform_all([&](State& state) { rules.carry(rules_, state, t); },
+                           [&] {
+                             rules_ = rules;
+                             policy_ = std::move(policy);
+                           });
+    }
     generation_.fetch_add(1, std::memory_order_release);  // after the policy: a reader of it sees the new one
   }
 
@@ -255,6 +262,15 @@ class MemoryLimiter final : public detail::LockedMember {
   }
   auto is_full_fn(std::int64_t t) const {
     return [this, t](const State& state) { return rules_.is_full(state, t); };
+  }
+
+  /// True when `a` and `b` decide alike (the same limit and emission interval, or limit and window).
+  static bool same_rules(const RulesOf<P>& a, const RulesOf<P>& b) noexcept {
+    if constexpr (requires { a.emission_interval(); }) {
+      return a.limit() == b.limit() && a.emission_interval() == b.emission_interval();
+    } else {
+      return a.limit() == b.limit() && a.window() == b.window();
+    }
   }
 
   /// The most heap bytes one key's state can hold (0 for fixed-size states).

@@ -84,8 +84,13 @@ struct SlidingWindowLog {
 
     /// Carries a key's usage kept under `old` over to these rules (README "Changing a policy at run
     /// time"): the entries keep their times and costs, so the new window counts those inside it and
-    /// compares them with the new limit. Nothing to convert.
-    void carry(const Rules&, State&, std::int64_t) const noexcept {}
+    /// compares them with the new limit. Only at the clock's edge does a time move: a longer window's
+    /// time stands still earlier, and an entry written after that point moves to it (still inside the
+    /// window there, so every count stays), keeping every entry at or before the effective time.
+    void carry(const Rules&, State& s, std::int64_t) const noexcept {
+      const std::int64_t edge = detail::clamp_time(detail::kInt64Max, window_);
+      for (std::size_t i = s.entries.size(); i > s.head && s.entries[i - 1].at > edge; --i) s.entries[i - 1].at = edge;
+    }
 
    private:
     // Built only by `SlidingWindowLog::rules`, which validates the values (a zero window would divide by zero).

@@ -57,13 +57,15 @@ class DenialCache {
   explicit DenialCache(std::size_t max_keys) : per_shard_(max_keys / kShards > 0 ? max_keys / kShards : 1) {}
 
   /// The cached denial of `cost` units of `key` at monotonic `now` (ns), if any: Redis's decision with
-  /// `retry_after` the rest of the wait and `reset_after` less the time since Redis answered.
-  [[nodiscard]] bool lookup(std::string_view key, std::int64_t cost, std::int64_t now, Decision& out) {
+  /// `retry_after` the rest of the wait and `reset_after` less the time since Redis answered. `policy` names
+  /// the caller's policy now: a denial remembered under another one is void (the limits changed).
+  [[nodiscard]] bool lookup(std::string_view key, std::int64_t cost, std::int64_t now, Decision& out,
+                            const void* policy = nullptr) {
     if (size_.load(std::memory_order_relaxed) == 0) return false;
     Shard& s = shard_of(key);
     const std::lock_guard lock(s.mutex);
     const auto it = s.entries.find(key);
-    if (it == s.entries.end() || !it->second.denial.denies(cost, now)) return false;
+    if (it == s.entries.end() || it->second.policy != policy || !it->second.denial.denies(cost, now)) return false;
     const Entry& e = it->second;
     out = e.decision;
     out.retry_after = cost > e.decision.limit ? Decision::never : e.denial.retry_after(now);  // never fits
@@ -72,9 +74,10 @@ class DenialCache {
     return true;
   }
 
-  /// Remembers Redis's denial `d` of `cost` (>= 1) units of `key`, for a call sent at monotonic `sent` and
-  /// answered at `now` (ns).
-  void remember(std::string_view key, std::int64_t cost, const Decision& d, std::int64_t sent, std::int64_t now) {
+  /// Remembers Redis's denial `d` of `cost` (>= 1) units of `key`, for a call sent at monotonic `sent` under
+  /// `policy` and answered at `now` (ns).
+  void remember(std::string_view key, std::int64_t cost, const Decision& d, std::int64_t sent, std::int64_t now,
+                const void* policy = nullptr) {
     Shard& s = shard_of(key);
     const std::lock_guard lock(s.mutex);
     auto it = s.entries.find(key);
@@ -87,6 +90,7 @@ class DenialCache {
     e.denial.set(cost, d.retry_after == Decision::never ? Denial::kNever : d.retry_after.count(), sent);
     e.decision = d;
     e.at = now;
+    e.policy = policy;
   }
 
   /// Drops `key`'s denial (Redis admitted it, or units came back through this limiter).
@@ -108,7 +112,8 @@ class DenialCache {
   struct Entry {
     Denial denial;
     Decision decision{};
-    std::int64_t at = 0;  // monotonic ns of Redis's answer
+    std::int64_t at = 0;           // monotonic ns of Redis's answer
+    const void* policy = nullptr;  // what the call was sent under (a lookup under another policy misses)
   };
   struct Hash {
     using is_transparent = void;

@@ -320,6 +320,9 @@ class RedisLimiter final : public detail::LayeredMember {
     }
     RulesOf<P> rules = policy.rules(detail::kTickNs);
     detail::ScriptBinding binding = detail::bind<P>(rules);
+    // One change at a time: two racing changes could otherwise leave the fallback on one's share and the
+    // calls on the other's policy.
+    std::lock_guard change(core_->change_mutex);
     core_->fallback.set_policy(policy);  // its share too (throws for a bad share before anything changed)
     core_->set_config(Config{std::move(policy), std::move(rules), std::move(binding)});
   }
@@ -447,7 +450,7 @@ class RedisLimiter final : public detail::LayeredMember {
     std::vector<bool> local(requests.size(), false);
     std::vector<Request> rest;
     for (std::size_t i = 0; i < requests.size(); ++i) {
-      if (core_->denials->lookup(requests[i].key, requests[i].cost, t, out[i].decision)) {
+      if (core_->denials->lookup(requests[i].key, requests[i].cost, t, out[i].decision, &config())) {
         local[i] = true;
         core_->cached_denials.fetch_add(1, std::memory_order_relaxed);
       } else {
@@ -504,7 +507,7 @@ class RedisLimiter final : public detail::LayeredMember {
         if (calls[i].error) throw *calls[i].error;
         any_reply = true;
         out.push_back(core_->decided(*calls[i].reply, config));
-        core_->learn(requests[i].key, requests[i].cost, mode, out.back().decision, sent);
+        core_->learn(requests[i].key, requests[i].cost, mode, out.back().decision, sent, config);
       } catch (const BackendError& e) {
         count_failure(e, 1);
         if (calls[i].reply) any_reply = true;  // an error reply: the server is alive
@@ -589,6 +592,7 @@ class RedisLimiter final : public detail::LayeredMember {
   /// What a call needs after it was started, shared with its async completion (which may outlive the
   /// limiter): the policies, the failure policy and the counters.
   struct Core {
+    std::mutex change_mutex;     // serializes set_policy (the fallback's share, then the policy)
     std::mutex configs_mutex;    // guards appending to configs
     std::deque<Config> configs;  // every policy given so far, each once (a deque: references stay valid)
     std::atomic<const Config*> current;
@@ -639,12 +643,14 @@ class RedisLimiter final : public detail::LayeredMember {
 
     [[nodiscard]] std::int64_t mono_ns() { return ratelimit::detail::now_ns(mono); }
 
-    /// Feeds Redis's decision `d` of a call sent at `sent` (monotonic ns) to the denial cache: a denial of a
-    /// check is remembered, an admission or a refund forgets the key's.
-    void learn(std::string_view key, std::int64_t cost, Mode mode, const Decision& d, std::int64_t sent) {
+    /// Feeds Redis's decision `d` of a call sent at `sent` (monotonic ns) under `c` to the denial cache: a
+    /// denial of a check is remembered (valid while `c` is the policy: lookups pass the current one), an
+    /// admission or a refund forgets the key's.
+    void learn(std::string_view key, std::int64_t cost, Mode mode, const Decision& d, std::int64_t sent,
+               const Config& c) {
       if (!denials || mode == Mode::peek) return;
       if (mode == Mode::check && !d.allowed && cost > 0) {
-        denials->remember(key, cost, d, sent, mono_ns());
+        denials->remember(key, cost, d, sent, mono_ns(), &c);
       } else if (mode == Mode::refund || d.allowed) {
         denials->forget(key);
       }
@@ -725,7 +731,7 @@ class RedisLimiter final : public detail::LayeredMember {
           if (error) throw *error;
           if (ticket) Fallback::settle(*ticket, nullptr);
           result = core_->decided(*reply, config_);
-          core_->learn(user_key, cost_, mode_, result.decision, sent_ns);
+          core_->learn(user_key, cost_, mode_, result.decision, sent_ns, config_);
         }
       } catch (const BackendError& e) {
         core_->count_failure(e, 1);
@@ -777,7 +783,7 @@ class RedisLimiter final : public detail::LayeredMember {
       call->user_key = std::string(key);
       call->sent_ns = core_->mono_ns();
       Decision d;
-      if (mode == Mode::check && core_->denials->lookup(key, cost, call->sent_ns, d)) {
+      if (mode == Mode::check && core_->denials->lookup(key, cost, call->sent_ns, d, &config)) {
         call->cached = d;
         call->deadline = std::chrono::steady_clock::time_point{};  // never written, answered on the I/O thread
         core_->cached_denials.fetch_add(1, std::memory_order_relaxed);

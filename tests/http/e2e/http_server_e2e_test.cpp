@@ -437,16 +437,17 @@ TEST(HttpServerE2E, ShadowServesEverythingAndCountsWouldBeDenials) {
 }
 
 // --plans: the plan numbers come from a JSON file, read again on SIGHUP; the reload keeps each key's
-// usage (set_policy): 2 of a burst of 3 used, the burst raised to 5, then exactly 3 more pass.
+// usage (set_policy): 2 of a burst of 3 used, the burst raised to 5, then exactly 3 more pass. A file with
+// one bad plan changes no plan (a reload used to apply the plans before the bad one).
 TEST(HttpServerE2E, SighupReloadsPlansAndKeepsUsage) {
   const std::string path = ::testing::TempDir() + "ratelimit_plans_" + std::to_string(::getpid()) + ".json";
-  auto write_plans = [&](int burst) {
+  auto write_plans = [&](int burst, const char* more) {
     std::FILE* f = std::fopen(path.c_str(), "w");
     ASSERT_NE(f, nullptr);
-    std::fprintf(f, "{\"free\": {\"per_minute\": 30, \"per_day\": 1000, \"burst\": %d}}\n", burst);
+    std::fprintf(f, "{\"free\": {\"per_minute\": 30, \"per_day\": 1000, \"burst\": %d}%s}\n", burst, more);
     std::fclose(f);
   };
-  write_plans(3);
+  write_plans(3, "");
   ServerProcess server({"--manual-clock", "--plans", path});
   httplib::Client c("127.0.0.1", server.port());
   for (int i = 0; i < 2; ++i) {
@@ -454,16 +455,24 @@ TEST(HttpServerE2E, SighupReloadsPlansAndKeepsUsage) {
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 200) << i;
   }
-  write_plans(5);
+  write_plans(5, ", \"pro\": {\"per_minute\": 100000000000, \"per_day\": 1000, \"burst\": 5}");  // > 1/ns
   ASSERT_EQ(kill(server.pid(), SIGHUP), 0);
   usleep(300'000);  // the server applies the file on its signal thread (a real process: real time)
+  auto r = c.Get("/search?q=x");  // the third of 3
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  const std::string policy = header(r, "RateLimit-Policy");
+  EXPECT_NE(policy.find("\"free-burst\";q=3;"), std::string::npos) << policy;  // free's burst still 3
+  write_plans(5, "");
+  ASSERT_EQ(kill(server.pid(), SIGHUP), 0);
+  usleep(300'000);
   int passed = 0;
   for (int i = 0; i < 6; ++i) {
-    const auto r = c.Get("/search?q=x");
+    r = c.Get("/search?q=x");
     ASSERT_TRUE(r);
     if (r->status == 200) ++passed;
   }
-  EXPECT_EQ(passed, 3);  // 5 - the 2 kept (a reload that forgot usage would pass 5)
+  EXPECT_EQ(passed, 2);  // 5 - the 3 kept (a reload that forgot usage would pass 5)
   EXPECT_EQ(server.stop(), 0);
   std::remove(path.c_str());
 }

@@ -5,9 +5,14 @@
 
 #include <chrono>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 
+#include <prometheus/text_serializer.h>
+
 #include <ratelimit/http/prometheus.hpp>
+#include <ratelimit/layers.hpp>
+#include <ratelimit/ratelimit.hpp>
 #include <ratelimit/redis.hpp>
 
 #include "test_support.hpp"
@@ -66,6 +71,33 @@ TEST(MetricsRedis, LatencyHistogramAndPoolGauge) {
       for (const auto& l : s.label) EXPECT_EQ(l.value.find("user-"), std::string::npos) << f.name;  // no keys
     }
   }
+}
+
+// Label values are configured names: quotes, backslashes and newlines are escaped in the text format; a
+// name Prometheus cannot take is refused when it is added, not at every scrape: invalid UTF-8 (Prometheus
+// rejects the whole page) and a second layer or limiter of one name (duplicate series, which it drops).
+TEST(MetricsCollectorNames, EscapedAndInvalidOrDuplicateNamesRefused) {
+  ratelimit::MemoryLimiter<ratelimit::FixedWindow> memory(ratelimit::FixedWindow{5, 1s});
+  using Layer = ratelimit::LimiterLayer<ratelimit::MemoryLimiter<ratelimit::FixedWindow>>;
+  Layer odd(memory, "a\"b\\c\nd"), dup(memory, "dup"), dup_again(memory, "dup"), bad(memory, "\xff\xfe");
+  ratelimit::http::MetricsCollector collector;
+  collector.add_layer(odd);
+  collector.add_layer(dup);
+  EXPECT_THROW(collector.add_layer(dup_again), std::invalid_argument);
+  EXPECT_THROW(collector.add_layer(dup), std::invalid_argument);
+  EXPECT_THROW(collector.add_layer(bad), std::invalid_argument);
+  collector.add_limiter("dup", memory);  // a limiter's labels are another family's: no clash with the layer
+  EXPECT_THROW(collector.add_limiter("dup", memory), std::invalid_argument);
+  EXPECT_THROW(collector.add_limiter("\xc0\xaf", memory), std::invalid_argument);  // overlong "/"
+  collector.add_limiter("h\xc3\xa9", memory);                                      // UTF-8 is fine
+  const std::string text = ::prometheus::TextSerializer().Serialize(collector.Collect());
+  EXPECT_NE(text.find(R"(ratelimit_decisions_total{layer="a\"b\\c\nd",outcome="allowed"} 0)"), std::string::npos)
+      << text;
+  std::size_t dup_series = 0;
+  for (std::size_t at = 0; (at = text.find(R"({layer="dup",outcome="allowed"})", at)) != std::string::npos; ++at) {
+    ++dup_series;
+  }
+  EXPECT_EQ(dup_series, 1u) << text;
 }
 
 }  // namespace
