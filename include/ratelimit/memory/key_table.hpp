@@ -112,9 +112,11 @@ class KeyTable {
     std::size_t i = home(hash);
     for (std::size_t distance = 0;; ++distance) {
       Slot& s = slots_[i];
+      // The hash first: it is never 0, so it matches no empty slot, and a present key (the usual
+      // check) is found without computing its neighbours' homes.
+      if (s.hash == hash && s.key_size == key.size() && same_key(s, key)) return &s;
       // Robin Hood invariant: a resident closer to its home than we are to ours ends our probe.
       if (s.empty() || distance_of(s, i) < distance) return nullptr;
-      if (s.hash == hash && s.key() == key) return &s;
       i = next(i);
     }
   }
@@ -239,6 +241,29 @@ class KeyTable {
   [[nodiscard]] std::size_t distance_of(const Slot& s, std::size_t i) const noexcept {
     const std::size_t h = home(s.hash);
     return i >= h ? i - h : i + capacity_ - h;
+  }
+
+  /// Whether `s` (of `key.size()` bytes) holds `key`; an inline key is compared by fixed-size loads (no
+  /// call to memcmp), the two words that cover it overlapping.
+  static bool same_key(const Slot& s, std::string_view key) noexcept {
+    const std::size_t n = key.size();
+    if (n > kInlineKeyBytes) return std::memcmp(s.heap_key, key.data(), n) == 0;
+    if (n == 0) return true;  // a default string_view has a null pointer: never read it
+    const char* a = s.inline_key;
+    const char* b = key.data();
+    if (n >= 8)
+      return word<std::uint64_t>(a) == word<std::uint64_t>(b) &&
+             word<std::uint64_t>(a + n - 8) == word<std::uint64_t>(b + n - 8);
+    if (n >= 4)
+      return word<std::uint32_t>(a) == word<std::uint32_t>(b) &&
+             word<std::uint32_t>(a + n - 4) == word<std::uint32_t>(b + n - 4);
+    return a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1];
+  }
+  template <class Word>
+  static Word word(const char* p) noexcept {
+    Word w;
+    std::memcpy(&w, p, sizeof w);
+    return w;
   }
 
   /// Never 0, which marks an empty slot (the store never passes 0; a stray 0 would lose the slot).
