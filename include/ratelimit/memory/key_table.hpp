@@ -202,7 +202,7 @@ class KeyTable {
 
   /// Halves every stamp (an occupied one stays >= 1): the store's touch sequence wraps around this way,
   /// keeping the order of touches (neighbours may become equal). O(capacity).
-  void halve_stamps() noexcept {
+  [[gnu::noinline]] void halve_stamps() noexcept {
     for (std::size_t i = 0; i < capacity_; ++i) {
       std::uint32_t& stamp = slots_[i].stamp;
       if (stamp != 0) stamp = stamp > 1 ? stamp >> 1 : 1U;

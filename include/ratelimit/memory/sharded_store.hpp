@@ -85,31 +85,11 @@ class ShardedStore {
             trim_to_budget(shard, hash, key, is_full);
         }
       } else {
-        shard.table.erase(*slot);
+        erase_slot(shard, *slot);
       }
       return result;
     }
-    State fresh{};
-    auto [result, keep] = fn(fresh, false);
-    if (keep) {
-      Slot* slot = nullptr;
-      if (shard.table.size() < shard.table.max_size()) {
-        if (shard.table.at_growth()) reclaim_before_growth(shard, is_full);
-        slot = &shard.table.insert(hash, key, next_stamp(shard));
-      } else {
-        const std::size_t victim = lru_victim(shard, hash);
-        const bool usage_lost = !is_full(std::as_const(shard.table.at(victim).state));
-        slot = &shard.table.replace(victim, hash, key, next_stamp(shard));
-        if (usage_lost) ++shard.evictions;
-      }
-      slot->state = std::move(fresh);
-      if constexpr (HeapState<State>) {
-        shard.table.add_state_bytes(0, state_heap_bytes(std::as_const(slot->state)));
-        if (shard.table.state_bytes() > shard.state_budget) [[unlikely]]
-          trim_to_budget(shard, hash, key, is_full);
-      }
-    }
-    return result;
+    return update_absent(shard, key, hash, fn, is_full);
   }
 
   /// Runs `fn(const State&)` under the key's lock, on `State{}` when the key is absent.
@@ -238,6 +218,37 @@ class ShardedStore {
     std::uint32_t touches = 0;  // stamp of the latest touch
   };
 
+  /// `update_locked` of a key that is not present: out of line, so that the check of a present key (the
+  /// hot path, which the limiter flattens into one function) stays small.
+  template <class Fn, class IsFull>
+  [[gnu::noinline]] auto update_absent(Shard& shard, std::string_view key, std::uint64_t hash, Fn& fn,
+                                       IsFull& is_full) {
+    State fresh{};
+    auto [result, keep] = fn(fresh, false);
+    if (keep) {
+      Slot* slot = nullptr;
+      if (shard.table.size() < shard.table.max_size()) {
+        if (shard.table.at_growth()) reclaim_before_growth(shard, is_full);
+        slot = &shard.table.insert(hash, key, next_stamp(shard));
+      } else {
+        const std::size_t victim = lru_victim(shard, hash);
+        const bool usage_lost = !is_full(std::as_const(shard.table.at(victim).state));
+        slot = &shard.table.replace(victim, hash, key, next_stamp(shard));
+        if (usage_lost) ++shard.evictions;
+      }
+      slot->state = std::move(fresh);
+      if constexpr (HeapState<State>) {
+        shard.table.add_state_bytes(0, state_heap_bytes(std::as_const(slot->state)));
+        if (shard.table.state_bytes() > shard.state_budget) [[unlikely]]
+          trim_to_budget(shard, hash, key, is_full);
+      }
+    }
+    return result;
+  }
+
+  /// Erases a present key that is full again (out of line, as `update_absent`).
+  [[gnu::noinline]] static void erase_slot(Shard& shard, Slot& slot) noexcept { shard.table.erase(slot); }
+
   /// The stamp of a touch happening now: the shard's touch count, so that a later touch always has a
   /// larger stamp, whatever a clock says (many touches share one millisecond; clocks step back). When
   /// the count would pass 2^32 - 1 every stamp is halved, which keeps their order.
@@ -314,7 +325,8 @@ class ShardedStore {
   /// most keys hold bytes (a held log key always does). Runs only over budget, so the usual check is one
   /// comparison more.
   template <class IsFull>
-  static void trim_to_budget(Shard& shard, std::uint64_t keep_hash, std::string_view keep_key, IsFull& is_full) {
+  [[gnu::noinline]] static void trim_to_budget(Shard& shard, std::uint64_t keep_hash, std::string_view keep_key,
+                                               IsFull& is_full) {
     const std::size_t capacity = shard.table.capacity();
     if (shard.trim_cursor >= capacity) shard.trim_cursor = 0;
     while (shard.table.state_bytes() > shard.state_budget) {
