@@ -1,0 +1,168 @@
+// Instructions and cache misses per check under callgrind (bench/instructions.sh), the measure that a
+// shared, loaded machine does not disturb: `bench_instructions <case> <policy> <checks>` runs only the
+// timed part of one case between CALLGRIND_START/STOP_INSTRUMENTATION (a no-op outside valgrind).
+// Cases: hot (one key, clock read per check), hot_caller_time, keys_1m (1,000,000 present keys in a
+// shuffled stream, the caller's time), floor_hot (clock read + one atomic GCRA step), floor_map
+// (std::unordered_map lookup + GCRA step over the same stream). Policies: gcra token_bucket fixed_window
+// sliding_window_counter sliding_window_log (the parameters of bench_memory).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <ratelimit/ratelimit.hpp>
+
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#else
+#define CALLGRIND_START_INSTRUMENTATION
+#define CALLGRIND_STOP_INSTRUMENTATION
+#endif
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::size_t kKeys = 1'000'000;
+constexpr std::size_t kKeyBytes = 16;
+
+/// The key stream of bench_memory: distinct 16-byte keys in a shuffled order.
+struct KeyStream {
+  std::string bytes;
+  explicit KeyStream(std::size_t count) : bytes(count * kKeyBytes, '\0') {
+    std::mt19937_64 random(1);
+    std::vector<std::uint32_t> order(count);
+    for (std::size_t i = 0; i < count; ++i) order[i] = static_cast<std::uint32_t>(i);
+    std::shuffle(order.begin(), order.end(), random);
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::uint64_t tail = random();
+      std::memcpy(&bytes[i * kKeyBytes], &order[i], sizeof order[i]);
+      std::memcpy(&bytes[i * kKeyBytes + sizeof order[i]], &tail, sizeof tail);
+      std::memcpy(&bytes[i * kKeyBytes + sizeof order[i] + sizeof tail], "-key", 4);
+    }
+  }
+  [[nodiscard]] std::string_view key(std::size_t i) const { return {bytes.data() + i * kKeyBytes, kKeyBytes}; }
+};
+
+template <class P>
+P generous();
+template <>
+ratelimit::Gcra generous() { return {.limit = 1'000'000'000, .period = 1s, .burst = 1'000'000'000}; }
+template <>
+ratelimit::TokenBucket generous() {
+  return {.capacity = 1'000'000'000, .refill_tokens = 1'000'000'000, .refill_period = 1s};
+}
+template <>
+ratelimit::FixedWindow generous() { return {.limit = 1'000'000'000'000, .window = 1s}; }
+template <>
+ratelimit::SlidingWindowCounter generous() { return {.limit = 1'000'000'000'000, .window = 1s}; }
+template <>
+ratelimit::SlidingWindowLog generous() { return {.limit = 1'000'000, .window = 10us}; }
+
+template <class P>
+P many_key_policy();
+template <>
+ratelimit::Gcra many_key_policy() { return {.limit = 1000, .period = 24h, .burst = 1000}; }
+template <>
+ratelimit::TokenBucket many_key_policy() { return {.capacity = 1000, .refill_tokens = 1000, .refill_period = 24h}; }
+template <>
+ratelimit::FixedWindow many_key_policy() { return {.limit = 1000, .window = 24h}; }
+template <>
+ratelimit::SlidingWindowCounter many_key_policy() { return {.limit = 1000, .window = 24h}; }
+template <>
+ratelimit::SlidingWindowLog many_key_policy() { return {.limit = 1000, .window = 24h}; }
+
+volatile bool g_sink;
+
+template <class P>
+int run(std::string_view which, std::size_t checks) {
+  const KeyStream keys(which == "keys_1m" ? kKeys : 1);
+  if (which == "hot" || which == "hot_caller_time") {
+    ratelimit::MemoryLimiter<P> limiter(generous<P>());
+    const std::string_view key = keys.key(0);
+    const Clock::time_point now = Clock::now();
+    for (int i = 0; i < 1000; ++i) g_sink = limiter.allow(key).allowed;  // present, warm
+    CALLGRIND_START_INSTRUMENTATION;
+    if (which == "hot") {
+      for (std::size_t i = 0; i < checks; ++i) g_sink = limiter.allow(key).allowed;
+    } else {
+      for (std::size_t i = 0; i < checks; ++i) g_sink = limiter.allow(key, 1, now).allowed;
+    }
+    CALLGRIND_STOP_INSTRUMENTATION;
+    return 0;
+  }
+  if (which == "keys_1m") {
+    ratelimit::MemoryLimiter<P> limiter(many_key_policy<P>(), ratelimit::MemoryOptions{.max_keys = 4 * kKeys});
+    const Clock::time_point now = Clock::now();
+    for (std::size_t k = 0; k < kKeys; ++k) g_sink = limiter.allow(keys.key(k), 1, now).allowed;
+    CALLGRIND_START_INSTRUMENTATION;
+    for (std::size_t k = 0; k < checks; ++k) g_sink = limiter.allow(keys.key(k % kKeys), 1, now + 1ms).allowed;
+    CALLGRIND_STOP_INSTRUMENTATION;
+    return limiter.size() == kKeys ? 0 : 2;  // every key present: checks of present keys were measured
+  }
+  return 1;
+}
+
+struct ViewHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view key) const noexcept { return std::hash<std::string_view>{}(key); }
+};
+
+int floor_case(std::string_view which, std::size_t checks) {
+  if (which == "floor_hot") {
+    std::atomic<std::int64_t> tat{0};
+    CALLGRIND_START_INSTRUMENTATION;
+    for (std::size_t i = 0; i < checks; ++i) {
+      const std::int64_t now = Clock::now().time_since_epoch().count();
+      std::int64_t old = tat.load(std::memory_order_relaxed);
+      for (;;) {
+        const std::int64_t next = (old > now ? old : now) + 1;
+        if (next - now > 1'000'000'000) break;
+        if (tat.compare_exchange_weak(old, next, std::memory_order_acq_rel, std::memory_order_relaxed)) break;
+      }
+    }
+    CALLGRIND_STOP_INSTRUMENTATION;
+    return 0;
+  }
+  const KeyStream keys(kKeys);
+  std::unordered_map<std::string, std::int64_t, ViewHash, std::equal_to<>> tats;
+  tats.reserve(kKeys);
+  for (std::size_t i = 0; i < kKeys; ++i) tats.emplace(keys.key(i), 0);
+  const std::int64_t now = Clock::now().time_since_epoch().count();
+  CALLGRIND_START_INSTRUMENTATION;
+  for (std::size_t i = 0; i < checks; ++i) {
+    auto it = tats.find(keys.key(i % kKeys));
+    const std::int64_t next = (it->second > now ? it->second : now) + 1000;
+    if (next - now <= 1'000'000'000) it->second = next;
+    g_sink = it->second > 0;
+  }
+  CALLGRIND_STOP_INSTRUMENTATION;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: %s hot|hot_caller_time|keys_1m|floor_hot|floor_map <policy> <checks>\n", argv[0]);
+    return 1;
+  }
+  const std::string_view which = argv[1], policy = argv[2];
+  const std::size_t checks = std::stoul(argv[3]);
+  if (which.starts_with("floor_")) return floor_case(which, checks);
+  if (policy == "gcra") return run<ratelimit::Gcra>(which, checks);
+  if (policy == "token_bucket") return run<ratelimit::TokenBucket>(which, checks);
+  if (policy == "fixed_window") return run<ratelimit::FixedWindow>(which, checks);
+  if (policy == "sliding_window_counter") return run<ratelimit::SlidingWindowCounter>(which, checks);
+  if (policy == "sliding_window_log") return run<ratelimit::SlidingWindowLog>(which, checks);
+  return 1;
+}
