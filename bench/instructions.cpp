@@ -20,6 +20,8 @@
 
 #include <ratelimit/ratelimit.hpp>
 
+#include "memory_cases.hpp"
+
 #if __has_include(<valgrind/callgrind.h>)
 #include <valgrind/callgrind.h>
 #else
@@ -32,54 +34,10 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr std::size_t kKeys = 1'000'000;
-constexpr std::size_t kKeyBytes = 16;
-
-/// The key stream of bench_memory: distinct 16-byte keys in a shuffled order.
-struct KeyStream {
-  std::string bytes;
-  explicit KeyStream(std::size_t count) : bytes(count * kKeyBytes, '\0') {
-    std::mt19937_64 random(1);
-    std::vector<std::uint32_t> order(count);
-    for (std::size_t i = 0; i < count; ++i) order[i] = static_cast<std::uint32_t>(i);
-    std::shuffle(order.begin(), order.end(), random);
-    for (std::size_t i = 0; i < count; ++i) {
-      const std::uint64_t tail = random();
-      std::memcpy(&bytes[i * kKeyBytes], &order[i], sizeof order[i]);
-      std::memcpy(&bytes[i * kKeyBytes + sizeof order[i]], &tail, sizeof tail);
-      std::memcpy(&bytes[i * kKeyBytes + sizeof order[i] + sizeof tail], "-key", 4);
-    }
-  }
-  [[nodiscard]] std::string_view key(std::size_t i) const { return {bytes.data() + i * kKeyBytes, kKeyBytes}; }
-};
-
-template <class P>
-P generous();
-template <>
-ratelimit::Gcra generous() { return {.limit = 1'000'000'000, .period = 1s, .burst = 1'000'000'000}; }
-template <>
-ratelimit::TokenBucket generous() {
-  return {.capacity = 1'000'000'000, .refill_tokens = 1'000'000'000, .refill_period = 1s};
-}
-template <>
-ratelimit::FixedWindow generous() { return {.limit = 1'000'000'000'000, .window = 1s}; }
-template <>
-ratelimit::SlidingWindowCounter generous() { return {.limit = 1'000'000'000'000, .window = 1s}; }
-template <>
-ratelimit::SlidingWindowLog generous() { return {.limit = 1'000'000, .window = 10us}; }
-
-template <class P>
-P many_key_policy();
-template <>
-ratelimit::Gcra many_key_policy() { return {.limit = 1000, .period = 24h, .burst = 1000}; }
-template <>
-ratelimit::TokenBucket many_key_policy() { return {.capacity = 1000, .refill_tokens = 1000, .refill_period = 24h}; }
-template <>
-ratelimit::FixedWindow many_key_policy() { return {.limit = 1000, .window = 24h}; }
-template <>
-ratelimit::SlidingWindowCounter many_key_policy() { return {.limit = 1000, .window = 24h}; }
-template <>
-ratelimit::SlidingWindowLog many_key_policy() { return {.limit = 1000, .window = 24h}; }
+constexpr std::size_t kKeys = bench::kManyKeys;
+using bench::generous;
+using bench::KeyStream;
+using bench::many_key_policy;
 
 volatile bool g_sink;
 

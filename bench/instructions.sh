@@ -11,7 +11,10 @@ trap 'rm -rf "$out"' EXIT
 # One run: prints "Ir D1-misses LL-misses" per check.
 measure() {
   local checks=$3
-  valgrind --tool=callgrind --instr-atstart=no --cache-sim=yes --callgrind-out-file="$out/cg" \
+  # Fixed cache geometry (32 KiB 8-way first level, 32 MiB 16-way last level), the same on every host:
+  # callgrind otherwise copies the host's, which on a large server holds all 1,000,000 keys.
+  valgrind --tool=callgrind --instr-atstart=no --cache-sim=yes --I1=32768,8,64 --D1=32768,8,64 \
+    --LL=33554432,16,64 --callgrind-out-file="$out/cg" \
     "$bin" "$1" "$2" "$checks" >/dev/null 2>&1
   python3 - "$out/cg" "$checks" <<'PY'
 import sys
