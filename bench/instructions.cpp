@@ -41,12 +41,21 @@ using bench::many_key_policy;
 
 volatile bool g_sink;
 
+/// `key` with a length the compiler cannot see (a server's keys come from requests): otherwise it folds
+/// the constant 16 into the inlined hash and key comparison, which no real caller gets.
+std::string_view opaque(std::string_view key) {
+  std::size_t size = key.size();
+  const char* data = key.data();
+  asm volatile("" : "+r"(size), "+r"(data));
+  return {data, size};
+}
+
 template <class P>
 int run(std::string_view which, std::size_t checks) {
   const KeyStream keys(which == "keys_1m" ? kKeys : 1);
   if (which == "hot" || which == "hot_caller_time") {
     ratelimit::MemoryLimiter<P> limiter(generous<P>());
-    const std::string_view key = keys.key(0);
+    const std::string_view key = opaque(keys.key(0));
     const Clock::time_point now = Clock::now();
     for (int i = 0; i < 1000; ++i) g_sink = limiter.allow(key).allowed;  // present, warm
     CALLGRIND_START_INSTRUMENTATION;
@@ -63,7 +72,7 @@ int run(std::string_view which, std::size_t checks) {
     const Clock::time_point now = Clock::now();
     for (std::size_t k = 0; k < kKeys; ++k) g_sink = limiter.allow(keys.key(k), 1, now).allowed;
     CALLGRIND_START_INSTRUMENTATION;
-    for (std::size_t k = 0; k < checks; ++k) g_sink = limiter.allow(keys.key(k % kKeys), 1, now + 1ms).allowed;
+    for (std::size_t k = 0; k < checks; ++k) g_sink = limiter.allow(opaque(keys.key(k % kKeys)), 1, now + 1ms).allowed;
     CALLGRIND_STOP_INSTRUMENTATION;
     return limiter.size() == kKeys ? 0 : 2;  // every key present: checks of present keys were measured
   }
