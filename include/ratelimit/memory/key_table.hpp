@@ -221,6 +221,13 @@ class KeyTable {
 
   /// The slot where a probe for `hash` starts (its home); capacity() must be > 0.
   [[nodiscard]] std::size_t home_of(std::uint64_t hash) const noexcept { return home(hash); }
+  /// The home of `hash` in a table of `capacity` slots (`home_of` without the table).
+  [[nodiscard]] static std::size_t home_in(std::uint64_t hash, std::size_t capacity) noexcept {
+    __extension__ using u128 = unsigned __int128;
+    return static_cast<std::size_t>((u128{hash * 0x9E3779B97F4A7C15ULL} * capacity) >> 64);
+  }
+  /// The slot array (null when the capacity is 0); it moves when the table grows or shrinks.
+  [[nodiscard]] const Slot* data() const noexcept { return slots_.get(); }
 
   /// Shrinks the table when it is mostly empty (after sweeps), keeping memory bounded by live keys.
   void shrink_to_fit() {
@@ -233,10 +240,7 @@ class KeyTable {
 
  private:
   /// Multiply-shift: maps the hash onto [0, capacity) using all of its bits, for any capacity.
-  [[nodiscard]] std::size_t home(std::uint64_t hash) const noexcept {
-    __extension__ using u128 = unsigned __int128;
-    return static_cast<std::size_t>((u128{hash * 0x9E3779B97F4A7C15ULL} * capacity_) >> 64);
-  }
+  [[nodiscard]] std::size_t home(std::uint64_t hash) const noexcept { return home_in(hash, capacity_); }
   [[nodiscard]] std::size_t next(std::size_t i) const noexcept { return i + 1 == capacity_ ? 0 : i + 1; }
   [[nodiscard]] std::size_t distance_of(const Slot& s, std::size_t i) const noexcept {
     const std::size_t h = home(s.hash);

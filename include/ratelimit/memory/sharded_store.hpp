@@ -4,6 +4,7 @@
 /// The in-memory keyed state store: shards of flat tables, each behind its own lock, with a hard cap
 /// on the number of keys, approximate-LRU eviction and reclaiming of full keys.
 
+#include <atomic>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -54,6 +55,18 @@ class ShardedStore {
   [[nodiscard]] std::uint64_t hash(std::string_view key) const noexcept {
     const std::uint64_t h = siphash<1, 3>(hash_key_[0], hash_key_[1], key);
     return h | (h == 0 ? 1 : 0);
+  }
+
+  /// Starts loading the line of `hash`'s home slot, without the lock, so that its cache miss overlaps
+  /// with what the caller does before `update` (reading the clock). A hint: the table may move
+  /// meanwhile, and a prefetch of a stale address loads a useless line (it never faults). Thread-safe.
+  void prefetch(std::uint64_t hash) const noexcept {
+    const Shard& shard = shards_[shard_index(hash)];
+    const std::size_t capacity = shard.slots_capacity.load(std::memory_order_relaxed);
+    if (capacity < kPrefetchFromSlots) return;  // a small table stays in cache anyway
+    const std::uintptr_t at =
+        shard.slots_at.load(std::memory_order_relaxed) + Table::home_in(hash, capacity) * sizeof(Slot);
+    __builtin_prefetch(reinterpret_cast<const void*>(at));
   }
 
   /// Runs `fn(State& state, bool present)` under the key's lock; `fn` returns `{result, keep}`.
@@ -136,6 +149,7 @@ class ShardedStore {
         }
       }
       shard.table.shrink_to_fit();
+      publish_slots(shard);
     }
     return removed;
   }
@@ -216,7 +230,22 @@ class ShardedStore {
     std::size_t state_budget = SIZE_MAX;  // this shard's share of the states' heap bytes
     std::size_t trim_cursor = 0;
     std::uint32_t touches = 0;  // stamp of the latest touch
+    // Where the table's slots are, for `prefetch` outside the lock: written under it, read relaxed.
+    std::atomic<std::uintptr_t> slots_at{0};
+    std::atomic<std::size_t> slots_capacity{0};
   };
+
+  /// Tables from this many slots (48 KiB of 48-byte slots, past a first-level cache) are prefetched.
+  static constexpr std::size_t kPrefetchFromSlots = 1024;
+
+  /// Records where the shard's slots are now (after an insertion or a sweep, which may move them).
+  static void publish_slots(Shard& shard) noexcept {
+    const auto at = reinterpret_cast<std::uintptr_t>(shard.table.data());
+    if (shard.slots_at.load(std::memory_order_relaxed) != at) shard.slots_at.store(at, std::memory_order_relaxed);
+    if (shard.slots_capacity.load(std::memory_order_relaxed) != shard.table.capacity()) {
+      shard.slots_capacity.store(shard.table.capacity(), std::memory_order_relaxed);
+    }
+  }
 
   /// `update_locked` of a key that is not present: out of line, so that the check of a present key (the
   /// hot path, which the limiter flattens into one function) stays small.
@@ -237,6 +266,7 @@ class ShardedStore {
         if (usage_lost) ++shard.evictions;
       }
       slot->state = std::move(fresh);
+      publish_slots(shard);
       if constexpr (HeapState<State>) {
         shard.table.add_state_bytes(0, state_heap_bytes(std::as_const(slot->state)));
         if (shard.table.state_bytes() > shard.state_budget) [[unlikely]]
