@@ -26,6 +26,18 @@ inline void cpu_relax() noexcept {
 class SpinLock {
  public:
   void lock() noexcept {
+    if (!locked_.exchange(true, std::memory_order_acquire)) [[likely]]
+      return;
+    lock_contended();
+  }
+  bool try_lock() noexcept {
+    return !locked_.load(std::memory_order_relaxed) && !locked_.exchange(true, std::memory_order_acquire);
+  }
+  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+
+ private:
+  /// The slow path out of line, so that an uncontended `lock` inlines to one exchange.
+  [[gnu::noinline]] void lock_contended() noexcept {
     int spins = 0;
     while (locked_.exchange(true, std::memory_order_acquire)) {
       while (locked_.load(std::memory_order_relaxed)) {
@@ -37,12 +49,7 @@ class SpinLock {
       }
     }
   }
-  bool try_lock() noexcept {
-    return !locked_.load(std::memory_order_relaxed) && !locked_.exchange(true, std::memory_order_acquire);
-  }
-  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
 
- private:
   std::atomic<bool> locked_{false};
 };
 

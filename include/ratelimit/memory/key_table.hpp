@@ -112,9 +112,11 @@ class KeyTable {
     std::size_t i = home(hash);
     for (std::size_t distance = 0;; ++distance) {
       Slot& s = slots_[i];
+      // The hash first: it is never 0, so it matches no empty slot, and a present key (the usual
+      // check) is found without computing its neighbours' homes.
+      if (s.hash == hash && s.key_size == key.size() && same_key(s, key)) return &s;
       // Robin Hood invariant: a resident closer to its home than we are to ours ends our probe.
       if (s.empty() || distance_of(s, i) < distance) return nullptr;
-      if (s.hash == hash && s.key() == key) return &s;
       i = next(i);
     }
   }
@@ -200,7 +202,7 @@ class KeyTable {
 
   /// Halves every stamp (an occupied one stays >= 1): the store's touch sequence wraps around this way,
   /// keeping the order of touches (neighbours may become equal). O(capacity).
-  void halve_stamps() noexcept {
+  [[gnu::noinline]] void halve_stamps() noexcept {
     for (std::size_t i = 0; i < capacity_; ++i) {
       std::uint32_t& stamp = slots_[i].stamp;
       if (stamp != 0) stamp = stamp > 1 ? stamp >> 1 : 1U;
@@ -219,6 +221,13 @@ class KeyTable {
 
   /// The slot where a probe for `hash` starts (its home); capacity() must be > 0.
   [[nodiscard]] std::size_t home_of(std::uint64_t hash) const noexcept { return home(hash); }
+  /// The home of `hash` in a table of `capacity` slots (`home_of` without the table).
+  [[nodiscard]] static std::size_t home_in(std::uint64_t hash, std::size_t capacity) noexcept {
+    __extension__ using u128 = unsigned __int128;
+    return static_cast<std::size_t>((u128{hash * 0x9E3779B97F4A7C15ULL} * capacity) >> 64);
+  }
+  /// The slot array (null when the capacity is 0); it moves when the table grows or shrinks.
+  [[nodiscard]] const Slot* data() const noexcept { return slots_.get(); }
 
   /// Shrinks the table when it is mostly empty (after sweeps), keeping memory bounded by live keys.
   void shrink_to_fit() {
@@ -231,14 +240,34 @@ class KeyTable {
 
  private:
   /// Multiply-shift: maps the hash onto [0, capacity) using all of its bits, for any capacity.
-  [[nodiscard]] std::size_t home(std::uint64_t hash) const noexcept {
-    __extension__ using u128 = unsigned __int128;
-    return static_cast<std::size_t>((u128{hash * 0x9E3779B97F4A7C15ULL} * capacity_) >> 64);
-  }
+  [[nodiscard]] std::size_t home(std::uint64_t hash) const noexcept { return home_in(hash, capacity_); }
   [[nodiscard]] std::size_t next(std::size_t i) const noexcept { return i + 1 == capacity_ ? 0 : i + 1; }
   [[nodiscard]] std::size_t distance_of(const Slot& s, std::size_t i) const noexcept {
     const std::size_t h = home(s.hash);
     return i >= h ? i - h : i + capacity_ - h;
+  }
+
+  /// Whether `s` (of `key.size()` bytes) holds `key`; an inline key is compared by fixed-size loads (no
+  /// call to memcmp), the two words that cover it overlapping.
+  static bool same_key(const Slot& s, std::string_view key) noexcept {
+    const std::size_t n = key.size();
+    if (n > kInlineKeyBytes) return std::memcmp(s.heap_key, key.data(), n) == 0;
+    if (n == 0) return true;  // a default string_view has a null pointer: never read it
+    const char* a = s.inline_key;
+    const char* b = key.data();
+    if (n >= 8)
+      return word<std::uint64_t>(a) == word<std::uint64_t>(b) &&
+             word<std::uint64_t>(a + n - 8) == word<std::uint64_t>(b + n - 8);
+    if (n >= 4)
+      return word<std::uint32_t>(a) == word<std::uint32_t>(b) &&
+             word<std::uint32_t>(a + n - 4) == word<std::uint32_t>(b + n - 4);
+    return a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1];
+  }
+  template <class Word>
+  static Word word(const char* p) noexcept {
+    Word w;
+    std::memcpy(&w, p, sizeof w);
+    return w;
   }
 
   /// Never 0, which marks an empty slot (the store never passes 0; a stray 0 would lose the slot).

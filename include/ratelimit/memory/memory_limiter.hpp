@@ -62,17 +62,20 @@ class MemoryLimiter final : public detail::LockedMember {
   /// Checks a request of `cost` units for `key` now and consumes them if it is admitted.
   /// Thread-safe. Throws `std::invalid_argument` for a negative cost or a key longer than
   /// `max_key_bytes`. Cost 0 is always allowed and reports the current state.
-  Decision allow(std::string_view key, std::int64_t cost = 1) { return allow(key, cost, clock_.now()); }
+  [[gnu::flatten]] Decision allow(std::string_view key, std::int64_t cost = 1) {
+    check_key(key);
+    const std::uint64_t hash = store_.hash(key);
+    store_.prefetch(hash);  // the key's slot loads from memory while the clock is read
+    return allow_hashed(key, hash, cost, ticks(clock_.now()));
+  }
 
   /// As `allow`, with the outcome every backend reports (in memory always `Outcome::decided`). Thread-safe.
   CheckResult check(std::string_view key, std::int64_t cost = 1) { return {allow(key, cost), Outcome::decided}; }
 
   /// As `allow(key, cost)`, at a time the caller read once (e.g. for several layers of one request).
-  Decision allow(std::string_view key, std::int64_t cost, time_point now) {
+  [[gnu::flatten]] Decision allow(std::string_view key, std::int64_t cost, time_point now) {
     check_key(key);
-    detail::require_cost(cost);
-    const std::int64_t t = ticks(now);
-    return to_decision(store_.update(key, store_.hash(key), allow_fn(t, cost), is_full_fn(t)), kTickNs);
+    return allow_hashed(key, store_.hash(key), cost, ticks(now));
   }
 
   /// Gives back up to `cost` units that `key` consumed (a request that failed or was cancelled), never
@@ -213,6 +216,14 @@ class MemoryLimiter final : public detail::LockedMember {
 
  private:
   using State = StateOf<P>;
+
+  /// `allow` of a key whose length was checked and whose hash is `hash`, at `t`. Flattened: the lock, the
+  /// probe and the policy's decision compile into one function (the paths of absent keys, of reclaiming
+  /// and of errors stay out of line).
+  [[gnu::flatten]] Decision allow_hashed(std::string_view key, std::uint64_t hash, std::int64_t cost, std::int64_t t) {
+    detail::require_cost(cost);
+    return to_decision(store_.update(key, hash, allow_fn(t, cost), is_full_fn(t)), kTickNs);
+  }
 
   // detail::LockedMember: the joint check's hooks (memory/joint_check.hpp).
   detail::KeyHandle locate_key(std::string_view key) override {

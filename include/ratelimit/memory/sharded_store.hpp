@@ -4,6 +4,7 @@
 /// The in-memory keyed state store: shards of flat tables, each behind its own lock, with a hard cap
 /// on the number of keys, approximate-LRU eviction and reclaiming of full keys.
 
+#include <atomic>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -56,6 +57,18 @@ class ShardedStore {
     return h | (h == 0 ? 1 : 0);
   }
 
+  /// Starts loading the line of `hash`'s home slot, without the lock, so that its cache miss overlaps
+  /// with what the caller does before `update` (reading the clock). A hint: the table may move
+  /// meanwhile, and a prefetch of a stale address loads a useless line (it never faults). Thread-safe.
+  void prefetch(std::uint64_t hash) const noexcept {
+    const Shard& shard = shards_[shard_index(hash)];
+    const std::size_t capacity = shard.slots_capacity.load(std::memory_order_relaxed);
+    if (capacity < kPrefetchFromSlots) return;  // a small table stays in cache anyway
+    const std::uintptr_t at =
+        shard.slots_at.load(std::memory_order_relaxed) + Table::home_in(hash, capacity) * sizeof(Slot);
+    __builtin_prefetch(reinterpret_cast<const void*>(at));
+  }
+
   /// Runs `fn(State& state, bool present)` under the key's lock; `fn` returns `{result, keep}`.
   /// An absent key gets a fresh `State{}`, inserted only if `keep` (evicting at the cap); a present key
   /// is erased if `!keep`. `is_full(const State&)` tells which keys can be dropped at no cost.
@@ -85,31 +98,11 @@ class ShardedStore {
             trim_to_budget(shard, hash, key, is_full);
         }
       } else {
-        shard.table.erase(*slot);
+        erase_slot(shard, *slot);
       }
       return result;
     }
-    State fresh{};
-    auto [result, keep] = fn(fresh, false);
-    if (keep) {
-      Slot* slot = nullptr;
-      if (shard.table.size() < shard.table.max_size()) {
-        if (shard.table.at_growth()) reclaim_before_growth(shard, is_full);
-        slot = &shard.table.insert(hash, key, next_stamp(shard));
-      } else {
-        const std::size_t victim = lru_victim(shard, hash);
-        const bool usage_lost = !is_full(std::as_const(shard.table.at(victim).state));
-        slot = &shard.table.replace(victim, hash, key, next_stamp(shard));
-        if (usage_lost) ++shard.evictions;
-      }
-      slot->state = std::move(fresh);
-      if constexpr (HeapState<State>) {
-        shard.table.add_state_bytes(0, state_heap_bytes(std::as_const(slot->state)));
-        if (shard.table.state_bytes() > shard.state_budget) [[unlikely]]
-          trim_to_budget(shard, hash, key, is_full);
-      }
-    }
-    return result;
+    return update_absent(shard, key, hash, fn, is_full);
   }
 
   /// Runs `fn(const State&)` under the key's lock, on `State{}` when the key is absent.
@@ -156,6 +149,7 @@ class ShardedStore {
         }
       }
       shard.table.shrink_to_fit();
+      publish_slots(shard);
     }
     return removed;
   }
@@ -236,7 +230,54 @@ class ShardedStore {
     std::size_t state_budget = SIZE_MAX;  // this shard's share of the states' heap bytes
     std::size_t trim_cursor = 0;
     std::uint32_t touches = 0;  // stamp of the latest touch
+    // Where the table's slots are, for `prefetch` outside the lock: written under it, read relaxed.
+    std::atomic<std::uintptr_t> slots_at{0};
+    std::atomic<std::size_t> slots_capacity{0};
   };
+
+  /// Tables from this many slots (48 KiB of 48-byte slots, past a first-level cache) are prefetched.
+  static constexpr std::size_t kPrefetchFromSlots = 1024;
+
+  /// Records where the shard's slots are now (after an insertion or a sweep, which may move them).
+  static void publish_slots(Shard& shard) noexcept {
+    const auto at = reinterpret_cast<std::uintptr_t>(shard.table.data());
+    if (shard.slots_at.load(std::memory_order_relaxed) != at) shard.slots_at.store(at, std::memory_order_relaxed);
+    if (shard.slots_capacity.load(std::memory_order_relaxed) != shard.table.capacity()) {
+      shard.slots_capacity.store(shard.table.capacity(), std::memory_order_relaxed);
+    }
+  }
+
+  /// `update_locked` of a key that is not present: out of line, so that the check of a present key (the
+  /// hot path, which the limiter flattens into one function) stays small.
+  template <class Fn, class IsFull>
+  [[gnu::noinline]] auto update_absent(Shard& shard, std::string_view key, std::uint64_t hash, Fn& fn,
+                                       IsFull& is_full) {
+    State fresh{};
+    auto [result, keep] = fn(fresh, false);
+    if (keep) {
+      Slot* slot = nullptr;
+      if (shard.table.size() < shard.table.max_size()) {
+        if (shard.table.at_growth()) reclaim_before_growth(shard, is_full);
+        slot = &shard.table.insert(hash, key, next_stamp(shard));
+      } else {
+        const std::size_t victim = lru_victim(shard, hash);
+        const bool usage_lost = !is_full(std::as_const(shard.table.at(victim).state));
+        slot = &shard.table.replace(victim, hash, key, next_stamp(shard));
+        if (usage_lost) ++shard.evictions;
+      }
+      slot->state = std::move(fresh);
+      publish_slots(shard);
+      if constexpr (HeapState<State>) {
+        shard.table.add_state_bytes(0, state_heap_bytes(std::as_const(slot->state)));
+        if (shard.table.state_bytes() > shard.state_budget) [[unlikely]]
+          trim_to_budget(shard, hash, key, is_full);
+      }
+    }
+    return result;
+  }
+
+  /// Erases a present key that is full again (out of line, as `update_absent`).
+  [[gnu::noinline]] static void erase_slot(Shard& shard, Slot& slot) noexcept { shard.table.erase(slot); }
 
   /// The stamp of a touch happening now: the shard's touch count, so that a later touch always has a
   /// larger stamp, whatever a clock says (many touches share one millisecond; clocks step back). When
@@ -314,7 +355,8 @@ class ShardedStore {
   /// most keys hold bytes (a held log key always does). Runs only over budget, so the usual check is one
   /// comparison more.
   template <class IsFull>
-  static void trim_to_budget(Shard& shard, std::uint64_t keep_hash, std::string_view keep_key, IsFull& is_full) {
+  [[gnu::noinline]] static void trim_to_budget(Shard& shard, std::uint64_t keep_hash, std::string_view keep_key,
+                                               IsFull& is_full) {
     const std::size_t capacity = shard.table.capacity();
     if (shard.trim_cursor >= capacity) shard.trim_cursor = 0;
     while (shard.table.state_bytes() > shard.state_budget) {
