@@ -31,7 +31,7 @@ namespace ratelimit {
 /// formulas of README "Changing a policy at run time", at the call's effective time (as Redis does on a key's
 /// next touch), so a key whose policy changes keeps its usage. Checks of one key are linearizable: the
 /// conversion and the decision run under the key's shard lock. Memory per key: a `MemoryLimiter`'s plus one copy
-/// of the rules (e.g. 24 bytes for GCRA); bounds as `MemoryLimiter` (`MemoryOptions`), reclaiming a key when it
+/// of the rules (32 bytes for GCRA); bounds as `MemoryLimiter` (`MemoryOptions`), reclaiming a key when it
 /// is full under its own rules. Not a `JointBackend`: in `check_layers` it is checked by consume-then-refund.
 ///
 /// Thread-safe: every method may be called from any number of threads.
