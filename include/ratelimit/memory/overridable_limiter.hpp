@@ -145,15 +145,16 @@ class OverridableMemoryLimiter {
   /// Replaces the limiter's policy (the one of calls that name none). Keys are converted lazily, on their next
   /// call under it, at that call's effective time (as on Redis; README "Changing a policy at run time"); keys
   /// last written under another policy (an override) keep their own until a call under this one. Thread-safe:
-  /// each call runs wholly under the policy current when it started. Every policy given is kept once for the
-  /// limiter's life. Throws `std::invalid_argument` as `prepare`, changing nothing.
+  /// each call runs wholly under the policy current when it started. Every policy given is kept for the
+  /// limiter's life, each once (one of the same rules as one given before reuses it, as on Redis). Throws
+  /// `std::invalid_argument` as `prepare`, changing nothing.
   void set_policy(P policy) {
     PreparedPolicy p = make_prepared(std::move(policy));
     check_fits(p.rules_);
     std::lock_guard guard(bases_mutex_);
     const PreparedPolicy* same = nullptr;
     for (const PreparedPolicy& known : bases_) {
-      if (known.rules_ == p.rules_ && same_policy(known.policy_, p.policy_)) same = &known;
+      if (known.rules_ == p.rules_) same = &known;
     }
     base_.store(same != nullptr ? same : &bases_.emplace_back(std::move(p)), std::memory_order_release);
     generation_.fetch_add(1, std::memory_order_release);
@@ -199,14 +200,6 @@ class OverridableMemoryLimiter {
     RulesOf<P> rules = policy.rules(kTickNs);
     return PreparedPolicy(std::move(policy), std::move(rules));
   }
-  static bool same_policy(const P& a, const P& b) {
-    if constexpr (std::equality_comparable<P>) {
-      return a == b;
-    } else {
-      return false;  // distinct values are kept apart: `policy()` returns what was given
-    }
-  }
-
   void check_fits(const RulesOf<P>& rules) const {
     (void)detail::validated_memory_options(options_, rules);
     if (detail::max_state_heap_bytes(rules) > options_.max_bytes / store_.shard_count()) {

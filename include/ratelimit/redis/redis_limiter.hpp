@@ -538,13 +538,12 @@ class RedisLimiter final : public detail::LayeredMember {
     std::vector<CheckResult> out;
     out.reserve(requests.size());
     Fallback& fallback = core_->fallback;
-    std::optional<typename CircuitBreaker<detail::GateClock<C>>::Ticket> ticket;
-    if (fallback.enabled()) {
-      ticket.emplace(fallback.admit());
-      if (!*ticket) {  // Redis is failing and no probe is due: the fallback answers, Redis is not asked
-        for (const Request& r : requests) out.push_back(serve_fallback(r.key, r.cost, mode));
-        return out;
-      }
+    // A ticket always (unguarded without a fallback, reporting to nothing), as `LeasedLimiter`'s gate.
+    using Ticket = typename CircuitBreaker<detail::GateClock<C>>::Ticket;
+    Ticket ticket = fallback.enabled() ? fallback.admit() : Ticket::unguarded();
+    if (!ticket) {  // Redis is failing and no probe is due: the fallback answers, Redis is not asked
+      for (const Request& r : requests) out.push_back(serve_fallback(r.key, r.cost, mode));
+      return out;
     }
     const std::int64_t sent = core_->denials ? core_->mono_ns() : 0;
     const auto started = std::chrono::steady_clock::now();
@@ -567,7 +566,7 @@ class RedisLimiter final : public detail::LayeredMember {
                                          : core_->failed(now, requests[i].cost, mode, config));
       }
     }
-    if (ticket) Fallback::settle(*ticket, any_reply ? nullptr : &*first);
+    Fallback::settle(ticket, any_reply ? nullptr : &*first);
     if (first && options_.on_error == FailurePolicy::raise) throw *first;
     return out;
   }
