@@ -8,14 +8,12 @@
 #include <ratelimit/ratelimit.hpp>
 
 #include <atomic>
-#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "../support/invalid_message.hpp"
+#include "../support/quota_overrides.hpp"
 
 using namespace std::chrono_literals;
 using ratelimit::FixedWindow;
@@ -29,29 +27,8 @@ using ratelimit_test::starts_with;
 
 namespace {
 
-// A resolver whose answers the test changes: one policy per key, counting its calls.
 template <class P>
-struct Directory {
-  std::mutex mutex;
-  std::map<std::string, P, std::less<>> overrides;
-  std::atomic<int> calls{0};
-  void set(const std::string& key, std::optional<P> p) {
-    std::lock_guard lock(mutex);
-    if (p) {
-      overrides.insert_or_assign(key, *p);
-    } else {
-      overrides.erase(key);
-    }
-  }
-  ratelimit::OverrideResolver<P> resolver() {
-    return [this](std::string_view key) -> std::optional<P> {
-      ++calls;
-      std::lock_guard lock(mutex);
-      if (auto it = overrides.find(key); it != overrides.end()) return it->second;
-      return std::nullopt;
-    };
-  }
-};
+using Directory = ratelimit_test::OverrideDirectory<P>;
 
 TEST(QuotaOverrideMemory, OverriddenKeysUseTheirPolicyOthersTheLimiters) {
   ManualClock clock;
@@ -248,40 +225,13 @@ TEST(QuotaOverrideMemory, RacingChecksWhileTheOverrideChanges) {
         return std::nullopt;
       },
       OverrideOptions{.cache_ttl = 1ms});
-  std::atomic<bool> stop{false};
-  std::atomic<int> admitted{0};
-  std::atomic<int> bad_limits{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([&] {
-      for (int i = 0; i < 2000; ++i) {
-        const auto d = overrides.allow("k");
-        if (d.limit != 50 && d.limit != 100) ++bad_limits;
-        if (d.allowed) ++admitted;
-        if (d.remaining > d.limit) ++bad_limits;
-      }
-    });
-  }
-  std::thread flipper([&] {
-    for (int i = 0; !stop; ++i) {  // while the checks run
-      big = !big;
-      if (i % 2 == 0) {
-        overrides.invalidate("k");
-      } else {
-        clock.advance(1ms);  // the TTL path as well
-      }
-      std::this_thread::sleep_for(20us);
-    }
-  });
-  for (auto& t : threads) t.join();
-  stop = true;
-  flipper.join();
-  EXPECT_EQ(bad_limits.load(), 0);
-  EXPECT_GE(admitted.load(), 50);
-  EXPECT_LE(admitted.load(), 100);
+  const auto race = ratelimit_test::race_while_the_override_flips(overrides, big, clock, 2000, 50, 100, 20us);
+  EXPECT_EQ(race.bad, 0);
+  EXPECT_GE(race.admitted, 50);
+  EXPECT_LE(race.admitted, 100);
   big = true;
   overrides.invalidate("k");
-  EXPECT_EQ(overrides.peek("k").remaining, 100 - admitted.load());
+  EXPECT_EQ(overrides.peek("k").remaining, 100 - race.admitted);
 }
 
 }  // namespace

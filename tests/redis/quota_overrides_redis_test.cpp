@@ -6,19 +6,16 @@
 
 #include <atomic>
 #include <chrono>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include <ratelimit/layers.hpp>
 #include <ratelimit/ratelimit.hpp>
 #include <ratelimit/redis.hpp>
 
+#include "../support/quota_overrides.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -45,25 +42,7 @@ class QuotaOverrideRedis : public testing::Test {
 };
 
 template <class P>
-struct Directory {
-  std::mutex mutex;
-  std::map<std::string, P, std::less<>> overrides;
-  void set(const std::string& key, std::optional<P> p) {
-    std::lock_guard lock(mutex);
-    if (p) {
-      overrides.insert_or_assign(key, *p);
-    } else {
-      overrides.erase(key);
-    }
-  }
-  ratelimit::OverrideResolver<P> resolver() {
-    return [this](std::string_view key) -> std::optional<P> {
-      std::lock_guard lock(mutex);
-      if (auto it = overrides.find(key); it != overrides.end()) return it->second;
-      return std::nullopt;
-    };
-  }
-};
+using Directory = ratelimit_test::OverrideDirectory<P>;
 
 void expect_same(const Decision& memory, const Decision& redis, const std::string& where) {
   EXPECT_EQ(memory.allowed, redis.allowed) << where;
@@ -185,35 +164,13 @@ TEST_F(QuotaOverrideRedis, RacingChecksWhileTheOverrideChanges) {
         return std::nullopt;
       },
       OverrideOptions{.cache_ttl = 1ms});
-  std::atomic<int> admitted{0};
-  std::atomic<int> bad{0};
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([&] {
-      for (int i = 0; i < 40; ++i) {
-        const Decision d = overrides.allow("k");
-        if ((d.limit != 50 && d.limit != 100) || d.remaining > d.limit) ++bad;
-        if (d.allowed) ++admitted;
-      }
-    });
-  }
-  std::thread flipper([&] {
-    while (!stop) {
-      big = !big;
-      overrides.invalidate("k");
-      std::this_thread::sleep_for(200us);
-    }
-  });
-  for (auto& t : threads) t.join();
-  stop = true;
-  flipper.join();
-  EXPECT_EQ(bad.load(), 0);
-  EXPECT_GE(admitted.load(), 50);
-  EXPECT_LE(admitted.load(), 100);
+  const auto race = ratelimit_test::race_while_the_override_flips(overrides, big, clock, 40, 50, 100, 200us);
+  EXPECT_EQ(race.bad, 0);
+  EXPECT_GE(race.admitted, 50);
+  EXPECT_LE(race.admitted, 100);
   big = true;
   overrides.invalidate("k");
-  EXPECT_EQ(overrides.peek("k").remaining, 100 - admitted.load());
+  EXPECT_EQ(overrides.peek("k").remaining, 100 - race.admitted);
 }
 
 }  // namespace
