@@ -19,6 +19,8 @@
 #   RATELIMIT_UNITY=OFF                             compile each source file alone (default ON: CMake unity
 #                                                   builds, 8 files per compilation, about a third of the CPU
 #                                                   time of a build from scratch)
+#   RATELIMIT_HEADER_CHECK=ON                       also compile every public header alone (a unity build
+#                                                   can hide a header that misses an include; default OFF)
 # Each configuration has its own build directory, build/<compiler>-<type>[-<sanitizers>], so runs
 # never mix objects. Our own targets build with warnings as errors (-DRATELIMIT_WERROR=ON).
 # Sanitizer runs stop at the first error (halt_on_error, -fno-sanitize-recover=all).
@@ -124,6 +126,7 @@ cmake -S "$src_dir" -B "$build_dir" \
   -DRATELIMIT_SOAK_SECONDS="${RATELIMIT_SOAK_SECONDS:-0}" \
   -DRATELIMIT_HEAVY_TESTS="${RATELIMIT_HEAVY_TESTS:-OFF}" \
   -DCMAKE_UNITY_BUILD="${RATELIMIT_UNITY:-ON}" -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 \
+  -DRATELIMIT_HEADER_CHECK="${RATELIMIT_HEADER_CHECK:-OFF}" \
   ${RATELIMIT_TRAFFIC_LOG:+-DRATELIMIT_TRAFFIC_LOG="$RATELIMIT_TRAFFIC_LOG"}
 # The build runs the test binary to list its tests (gtest_discover_tests), so it needs the wrapper too.
 "${wrap[@]}" cmake --build "$build_dir" -j "$jobs"
