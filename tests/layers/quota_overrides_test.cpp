@@ -23,18 +23,16 @@ using ratelimit::OverridableMemoryLimiter;
 using ratelimit::OverrideOptions;
 using ratelimit::QuotaOverrides;
 using ratelimit_test::invalid_message;
+using ratelimit_test::OverrideDirectory;
 using ratelimit_test::starts_with;
 
 namespace {
-
-template <class P>
-using Directory = ratelimit_test::OverrideDirectory<P>;
 
 TEST(QuotaOverrideMemory, OverriddenKeysUseTheirPolicyOthersTheLimiters) {
   ManualClock clock;
   clock.advance(1000s);
   OverridableMemoryLimiter<Gcra, ManualClock> limiter(Gcra{10, 1s, 5}, {}, clock);
-  Directory<Gcra> dir;
+  OverrideDirectory<Gcra> dir;
   dir.set("vip", Gcra{100, 1s, 20});
   QuotaOverrides overrides(limiter, dir.resolver());
   for (int i = 0; i < 20; ++i) ASSERT_TRUE(overrides.allow("vip")) << i;
@@ -67,7 +65,7 @@ TEST(QuotaOverrideMemory, TtlExpiryPicksUpAChangedOverrideKeepingUsage) {
   ManualClock clock;
   clock.advance(1000s);
   OverridableMemoryLimiter<Gcra, ManualClock> limiter(Gcra{10, 1s, 10}, {}, clock);
-  Directory<Gcra> dir;
+  OverrideDirectory<Gcra> dir;
   dir.set("k", Gcra{100, 1s, 50});  // T = 10 ms
   QuotaOverrides overrides(limiter, dir.resolver(), OverrideOptions{.cache_ttl = 50ms});
   for (int i = 0; i < 30; ++i) ASSERT_TRUE(overrides.allow("k"));  // TAT = t0 + 300 ms
@@ -100,7 +98,7 @@ TEST(QuotaOverrideMemory, WindowCountsAreKeptAndComparedWithTheNewLimit) {
   ManualClock clock;
   clock.advance(1000s);
   OverridableMemoryLimiter<FixedWindow, ManualClock> limiter(FixedWindow{10, 1min}, {}, clock);
-  Directory<FixedWindow> dir;
+  OverrideDirectory<FixedWindow> dir;
   dir.set("k", FixedWindow{100, 1min});
   QuotaOverrides overrides(limiter, dir.resolver());
   for (int i = 0; i < 20; ++i) ASSERT_TRUE(overrides.allow("k"));
@@ -121,7 +119,7 @@ TEST(QuotaOverrideMemory, HostileKeysCannotGrowTheCacheNorReachTheResolver) {
   ManualClock clock;
   OverridableMemoryLimiter<Gcra, ManualClock> limiter(Gcra{10, 1s, 5}, ratelimit::MemoryOptions{.max_key_bytes = 32},
                                                       clock);
-  Directory<Gcra> dir;
+  OverrideDirectory<Gcra> dir;
   dir.set("vip", Gcra{100, 1s, 20});
   QuotaOverrides overrides(limiter, dir.resolver(), OverrideOptions{.max_cached_keys = 40});
   for (int i = 0; i < 5000; ++i) {
@@ -192,7 +190,7 @@ TEST(QuotaOverrideMemory, ThrowingResolverAndBadOverridesConsumeNothing) {
 TEST(QuotaOverrideMemory, AsALayerAllOrNothing) {
   ManualClock clock;
   OverridableMemoryLimiter<Gcra, ManualClock> limiter(Gcra{10, 1s, 5}, {}, clock);
-  Directory<Gcra> dir;
+  OverrideDirectory<Gcra> dir;
   dir.set("vip", Gcra{100, 1s, 20});
   QuotaOverrides overrides(limiter, dir.resolver());
   ratelimit::LimiterLayer quota(overrides, "quota");

@@ -28,6 +28,7 @@ using ratelimit::OverrideOptions;
 using ratelimit::QuotaOverrides;
 using ratelimit::redis::RedisLimiter;
 using ratelimit_test::client_options;
+using ratelimit_test::OverrideDirectory;
 using ratelimit_test::shared_redis;
 
 class QuotaOverrideRedis : public testing::Test {
@@ -41,10 +42,7 @@ class QuotaOverrideRedis : public testing::Test {
   }
 };
 
-template <class P>
-using Directory = ratelimit_test::OverrideDirectory<P>;
-
-void expect_same(const Decision& memory, const Decision& redis, const std::string& where) {
+void expect_same_decisions(const Decision& memory, const Decision& redis, const std::string& where) {
   EXPECT_EQ(memory.allowed, redis.allowed) << where;
   EXPECT_EQ(memory.limit, redis.limit) << where;
   EXPECT_EQ(memory.remaining, redis.remaining) << where;
@@ -62,7 +60,7 @@ void overrides_twin(const std::string& name, P base, P a, P b) {
   auto o = client_options(*shared_redis());
   o.name = name;
   RedisLimiter<P, ManualClock> redis(base, o, clock);
-  Directory<P> dir;
+  OverrideDirectory<P> dir;
   QuotaOverrides mo(memory, dir.resolver(), OverrideOptions{.cache_ttl = 1s});
   QuotaOverrides ro(redis, dir.resolver(), OverrideOptions{.cache_ttl = 1s});
   std::mt19937_64 rng(7);
@@ -85,9 +83,9 @@ void overrides_twin(const std::string& name, P base, P a, P b) {
     const std::int64_t cost = static_cast<std::int64_t>(rng() % 4);
     const std::string where = name + " call " + std::to_string(i) + " key " + k;
     switch (rng() % 5) {
-      case 0: expect_same(mo.refund(k, cost), ro.refund(k, cost), where + " refund"); break;
-      case 1: expect_same(mo.peek(k), ro.peek(k), where + " peek"); break;
-      default: expect_same(mo.allow(k, cost), ro.allow(k, cost), where + " allow"); break;
+      case 0: expect_same_decisions(mo.refund(k, cost), ro.refund(k, cost), where + " refund"); break;
+      case 1: expect_same_decisions(mo.peek(k), ro.peek(k), where + " peek"); break;
+      default: expect_same_decisions(mo.allow(k, cost), ro.allow(k, cost), where + " allow"); break;
     }
     if (testing::Test::HasFailure()) return;
     clock.advance(std::chrono::milliseconds(rng() % 700));
@@ -111,7 +109,7 @@ TEST_F(QuotaOverrideRedis, OverridesAppliedAndUnnamedLimitersRefused) {
   clock.advance(1'700'000'000s);
   RedisLimiter<ratelimit::Gcra, ManualClock> l(ratelimit::Gcra{.limit = 10, .period = 1s, .burst = 10},
                                                named("quota"), clock);
-  Directory<ratelimit::Gcra> dir;
+  OverrideDirectory<ratelimit::Gcra> dir;
   dir.set("k", ratelimit::Gcra{.limit = 100, .period = 1s, .burst = 50});  // T = 10 ms
   QuotaOverrides overrides(l, dir.resolver(), OverrideOptions{.cache_ttl = 50ms});
   for (int i = 0; i < 30; ++i) ASSERT_TRUE(overrides.allow("k").allowed);
