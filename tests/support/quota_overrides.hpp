@@ -13,7 +13,10 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include <ratelimit/clock.hpp>
+#include <ratelimit/policy/fixed_window.hpp>
 #include <ratelimit/layers/quota_overrides.hpp>
 
 namespace ratelimit_test {
@@ -82,6 +85,30 @@ OverrideRace race_while_the_override_flips(Q& overrides, std::atomic<bool>& big,
   stop = true;
   flipper.join();
   return {admitted.load(), bad.load()};
+}
+
+/// The race above on `limiter` (a `FixedWindow{50, 1 h}` limiter on `clock`) whose key "k" flips between no
+/// override and `FixedWindow{100, 1 h}` (cache TTL 1 ms): every decision is one policy's, at least 50 and at
+/// most 100 are admitted, and the key's count afterwards is exactly the admissions.
+template <class L>
+void expect_exact_while_the_override_flips(L& limiter, ratelimit::ManualClock& clock, int checks,
+                                           std::chrono::microseconds pause) {
+  using namespace std::chrono_literals;
+  std::atomic<bool> big{false};
+  ratelimit::QuotaOverrides overrides(
+      limiter,
+      [&](std::string_view) -> std::optional<ratelimit::FixedWindow> {
+        if (big.load()) return ratelimit::FixedWindow{100, 1h};
+        return std::nullopt;
+      },
+      ratelimit::OverrideOptions{.cache_ttl = 1ms});
+  const OverrideRace race = race_while_the_override_flips(overrides, big, clock, checks, 50, 100, pause);
+  EXPECT_EQ(race.bad, 0);
+  EXPECT_GE(race.admitted, 50);
+  EXPECT_LE(race.admitted, 100);
+  big = true;
+  overrides.invalidate("k");
+  EXPECT_EQ(overrides.peek("k").remaining, 100 - race.admitted);
 }
 
 }  // namespace ratelimit_test
