@@ -11,6 +11,7 @@
 #include "ratelimit/layers/layer_stats.hpp"
 #include "ratelimit/layers/layered.hpp"
 #include "ratelimit/layers/penalty_box.hpp"
+#include "ratelimit/layers/quota_overrides.hpp"
 #include "ratelimit/layers/tiers.hpp"
 #include "ratelimit/most_restrictive.hpp"
 #include "ratelimit/quota_policy.hpp"

@@ -13,6 +13,7 @@
 #include "ratelimit/memory/key_handle.hpp"  // deprecated alias, for one release
 #include "ratelimit/memory/memory_limiter.hpp"
 #include "ratelimit/memory/options.hpp"
+#include "ratelimit/memory/overridable_limiter.hpp"
 #include "ratelimit/policy/fixed_window.hpp"
 #include "ratelimit/policy/gcra.hpp"
 #include "ratelimit/policy/policy.hpp"

@@ -26,6 +26,49 @@
 
 namespace ratelimit {
 
+namespace detail {
+
+/// The most heap bytes one key's state under `rules` can hold (0 for fixed-size states).
+template <class R>
+[[nodiscard]] std::size_t max_state_heap_bytes(const R& rules) noexcept {
+  if constexpr (requires { rules.max_heap_bytes(); }) {
+    return rules.max_heap_bytes();
+  } else {
+    return 0;
+  }
+}
+
+/// `o` if its fields are in range for a store of states under `rules`; throws `std::invalid_argument` naming
+/// the field (`MemoryOptions.max_keys`, `.max_key_bytes`, `.shards`, `.max_bytes`) otherwise.
+template <class R>
+MemoryOptions validated_memory_options(MemoryOptions o, const R& rules) {
+  if (o.max_keys < 1) invalid("MemoryOptions.max_keys", "must be >= 1");
+  if (o.max_key_bytes > (std::size_t{1} << 31)) invalid("MemoryOptions.max_key_bytes", "must be <= 2^31");
+  if (o.shards > 65536) invalid("MemoryOptions.shards", "must be <= 65536");
+  if (o.max_bytes < 1) invalid("MemoryOptions.max_bytes", "must be >= 1");
+  // One key's log must fit: evicting other keys could not bring a budget below it back in bounds.
+  if (const std::size_t one_key = max_state_heap_bytes(rules); o.max_bytes < one_key) {
+    invalid("MemoryOptions.max_bytes", "must be >= " + std::to_string(one_key) +
+                                           " (one key's longest log: 2 * (limit + 1) entries of 16 bytes), got " +
+                                           std::to_string(o.max_bytes));
+  }
+  return o;
+}
+
+/// Requested shards (64 by default) rounded up to a power of two, but at most one per 16 keys of
+/// `max_keys` so that every shard holds a useful share of the cap, and few enough that each shard's
+/// share of `max_bytes` holds one key's longest log under `rules`.
+template <class R>
+std::size_t memory_shards_for(const MemoryOptions& o, const R& rules) {
+  std::size_t shards = std::bit_ceil(o.shards == 0 ? std::size_t{64} : o.shards);
+  while (shards > 1 && shards * 16 > o.max_keys) shards /= 2;
+  const std::size_t one_key = max_state_heap_bytes(rules);
+  while (shards > 1 && o.max_bytes / shards < one_key) shards /= 2;
+  return shards;
+}
+
+}  // namespace detail
+
 /// The in-process backend: per-key state for one policy, in nanosecond ticks of `Clock`.
 ///
 /// Thread-safe: every method may be called from any number of threads. Checks of one key are
@@ -55,9 +98,9 @@ class MemoryLimiter final : public detail::LockedMember {
   explicit MemoryLimiter(P policy, MemoryOptions options = {}, C clock = {})
       : policy_(std::move(policy)),
         rules_(policy_.rules(kTickNs)),
-        options_(validated(options, rules_)),
+        options_(detail::validated_memory_options(options, rules_)),
         clock_(std::move(clock)),
-        store_(options_.max_keys, shards_for(options_, rules_), options_.max_bytes) {}
+        store_(options_.max_keys, detail::memory_shards_for(options_, rules_), options_.max_bytes) {}
 
   /// Checks a request of `cost` units for `key` now and consumes them if it is admitted.
   /// Thread-safe. Throws `std::invalid_argument` for a negative cost or a key longer than
@@ -175,12 +218,12 @@ class MemoryLimiter final : public detail::LockedMember {
   /// new quota from then on (`policy_generation()`).
   void set_policy(P policy) {
     RulesOf<P> rules = policy.rules(kTickNs);
-    (void)validated(options_, rules);
-    if (max_state_heap_bytes(rules) > options_.max_bytes / store_.shard_count()) {
+    (void)detail::validated_memory_options(options_, rules);
+    if (detail::max_state_heap_bytes(rules) > options_.max_bytes / store_.shard_count()) {
       detail::invalid("MemoryOptions.max_bytes", "a shard's share cannot hold one key's log of the new limit");
     }
     std::lock_guard config(config_mutex_);  // one change at a time; readers of policy() wait
-    if (same_rules(rules, rules_)) {
+    if (rules == rules_) {
       // Nothing to convert (checks read only the rules): a repeated policy, e.g. a periodic reload, must not
       // round a GCRA backlog up again at every call (a key reloaded faster than once per T never drained).
       policy_ = std::move(policy);
@@ -273,50 +316,6 @@ class MemoryLimiter final : public detail::LockedMember {
   }
   auto is_full_fn(std::int64_t t) const {
     return [this, t](const State& state) { return rules_.is_full(state, t); };
-  }
-
-  /// True when `a` and `b` decide alike (the same limit and emission interval, or limit and window).
-  static bool same_rules(const RulesOf<P>& a, const RulesOf<P>& b) noexcept {
-    if constexpr (requires { a.emission_interval(); }) {
-      return a.limit() == b.limit() && a.emission_interval() == b.emission_interval();
-    } else {
-      return a.limit() == b.limit() && a.window() == b.window();
-    }
-  }
-
-  /// The most heap bytes one key's state can hold (0 for fixed-size states).
-  static std::size_t max_state_heap_bytes(const RulesOf<P>& rules) noexcept {
-    if constexpr (requires { rules.max_heap_bytes(); }) {
-      return rules.max_heap_bytes();
-    } else {
-      return 0;
-    }
-  }
-
-  static MemoryOptions validated(MemoryOptions o, const RulesOf<P>& rules) {
-    if (o.max_keys < 1) detail::invalid("MemoryOptions.max_keys", "must be >= 1");
-    if (o.max_key_bytes > (std::size_t{1} << 31)) detail::invalid("MemoryOptions.max_key_bytes", "must be <= 2^31");
-    if (o.shards > 65536) detail::invalid("MemoryOptions.shards", "must be <= 65536");
-    if (o.max_bytes < 1) detail::invalid("MemoryOptions.max_bytes", "must be >= 1");
-    // One key's log must fit: evicting other keys could not bring a budget below it back in bounds.
-    if (const std::size_t one_key = max_state_heap_bytes(rules); o.max_bytes < one_key) {
-      detail::invalid("MemoryOptions.max_bytes",
-                      "must be >= " + std::to_string(one_key) +
-                          " (one key's longest log: 2 * (limit + 1) entries of 16 bytes), got " +
-                          std::to_string(o.max_bytes));
-    }
-    return o;
-  }
-
-  /// Requested shards (64 by default) rounded up to a power of two, but at most one per 16 keys of
-  /// `max_keys` so that every shard holds a useful share of the cap, and few enough that each shard's
-  /// share of `max_bytes` holds one key's longest log.
-  static std::size_t shards_for(const MemoryOptions& o, const RulesOf<P>& rules) {
-    std::size_t shards = std::bit_ceil(o.shards == 0 ? std::size_t{64} : o.shards);
-    while (shards > 1 && shards * 16 > o.max_keys) shards /= 2;
-    const std::size_t one_key = max_state_heap_bytes(rules);
-    while (shards > 1 && o.max_bytes / shards < one_key) shards /= 2;
-    return shards;
   }
 
   void check_key(std::string_view key) const { detail::check_key_length(key, options_.max_key_bytes); }

@@ -44,6 +44,9 @@ struct Gcra {
     /// tau = burst * T, in ticks.
     [[nodiscard]] std::int64_t tolerance() const noexcept { return tolerance_; }
 
+    /// The same burst and emission interval: the same rules (a key's state need not be converted).
+    friend bool operator==(const Rules&, const Rules&) = default;
+
     /// Gives back up to `cost` units: `TAT = max(TAT - n*T, t)`, so the key never holds more than
     /// `burst` (its state cannot go past full). Returns the state as a cost-0 check sees it afterwards.
     /// `cost >= 0`.

@@ -38,6 +38,8 @@ class ViewedRules {
     return d;
   }
 
+  friend bool operator==(const ViewedRules&, const ViewedRules&) = default;
+
   template <class State>
   [[nodiscard]] bool is_full(const State& s, std::int64_t now) const noexcept {
     return self().full_at(s, self().view(s, now));

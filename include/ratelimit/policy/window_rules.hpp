@@ -41,6 +41,9 @@ class WindowRules : public ViewedRules<Derived> {
   /// The window length in ticks; >= 1.
   [[nodiscard]] std::int64_t window() const noexcept { return window_; }
 
+  /// The same limit and window: the same rules (a key's state need not be converted between them).
+  friend bool operator==(const WindowRules&, const WindowRules&) = default;
+
  protected:
   explicit WindowRules(WindowTicks t) noexcept : limit_(t.limit), window_(t.window) {}
 

@@ -144,21 +144,58 @@ class RedisLimiter final : public detail::LayeredMember {
   /// Checks `cost` units for `key` and consumes them if admitted (cost >= 1). Thread-safe.
   /// Throws `std::invalid_argument` for a negative cost or a key longer than `max_key_bytes`;
   /// `BackendError` when Redis fails under `FailurePolicy::raise`.
-  Decision allow(std::string_view key, std::int64_t cost = 1) { return run(key, cost, Mode::check).decision; }
+  Decision allow(std::string_view key, std::int64_t cost = 1) { return run(key, cost, Mode::check, config()).decision; }
 
   /// As `allow`, and says who decided: `Outcome::failure_policy` when Redis failed and `on_error`
   /// (`fail_open` or `fail_closed`) answered. Thread-safe. Throws as `allow`.
-  CheckResult check(std::string_view key, std::int64_t cost = 1) { return run(key, cost, Mode::check); }
+  CheckResult check(std::string_view key, std::int64_t cost = 1) { return run(key, cost, Mode::check, config()); }
 
   /// What a cost-1 request would see, consuming nothing (README "Decisions"). Thread-safe. Throws as `allow`.
-  Decision peek(std::string_view key) { return run(key, 1, Mode::peek).decision; }
+  Decision peek(std::string_view key) { return run(key, 1, Mode::peek, config()).decision; }
 
   /// Gives back up to `cost` units `key` consumed (README "Refunds", the same formulas as
   /// `ratelimit::refund`, run in the policy's script with `ARGV[3] = "2"`), never past full. Returns the
   /// key's state afterwards as a cost-0 check sees it. Thread-safe. Throws as `allow`; when Redis fails
   /// and `on_error` is not `raise`, nothing is given back and a fresh key's state is returned (the
   /// failure is counted).
-  Decision refund(std::string_view key, std::int64_t cost) { return run(key, cost, Mode::refund).decision; }
+  Decision refund(std::string_view key, std::int64_t cost) { return run(key, cost, Mode::refund, config()).decision; }
+
+  /// A policy of this limiter's kind validated for Redis, for calls that name it (`QuotaOverrides`: per-key
+  /// quota overrides, README "Per-key quota overrides"). Immutable; made by `prepare`.
+  class PreparedPolicy;
+
+  /// Validates `policy` for Redis and binds its script parameters, for the calls below that name it. Only a
+  /// named limiter (`LimiterOptions::name`), as for `set_policy`: its Redis keys do not depend on the
+  /// parameters, so a key checked under another policy keeps its Redis key, and the script converts its
+  /// usage in units as `set_policy` does (README "Changing a policy at run time", Redis). Thread-safe.
+  /// Throws `std::invalid_argument` naming the field (e.g. `Gcra.burst`), or `LimiterOptions.name`.
+  [[nodiscard]] std::shared_ptr<const PreparedPolicy> prepare(P policy) const {
+    if (options_.name.empty()) {
+      ratelimit::detail::invalid("LimiterOptions.name",
+                                 "per-call policies need a named limiter: an unnamed one's Redis keys are its "
+                                 "parameters");
+    }
+    return std::make_shared<const PreparedPolicy>(PreparedPolicy(configured(std::move(policy))));
+  }
+  /// As `check(key, cost)`, under `policy` instead of `policy()`: the script gets `policy`'s parameters (and
+  /// converts the key's state to them first, if it was written under others). The failure policy answers as
+  /// for `check`: `fail_open` / `fail_closed` with `policy`'s limit; `FailurePolicy::fallback` with the
+  /// limiter's own policy share (the fallback holds one policy). Thread-safe. Throws as `check`.
+  CheckResult check(std::string_view key, std::int64_t cost, const PreparedPolicy& policy) {
+    return run(key, cost, Mode::check, policy.config_);
+  }
+  /// As `allow(key, cost)`, under `policy` (see `check` above).
+  Decision allow(std::string_view key, std::int64_t cost, const PreparedPolicy& policy) {
+    return run(key, cost, Mode::check, policy.config_).decision;
+  }
+  /// As `peek(key)`, under `policy` (a peek converts nothing it writes: it writes nothing).
+  Decision peek(std::string_view key, const PreparedPolicy& policy) {
+    return run(key, 1, Mode::peek, policy.config_).decision;
+  }
+  /// As `refund(key, cost)`, under `policy`.
+  Decision refund(std::string_view key, std::int64_t cost, const PreparedPolicy& policy) {
+    return run(key, cost, Mode::refund, policy.config_).decision;
+  }
 
   /// The async `check` (README "Redis engine"): starts the check and returns at once, never blocking.
   /// `callback(std::exception_ptr error, CheckResult result)` runs exactly once, on the I/O thread of
@@ -266,7 +303,7 @@ class RedisLimiter final : public detail::LayeredMember {
     out.reserve(requests.size());
     const std::int64_t now = now_us();
     core_->calls.fetch_add(requests.size(), std::memory_order_relaxed);
-    return run_many(requests, Mode::check, now);
+    return run_many(requests, Mode::check, now, config());
   }
 
   /// The limiter's counters. Thread-safe.
@@ -404,6 +441,21 @@ class RedisLimiter final : public detail::LayeredMember {
     detail::ScriptBinding binding;
   };
 
+ public:
+  class PreparedPolicy {
+   public:
+    explicit PreparedPolicy(Config c) : config_(std::move(c)) {}  // only RedisLimiter can name a Config
+    /// The policy as given.
+    [[nodiscard]] const P& policy() const noexcept { return config_.policy; }
+    /// Its validated rules in ticks of 1 us.
+    [[nodiscard]] const RulesOf<P>& rules() const noexcept { return config_.rules; }
+
+   private:
+    friend class RedisLimiter;
+    Config config_;
+  };
+
+ private:
   /// ARGV[3] of the scripts.
   enum class Mode { check, peek, refund };
   static constexpr std::string_view mode_arg(Mode m) noexcept {
@@ -442,24 +494,25 @@ class RedisLimiter final : public detail::LayeredMember {
   /// Every request as its own script call, through the route (pipelined, per node on Redis Cluster) and
   /// the executor (NOSCRIPT, each key's order); failures are per request. Under `raise`, the first
   /// failure is thrown after every request was answered or failed.
-  std::vector<CheckResult> run_many(std::span<const Request> requests, Mode mode, std::int64_t now) {
-    if (!core_->denials || mode != Mode::check) return send_many(requests, mode, now);
+  std::vector<CheckResult> run_many(std::span<const Request> requests, Mode mode, std::int64_t now,
+                                    const Config& config) {
+    if (!core_->denials || mode != Mode::check) return send_many(requests, mode, now, config);
     // The denial cache answers what it can; the rest goes to Redis in one batch, in request order.
     const std::int64_t t = core_->mono_ns();
     std::vector<CheckResult> out(requests.size());
     std::vector<bool> local(requests.size(), false);
     std::vector<Request> rest;
     for (std::size_t i = 0; i < requests.size(); ++i) {
-      if (core_->denials->lookup(requests[i].key, requests[i].cost, t, out[i].decision, &config())) {
+      if (core_->denials->lookup(requests[i].key, requests[i].cost, t, out[i].decision, &config)) {
         local[i] = true;
         core_->cached_denials.fetch_add(1, std::memory_order_relaxed);
       } else {
         rest.push_back(requests[i]);
       }
     }
-    if (rest.size() == requests.size()) return send_many(requests, mode, now);
+    if (rest.size() == requests.size()) return send_many(requests, mode, now, config);
     if (rest.empty()) return out;
-    std::vector<CheckResult> sent = send_many(rest, mode, now);
+    std::vector<CheckResult> sent = send_many(rest, mode, now, config);
     for (std::size_t i = 0, k = 0; i < requests.size(); ++i) {
       if (!local[i]) out[i] = sent[k++];
     }
@@ -467,8 +520,9 @@ class RedisLimiter final : public detail::LayeredMember {
   }
 
   /// Every request to Redis (or, while its gate is shut, to the fallback); see `run_many`.
-  std::vector<CheckResult> send_many(std::span<const Request> requests, Mode mode, std::int64_t now) {
-    const Config& config = this->config();  // one policy for the whole batch
+  /// `config`: one policy for the whole batch (the current one, or a `PreparedPolicy`'s).
+  std::vector<CheckResult> send_many(std::span<const Request> requests, Mode mode, std::int64_t now,
+                                     const Config& config) {
     const std::string now_arg = time_arg(now);
     std::vector<std::string> keys(requests.size());
     std::vector<std::string> costs(requests.size());
@@ -487,13 +541,12 @@ class RedisLimiter final : public detail::LayeredMember {
     std::vector<CheckResult> out;
     out.reserve(requests.size());
     Fallback& fallback = core_->fallback;
-    std::optional<typename CircuitBreaker<detail::GateClock<C>>::Ticket> ticket;
-    if (fallback.enabled()) {
-      ticket.emplace(fallback.admit());
-      if (!*ticket) {  // Redis is failing and no probe is due: the fallback answers, Redis is not asked
-        for (const Request& r : requests) out.push_back(serve_fallback(r.key, r.cost, mode));
-        return out;
-      }
+    // A ticket always (unguarded without a fallback, reporting to nothing), as `LeasedLimiter`'s gate.
+    using Ticket = typename CircuitBreaker<detail::GateClock<C>>::Ticket;
+    Ticket ticket = fallback.enabled() ? fallback.admit() : Ticket::unguarded();
+    if (!ticket) {  // Redis is failing and no probe is due: the fallback answers, Redis is not asked
+      for (const Request& r : requests) out.push_back(serve_fallback(r.key, r.cost, mode));
+      return out;
     }
     const std::int64_t sent = core_->denials ? core_->mono_ns() : 0;
     const auto started = std::chrono::steady_clock::now();
@@ -516,7 +569,7 @@ class RedisLimiter final : public detail::LayeredMember {
                                          : core_->failed(now, requests[i].cost, mode, config));
       }
     }
-    if (ticket) Fallback::settle(*ticket, any_reply ? nullptr : &*first);
+    Fallback::settle(ticket, any_reply ? nullptr : &*first);
     if (first && options_.on_error == FailurePolicy::raise) throw *first;
     return out;
   }
@@ -570,13 +623,13 @@ class RedisLimiter final : public detail::LayeredMember {
     for (std::size_t i = 0; i < detail::kScriptParams; ++i) args.push_back(binding.params[i]);
   }
 
-  CheckResult run(std::string_view key, std::int64_t cost, Mode mode) {
+  CheckResult run(std::string_view key, std::int64_t cost, Mode mode, const Config& config) {
     check_key(key);
     ratelimit::detail::require_cost(cost);
     const std::int64_t now = now_us();
     core_->calls.fetch_add(1, std::memory_order_relaxed);
     const Request one{key, cost};
-    return run_many(std::span<const Request>(&one, 1), mode, now).front();
+    return run_many(std::span<const Request>(&one, 1), mode, now, config).front();
   }
 
   using Fallback = detail::Fallback<P, C, detail::GateClock<C>>;

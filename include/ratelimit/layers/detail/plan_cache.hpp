@@ -1,7 +1,8 @@
 #pragma once
 
 /// @file
-/// A bounded, expiring cache of key -> plan index for `TieredLimiter`.
+/// A bounded, expiring cache of key -> value: plan indices for `TieredLimiter`, resolved overrides for
+/// `QuotaOverrides`.
 
 #include <chrono>
 #include <cstddef>
@@ -13,19 +14,21 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include "ratelimit/detail/arithmetic.hpp"
 
 namespace ratelimit::detail {
 
 /// Least-recently-used cache with a time to live: at most `capacity` entries; an entry older than the
-/// TTL is a miss. Thread-safe (one mutex; the resolver runs outside it).
-class PlanCache {
+/// TTL is a miss. Thread-safe (one mutex; the resolver runs outside it). `V` is copied out under the lock.
+template <class V>
+class BasicPlanCache {
  public:
-  PlanCache(std::size_t capacity, std::int64_t ttl_ns) : capacity_(capacity), ttl_ns_(ttl_ns) {}
+  BasicPlanCache(std::size_t capacity, std::int64_t ttl_ns) : capacity_(capacity), ttl_ns_(ttl_ns) {}
 
   /// The cached value for `key` at `now_ns`, if present and fresh.
-  std::optional<std::size_t> get(std::string_view key, std::int64_t now_ns) {
+  std::optional<V> get(std::string_view key, std::int64_t now_ns) {
     std::lock_guard lock(mutex_);
     auto it = map_.find(key);
     if (it == map_.end()) return std::nullopt;
@@ -43,10 +46,10 @@ class PlanCache {
 
   /// Stores `value` for `key` at `now_ns`, evicting the least recently used entry at capacity. Holds
   /// one copy of the key per entry (in the LRU list; the map views it).
-  void put(std::string_view key, std::size_t value, std::int64_t now_ns) {
+  void put(std::string_view key, V value, std::int64_t now_ns) {
     std::lock_guard lock(mutex_);
     if (auto it = map_.find(key); it != map_.end()) {
-      it->second.value = value;
+      it->second.value = std::move(value);
       it->second.stored_ns = now_ns;
       lru_.splice(lru_.begin(), lru_, it->second.position);
       return;
@@ -57,7 +60,7 @@ class PlanCache {
     }
     lru_.emplace_front(key);
     // The map's key views the list's string (list nodes never move), so each entry holds one copy.
-    map_.emplace(std::string_view(lru_.front()), Entry{value, now_ns, lru_.begin()});
+    map_.emplace(std::string_view(lru_.front()), Entry{std::move(value), now_ns, lru_.begin()});
   }
 
   /// Forgets `key`. Thread-safe.
@@ -78,7 +81,7 @@ class PlanCache {
 
  private:
   struct Entry {
-    std::size_t value;
+    V value;
     std::int64_t stored_ns;
     std::list<std::string>::iterator position;
   };
@@ -89,5 +92,8 @@ class PlanCache {
   std::list<std::string> lru_;                       // most recent first; owns the key strings
   std::unordered_map<std::string_view, Entry> map_;  // keys view the strings in lru_
 };
+
+/// The plan cache of `TieredLimiter`: key -> plan index.
+using PlanCache = BasicPlanCache<std::size_t>;
 
 }  // namespace ratelimit::detail
