@@ -149,6 +149,36 @@ TEST_F(QuotaOverrideRedis, OverridesAppliedAndUnnamedLimitersRefused) {
   }
 }
 
+// The denial cache remembers an override's denial under that override: the key's repeated denials are answered
+// in memory, and once its override changes (a higher limit) the key is asked of Redis again.
+TEST_F(QuotaOverrideRedis, DenialCacheFollowsTheKeysOverride) {
+  ManualClock clock;
+  clock.advance(1'700'000'000s);
+  auto o = named("quota-deny");
+  o.deny_cache.enabled = true;
+  RedisLimiter<ratelimit::Gcra, ManualClock> l(ratelimit::Gcra{.limit = 10, .period = 1s, .burst = 10}, o, clock);
+  OverrideDirectory<ratelimit::Gcra> dir;
+  dir.set("k", ratelimit::Gcra{.limit = 2, .period = 1h, .burst = 2});
+  QuotaOverrides overrides(l, dir.resolver());
+  ASSERT_TRUE(overrides.allow("k").allowed);
+  ASSERT_TRUE(overrides.allow("k").allowed);
+  const Decision denied = overrides.allow("k");  // Redis denies: remembered under the override
+  ASSERT_FALSE(denied.allowed);
+  EXPECT_EQ(denied.limit, 2);
+  const Decision again = overrides.allow("k");  // answered by the cache, with the override's numbers
+  EXPECT_FALSE(again.allowed);
+  EXPECT_EQ(again.limit, 2);
+  EXPECT_EQ(l.stats().cached_denials, 1u);
+
+  dir.set("k", ratelimit::Gcra{.limit = 10, .period = 1h, .burst = 10});
+  overrides.invalidate("k");
+  const Decision raised = overrides.allow("k");  // a new policy: Redis is asked, the 2 used units kept
+  EXPECT_TRUE(raised.allowed);
+  EXPECT_EQ(raised.limit, 10);
+  EXPECT_EQ(raised.remaining, 7);
+  EXPECT_EQ(l.stats().cached_denials, 1u);
+}
+
 // 8 threads check one key while the override flips between two limits: the key's count stays exact.
 TEST_F(QuotaOverrideRedis, RacingChecksWhileTheOverrideChanges) {
   ManualClock clock;

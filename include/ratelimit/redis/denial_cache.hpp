@@ -14,11 +14,13 @@
 #include <functional>
 #include <limits>
 #include <mutex>
+#include <random>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
 #include "ratelimit/decision.hpp"
+#include "ratelimit/detail/siphash.hpp"
 
 namespace ratelimit::redis::detail {
 
@@ -54,13 +56,19 @@ struct Denial {
 class DenialCache {
  public:
   /// `max_keys` >= 1 (validated by the limiter).
-  explicit DenialCache(std::size_t max_keys) : per_shard_(max_keys / kShards > 0 ? max_keys / kShards : 1) {}
+  explicit DenialCache(std::size_t max_keys) : per_shard_(max_keys / kShards > 0 ? max_keys / kShards : 1) {
+    // Keys come from requests: a keyed hash, seeded per cache, so nobody can aim keys at one bucket or shard.
+    std::random_device entropy;
+    for (std::uint64_t& k : seed_) k = (std::uint64_t{entropy()} << 32) | entropy();
+    for (Shard& s : shards_) s.entries = Map(16, Hash{seed_[0], seed_[1]});
+  }
 
   /// The cached denial of `cost` units of `key` at monotonic `now` (ns), if any: Redis's decision with
   /// `retry_after` the rest of the wait and `reset_after` less the time since Redis answered. `policy` names
-  /// the caller's policy now: a denial remembered under another one is void (the limits changed).
+  /// the caller's policy now (an id no other policy of the process has): a denial remembered under another
+  /// one is void (the limits changed).
   [[nodiscard]] bool lookup(std::string_view key, std::int64_t cost, std::int64_t now, Decision& out,
-                            const void* policy = nullptr) {
+                            std::uint64_t policy = 0) {
     if (size_.load(std::memory_order_relaxed) == 0) return false;
     Shard& s = shard_of(key);
     const std::lock_guard lock(s.mutex);
@@ -77,7 +85,7 @@ class DenialCache {
   /// Remembers Redis's denial `d` of `cost` (>= 1) units of `key`, for a call sent at monotonic `sent` under
   /// `policy` and answered at `now` (ns).
   void remember(std::string_view key, std::int64_t cost, const Decision& d, std::int64_t sent, std::int64_t now,
-                const void* policy = nullptr) {
+                std::uint64_t policy = 0) {
     Shard& s = shard_of(key);
     const std::lock_guard lock(s.mutex);
     auto it = s.entries.find(key);
@@ -112,19 +120,27 @@ class DenialCache {
   struct Entry {
     Denial denial;
     Decision decision{};
-    std::int64_t at = 0;           // monotonic ns of Redis's answer
-    const void* policy = nullptr;  // what the call was sent under (a lookup under another policy misses)
+    std::int64_t at = 0;       // monotonic ns of Redis's answer
+    std::uint64_t policy = 0;  // what the call was sent under (a lookup under another policy misses)
   };
   struct Hash {
     using is_transparent = void;
-    std::size_t operator()(std::string_view k) const noexcept { return std::hash<std::string_view>{}(k); }
+    Hash() noexcept : Hash(0, 0) {}
+    Hash(std::uint64_t a, std::uint64_t b) noexcept : k0(a), k1(b) {}
+    std::uint64_t k0, k1;
+    std::size_t operator()(std::string_view k) const noexcept {
+      return static_cast<std::size_t>(ratelimit::detail::siphash<1, 3>(k0, k1, k));
+    }
   };
+  using Map = std::unordered_map<std::string, Entry, Hash, std::equal_to<>>;
   struct Shard {
     std::mutex mutex;
-    std::unordered_map<std::string, Entry, Hash, std::equal_to<>> entries;
+    Map entries;
   };
 
-  Shard& shard_of(std::string_view key) { return shards_[(std::hash<std::string_view>{}(key) >> 7) % kShards]; }
+  Shard& shard_of(std::string_view key) {
+    return shards_[(ratelimit::detail::siphash<1, 3>(seed_[1], seed_[0], key) >> 7) % kShards];
+  }
 
   /// Frees at least one slot of a full shard (lock held): expired entries among the first 64, else the first.
   void make_room(Shard& s, std::int64_t now) {
@@ -144,6 +160,7 @@ class DenialCache {
   }
 
   std::size_t per_shard_;
+  std::uint64_t seed_[2] = {};
   std::array<Shard, kShards> shards_;
   std::atomic<std::size_t> size_{0};
 };

@@ -439,7 +439,14 @@ class RedisLimiter final : public detail::LayeredMember {
     P policy;
     RulesOf<P> rules;
     detail::ScriptBinding binding;
+    /// Unique in the process (never 0), for the denial cache: an address could be reused by the next
+    /// override's policy once the last one is freed.
+    std::uint64_t id = next_config_id();
   };
+  static std::uint64_t next_config_id() noexcept {
+    static std::atomic<std::uint64_t> last{0};
+    return last.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
 
  public:
   class PreparedPolicy {
@@ -503,7 +510,7 @@ class RedisLimiter final : public detail::LayeredMember {
     std::vector<bool> local(requests.size(), false);
     std::vector<Request> rest;
     for (std::size_t i = 0; i < requests.size(); ++i) {
-      if (core_->denials->lookup(requests[i].key, requests[i].cost, t, out[i].decision, &config)) {
+      if (core_->denials->lookup(requests[i].key, requests[i].cost, t, out[i].decision, config.id)) {
         local[i] = true;
         core_->cached_denials.fetch_add(1, std::memory_order_relaxed);
       } else {
@@ -703,7 +710,7 @@ class RedisLimiter final : public detail::LayeredMember {
                const Config& c) {
       if (!denials || mode == Mode::peek) return;
       if (mode == Mode::check && !d.allowed && cost > 0) {
-        denials->remember(key, cost, d, sent, mono_ns(), &c);
+        denials->remember(key, cost, d, sent, mono_ns(), c.id);
       } else if (mode == Mode::refund || d.allowed) {
         denials->forget(key);
       }
@@ -836,7 +843,7 @@ class RedisLimiter final : public detail::LayeredMember {
       call->user_key = std::string(key);
       call->sent_ns = core_->mono_ns();
       Decision d;
-      if (mode == Mode::check && core_->denials->lookup(key, cost, call->sent_ns, d, &config)) {
+      if (mode == Mode::check && core_->denials->lookup(key, cost, call->sent_ns, d, config.id)) {
         call->cached = d;
         call->deadline = std::chrono::steady_clock::time_point{};  // never written, answered on the I/O thread
         core_->cached_denials.fetch_add(1, std::memory_order_relaxed);
