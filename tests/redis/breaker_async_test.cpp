@@ -166,7 +166,7 @@ TEST_F(BreakerAsync, StallOpensItShortCircuitsAtOnceOnTheIoThreadOneProbeAndBack
     EXPECT_TRUE(half.each_once());
     EXPECT_EQ(l.stats().breaker_probes - before.breaker_probes, 1u);
     EXPECT_EQ(l.stats().short_circuited - before.short_circuited, 19u);
-    EXPECT_EQ(half.fast(30ms), 19);
+    EXPECT_EQ(half.fast(40ms), 19);
   }
   ASSERT_EQ(::kill(server_->pid(), SIGCONT), 0);
   const auto resumed = Steady::now();
