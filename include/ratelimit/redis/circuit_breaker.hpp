@@ -49,9 +49,9 @@ struct BreakerCounters {
 template <Clock C = std::chrono::steady_clock>
 class CircuitBreaker {
  public:
-  /// A permission to send one round trip (or a refusal), from `admit`. Report the outcome with
-  /// `succeeded` or `failed`; a probe destroyed without either (no verdict, e.g. no connection came free)
-  /// lets the next call probe at once. Move-only; not thread-safe itself (one caller owns it).
+  /// A permission to send one round trip or one async call (or a refusal), from `admit`. Report the
+  /// outcome with `succeeded` or `failed`; a probe destroyed without either (no verdict, e.g. no connection
+  /// came free) lets the next call probe at once. Move-only; not thread-safe itself (one owner at a time).
   class Ticket {
    public:
     Ticket(Ticket&& other) noexcept : breaker_(std::exchange(other.breaker_, nullptr)), kind_(other.kind_) {}

@@ -122,9 +122,14 @@ class ClusterRouter final : public Route {
       if (groups.size() == 1 && std::none_of(groups[0].calls.begin(), groups[0].calls.end(),
                                              [&state](std::size_t i) { return state[i].ask != nullptr; })) {
         Group& g = groups[0];
-        std::vector<RouteCall> part(g.calls.size());
+        auto ticket = g.node->pool->breaker().admit();  // per node, as below: README "Circuit breaker"
+        std::vector<RouteCall> part(ticket ? g.calls.size() : 0);
+        if (!ticket) fail_group(calls, g, detail::circuit_open(g.node->endpoint));
         for (std::size_t k = 0; k < part.size(); ++k) part[k].args = calls[g.calls[k]].args;
-        g.node->pool->pipeline().execute(std::span<RouteCall>(part));
+        if (ticket) {
+          g.node->pool->pipeline().execute(std::span<RouteCall>(part));
+          detail::settle(ticket, part);
+        }
         for (std::size_t k = 0; k < part.size(); ++k) {
           const std::size_t i = g.calls[k];
           if (part[k].error) {
@@ -214,7 +219,8 @@ class ClusterRouter final : public Route {
     }
   }
 
-  /// Async calls go through a worker thread that runs them as batches of `execute` (see `RouteWorker`).
+  /// Async calls go through a worker thread that runs them as batches of `execute` (see `RouteWorker`):
+  /// each batch takes one breaker ticket per node, as a sync batch does (README "Circuit breaker").
   void submit(PipelineOp& op) override { worker_.submit(op); }
 
   [[nodiscard]] bool sharded() const noexcept override { return true; }

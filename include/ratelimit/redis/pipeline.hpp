@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "ratelimit/redis/circuit_breaker.hpp"
 #include "ratelimit/redis/connection.hpp"
 #include "ratelimit/redis/error.hpp"
 #include "ratelimit/redis/reply.hpp"
@@ -93,7 +94,8 @@ class PipelineOp {
   AsyncSink* sink_ = nullptr;
   Reply reply_;  // the outcome, until the I/O thread runs `complete`
   std::optional<BackendError> error_;
-  detail::RouteCallOut* out_ = nullptr;  // sync calls only: where the outcome goes
+  detail::RouteCallOut* out_ = nullptr;             // sync calls only: where the outcome goes
+  std::optional<CircuitBreaker<>::Ticket> ticket_;  // async calls: the server's breaker, settled by the outcome
 };
 
 /// Internal access for sinks other than `Pipeline`.
@@ -337,6 +339,7 @@ class Pipeline final : public AsyncSink {
     start_io_thread();
     if (stopping_ || queued_.size() + inflight_.size() >= max_in_flight_) {
       if (!stopping_) refused_.fetch_add(1, std::memory_order_relaxed);
+      op.ticket_.reset();  // never sent: no verdict
       op.error_ = refusal();
       completions_.push_back(&op);
       wake_io();
@@ -349,6 +352,31 @@ class Pipeline final : public AsyncSink {
       io_drive_ = true;
       wake_io();
     }
+  }
+
+  /// As `submit`, under `ticket` of the server's circuit breaker (README "Circuit breaker"), settled by the
+  /// call's outcome before its completion runs: a reply (error replies too) succeeds; no reply once written
+  /// (timeout, connection lost), a failed connect, or a deadline passing while queued behind replies that
+  /// do not come, fails; a call otherwise never sent (queue full, destruction) gives no verdict (an unsent
+  /// probe lets the next call probe).
+  void submit(PipelineOp& op, CircuitBreaker<>::Ticket ticket) {
+    op.ticket_.emplace(std::move(ticket));
+    submit(op);
+  }
+
+  /// Completes `op` with `error` on this pipeline's I/O thread without sending it (e.g. a call the circuit
+  /// breaker refused: no I/O, and the completion still runs where every async completion runs). Throws
+  /// `std::logic_error` in a forked child.
+  void reject(PipelineOp& op, BackendError error) {
+    check_not_forked();
+    op.sink_ = this;
+    op.waiter_ = nullptr;
+    op.ticket_.reset();
+    const std::lock_guard lock(mutex_);
+    start_io_thread();
+    op.error_ = std::move(error);
+    completions_.push_back(&op);
+    wake_io();
   }
 
   /// Commands queued or awaiting a reply (a snapshot, for choosing the least loaded connection).
@@ -390,10 +418,19 @@ class Pipeline final : public AsyncSink {
     }
   }
 
+  // What an outcome tells the server's breaker (async calls with a ticket only).
+  enum class Verdict { none, succeeded, failed };
+
   // Lock held. Records the outcome of `op`: a sync caller's goes straight to it (woken when the lock is
   // released: `unlock_posting`); an async one is run by the I/O thread (at once when this is the I/O
-  // thread: `ready`).
-  void finish(PipelineOp* op, Reply reply, std::optional<BackendError> error, std::vector<PipelineOp*>* ready) {
+  // thread: `ready`), after its breaker ticket got `verdict`.
+  void finish(PipelineOp* op, Reply reply, std::optional<BackendError> error, std::vector<PipelineOp*>* ready,
+              Verdict verdict = Verdict::none) {
+    if (op->ticket_) {
+      if (verdict == Verdict::succeeded) op->ticket_->succeeded();
+      if (verdict == Verdict::failed) op->ticket_->failed();
+      op->ticket_.reset();
+    }
     if (op->waiter_ != nullptr) {
       *op->out_->reply = std::move(reply);
       *op->out_->error = std::move(error);
@@ -465,7 +502,7 @@ class Pipeline final : public AsyncSink {
   // a new connection.
   void break_connection(const BackendError& e, std::vector<PipelineOp*>* ready) {
     for (PipelineOp* op : inflight_) {
-      if (op != nullptr) finish(op, nullptr, e, ready);
+      if (op != nullptr) finish(op, nullptr, e, ready, Verdict::failed);
     }
     inflight_.clear();
     update_load();
@@ -478,10 +515,12 @@ class Pipeline final : public AsyncSink {
   // Lock held. Calls past their deadline fail: queued ones are dropped unsent; unanswered ones leave a
   // hole in `inflight_` whose reply is discarded.
   void expire(std::chrono::steady_clock::time_point now, std::vector<PipelineOp*>* ready) {
+    // Unsent behind replies that did not come: the server's fault (a sync caller's ticket counts it too).
+    const Verdict unsent = inflight_.empty() ? Verdict::none : Verdict::failed;
     for (auto it = queued_.begin(); it != queued_.end();) {
       if ((*it)->deadline <= now) {
         finish(*it, nullptr, BackendError(BackendErrorCause::timeout, "deadline passed before the call was sent"),
-               ready);
+               ready, unsent);
         it = queued_.erase(it);
       } else {
         ++it;
@@ -489,7 +528,8 @@ class Pipeline final : public AsyncSink {
     }
     for (PipelineOp*& op : inflight_) {
       if (op != nullptr && op->deadline <= now) {
-        finish(op, nullptr, BackendError(BackendErrorCause::timeout, "no reply before the call's deadline"), ready);
+        finish(op, nullptr, BackendError(BackendErrorCause::timeout, "no reply before the call's deadline"), ready,
+               Verdict::failed);
         op = nullptr;
       }
     }
@@ -510,6 +550,10 @@ class Pipeline final : public AsyncSink {
       }
       auto now = std::chrono::steady_clock::now();
       expire(now, ready_ptr);
+      if (self == nullptr && !completions_.empty()) {  // e.g. refused calls: answered now, not after this drive
+        ready.insert(ready.end(), completions_.begin(), completions_.end());
+        completions_.clear();
+      }
       if (!ready.empty()) {
         run_outside_lock(lock, ready);
         continue;
@@ -527,7 +571,7 @@ class Pipeline final : public AsyncSink {
           lock.lock();
           if (failed) {
             // Nothing was sent: every queued call fails now (the pool backs off further connects).
-            for (PipelineOp* op : queued_) finish(op, nullptr, *failed, ready_ptr);
+            for (PipelineOp* op : queued_) finish(op, nullptr, *failed, ready_ptr, Verdict::failed);
             queued_.clear();
             update_load();
             continue;
@@ -609,7 +653,7 @@ class Pipeline final : public AsyncSink {
         }
         PipelineOp* op = inflight_.front();
         inflight_.pop_front();
-        if (op != nullptr) finish(op, std::move(r), std::nullopt, ready_ptr);
+        if (op != nullptr) finish(op, std::move(r), std::nullopt, ready_ptr, Verdict::succeeded);
       }
       replies.clear();
       update_load();

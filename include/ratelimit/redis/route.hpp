@@ -82,6 +82,24 @@ inline BackendError circuit_open(std::string_view server) {
   return BackendError(BackendErrorCause::circuit_open, "not sent: circuit breaker open for " + std::string(server));
 }
 
+/// "host:port", or "unix:<path>", of the server of `o` (for error texts).
+inline std::string endpoint(const ConnectionOptions& o) {
+  return o.unix_socket.empty() ? o.host + ":" + std::to_string(o.port) : "unix:" + o.unix_socket;
+}
+
+/// Starts async `op` on `pool`, gated by the server's breaker as a sync round trip is (README "Circuit
+/// breaker"): one ticket per call, settled by its outcome on the pipeline. Refused (open, or half-open with
+/// the probe out), `op` completes with cause `circuit_open` on the pipeline's I/O thread, nothing sent. A
+/// call already past its deadline (never written, answered on the I/O thread: e.g. by the fallback or the
+/// denial cache) takes no ticket.
+inline void submit_gated(ConnectionPool& pool, PipelineOp& op) {
+  Pipeline& pipeline = pool.pipeline();
+  if (op.deadline <= std::chrono::steady_clock::now()) return pipeline.submit(op);
+  auto ticket = pool.breaker().admit();
+  if (!ticket) return pipeline.reject(op, circuit_open(endpoint(pool.options())));
+  pipeline.submit(op, std::move(ticket));
+}
+
 }  // namespace detail
 
 /// Where commands go. Implementations are thread-safe.
@@ -97,8 +115,9 @@ class Route {
   /// `BackendError` (failures are per call); may throw `std::bad_alloc`.
   virtual void execute(std::span<RouteCall> calls) = 0;
   /// Starts one async call (`op.command`, `op.args`, `op.slot`, `op.deadline` set); never blocks.
-  /// `op.complete` runs exactly once, on the route's I/O thread (README "Redis engine"). Throws
-  /// `std::logic_error` in a process forked after the route was made.
+  /// `op.complete` runs exactly once, on the route's I/O thread (README "Redis engine"), also when the
+  /// server's circuit breaker refuses the call (cause `circuit_open`, nothing sent: README "Circuit
+  /// breaker"). Throws `std::logic_error` in a process forked after the route was made.
   virtual void submit(PipelineOp& op) = 0;
   /// True when keys of different slots may live on different servers (a multi-key script then needs
   /// its keys in one slot).
@@ -130,7 +149,7 @@ class Route {
 
 /// A single server: every call on the pool's least loaded shared connection (`Pipeline`), pipelined
 /// with every other caller's. When the connection fails midway, every call written and unanswered gets
-/// the error (it may have run).
+/// the error (it may have run). The server's breaker gates each `execute` and each async call.
 class ServerRoute final : public Route {
  public:
   /// Throws `std::invalid_argument` for a null pool.
@@ -145,7 +164,8 @@ class ServerRoute final : public Route {
     pool_->pipeline().execute(calls);
     detail::settle(ticket, calls);
   }
-  void submit(PipelineOp& op) override { pool_->pipeline().submit(op); }
+  /// Gated by the server's breaker per call (`detail::submit_gated`, README "Circuit breaker").
+  void submit(PipelineOp& op) override { detail::submit_gated(*pool_, op); }
   [[nodiscard]] bool sharded() const noexcept override { return false; }
   [[nodiscard]] const void* domain() const noexcept override { return pool_.get(); }
   [[nodiscard]] const ConnectionOptions& options() const noexcept override { return pool_->options(); }
@@ -169,10 +189,7 @@ class ServerRoute final : public Route {
       c.error = e;
     }
   }
-  [[nodiscard]] std::string server() const {
-    const ConnectionOptions& o = pool_->options();
-    return o.unix_socket.empty() ? o.host + ":" + std::to_string(o.port) : "unix:" + o.unix_socket;
-  }
+  [[nodiscard]] std::string server() const { return detail::endpoint(pool_->options()); }
 
   std::shared_ptr<ConnectionPool> pool_;
 };

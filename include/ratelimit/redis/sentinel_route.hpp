@@ -38,8 +38,9 @@ namespace ratelimit::redis {
 /// fail with the sentinels' answers in the error (cause `reply` when a sentinel answered, e.g. it does
 /// not know the name; `io` when none could be reached), and the failure policy decides.
 ///
-/// Async calls (`submit`) go straight to the master's pipeline; while no master is known or a check is
-/// due they go through a worker thread that asks the sentinels first, so `submit` never blocks.
+/// Async calls (`submit`) go straight to the master's pipeline, gated per call by its breaker; while no
+/// master is known or a check is due they go through a worker thread that asks the sentinels first, so
+/// `submit` never blocks.
 /// Thread-safe.
 class SentinelRoute final : public Route {
  public:
@@ -99,7 +100,7 @@ class SentinelRoute final : public Route {
       if (pool_ && std::chrono::steady_clock::now() < next_check_) pool = pool_;
     }
     if (pool) {
-      pool->pipeline().submit(op);
+      detail::submit_gated(*pool, op);  // per call, as on a `ServerRoute` (README "Circuit breaker")
     } else {
       worker_.submit(op);  // its thread runs `execute`, which asks the sentinels first
     }
@@ -186,10 +187,7 @@ class SentinelRoute final : public Route {
   /// As `ServerRoute::execute` on `pool`.
   static void run(ConnectionPool& pool, std::span<RouteCall> calls) {
     auto ticket = pool.breaker().admit();
-    if (!ticket) {
-      const ConnectionOptions& o = pool.options();
-      return fail(calls, detail::circuit_open(o.host + ":" + std::to_string(o.port)));
-    }
+    if (!ticket) return fail(calls, detail::circuit_open(detail::endpoint(pool.options())));
     pool.pipeline().execute(calls);
     detail::settle(ticket, calls);
   }
@@ -217,7 +215,7 @@ class SentinelRoute final : public Route {
       for (PipelineOp* op : batch) op->complete(nullptr, e);
       return;
     }
-    for (PipelineOp* op : batch) pool->pipeline().submit(*op);
+    for (PipelineOp* op : batch) detail::submit_gated(*pool, *op);
   }
 
   /// The current master's pool, after asking the sentinels when none is known or a check is due. A
