@@ -462,7 +462,15 @@ int run_parent(Args a, const char* self) {
   // A slice: max_fraction (0.1) of the lease-mode limit (GCRA / token bucket: the burst less L / T), at most 1000.
   const std::int64_t lease_limit = a.policy == "fixed_window" ? a.limit : a.burst - a.lifetime_ms * 1000 / T;
   const std::int64_t slice = a.limiter == "leased" ? std::clamp<std::int64_t>(lease_limit / 10, 1, 1000) : 0;
-  const std::int64_t allowance = a.kill_at >= 0 ? a.processes * (share_burst + slice) + base : 0;
+  // While some processes are back on Redis and others still on their fallback (at most the fallback's probe_max
+  // + the breaker's open_max after Redis returns), the latter's shares admit beside Redis's full rate.
+  const auto overlap_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                              ratelimit::redis::FallbackOptions{}.probe_max +
+                              ratelimit::redis::CircuitBreakerOptions{}.open_max)
+                              .count();
+  const std::int64_t overlap =
+      a.policy == "fixed_window" ? 0 : (a.processes - 1) * (overlap_us / T) / a.processes;
+  const std::int64_t allowance = a.kill_at >= 0 ? a.processes * (share_burst + slice) + base + overlap : 0;
   std::int64_t over_outage = 0;  // intervals over the normal bound + the allowance
   std::int64_t max_excess = 0;
   std::printf("paced phase: %d processes x %d threads, %.1f s, hot key at %.0fx its limit (%s, %s)\n", a.processes,
@@ -528,12 +536,12 @@ int run_parent(Args a, const char* self) {
     std::printf(
         "outage: Redis SIGKILLed at %.3f s, restarted at %.3f s; intervals over the normal bound: %lld "
         "(most over it: %lld units); over the outage bound (normal + %lld = %d x (fallback burst %lld + "
-        "slice %lld) + fresh burst %lld): %lld\n",
+        "slice %lld) + fresh burst %lld + recovery overlap %lld): %lld\n",
         static_cast<double>(killed_us.load() - start_us) / 1e6,
         static_cast<double>(restarted_us.load() - start_us) / 1e6, static_cast<long long>(over),
         static_cast<long long>(max_excess), static_cast<long long>(allowance), a.processes,
         static_cast<long long>(share_burst), static_cast<long long>(slice), static_cast<long long>(base),
-        static_cast<long long>(over_outage));
+        static_cast<long long>(overlap), static_cast<long long>(over_outage));
   }
   std::printf("hot check latency (median over processes): p50 %.1f us, p99 %.1f us\n",
               static_cast<double>(p50[p50.size() / 2]) / 1e3, static_cast<double>(p99[p99.size() / 2]) / 1e3);
