@@ -31,7 +31,6 @@ using bench::KeyStream;
 using bench::kManyKeys;
 using bench::many_key_policy;
 
-
 const KeyStream& many_keys() {
   static const KeyStream keys(kManyKeys);
   return keys;
@@ -98,15 +97,25 @@ void floor_map_gcra_clock(benchmark::State& state) {
 template <class P>
 P strict();
 template <>
-ratelimit::Gcra strict() { return {.limit = 1, .period = 1h, .burst = 1}; }
+ratelimit::Gcra strict() {
+  return {.limit = 1, .period = 1h, .burst = 1};
+}
 template <>
-ratelimit::TokenBucket strict() { return {.capacity = 1, .refill_tokens = 1, .refill_period = 1h}; }
+ratelimit::TokenBucket strict() {
+  return {.capacity = 1, .refill_tokens = 1, .refill_period = 1h};
+}
 template <>
-ratelimit::FixedWindow strict() { return {.limit = 1, .window = 1h}; }
+ratelimit::FixedWindow strict() {
+  return {.limit = 1, .window = 1h};
+}
 template <>
-ratelimit::SlidingWindowCounter strict() { return {.limit = 1, .window = 1h}; }
+ratelimit::SlidingWindowCounter strict() {
+  return {.limit = 1, .window = 1h};
+}
 template <>
-ratelimit::SlidingWindowLog strict() { return {.limit = 1, .window = 1h}; }
+ratelimit::SlidingWindowLog strict() {
+  return {.limit = 1, .window = 1h};
+}
 
 template <class P>
 using Limiter = ratelimit::MemoryLimiter<P>;
@@ -135,7 +144,6 @@ void deny(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(limiter.allow(key));
 }
 
-
 /// The limiter of the many-keys benchmark running now, filled once and kept across Google Benchmark's calls
 /// of one benchmark (it calls each several times to settle the iteration count): one at a time in memory.
 std::shared_ptr<void> g_parked;
@@ -161,8 +169,7 @@ void keys_1m(benchmark::State& state) {
   static double bytes_per_key = 0;
   Limiter<P>& limiter = parked<Limiter<P>, 0>([&] {
     const std::size_t before = bench::heap_bytes();
-    auto made =
-        std::make_shared<Limiter<P>>(many_key_policy<P>(), ratelimit::MemoryOptions{.max_keys = 4 * kManyKeys});
+    auto made = std::make_shared<Limiter<P>>(many_key_policy<P>(), ratelimit::MemoryOptions{.max_keys = 4 * kManyKeys});
     for (std::size_t k = 0; k < kManyKeys; ++k) made->allow(keys.key(k));
     bytes_per_key = static_cast<double>(bench::heap_bytes() - before) / static_cast<double>(kManyKeys);
     return made;
@@ -179,15 +186,25 @@ void keys_1m(benchmark::State& state) {
 template <class P>
 P rolling_policy();
 template <>
-ratelimit::Gcra rolling_policy() { return {.limit = 1, .period = 1s, .burst = 1000}; }
+ratelimit::Gcra rolling_policy() {
+  return {.limit = 1, .period = 1s, .burst = 1000};
+}
 template <>
-ratelimit::TokenBucket rolling_policy() { return {.capacity = 1000, .refill_tokens = 1, .refill_period = 1s}; }
+ratelimit::TokenBucket rolling_policy() {
+  return {.capacity = 1000, .refill_tokens = 1, .refill_period = 1s};
+}
 template <>
-ratelimit::FixedWindow rolling_policy() { return {.limit = 1000, .window = 1s}; }
+ratelimit::FixedWindow rolling_policy() {
+  return {.limit = 1000, .window = 1s};
+}
 template <>
-ratelimit::SlidingWindowCounter rolling_policy() { return {.limit = 1000, .window = 500ms}; }
+ratelimit::SlidingWindowCounter rolling_policy() {
+  return {.limit = 1000, .window = 500ms};
+}
 template <>
-ratelimit::SlidingWindowLog rolling_policy() { return {.limit = 1000, .window = 1s}; }
+ratelimit::SlidingWindowLog rolling_policy() {
+  return {.limit = 1000, .window = 1s};
+}
 
 /// As `keys_1m`, with `rolling_policy`: keys whose state became full are revisited.
 template <class P>
@@ -257,15 +274,15 @@ BENCHMARK(floor_atomic_gcra_clock)->Name("floor/atomic_gcra+clock");
 BENCHMARK(floor_map_gcra_clock)->Name("floor/map_gcra+clock/keys:1")->Arg(1);
 BENCHMARK(floor_map_gcra_clock)->Name("floor/map_gcra+clock/keys:1000000")->Arg(1'000'000);
 
-#define RATELIMIT_POLICY_BENCHMARKS(P, name)                                                          \
-  BENCHMARK(hot_key<P>)->Name(name "/hot_key");                                                       \
-  BENCHMARK(hot_key_caller_time<P>)->Name(name "/hot_key_caller_time");                               \
-  BENCHMARK(deny<P>)->Name(name "/deny");                                                             \
-  BENCHMARK(keys_1m<P>)->Name(name "/keys:1000000");                                                  \
-  BENCHMARK(keys_1m_rolling<P>)->Name(name "/keys:1000000/rolling");                                  \
-  BENCHMARK(hot_key_threads<P>)->Name(name "/hot_key")->Threads(2)->UseRealTime();                    \
-  BENCHMARK(distinct_keys_threads<P>)->Name(name "/distinct_keys")->Threads(1)->UseRealTime();        \
-  BENCHMARK(distinct_keys_threads<P>)->Name(name "/distinct_keys")->Threads(2)->UseRealTime();       \
+#define RATELIMIT_POLICY_BENCHMARKS(P, name)                                                                       \
+  BENCHMARK(hot_key<P>)->Name(name "/hot_key");                                                                    \
+  BENCHMARK(hot_key_caller_time<P>)->Name(name "/hot_key_caller_time");                                            \
+  BENCHMARK(deny<P>)->Name(name "/deny");                                                                          \
+  BENCHMARK(keys_1m<P>)->Name(name "/keys:1000000");                                                               \
+  BENCHMARK(keys_1m_rolling<P>)->Name(name "/keys:1000000/rolling");                                               \
+  BENCHMARK(hot_key_threads<P>)->Name(name "/hot_key")->Threads(2)->UseRealTime();                                 \
+  BENCHMARK(distinct_keys_threads<P>)->Name(name "/distinct_keys")->Threads(1)->UseRealTime();                     \
+  BENCHMARK(distinct_keys_threads<P>)->Name(name "/distinct_keys")->Threads(2)->UseRealTime();                     \
   BENCHMARK(distinct_keys_any_shard_threads<P>)->Name(name "/distinct_keys_any_shard")->Threads(1)->UseRealTime(); \
   BENCHMARK(distinct_keys_any_shard_threads<P>)->Name(name "/distinct_keys_any_shard")->Threads(2)->UseRealTime()
 

@@ -464,12 +464,11 @@ int run_parent(Args a, const char* self) {
   const std::int64_t slice = a.limiter == "leased" ? std::clamp<std::int64_t>(lease_limit / 10, 1, 1000) : 0;
   // While some processes are back on Redis and others still on their fallback (at most the fallback's probe_max
   // + the breaker's open_max after Redis returns), the latter's shares admit beside Redis's full rate.
-  const auto overlap_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                              ratelimit::redis::FallbackOptions{}.probe_max +
-                              ratelimit::redis::CircuitBreakerOptions{}.open_max)
-                              .count();
-  const std::int64_t overlap =
-      a.policy == "fixed_window" ? 0 : (a.processes - 1) * (overlap_us / T) / a.processes;
+  const auto overlap_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(ratelimit::redis::FallbackOptions{}.probe_max +
+                                                            ratelimit::redis::CircuitBreakerOptions{}.open_max)
+          .count();
+  const std::int64_t overlap = a.policy == "fixed_window" ? 0 : (a.processes - 1) * (overlap_us / T) / a.processes;
   const std::int64_t allowance = a.kill_at >= 0 ? a.processes * (share_burst + slice) + base + overlap : 0;
   std::int64_t over_outage = 0;  // intervals over the normal bound + the allowance
   std::int64_t max_excess = 0;

@@ -238,20 +238,22 @@ int main(int argc, char** argv) {
   std::vector<std::vector<Sample>> runs(kPhases);
   for (int r = 0; r < repetitions; ++r) {
     runs[kFloor1].push_back(measure(sp, seconds, [&] { return raw(server.port(), args, 1, seconds); }));
-    runs[kSync1].push_back(measure(sp, seconds, [&] { return sync_threads(limiter, 1, seconds); }, writes));
+    runs[kSync1].push_back(measure(
+        sp, seconds, [&] { return sync_threads(limiter, 1, seconds); }, writes));
     runs[kFloor16].push_back(measure(sp, seconds, [&] { return raw(server.port(), args, 16, seconds); }));
     runs[kWindow8].push_back(measure(sp, seconds, [&] { return raw(server.port(), args, 8, seconds, true); }));
-    runs[kSync8].push_back(measure(sp, seconds, [&] { return sync_threads(limiter, 8, seconds); }, writes));
+    runs[kSync8].push_back(measure(
+        sp, seconds, [&] { return sync_threads(limiter, 8, seconds); }, writes));
     runs[kFloor64].push_back(measure(sp, seconds, [&] { return raw(server.port(), args, 64, seconds); }));
-    runs[kAsync64].push_back(measure(sp, seconds, [&] { return async_in_flight(limiter, 64, seconds); }, writes));
+    runs[kAsync64].push_back(measure(
+        sp, seconds, [&] { return async_in_flight(limiter, 64, seconds); }, writes));
     std::fprintf(stderr, "rep %d: %.0f %.0f (%.2fx) | %.0f %.0f %.0f (%.2fx %.2fx) | %.0f %.0f (%.2fx)\n", r + 1,
                  runs[kFloor1].back().rate, runs[kSync1].back().rate,
                  runs[kSync1].back().rate / runs[kFloor1].back().rate, runs[kFloor16].back().rate,
                  runs[kWindow8].back().rate, runs[kSync8].back().rate,
                  runs[kWindow8].back().rate / runs[kFloor16].back().rate,
-                 runs[kSync8].back().rate / runs[kFloor16].back().rate,
-                 runs[kFloor64].back().rate, runs[kAsync64].back().rate,
-                 runs[kAsync64].back().rate / runs[kFloor64].back().rate);
+                 runs[kSync8].back().rate / runs[kFloor16].back().rate, runs[kFloor64].back().rate,
+                 runs[kAsync64].back().rate, runs[kAsync64].back().rate / runs[kFloor64].back().rate);
   }
   auto med = [&](std::size_t phase, double Sample::*field) {
     std::vector<double> v;
@@ -266,8 +268,7 @@ int main(int argc, char** argv) {
     return median(v);
   };
   std::printf("GCRA on one local redis-server, %.1f s per phase, median of %d repetitions\n", seconds, repetitions);
-  std::printf("  %-40s %9s %8s %10s %10s %6s\n", "phase", "checks/s", "ratio", "client us", "server us",
-              "batch");
+  std::printf("  %-40s %9s %8s %10s %10s %6s\n", "phase", "checks/s", "ratio", "client us", "server us", "batch");
   const struct {
     std::size_t phase, floor;
     const char* name;

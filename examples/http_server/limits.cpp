@@ -68,8 +68,9 @@ struct RedisBackend {
   std::shared_ptr<ratelimit::redis::ConnectionPool> pool;
   ServerClock clock;
   template <class P>
-  static constexpr bool kLeased = Leased && (std::is_same_v<P, ratelimit::FixedWindow> ||
-                                             std::is_same_v<P, ratelimit::Gcra> || std::is_same_v<P, ratelimit::TokenBucket>);
+  static constexpr bool kLeased = Leased &&
+                                  (std::is_same_v<P, ratelimit::FixedWindow> || std::is_same_v<P, ratelimit::Gcra> ||
+                                   std::is_same_v<P, ratelimit::TokenBucket>);
   template <class P>
   using LimiterOf = std::conditional_t<kLeased<P>, ratelimit::redis::LeasedLimiter<P, ServerClock>,
                                        ratelimit::redis::RedisLimiter<P, ServerClock>>;
@@ -97,7 +98,8 @@ struct RedisBackend {
 template <class Backend>
 class BackendLimits final : public Limits {
  public:
-  using IpLimiter = typename std::invoke_result_t<const Backend&, ratelimit::FixedWindow, std::string_view>::element_type;
+  using IpLimiter =
+      typename std::invoke_result_t<const Backend&, ratelimit::FixedWindow, std::string_view>::element_type;
   using EndpointLimiter =
       typename std::invoke_result_t<const Backend&, ratelimit::SlidingWindowLog, std::string_view>::element_type;
   using ConcurrencyLimiter =
@@ -114,7 +116,8 @@ class BackendLimits final : public Limits {
         export_layer_(*export_, "export"),
         login_layer_(*login_, "login", {.penalty = 15min}),
         export_running_layer_("export-concurrency", *export_running_),
-        tiers_(tier_options(), [this](std::string_view key) { return plan_of(key); }, make, clock),
+        tiers_(
+            tier_options(), [this](std::string_view key) { return plan_of(key); }, make, clock),
         make_(make) {
     for (const auto& [key, plan] : config.api_keys) directory_[key] = plan;
     for (const std::string& ip : config.deny) ip_layer_.lists().deny(ip);
@@ -172,7 +175,7 @@ class BackendLimits final : public Limits {
     return o;
   }
   std::string reload_plans(const std::string& path) override {
-    if constexpr (!requires(IpLimiter& l) { l.set_policy(ratelimit::FixedWindow{}); }) {
+    if constexpr (!requires(IpLimiter & l) { l.set_policy(ratelimit::FixedWindow{}); }) {
       return "plan reload needs limiters with set_policy (not --leases: LeasedLimiter has none)";
     } else {
       try {
@@ -267,7 +270,8 @@ std::unique_ptr<Limits> make_limits(const Config& config, const ServerClock& clo
   options.fallback.instances = config.fallback_instances;
   options.on_backend_failure = [](const ratelimit::BackendError& e) { log_backend_failure(e); };
   auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(options.connection(), options.limiter());
-  if (config.leases) return std::make_unique<BackendLimits<RedisBackend<true>>>(config, RedisBackend<true>{pool, clock}, clock);
+  if (config.leases)
+    return std::make_unique<BackendLimits<RedisBackend<true>>>(config, RedisBackend<true>{pool, clock}, clock);
   return std::make_unique<BackendLimits<RedisBackend<false>>>(config, RedisBackend<false>{pool, clock}, clock);
 #else
   return nullptr;

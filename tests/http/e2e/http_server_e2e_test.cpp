@@ -198,8 +198,8 @@ TEST(HttpServerE2E, ForwardedForIsBelievedOnlyFromTrustedProxies) {
 TEST(HttpServerE2E, ForwardedForLinesAreCombinedInOrder) {
   // RFC 9110 section 5.3: several X-Forwarded-For lines are one list, in order. Only the first line was
   // read, so a client repeating the field escaped the deny list and was limited as the address it chose.
-  ServerProcess server({"--manual-clock", "--trusted-proxy", "127.0.0.1", "--trusted-proxy", "192.0.2.1",
-                        "--deny", "10.0.0.2"});
+  ServerProcess server(
+      {"--manual-clock", "--trusted-proxy", "127.0.0.1", "--trusted-proxy", "192.0.2.1", "--deny", "10.0.0.2"});
   httplib::Client c("127.0.0.1", server.port());
   auto one_line = c.Get("/nope", {{"X-Forwarded-For", "10.0.0.1, 10.0.0.2"}});
   ASSERT_TRUE(one_line);
@@ -208,8 +208,8 @@ TEST(HttpServerE2E, ForwardedForLinesAreCombinedInOrder) {
   ASSERT_TRUE(two_lines);
   EXPECT_EQ(two_lines->status, 403);
   // Three lines, the last one a trusted proxy's: the right-most untrusted entry (10.0.0.2) is taken.
-  auto three = c.Get("/nope", {{"X-Forwarded-For", "10.0.0.1"}, {"X-Forwarded-For", "10.0.0.2"},
-                               {"X-Forwarded-For", "192.0.2.1"}});
+  auto three = c.Get(
+      "/nope", {{"X-Forwarded-For", "10.0.0.1"}, {"X-Forwarded-For", "10.0.0.2"}, {"X-Forwarded-For", "192.0.2.1"}});
   ASSERT_TRUE(three);
   EXPECT_EQ(three->status, 403);
   // Two lines of one client: both requests count for 203.0.113.9, none for the spoofed 10.0.0.1.
@@ -401,7 +401,8 @@ TEST(HttpServerE2E, BadInputGets4xxAndNoClientSeesExceptionText) {
   r = c.Get("/search", {{"X-API-Key", std::string(256, 'a')}});
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
-  EXPECT_EQ(header(r, "RateLimit").rfind("\"ip\";r=999;t=60, \"free-minute\";r=29;t=60, ", 0), 0u) << header(r, "RateLimit");
+  EXPECT_EQ(header(r, "RateLimit").rfind("\"ip\";r=999;t=60, \"free-minute\";r=29;t=60, ", 0), 0u)
+      << header(r, "RateLimit");
   EXPECT_EQ(server.stop(), 0);
 }
 
@@ -427,8 +428,8 @@ TEST(HttpServerE2E, ShadowServesEverythingAndCountsWouldBeDenials) {
   const auto m = s.Get("/metrics");
   ASSERT_TRUE(m);
   auto sample = [](const char* outcome, int n) {
-    return "ratelimit_decisions_total{layer=\"export\",outcome=\"" + std::string(outcome) + "\"} " +
-           std::to_string(n) + "\n";
+    return "ratelimit_decisions_total{layer=\"export\",outcome=\"" + std::string(outcome) + "\"} " + std::to_string(n) +
+           "\n";
   };
   EXPECT_NE(m->body.find(sample("shadow_denied", 3)), std::string::npos) << m->body;
   EXPECT_NE(m->body.find(sample("denied", 0)), std::string::npos) << m->body;
@@ -457,7 +458,7 @@ TEST(HttpServerE2E, SighupReloadsPlansAndKeepsUsage) {
   }
   write_plans(5, ", \"pro\": {\"per_minute\": 100000000000, \"per_day\": 1000, \"burst\": 5}");  // > 1/ns
   ASSERT_EQ(kill(server.pid(), SIGHUP), 0);
-  usleep(300'000);  // the server applies the file on its signal thread (a real process: real time)
+  usleep(300'000);                // the server applies the file on its signal thread (a real process: real time)
   auto r = c.Get("/search?q=x");  // the third of 3
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
