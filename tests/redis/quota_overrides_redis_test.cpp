@@ -79,14 +79,7 @@ void overrides_twin(const std::string& name, P base, P a, P b) {
       memory.set_policy(b);
       redis.set_policy(b);
     }
-    const std::string& k = keys[rng() % 3];
-    const std::int64_t cost = static_cast<std::int64_t>(rng() % 4);
-    const std::string where = name + " call " + std::to_string(i) + " key " + k;
-    switch (rng() % 5) {
-      case 0: expect_same_decisions(mo.refund(k, cost), ro.refund(k, cost), where + " refund"); break;
-      case 1: expect_same_decisions(mo.peek(k), ro.peek(k), where + " peek"); break;
-      default: expect_same_decisions(mo.allow(k, cost), ro.allow(k, cost), where + " allow"); break;
-    }
+    ratelimit_test::twin_random_call(mo, ro, rng, keys, name + " call " + std::to_string(i), expect_same_decisions);
     if (testing::Test::HasFailure()) return;
     clock.advance(std::chrono::milliseconds(rng() % 700));
   }

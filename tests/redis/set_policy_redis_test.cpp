@@ -78,14 +78,7 @@ void set_policy_twin(const std::string& name, P a, P b) {
       }
       continue;
     }
-    const std::string& k = keys[rng() % 3];
-    const std::int64_t cost = static_cast<std::int64_t>(rng() % 4);
-    const std::string where = name + " call " + std::to_string(i) + " key " + k;
-    switch (rng() % 5) {
-      case 0: expect_same_as_memory(memory.refund(k, cost), redis.refund(k, cost), where + " refund"); break;
-      case 1: expect_same_as_memory(memory.peek(k), redis.peek(k), where + " peek"); break;
-      default: expect_same_as_memory(memory.allow(k, cost), redis.allow(k, cost), where + " allow"); break;
-    }
+    ratelimit_test::twin_random_call(memory, redis, rng, keys, name + " call " + std::to_string(i), expect_same_as_memory);
     if (testing::Test::HasFailure()) return;
     clock.advance(std::chrono::milliseconds(rng() % 700));
   }

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -103,5 +105,20 @@ inline std::size_t expect_all_keys_expire(ratelimit::redis::Connection& admin, c
       GTEST_SKIP() << "no redis-server";                                                           \
     }                                                                                              \
   } while (0)
+
+/// One random call on two twins (`a` decides, `b` must agree): a refund, a peek or an allow of cost 0..3 on one
+/// of `keys`, each decision pair given to `expect(a_decision, b_decision, where)`; `where` starts with `prefix`.
+template <class A, class B, class Expect>
+void twin_random_call(A& a, B& b, std::mt19937_64& rng, std::span<const std::string> keys, const std::string& prefix,
+                      Expect&& expect) {
+  const std::string& k = keys[rng() % keys.size()];
+  const std::int64_t cost = static_cast<std::int64_t>(rng() % 4);
+  const std::string where = prefix + " key " + k;
+  switch (rng() % 5) {
+    case 0: expect(a.refund(k, cost), b.refund(k, cost), where + " refund"); break;
+    case 1: expect(a.peek(k), b.peek(k), where + " peek"); break;
+    default: expect(a.allow(k, cost), b.allow(k, cost), where + " allow"); break;
+  }
+}
 
 }  // namespace ratelimit_test
