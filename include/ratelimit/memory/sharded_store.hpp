@@ -10,12 +10,11 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <stdexcept>
 #include <string_view>
 #include <utility>
 
-#include "ratelimit/detail/siphash.hpp"
+#include "ratelimit/detail/multiply_hash.hpp"
 #include "ratelimit/detail/spin_lock.hpp"
 #include "ratelimit/memory/key_table.hpp"
 
@@ -34,26 +33,25 @@ class ShardedStore {
 
   /// `max_keys >= 1` is a hard cap over all shards; `shards` is a power of two <= max_keys.
   /// `max_state_bytes` caps the heap bytes of states that allocate (`HeapState`), split evenly over the
-  /// shards; the caller keeps each shard's share at least one key's largest state.
-  ShardedStore(std::size_t max_keys, std::size_t shards, std::size_t max_state_bytes = SIZE_MAX)
+  /// shards; the caller keeps each shard's share at least one key's largest state. `seed` keys the hash:
+  /// random unless a test fixes it (a known seed lets anyone compute colliding keys).
+  ShardedStore(std::size_t max_keys, std::size_t shards, std::size_t max_state_bytes = SIZE_MAX,
+               const HashSeed& seed = HashSeed::random())
       : shard_count_(shards),
         shard_shift_(shards > 1 ? 64 - std::countr_zero(shards) : 0),
-        shards_(std::make_unique<Shard[]>(shards)) {
-    std::random_device entropy;
-    auto random64 = [&entropy] { return (std::uint64_t{entropy()} << 32) | entropy(); };
-    hash_key_[0] = random64();
-    hash_key_[1] = random64();
+        shards_(std::make_unique<Shard[]>(shards)),
+        seed_(seed) {
     for (std::size_t i = 0; i < shards; ++i) {
       shards_[i].table.set_max_size(max_keys / shards + (i < max_keys % shards ? 1 : 0));
       shards_[i].state_budget = max_state_bytes / shards + (i < max_state_bytes % shards ? 1 : 0);
     }
   }
 
-  /// A non-zero SipHash-1-3 of the key under this store's random 128-bit key: the high bits pick the
-  /// shard, the table maps all bits to a slot. Keyed, so that nobody who sends keys can compute keys
+  /// A non-zero keyed hash of the key (`multiply_hash` under this store's random seed): the high bits
+  /// pick the shard, the table maps them to a slot. Keyed, so that nobody who sends keys can compute keys
   /// that collide into one shard and one probe run (unkeyed hashes allow that, whatever their seed).
   [[nodiscard]] std::uint64_t hash(std::string_view key) const noexcept {
-    const std::uint64_t h = siphash<1, 3>(hash_key_[0], hash_key_[1], key);
+    const std::uint64_t h = multiply_hash(seed_, key);
     return h | (h == 0 ? 1 : 0);
   }
 
@@ -385,7 +383,7 @@ class ShardedStore {
   std::size_t shard_count_;
   int shard_shift_;
   std::unique_ptr<Shard[]> shards_;
-  std::uint64_t hash_key_[2] = {};
+  HashSeed seed_;
 };
 
 }  // namespace ratelimit::detail
