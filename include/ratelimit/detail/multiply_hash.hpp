@@ -46,7 +46,8 @@ namespace multiply {
 /// The high and low halves of the full product, XORed: every bit of both inputs reaches the high bits,
 /// which pick the store's shard and slot.
 [[nodiscard, gnu::always_inline]] inline std::uint64_t fold(std::uint64_t a, std::uint64_t b) noexcept {
-  const unsigned __int128 product = static_cast<unsigned __int128>(a) * b;
+  __extension__ using u128 = unsigned __int128;
+  const u128 product = u128{a} * b;
   return static_cast<std::uint64_t>(product) ^ static_cast<std::uint64_t>(product >> 64);
 }
 
