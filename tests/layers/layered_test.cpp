@@ -6,6 +6,8 @@
 #include <ratelimit/layers.hpp>
 #include <ratelimit/ratelimit.hpp>
 
+#include "count_new.hpp"
+
 #include <array>
 #include <atomic>
 #include <random>
@@ -56,6 +58,41 @@ struct ThreeLayers {
 };
 
 }  // namespace
+
+// A layered check of keys that are present allocates only its answer's vector of outcomes: its own
+// arrays (the joint requests, handles, locks, consumptions, reported decisions) live on the stack, on the
+// joint path, on its rollback and on the consume-then-refund path (README "Layered limits, all or nothing").
+TEST(LayeredAllocations, PresentKeysAllocateOnlyTheAnswer) {
+  if (!test_support::can_count_new) GTEST_SKIP() << "operator new cannot be replaced under ThreadSanitizer";
+  ManualClock clock;
+  MemoryLimiter<ratelimit::Gcra, ManualClock> gcra{
+      ratelimit::Gcra{.limit = 100, .period = 1s, .burst = 100}, {}, clock};
+  MemoryLimiter<ratelimit::FixedWindow, ManualClock> window{ratelimit::FixedWindow{2, 60s}, {}, clock};
+  MemoryLimiter<ratelimit::SlidingWindowCounter, ManualClock> counter{
+      ratelimit::SlidingWindowCounter{100, 60s}, {}, clock};
+  UnlockableLimiter<ratelimit::Gcra> unlockable(ratelimit::Gcra{.limit = 100, .period = 1s, .burst = 100}, clock);
+  LimiterLayer<decltype(gcra)> a{gcra, "a"};
+  LimiterLayer<decltype(window)> b{window, "b"};
+  LimiterLayer<decltype(counter)> c{counter, "c"};
+  LimiterLayer<decltype(unlockable)> d{unlockable, "d"};
+  const std::array<LayerRequest, 3> joint{{{&a, "user-1"}, {&b, "user-1"}, {&c, "user-1"}}};
+  const std::array<LayerRequest, 3> refunding{{{&a, "user-2"}, {&d, "user-2"}, {&b, "user-2"}}};
+  ASSERT_TRUE(ratelimit::check_layers(joint));  // the keys are present from here on
+  ASSERT_TRUE(ratelimit::check_layers(refunding));
+  for (const auto* requests : {&joint, &refunding}) {
+    for (const bool admitted : {true, false}) {  // the window's limit 2: the second round is denied
+      std::size_t calls = 0;
+      ratelimit::LayeredDecision decision;
+      {
+        const test_support::CountNew count;
+        decision = ratelimit::check_layers(*requests);
+        calls = count.calls();
+      }
+      EXPECT_EQ(decision.decision.allowed, admitted);
+      EXPECT_EQ(calls, 1u) << (requests == &joint ? "joint" : "consume-then-refund") << ", admitted " << admitted;
+    }
+  }
+}
 
 TEST(Layered, DenialByOneLayerLeavesNoConsumptionInTheOthers) {
   ThreeLayers s;
@@ -115,12 +152,13 @@ TEST(Layered, PenaltyDeniesFromMemoryAndChecksNoOtherLayer) {
   ASSERT_FALSE(over);
   EXPECT_EQ(over.layers[1].verdict, Verdict::limited);
   EXPECT_EQ(over.decision.retry_after, 30s);  // the penalty this denial starts
-  clock.advance(15s);  // the window has refilled, the penalty (until 30 s) has not run out
+  clock.advance(15s);                         // the window has refilled, the penalty (until 30 s) has not run out
   const auto blocked = check();
   ASSERT_FALSE(blocked);
   EXPECT_EQ(blocked.layers[0].verdict, Verdict::unchecked);
   EXPECT_EQ(blocked.layers[1].verdict, Verdict::penalized);
-  EXPECT_EQ(blocked.decision, (Decision{.allowed = false, .limit = 1, .remaining = 0, .retry_after = 15s, .reset_after = 15s}));
+  EXPECT_EQ(blocked.decision,
+            (Decision{.allowed = false, .limit = 1, .remaining = 0, .retry_after = 15s, .reset_after = 15s}));
   EXPECT_EQ(blocked.policy_decisions().size(), 1u);
   EXPECT_EQ(b.peek("ip").remaining, 100);  // window 1: nothing consumed by the penalized request
   clock.advance(15s);
@@ -143,8 +181,8 @@ TEST(Layered, TheDenialThatStartsAPenaltyCarriesThePenaltysWait) {
   EXPECT_EQ(first.layers[1].verdict, Verdict::limited);
   EXPECT_EQ(first.layers[1].decision.retry_after, 30s);
   EXPECT_EQ(first.layers[1].decision.reset_after, 30s);
-  EXPECT_EQ(first.decision, (Decision{.allowed = false, .limit = 1, .remaining = 0, .retry_after = 30s,
-                                      .reset_after = 30s}));
+  EXPECT_EQ(first.decision,
+            (Decision{.allowed = false, .limit = 1, .remaining = 0, .retry_after = 30s, .reset_after = 30s}));
   EXPECT_EQ(first.reported_by, 1u);
   const auto fields = ratelimit::http::rate_limit_fields(first.policy_decisions());
   bool retry_after_30 = false;
@@ -182,8 +220,8 @@ TEST(Layered, NoPenaltyForARequestThatCanNeverPass) {
 TEST(Layered, PenaltyAcceptsTheKeysItsLimiterAccepts) {
   // The penalty box had its own 512-byte bound, so a layer with a penalty threw for keys its limiter took.
   ManualClock clock;
-  MemoryLimiter<ratelimit::FixedWindow, ManualClock> limiter(ratelimit::FixedWindow{1, 1min},
-                                                             {.max_key_bytes = 4096}, clock);
+  MemoryLimiter<ratelimit::FixedWindow, ManualClock> limiter(ratelimit::FixedWindow{1, 1min}, {.max_key_bytes = 4096},
+                                                             clock);
   LimiterLayer<decltype(limiter)> layer(limiter, "login", {.penalty = 15min});
   const std::string key(1000, 'k');
   EXPECT_TRUE(ratelimit::check_layers({{&layer, key}}));
@@ -298,8 +336,10 @@ TEST(Layered, RefundLayersGivesBackAndCounts) {
 // number of admitted requests that named it: a request denied anywhere left nothing anywhere.
 TEST(Layered, ConcurrentRequestsNeverLeaveConsumptionOfADeniedRequest) {
   ManualClock clock;
-  MemoryLimiter<ratelimit::Gcra, ManualClock> ip(ratelimit::Gcra{.limit = 1, .period = 1h, .burst = 300}, {.shards = 4}, clock);
-  MemoryLimiter<ratelimit::SlidingWindowLog, ManualClock> key(ratelimit::SlidingWindowLog{400, 1h}, {.shards = 4}, clock);
+  MemoryLimiter<ratelimit::Gcra, ManualClock> ip(ratelimit::Gcra{.limit = 1, .period = 1h, .burst = 300}, {.shards = 4},
+                                                 clock);
+  MemoryLimiter<ratelimit::SlidingWindowLog, ManualClock> key(ratelimit::SlidingWindowLog{400, 1h}, {.shards = 4},
+                                                              clock);
   MemoryLimiter<ratelimit::FixedWindow, ManualClock> ep(ratelimit::FixedWindow{150, 1h}, {.shards = 4}, clock);
   LimiterLayer<decltype(ip)> ip_layer(ip, "ip");
   LimiterLayer<decltype(key)> key_layer(key, "apikey");
@@ -320,7 +360,8 @@ TEST(Layered, ConcurrentRequestsNeverLeaveConsumptionOfADeniedRequest) {
       for (int i = 0; i < kRequests; ++i) {
         const std::size_t a = rng() % ips.size(), b = rng() % keys.size(), c = rng() % eps.size();
         const std::int64_t cost = 1 + static_cast<std::int64_t>(rng() % 2);
-        const auto d = ratelimit::check_layers({{&ip_layer, ips[a], cost}, {&key_layer, keys[b], cost}, {&ep_layer, eps[c], cost}});
+        const auto d = ratelimit::check_layers(
+            {{&ip_layer, ips[a], cost}, {&key_layer, keys[b], cost}, {&ep_layer, eps[c], cost}});
         if (d) {
           ip_ok[a] += cost;
           key_ok[b] += cost;
@@ -336,7 +377,8 @@ TEST(Layered, ConcurrentRequestsNeverLeaveConsumptionOfADeniedRequest) {
   EXPECT_GT(admitted.load(), 0);
   EXPECT_GT(denied.load(), 0);
   for (std::size_t i = 0; i < ips.size(); ++i) EXPECT_EQ(300 - ip.peek(ips[i]).remaining, ip_ok[i].load()) << ips[i];
-  for (std::size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(400 - key.peek(keys[i]).remaining, key_ok[i].load()) << keys[i];
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    EXPECT_EQ(400 - key.peek(keys[i]).remaining, key_ok[i].load()) << keys[i];
   for (std::size_t i = 0; i < eps.size(); ++i) EXPECT_EQ(150 - ep.peek(eps[i]).remaining, ep_ok[i].load()) << eps[i];
   EXPECT_EQ(static_cast<std::int64_t>(ip_layer.stats().snapshot().allowed), admitted.load());
   EXPECT_EQ(static_cast<std::int64_t>(ep_layer.stats().snapshot().allowed), admitted.load());

@@ -3,64 +3,30 @@
 
 #include <ratelimit/layers/detail/plan_cache.hpp>
 
+#include "count_new.hpp"
+
 #include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <new>
 #include <string>
 
-// ThreadSanitizer's runtime defines operator new itself (a second definition does not link): there the
-// byte count is skipped.
-#if defined(__SANITIZE_THREAD__)
-#define RATELIMIT_COUNT_NEW 0
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define RATELIMIT_COUNT_NEW 0
-#endif
-#endif
-#ifndef RATELIMIT_COUNT_NEW
-#define RATELIMIT_COUNT_NEW 1
-#endif
-
-namespace {
-// Bytes allocated through operator new while counting is on (this binary's global operator new
-// counts; it changes nothing else).
-std::atomic<bool> counting{false};
-std::atomic<std::size_t> counted_bytes{0};
-}  // namespace
-
-#if RATELIMIT_COUNT_NEW
-void* operator new(std::size_t n) {
-  if (counting.load(std::memory_order_relaxed)) counted_bytes.fetch_add(n, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-// GCC sees free() of what it takes for a `new` result; these replacements pair them on purpose.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-#endif  // RATELIMIT_COUNT_NEW
-
 using ratelimit::detail::PlanCache;
 
 TEST(PlanCache, HoldsOneCopyOfEachKey) {
-  if (!RATELIMIT_COUNT_NEW) GTEST_SKIP() << "operator new cannot be replaced under ThreadSanitizer";
+  if (!test_support::can_count_new) GTEST_SKIP() << "operator new cannot be replaced under ThreadSanitizer";
   PlanCache cache(8, 1'000);
   cache.put("warm-up", 0, 0);  // the bucket array is allocated once; not part of an entry
   const std::string key(4096, 'k');
-  counted_bytes = 0;
-  counting = true;
-  cache.put(key, 1, 0);
-  counting = false;
+  std::size_t bytes = 0;
+  {
+    const test_support::CountNew count;
+    cache.put(key, 1, 0);
+    bytes = count.bytes();
+  }
   // One copy of 4096 bytes plus a list node and a map node, far below two copies.
-  EXPECT_GE(counted_bytes.load(), key.size());
-  EXPECT_LT(counted_bytes.load(), 2 * key.size());
+  EXPECT_GE(bytes, key.size());
+  EXPECT_LT(bytes, 2 * key.size());
   EXPECT_EQ(cache.get(key, 1), 1u);
   EXPECT_EQ(cache.size(), 2u);
 }

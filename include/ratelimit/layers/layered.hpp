@@ -10,6 +10,7 @@
 #include <exception>
 #include <functional>
 #include <initializer_list>
+#include <memory_resource>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "ratelimit/decision.hpp"
+#include "ratelimit/detail/stack_arena.hpp"
 #include "ratelimit/joint_backend.hpp"
 #include "ratelimit/layers/layer.hpp"
 #include "ratelimit/memory/joint_check.hpp"
@@ -154,8 +156,11 @@ inline void carry_penalty(Decision& d, std::int64_t left_ns) {
 /// backend or it declines, for the layer-by-layer path. A backend exception counts a backend error on
 /// every active layer and propagates (nothing to give back: the step is all or nothing).
 inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<LayerOutcome>& outcomes, bool& denied) {
-  std::vector<JointRequest> joint;
-  std::vector<std::size_t> index;
+  StackArena arena;
+  std::pmr::vector<JointRequest> joint(&arena.resource);
+  std::pmr::vector<std::size_t> index(&arena.resource);
+  joint.reserve(requests.size());
+  index.reserve(requests.size());
   const void* domain = nullptr;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     if (outcomes[i].verdict != Verdict::unchecked) continue;
@@ -167,7 +172,7 @@ inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<La
     index.push_back(i);
   }
   if (joint.size() < 2) return false;
-  std::vector<CheckResult> results(joint.size());
+  std::pmr::vector<CheckResult> results(joint.size(), &arena.resource);
   bool ran = false;
   try {
     ran = joint.front().backend->check_jointly(joint, results);
@@ -265,7 +270,9 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests, cons
   bool denied = denied_early;
   if (!denied_early) {
     if (!detail::check_jointly(requests, result.layers, denied)) {
-      std::vector<std::size_t> consumed;
+      detail::StackArena arena;
+      std::pmr::vector<std::size_t> consumed(&arena.resource);
+      consumed.reserve(requests.size());
       // Every admitted layer is given back even when one refund throws; the first refund error is kept.
       auto give_back = [&] {
         std::exception_ptr first_error;
@@ -304,8 +311,11 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests, cons
   }
 
   // Penalties, counters and callbacks, outside every lock.
-  std::vector<Decision> reported;
-  std::vector<std::size_t> index;
+  detail::StackArena arena;
+  std::pmr::vector<Decision> reported(&arena.resource);
+  std::pmr::vector<std::size_t> index(&arena.resource);
+  reported.reserve(requests.size());
+  index.reserve(requests.size());
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const LayerRequest& r = requests[i];
     LayerOutcome& o = result.layers[i];

@@ -9,25 +9,27 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory_resource>
 #include <span>
 #include <string_view>
 #include <utility>
-#include <vector>
 
 #include "ratelimit/decision.hpp"
 #include "ratelimit/detail/spin_lock.hpp"
+#include "ratelimit/detail/stack_arena.hpp"
 #include "ratelimit/joint_backend.hpp"
 #include "ratelimit/memory/detail/key_handle.hpp"
 
 namespace ratelimit::detail {
 
 /// Holds a set of shard locks, taken once each in ascending address order (one global order over
-/// every store in the process, so concurrent joint checks never deadlock).
+/// every store in the process, so concurrent joint checks never deadlock). Sorts `locks` in place and
+/// keeps a view of it: `locks` must outlive this.
 class MultiLock {
  public:
-  explicit MultiLock(std::vector<SpinLock*> locks) : locks_(std::move(locks)) {
-    std::sort(locks_.begin(), locks_.end(), std::less<>());
-    locks_.erase(std::unique(locks_.begin(), locks_.end()), locks_.end());
+  explicit MultiLock(std::span<SpinLock*> locks) {
+    std::sort(locks.begin(), locks.end(), std::less<>());
+    locks_ = locks.first(static_cast<std::size_t>(std::unique(locks.begin(), locks.end()) - locks.begin()));
     for (SpinLock* l : locks_) l->lock();
   }
   MultiLock(const MultiLock&) = delete;
@@ -37,7 +39,7 @@ class MultiLock {
   }
 
  private:
-  std::vector<SpinLock*> locks_;
+  std::span<SpinLock*> locks_;
 };
 
 /// The joint domain of every `MemoryLimiter` in the process: any of them can be checked together.
@@ -91,16 +93,16 @@ inline bool LockedMember::check_jointly(std::span<const JointRequest> requests, 
     if (r.backend == nullptr || r.backend->joint_domain() != memory_joint_domain()) return false;
   }
   // Same domain, so every backend is a LockedMember: the cast is exact (no RTTI needed).
-  std::vector<LockedMember*> members(requests.size());
-  std::vector<KeyHandle> handles(requests.size());
-  std::vector<SpinLock*> locks;
-  locks.reserve(requests.size());
+  StackArena arena;
+  std::pmr::vector<LockedMember*> members(requests.size(), &arena.resource);
+  std::pmr::vector<KeyHandle> handles(requests.size(), &arena.resource);
+  std::pmr::vector<SpinLock*> locks(requests.size(), &arena.resource);
   for (std::size_t i = 0; i < requests.size(); ++i) {
     members[i] = static_cast<LockedMember*>(requests[i].backend);
     handles[i] = members[i]->locate_key(requests[i].key);
-    locks.push_back(handles[i].lock);
+    locks[i] = handles[i].lock;
   }
-  MultiLock hold(std::move(locks));
+  MultiLock hold(locks);
   bool shared_state = false;
   for (std::size_t i = 0; i < requests.size() && !shared_state; ++i) {
     for (std::size_t j = i + 1; j < requests.size() && !shared_state; ++j) {
@@ -122,7 +124,8 @@ inline bool LockedMember::check_jointly(std::span<const JointRequest> requests, 
       return true;
     }
   }
-  std::vector<std::size_t> consumed;  // admitted with cost >= 1, in order
+  std::pmr::vector<std::size_t> consumed(&arena.resource);  // admitted with cost >= 1, in order
+  consumed.reserve(requests.size());
   auto give_back = [&] {
     for (auto it = consumed.rbegin(); it != consumed.rend(); ++it) {
       members[*it]->refund_under_lock(requests[*it].key, handles[*it], requests[*it].cost);
