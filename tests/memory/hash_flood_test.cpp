@@ -15,18 +15,18 @@
 
 namespace {
 
-struct Count {
+struct FloodCount {
   int n = 0;
 };
-using Store = ratelimit::detail::ShardedStore<Count>;
+using FloodStore = ratelimit::detail::ShardedStore<FloodCount>;
 using ratelimit::detail::HashSeed;
 
-constexpr std::size_t kShards = 16;
-constexpr std::size_t kMaxKeys = 1 << 14;
+constexpr std::size_t kFloodShards = 16;
+constexpr std::size_t kFloodMaxKeys = 1 << 14;
 
 /// `count` 16-byte keys whose hashes under `known` put them in shard 0 at home slot 0 of any table of
 /// up to 256 slots: the shard bits are 0 and so are the top 8 bits the table's multiply-shift maps.
-std::vector<std::string> colliding_keys(const Store& known, std::size_t count) {
+std::vector<std::string> flood_colliding_keys(const FloodStore& known, std::size_t count) {
   std::vector<std::string> keys;
   std::string key = "flood-0123456789";
   for (std::uint64_t i = 0; keys.size() < count; ++i) {
@@ -39,16 +39,16 @@ std::vector<std::string> colliding_keys(const Store& known, std::size_t count) {
 }
 
 /// Inserts every key; returns the mean probe displacement and the most keys any one shard holds.
-std::pair<double, std::size_t> insert_all(Store& store, const std::vector<std::string>& keys) {
-  std::vector<std::size_t> per_shard(kShards, 0);
+std::pair<double, std::size_t> flood_insert_all(FloodStore& store, const std::vector<std::string>& keys) {
+  std::vector<std::size_t> per_shard(kFloodShards, 0);
   for (const std::string& key : keys) {
     const std::uint64_t h = store.hash(key);
     store.update(
         key, h,
-        [](Count& c, bool) {
+        [](FloodCount& c, bool) {
           return std::pair{++c.n, true};
         },
-        [](const Count&) { return false; });
+        [](const FloodCount&) { return false; });
     ++per_shard[store.shard_index(h)];
   }
   return {store.mean_displacement(), *std::max_element(per_shard.begin(), per_shard.end())};
@@ -56,19 +56,19 @@ std::pair<double, std::size_t> insert_all(Store& store, const std::vector<std::s
 
 TEST(HashFlood, KeysCollidingUnderAKnownSeedSpreadUnderTheStoresRandomOne) {
   const HashSeed known_seed{};  // what an unseeded hash amounts to: a seed everybody knows
-  Store known(kMaxKeys, kShards, SIZE_MAX, known_seed);
-  const std::vector<std::string> keys = colliding_keys(known, 200);
+  FloodStore known(kFloodMaxKeys, kFloodShards, SIZE_MAX, known_seed);
+  const std::vector<std::string> keys = flood_colliding_keys(known, 200);
 
   // Against the known seed the attack works: one shard, one probe run of all the keys.
-  const auto [known_displacement, known_max_shard] = insert_all(known, keys);
+  const auto [known_displacement, known_max_shard] = flood_insert_all(known, keys);
   EXPECT_EQ(known_max_shard, keys.size());
   EXPECT_GT(known_displacement, 50.0);
 
   // The store as users get it (a random seed): the same keys land as any keys do.
-  Store seeded(kMaxKeys, kShards);
-  const auto [displacement, max_shard] = insert_all(seeded, keys);
+  FloodStore seeded(kFloodMaxKeys, kFloodShards);
+  const auto [displacement, max_shard] = flood_insert_all(seeded, keys);
   EXPECT_LT(displacement, 5.0) << "the attack keys collide in the store";
-  EXPECT_LT(max_shard, 40u) << "of " << keys.size() << " keys over " << kShards << " shards";
+  EXPECT_LT(max_shard, 40u) << "of " << keys.size() << " keys over " << kFloodShards << " shards";
 }
 
 }  // namespace
