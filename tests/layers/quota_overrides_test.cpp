@@ -8,9 +8,11 @@
 #include <ratelimit/ratelimit.hpp>
 
 #include <atomic>
+#include <future>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "../support/invalid_message.hpp"
 #include "../support/quota_overrides.hpp"
@@ -183,6 +185,62 @@ TEST(QuotaOverrideMemory, ThrowingResolverAndBadOverridesConsumeNothing) {
                           "OverrideOptions.max_cached_keys:"));
   EXPECT_TRUE(starts_with(invalid_message([&] { QuotaOverrides q(limiter, none, {.cache_ttl = 0s}); }),
                           "OverrideOptions.cache_ttl:"));
+}
+
+// An `invalidate` while the key's resolution is in flight is not lost: the answer read before it (the old
+// override) must not be cached for a whole TTL, or the change the operator just announced is ignored. Tiers
+// share the cache and its rule.
+TEST(QuotaOverrideMemory, InvalidateDuringAResolutionIsNotLost) {
+  ManualClock clock;
+  OverridableMemoryLimiter<Gcra, ManualClock> limiter(Gcra{10, 1s, 5}, {}, clock);
+  OverrideDirectory<Gcra> dir;
+  dir.set("k", Gcra{100, 1s, 20});
+  std::promise<void> entered;
+  std::promise<void> release;
+  std::atomic<bool> first{true};
+  auto read = dir.resolver();
+  QuotaOverrides overrides(limiter, [&](std::string_view key) {
+    auto answer = read(key);  // the directory as it is before the change
+    if (first.exchange(false)) {
+      entered.set_value();
+      release.get_future().wait();
+    }
+    return answer;
+  });
+  std::thread slow([&] { EXPECT_EQ(overrides.allow("k").limit, 20); });
+  entered.get_future().wait();
+  dir.set("k", Gcra{100, 1s, 50});  // the directory changes, then the operator invalidates
+  overrides.invalidate("k");
+  release.set_value();
+  slow.join();
+  ASSERT_TRUE(overrides.override_for("k"));
+  EXPECT_EQ(overrides.override_for("k")->burst, 50);
+  EXPECT_EQ(overrides.allow("k").limit, 50);
+
+  std::promise<void> tier_entered;
+  std::promise<void> tier_release;
+  std::atomic<bool> tier_first{true};
+  std::atomic<bool> upgraded{false};
+  ratelimit::TierOptions plans;
+  plans.plans = {ratelimit::Plan{"free", 30, 1'000, 10}, ratelimit::Plan{"pro", 300, 50'000, 50}};
+  ratelimit::TieredLimiter<ManualClock> tiers(
+      plans,
+      [&](std::string_view) -> std::optional<std::string> {
+        std::string name = upgraded ? "pro" : "free";
+        if (tier_first.exchange(false)) {
+          tier_entered.set_value();
+          tier_release.get_future().wait();
+        }
+        return name;
+      },
+      clock);
+  std::thread slow_tier([&] { EXPECT_EQ(tiers.plan_for("k").plan.name, "free"); });
+  tier_entered.get_future().wait();
+  upgraded = true;
+  tiers.invalidate("k");
+  tier_release.set_value();
+  slow_tier.join();
+  EXPECT_EQ(tiers.plan_for("k").plan.name, "pro");
 }
 
 // As a layer: decisions (and so header fields) carry the override's limit; a denial by another layer rolls the

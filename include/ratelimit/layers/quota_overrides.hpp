@@ -127,7 +127,8 @@ class QuotaOverrides {
     if (!o) return std::nullopt;
     return o->policy();
   }
-  /// Forgets the cached resolution of `key`: its next call asks the resolver. Thread-safe.
+  /// Forgets the cached resolution of `key`: its next call asks the resolver. A resolution under way meanwhile
+  /// (which may have read the old answer) is used by its own call but not cached. Thread-safe.
   void invalidate(std::string_view key) { shard_of(key).erase(key); }
   /// Keys whose resolution is cached now (at most `max_cached_keys`). Thread-safe (a snapshot).
   [[nodiscard]] std::size_t cached() const {
@@ -162,9 +163,10 @@ class QuotaOverrides {
     Cache& cache = shard_of(key);
     const std::int64_t now = detail::now_ns(limiter_.clock());
     if (auto hit = cache.get(key, now)) return std::move(*hit);
-    std::optional<policy_type> p = resolver_(key);  // outside every lock; may throw (nothing cached)
+    const std::uint64_t erasures = cache.erasures();  // an invalidate from now on voids this answer
+    std::optional<policy_type> p = resolver_(key);    // outside every lock; may throw (nothing cached)
     Prepared prepared = p ? limiter_.prepare(std::move(*p)) : nullptr;
-    cache.put(key, prepared, now);
+    cache.put(key, prepared, now, erasures);
     return prepared;
   }
 

@@ -148,12 +148,13 @@ class BasicTieredLimiter {
     detail::check_key_length(key, max_key_bytes_);
     const std::int64_t now = detail::now_ns(clock_);
     if (const auto hit = cache_.get(key, now)) return *plans_[*hit];
+    const std::uint64_t erasures = cache_.erasures();  // an invalidate from now on voids this answer
     const std::optional<std::string> name = resolver_(key);
     std::size_t index = default_;
     if (name) {
       if (const auto found = find(*name)) index = *found;
     }
-    cache_.put(key, index, now);
+    cache_.put(key, index, now, erasures);
     return *plans_[index];
   }
 
@@ -173,7 +174,8 @@ class BasicTieredLimiter {
     return check_layers(layers);
   }
 
-  /// Forgets the cached plan of `key` (e.g. after an upgrade). Thread-safe.
+  /// Forgets the cached plan of `key` (e.g. after an upgrade); a resolution under way meanwhile is used by
+  /// its own call but not cached. Thread-safe.
   void invalidate(std::string_view key) { cache_.erase(key); }
 
   /// The number of plans, and each plan's limiters and layers (for counters and tests), in the order given.

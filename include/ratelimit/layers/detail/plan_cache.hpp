@@ -44,10 +44,19 @@ class BasicPlanCache {
     return it->second.value;
   }
 
-  /// Stores `value` for `key` at `now_ns`, evicting the least recently used entry at capacity. Holds
-  /// one copy of the key per entry (in the LRU list; the map views it).
-  void put(std::string_view key, V value, std::int64_t now_ns) {
+  /// How many `erase` calls this cache has seen: read it before resolving a missed key, and give it to `put`.
+  [[nodiscard]] std::uint64_t erasures() const {
     std::lock_guard lock(mutex_);
+    return erasures_;
+  }
+
+  /// Stores `value` for `key` at `now_ns`, evicting the least recently used entry at capacity. Holds
+  /// one copy of the key per entry (in the LRU list; the map views it). With `erasures_seen` (what
+  /// `erasures()` said before `value` was resolved), stores nothing when an `erase` came since: it may have
+  /// been this key's, announcing a change that `value`, resolved before it, may not hold.
+  void put(std::string_view key, V value, std::int64_t now_ns, std::optional<std::uint64_t> erasures_seen = {}) {
+    std::lock_guard lock(mutex_);
+    if (erasures_seen && *erasures_seen != erasures_) return;
     if (auto it = map_.find(key); it != map_.end()) {
       it->second.value = std::move(value);
       it->second.stored_ns = now_ns;
@@ -63,9 +72,10 @@ class BasicPlanCache {
     map_.emplace(std::string_view(lru_.front()), Entry{std::move(value), now_ns, lru_.begin()});
   }
 
-  /// Forgets `key`. Thread-safe.
+  /// Forgets `key`; a value for it resolved before and stored after is not stored (see `put`). Thread-safe.
   void erase(std::string_view key) {
     std::lock_guard lock(mutex_);
+    ++erasures_;  // also when absent: the key's resolution may be under way
     if (auto it = map_.find(key); it != map_.end()) {
       const auto position = it->second.position;
       map_.erase(it);  // before the string its key views
@@ -89,6 +99,7 @@ class BasicPlanCache {
   std::size_t capacity_;
   std::int64_t ttl_ns_;
   mutable std::mutex mutex_;
+  std::uint64_t erasures_ = 0;                       // erase calls so far (stale entries dropped by `get` do not count)
   std::list<std::string> lru_;                       // most recent first; owns the key strings
   std::unordered_map<std::string_view, Entry> map_;  // keys view the strings in lru_
 };
