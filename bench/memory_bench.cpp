@@ -222,6 +222,30 @@ void keys_1m_rolling(benchmark::State& state) {
 }
 
 /// One limiter per benchmark, shared by its threads (a function-local static: initialized once, race-free).
+/// One memory access to a table the size of 1,000,000 keys' slots (64 MiB of lines, past every cache), its
+/// address depending on the previous one (a pointer chase in a random cycle): what a check of a key whose
+/// slot is in memory waits for at least, unless consecutive checks overlap their misses.
+void floor_dependent_load(benchmark::State& state) {
+  struct alignas(64) Line {
+    std::size_t next;
+  };
+  static const std::vector<Line> lines = [] {
+    const std::size_t n = (std::size_t{64} << 20) / sizeof(Line);
+    std::vector<std::size_t> order(n);
+    for (std::size_t i = 0; i < n; ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), std::mt19937_64(3));
+    std::vector<Line> cycle(n);
+    for (std::size_t i = 0; i < n; ++i) cycle[order[i]].next = order[(i + 1) % n];
+    return cycle;
+  }();
+  std::size_t at = 0;
+  for (auto _ : state) {
+    at = lines[at].next;
+    benchmark::DoNotOptimize(at);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
 template <class P, int Id>
 Limiter<P>& shared_limiter() {
   static Limiter<P> limiter(generous<P>());
@@ -273,6 +297,7 @@ BENCHMARK(floor_atomic_gcra)->Name("floor/atomic_gcra");
 BENCHMARK(floor_atomic_gcra_clock)->Name("floor/atomic_gcra+clock");
 BENCHMARK(floor_map_gcra_clock)->Name("floor/map_gcra+clock/keys:1")->Arg(1);
 BENCHMARK(floor_map_gcra_clock)->Name("floor/map_gcra+clock/keys:1000000")->Arg(1'000'000);
+BENCHMARK(floor_dependent_load)->Name("floor/dependent_load/64MiB");
 
 #define RATELIMIT_POLICY_BENCHMARKS(P, name)                                                                       \
   BENCHMARK(hot_key<P>)->Name(name "/hot_key");                                                                    \

@@ -66,7 +66,7 @@ def main():
     out.append("| floor | ns per check |")
     out.append("|---|---:|")
     for name in ["floor/clock", "floor/atomic_gcra", "floor/atomic_gcra+clock", "floor/map_gcra+clock/keys:1",
-                 "floor/map_gcra+clock/keys:1000000"]:
+                 "floor/map_gcra+clock/keys:1000000", "floor/dependent_load/64MiB"]:
         row = find(mem, exact=name)
         if row:
             out.append(f"| `{name}` | {ns(row):.1f} |")
