@@ -142,6 +142,44 @@ TEST_F(QuotaOverrideRedis, OverridesAppliedAndUnnamedLimitersRefused) {
   }
 }
 
+// FailurePolicy::fallback answers an overridden key under its override's share (README "Fallback during
+// outages"): a tenant held low by an override stays low while Redis is down (the limiter's share would admit it
+// tenfold), a partner keeps its larger share; peeks, refunds and reset follow the override too.
+TEST_F(QuotaOverrideRedis, FallbackAnswersUnderTheKeysOverride) {
+  ManualClock clock;
+  clock.advance(1'700'000'000s);
+  auto o = named("quota-fallback");
+  o.port = 1;  // nothing listens there: every check is answered by the fallback
+  o.on_error = ratelimit::FailurePolicy::fallback;
+  o.fallback.instances = 2;
+  o.connect_timeout = 200ms;
+  RedisLimiter<ratelimit::Gcra, ManualClock> l(ratelimit::Gcra{.limit = 100, .period = 1s, .burst = 20}, o, clock);
+  OverrideDirectory<ratelimit::Gcra> dir;
+  dir.set("noisy", ratelimit::Gcra{.limit = 1, .period = 1h, .burst = 2});          // share: burst 1
+  dir.set("partner", ratelimit::Gcra{.limit = 1000, .period = 1s, .burst = 100});  // share: burst 50
+  QuotaOverrides overrides(l, dir.resolver());
+  auto admitted = [&](const std::string& key) {
+    int n = 0;
+    for (int i = 0; i < 200; ++i) {
+      const auto r = overrides.check(key);
+      EXPECT_TRUE(r.failed()) << key;
+      n += r.decision.allowed ? 1 : 0;
+    }
+    return n;
+  };
+  EXPECT_EQ(admitted("noisy"), 1);
+  EXPECT_EQ(admitted("partner"), 50);
+  EXPECT_EQ(admitted("plain"), 10);  // the limiter's share: burst 20 / 2
+  EXPECT_EQ(overrides.peek("noisy").limit, 1);
+  EXPECT_FALSE(overrides.peek("noisy").allowed);
+  EXPECT_TRUE(overrides.refund("noisy", 1).allowed);
+  EXPECT_TRUE(overrides.peek("noisy").allowed);
+  EXPECT_EQ(admitted("noisy"), 1);
+  EXPECT_FALSE(overrides.reset("partner"));  // Redis failed; the fallback's state of the key is gone
+  EXPECT_EQ(admitted("partner"), 50);
+  EXPECT_GE(l.stats().fallback_checks, 600u);
+}
+
 // The denial cache remembers an override's denial under that override: the key's repeated denials are answered
 // in memory, and once its override changes (a higher limit) the key is asked of Redis again.
 TEST_F(QuotaOverrideRedis, DenialCacheFollowsTheKeysOverride) {

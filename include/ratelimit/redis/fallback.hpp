@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -19,6 +20,7 @@
 #include "ratelimit/detail/arithmetic.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/memory/memory_limiter.hpp"
+#include "ratelimit/memory/overridable_limiter.hpp"
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/policy/share.hpp"
 #include "ratelimit/redis/circuit_breaker.hpp"
@@ -74,10 +76,16 @@ template <Clock C>
 /// The in-memory fallback of one limiter: its share of the quota in a `MemoryLimiter` on the limiter's clock
 /// `C`, and a probe gate (a `CircuitBreaker` opening at the first failure, on clock `G`): while it is open,
 /// checks are answered by the memory limiter without Redis; when a probe period ends, one check goes to Redis,
-/// and its reply closes the gate. Thread-safe: every method may be called from any thread.
+/// and its reply closes the gate. Calls under a per-key policy (quota overrides) are answered under that
+/// policy's share, by an `OverridableMemoryLimiter` made at the first such policy. Thread-safe: every method may
+/// be called from any thread.
 template <Policy P, Clock C, Clock G>
 class Fallback {
  public:
+  using Overridable = OverridableMemoryLimiter<P, C>;
+  /// The share of a per-call policy, prepared for `serve`.
+  using Share = typename Overridable::PreparedPolicy;
+
   /// Holds nothing when `options.on_error` is not `fallback`. Validates the options (throws
   /// `std::invalid_argument` naming the field) and the share (`share_of(policy, instances)`).
   Fallback(const P& policy, const LimiterOptions& options, C clock, G gate_clock) {
@@ -88,6 +96,7 @@ class Fallback {
     m.max_keys = f.max_keys;
     m.max_key_bytes = options.max_key_bytes;
     instances_ = f.instances;
+    memory_options_ = m;
     memory_ = std::make_unique<MemoryLimiter<P, C>>(share_of(policy, f.instances), m, std::move(clock));
     CircuitBreakerOptions b;
     b.failure_threshold = 1;
@@ -101,6 +110,17 @@ class Fallback {
   /// `std::invalid_argument` for a bad share, changing nothing.
   void set_policy(const P& policy) {
     if (memory_) memory_->set_policy(share_of(policy, instances_));
+  }
+
+  /// This process's share of `policy`, a per-call policy (an override, README "Per-key quota overrides"), for
+  /// `serve`; null when not `enabled()`. Throws `std::invalid_argument` for a bad share. Thread-safe.
+  [[nodiscard]] std::shared_ptr<const Share> prepare_share(const P& policy) {
+    if (!memory_) return nullptr;
+    std::call_once(overridable_once_, [&] {
+      overridable_ = std::make_unique<Overridable>(memory_->policy(), memory_options_, memory_->clock());
+      overridable_ready_.store(overridable_.get(), std::memory_order_release);
+    });
+    return overridable_->prepare(share_of(policy, instances_));
   }
 
   /// True when `on_error` is `fallback`.
@@ -125,12 +145,26 @@ class Fallback {
   }
 
   /// The memory limiter's answer for a check (`cost`), a peek (`peek`) or a refund (`refund`), counted and
-  /// marked `Outcome::failure_policy`. Only when `enabled()`. Throws what `MemoryLimiter` throws.
-  CheckResult serve(std::string_view key, std::int64_t cost, bool peek = false, bool refund = false) {
+  /// marked `Outcome::failure_policy`; under `share` (from `prepare_share`) when given. Only when `enabled()`.
+  /// Throws what the memory limiter throws.
+  CheckResult serve(std::string_view key, std::int64_t cost, bool peek = false, bool refund = false,
+                    const Share* share = nullptr) {
     served_.fetch_add(1, std::memory_order_relaxed);
+    if (share != nullptr) {
+      if (refund) return {overridable_->refund(key, cost, *share), Outcome::failure_policy};
+      if (peek) return {overridable_->peek(key, *share), Outcome::failure_policy};
+      return {overridable_->allow(key, cost, *share), Outcome::failure_policy};
+    }
     if (refund) return {memory_->refund(key, cost), Outcome::failure_policy};
     if (peek) return {memory_->peek(key), Outcome::failure_policy};
     return {memory_->allow(key, cost), Outcome::failure_policy};
+  }
+
+  /// Forgets the fallback's state of `key` (under any policy). Nothing when not `enabled()`. Thread-safe.
+  void reset(std::string_view key) {
+    if (!memory_) return;
+    memory_->reset(key);
+    if (Overridable* o = overridable_ready_.load(std::memory_order_acquire)) o->reset(key);
   }
 
   /// The memory limiter (for joint checks of several limiters' fallbacks); null when not `enabled()`.
@@ -150,7 +184,11 @@ class Fallback {
 
  private:
   decltype(FallbackOptions::instances) instances_ = 1;
+  MemoryOptions memory_options_{};
   std::unique_ptr<MemoryLimiter<P, C>> memory_;
+  std::once_flag overridable_once_;
+  std::unique_ptr<Overridable> overridable_;       // the per-call policies' shares; made at the first
+  std::atomic<Overridable*> overridable_ready_{};  // overridable_ once made (for reset, which may come first)
   std::unique_ptr<CircuitBreaker<G>> gate_;
   std::atomic<std::uint64_t> served_{0};
 };

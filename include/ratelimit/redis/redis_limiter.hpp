@@ -175,12 +175,14 @@ class RedisLimiter final : public detail::LayeredMember {
                                  "per-call policies need a named limiter: an unnamed one's Redis keys are its "
                                  "parameters");
     }
-    return std::make_shared<const PreparedPolicy>(PreparedPolicy(configured(std::move(policy))));
+    Config c = configured(std::move(policy));
+    c.fallback_share = core_->fallback.prepare_share(c.policy);  // FailurePolicy::fallback answers under its share
+    return std::make_shared<const PreparedPolicy>(PreparedPolicy(std::move(c)));
   }
   /// As `check(key, cost)`, under `policy` instead of `policy()`: the script gets `policy`'s parameters (and
   /// converts the key's state to them first, if it was written under others). The failure policy answers as
-  /// for `check`: `fail_open` / `fail_closed` with `policy`'s limit; `FailurePolicy::fallback` with the
-  /// limiter's own policy share (the fallback holds one policy). Thread-safe. Throws as `check`.
+  /// for `check`, under `policy`: `fail_open` / `fail_closed` with its limit, `FailurePolicy::fallback` with this
+  /// process's share of it (`share_of(policy, instances)`). Thread-safe. Throws as `check`.
   CheckResult check(std::string_view key, std::int64_t cost, const PreparedPolicy& policy) {
     return run(key, cost, Mode::check, policy.config_);
   }
@@ -255,7 +257,7 @@ class RedisLimiter final : public detail::LayeredMember {
   bool reset(std::string_view key) {
     check_key(key);
     core_->calls.fetch_add(1, std::memory_order_relaxed);
-    if (auto* memory = core_->fallback.memory()) memory->reset(key);
+    core_->fallback.reset(key);
     if (core_->denials) core_->denials->forget(key);
     try {
       const std::string k = redis_key(key);
@@ -442,6 +444,9 @@ class RedisLimiter final : public detail::LayeredMember {
     /// Unique in the process (never 0), for the denial cache: an address could be reused by the next
     /// override's policy once the last one is freed.
     std::uint64_t id = next_config_id();
+    /// A per-call policy's share in the fallback (`FailurePolicy::fallback`); null for the limiter's own
+    /// policies (the fallback's `MemoryLimiter` holds their share).
+    std::shared_ptr<const typename detail::Fallback<P, C, detail::GateClock<C>>::Share> fallback_share{};
   };
   static std::uint64_t next_config_id() noexcept {
     static std::atomic<std::uint64_t> last{0};
@@ -552,7 +557,7 @@ class RedisLimiter final : public detail::LayeredMember {
     using Ticket = typename CircuitBreaker<detail::GateClock<C>>::Ticket;
     Ticket ticket = fallback.enabled() ? fallback.admit() : Ticket::unguarded();
     if (!ticket) {  // Redis is failing and no probe is due: the fallback answers, Redis is not asked
-      for (const Request& r : requests) out.push_back(serve_fallback(r.key, r.cost, mode));
+      for (const Request& r : requests) out.push_back(serve_fallback(r.key, r.cost, mode, config));
       return out;
     }
     const std::int64_t sent = core_->denials ? core_->mono_ns() : 0;
@@ -572,7 +577,7 @@ class RedisLimiter final : public detail::LayeredMember {
         count_failure(e, 1);
         if (calls[i].reply) any_reply = true;  // an error reply: the server is alive
         if (!first) first = e;
-        out.push_back(fallback.enabled() ? serve_fallback(requests[i].key, requests[i].cost, mode)
+        out.push_back(fallback.enabled() ? serve_fallback(requests[i].key, requests[i].cost, mode, config)
                                          : core_->failed(now, requests[i].cost, mode, config));
       }
     }
@@ -642,8 +647,8 @@ class RedisLimiter final : public detail::LayeredMember {
   using Fallback = detail::Fallback<P, C, detail::GateClock<C>>;
 
   void count_failure(const BackendError& e, std::size_t n) noexcept { core_->count_failure(e, n); }
-  CheckResult serve_fallback(std::string_view key, std::int64_t cost, Mode mode) {
-    return core_->fallback.serve(key, cost, mode == Mode::peek, mode == Mode::refund);
+  CheckResult serve_fallback(std::string_view key, std::int64_t cost, Mode mode, const Config& config) {
+    return core_->fallback.serve(key, cost, mode == Mode::peek, mode == Mode::refund, config.fallback_share.get());
   }
   Decision failure_decision(std::int64_t now, std::int64_t cost, Mode mode) const {
     return core_->failure_decision(now, cost, mode, config());
@@ -810,7 +815,10 @@ class RedisLimiter final : public detail::LayeredMember {
       g(failure, result);
     }
 
-    CheckResult serve() { return core_->fallback.serve(user_key, cost_, mode_ == Mode::peek, mode_ == Mode::refund); }
+    CheckResult serve() {
+      return core_->fallback.serve(user_key, cost_, mode_ == Mode::peek, mode_ == Mode::refund,
+                                   config_.fallback_share.get());
+    }
 
     std::shared_ptr<Core> core_;
     const Config& config_;  // the policy it was sent under (kept by core_)
