@@ -56,7 +56,8 @@ local function fixed_window(key, now, cost, mode, L, W)
     if c < L then return 1, L, L - c, 0, c > 0 and left or 0 end
     return 0, L, L > c and L - c or 0, left, left                 -- a lowered limit below c: 0
   end
-  if cost > L - c then return 0, L, L > c and L - c or 0, cost > L and -1 or left, c > 0 and left or 0 end
+  -- Cost 0 only reports the state: allowed, also over a limit lowered below c.
+  if cost > 0 and cost > L - c then return 0, L, L > c and L - c or 0, cost > L and -1 or left, c > 0 and left or 0 end
   c = c + cost
   if cost > 0 and mode == "0" then
     if same then
@@ -65,5 +66,5 @@ local function fixed_window(key, now, cost, mode, L, W)
       redis.call("SET", key, struct.pack("<ddd", t, c, W), "PX", ttl_ms(left))
     end
   end
-  return 1, L, L - c, 0, c > 0 and left or 0
+  return 1, L, L > c and L - c or 0, 0, c > 0 and left or 0
 end

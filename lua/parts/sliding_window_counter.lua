@@ -14,8 +14,9 @@ local function idiv(a, b) return (a - math.fmod(a, b)) / b end
 -- in its window: allowed (a boolean), remaining, retry_after_us (-1 = never), reset_after_us.
 local function sliding_window_counter_decide(n, cur, prev, L, W, r)
   local weighted_prev = prev * (W - r)                        -- <= L * W
-  -- cur + n <= L first keeps (cur + n) * W <= L * W.
-  local allowed = n <= L and cur + n <= L and (cur + n) * W <= L * W - weighted_prev
+  -- cur + n <= L first keeps (cur + n) * W <= L * W. Cost 0 only reports the state: allowed, also over a
+  -- limit lowered below the counts.
+  local allowed = n == 0 or (n <= L and cur + n <= L and (cur + n) * W <= L * W - weighted_prev)
   local current = allowed and cur + n or cur
   local room = idiv(L * W - weighted_prev, W)
   local remaining = room - current > 0 and room - current or 0

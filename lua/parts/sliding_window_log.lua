@@ -12,7 +12,7 @@
 -- count units in all; newest_cost: the newest member holding units): allowed (a boolean), remaining,
 -- retry_after_us (-1 = never), reset_after_us.
 local function sliding_window_log_decide(n, at, costs, first_live, count, newest_cost, L, W, t)
-  local allowed = n <= L - count
+  local allowed = n == 0 or n <= L - count                    -- cost 0 only reports: also over a lowered limit
   local remaining = L - (allowed and count + n or count)
   if remaining < 0 then remaining = 0 end                     -- a lowered limit below the count
   local reset = 0

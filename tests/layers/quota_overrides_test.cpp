@@ -116,6 +116,23 @@ TEST(QuotaOverrideMemory, WindowCountsAreKeptAndComparedWithTheNewLimit) {
   EXPECT_EQ(d.remaining, 0);
 }
 
+// A lowered override below a key's usage denies it, but cost 0 stays allowed (it reports the state), in checks
+// and in a refund's decision, for every window policy.
+TEST(QuotaOverrideMemory, CostZeroIsAllowedOverALoweredLimit) {
+  ManualClock clock;
+  clock.advance(1000s);
+  OverridableMemoryLimiter<FixedWindow, ManualClock> fixed(FixedWindow{10, 1min}, {}, clock);
+  ratelimit_test::expect_cost_zero_allowed_over_a_lowered_limit(fixed, FixedWindow{10, 1min}, FixedWindow{3, 1min});
+  OverridableMemoryLimiter<ratelimit::SlidingWindowCounter, ManualClock> counter(
+      ratelimit::SlidingWindowCounter{10, 1min}, {}, clock);
+  ratelimit_test::expect_cost_zero_allowed_over_a_lowered_limit(counter, ratelimit::SlidingWindowCounter{10, 1min},
+                                                                ratelimit::SlidingWindowCounter{3, 1min});
+  OverridableMemoryLimiter<ratelimit::SlidingWindowLog, ManualClock> log(ratelimit::SlidingWindowLog{10, 1min}, {},
+                                                                         clock);
+  ratelimit_test::expect_cost_zero_allowed_over_a_lowered_limit(log, ratelimit::SlidingWindowLog{10, 1min},
+                                                                ratelimit::SlidingWindowLog{3, 1min});
+}
+
 // Many distinct keys never grow the cache past its bound; over-long keys are refused before the resolver runs.
 TEST(QuotaOverrideMemory, HostileKeysCannotGrowTheCacheNorReachTheResolver) {
   ManualClock clock;

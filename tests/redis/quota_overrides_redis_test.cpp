@@ -93,6 +93,11 @@ TEST_F(QuotaOverrideRedis, TwinOfMemoryWithChangingOverrides) {
                  ratelimit::FixedWindow{12, 10s});
   overrides_twin("log", ratelimit::SlidingWindowLog{8, 5s}, ratelimit::SlidingWindowLog{3, 2s},
                  ratelimit::SlidingWindowLog{6, 4s});
+  // Windows whose microseconds every count up to 12 divides: the counter's retry_after is exact in both ticks.
+  overrides_twin("counter", ratelimit::SlidingWindowCounter{8, 27720ms}, ratelimit::SlidingWindowCounter{3, 13860ms},
+                 ratelimit::SlidingWindowCounter{12, 55440ms});
+  overrides_twin("bucket", ratelimit::TokenBucket{6, 2, 1s}, ratelimit::TokenBucket{3, 1, 3s},
+                 ratelimit::TokenBucket{10, 5, 2s});
 }
 
 // The override's limit in decisions and failure decisions; usage converted (kept in units) when the override
@@ -140,6 +145,24 @@ TEST_F(QuotaOverrideRedis, OverridesAppliedAndUnnamedLimitersRefused) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("LimiterOptions.name"), std::string::npos) << e.what();
   }
+}
+
+// As in memory: cost 0 stays allowed for a key whose usage exceeds its lowered override, in the scripts' checks
+// and refunds of every window policy.
+TEST_F(QuotaOverrideRedis, CostZeroIsAllowedOverALoweredLimit) {
+  ManualClock clock;
+  clock.advance(1'700'000'000s);
+  RedisLimiter<ratelimit::FixedWindow, ManualClock> fixed(ratelimit::FixedWindow{10, 1min}, named("zero-fixed"), clock);
+  ratelimit_test::expect_cost_zero_allowed_over_a_lowered_limit(fixed, ratelimit::FixedWindow{10, 1min},
+                                                                ratelimit::FixedWindow{3, 1min});
+  RedisLimiter<ratelimit::SlidingWindowCounter, ManualClock> counter(ratelimit::SlidingWindowCounter{10, 1min},
+                                                                     named("zero-counter"), clock);
+  ratelimit_test::expect_cost_zero_allowed_over_a_lowered_limit(counter, ratelimit::SlidingWindowCounter{10, 1min},
+                                                                ratelimit::SlidingWindowCounter{3, 1min});
+  RedisLimiter<ratelimit::SlidingWindowLog, ManualClock> log(ratelimit::SlidingWindowLog{10, 1min}, named("zero-log"),
+                                                             clock);
+  ratelimit_test::expect_cost_zero_allowed_over_a_lowered_limit(log, ratelimit::SlidingWindowLog{10, 1min},
+                                                                ratelimit::SlidingWindowLog{3, 1min});
 }
 
 // FailurePolicy::fallback answers an overridden key under its override's share (README "Fallback during

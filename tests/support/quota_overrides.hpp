@@ -111,4 +111,28 @@ void expect_exact_while_the_override_flips(L& limiter, ratelimit::ManualClock& c
   EXPECT_EQ(overrides.peek("k").remaining, 100 - race.admitted);
 }
 
+/// Cost 0 is always allowed (README "Keys, costs and validation"), also for key "k" of `limiter` once its
+/// usage (6 units under the override `big`) exceeds the lowered override `small` (limit 3): the check of cost 1
+/// is denied, cost 0 admitted with nothing left, and a refund's decision (the state as a cost-0 check sees it)
+/// admits too.
+template <class L, class P>
+void expect_cost_zero_allowed_over_a_lowered_limit(L& limiter, P big, P small) {
+  using namespace std::chrono_literals;
+  OverrideDirectory<P> dir;
+  dir.set("k", big);
+  ratelimit::QuotaOverrides overrides(limiter, dir.resolver());
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(overrides.allow("k").allowed) << P::kind << " " << i;
+  dir.set("k", small);
+  overrides.invalidate("k");
+  EXPECT_FALSE(overrides.allow("k").allowed) << P::kind;
+  const auto d = overrides.allow("k", 0);
+  EXPECT_TRUE(d.allowed) << P::kind;
+  EXPECT_EQ(d.limit, 3) << P::kind;
+  EXPECT_EQ(d.remaining, 0) << P::kind;
+  EXPECT_EQ(d.retry_after, 0ns) << P::kind;
+  const auto r = overrides.refund("k", 1);
+  EXPECT_TRUE(r.allowed) << P::kind;
+  EXPECT_EQ(r.remaining, 0) << P::kind;
+}
+
 }  // namespace ratelimit_test

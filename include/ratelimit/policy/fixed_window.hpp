@@ -73,7 +73,8 @@ struct FixedWindow {
     };
 
     [[nodiscard]] TickDecision evaluate_at(const State&, const View& v, std::int64_t cost) const noexcept {
-      TickDecision d{.allowed = cost <= limit_ - v.count, .limit = limit_};
+      // Cost 0 only reports the state: allowed, also over a limit lowered below the count.
+      TickDecision d{.allowed = cost == 0 || cost <= limit_ - v.count, .limit = limit_};
       const std::int64_t after = d.allowed ? v.count + cost : v.count;
       d.remaining = after < limit_ ? limit_ - after : 0;  // a count carried over a lowered limit may exceed it
       d.reset_after = after > 0 ? window_ - v.offset : 0;

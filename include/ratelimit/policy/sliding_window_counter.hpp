@@ -82,7 +82,8 @@ struct SlidingWindowCounter {
       const i128 weighted_prev = i128{v.previous} * (w - v.offset);
       const bool fits = cost <= limit_;
       TickDecision d{.limit = limit_};
-      d.allowed = fits && weighted_prev + (i128{v.current} + cost) * w <= i128{limit_} * w;
+      // Cost 0 only reports the state: allowed, also over a limit lowered below the counts.
+      d.allowed = cost == 0 || (fits && weighted_prev + (i128{v.current} + cost) * w <= i128{limit_} * w);
       const std::int64_t current = d.allowed ? v.current + cost : v.current;
       const auto room = static_cast<std::int64_t>((i128{limit_} * w - weighted_prev) / w);  // >= 0
       d.remaining = room - current > 0 ? room - current : 0;

@@ -117,7 +117,8 @@ struct SlidingWindowLog {
 
     [[nodiscard]] TickDecision evaluate_at(const State& s, const View& v, std::int64_t cost) const noexcept {
       const std::int64_t count = s.total - v.expired;
-      TickDecision d{.allowed = cost <= limit_ - count, .limit = limit_};
+      // Cost 0 only reports the state: allowed, also over a limit lowered below the count.
+      TickDecision d{.allowed = cost == 0 || cost <= limit_ - count, .limit = limit_};
       const std::int64_t after = d.allowed ? count + cost : count;
       d.remaining = after < limit_ ? limit_ - after : 0;  // a log carried over a lowered limit may exceed it
       if (d.allowed && cost > 0) {
