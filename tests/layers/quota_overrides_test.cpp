@@ -116,6 +116,24 @@ TEST(QuotaOverrideMemory, WindowCountsAreKeptAndComparedWithTheNewLimit) {
   EXPECT_EQ(d.remaining, 0);
 }
 
+// A set_policy whose rules in ticks equal an earlier policy's (Gcra{10, 1s, 5} and {20, 2s, 5}: one emission
+// interval, one tolerance) converts nothing, but `policy()` and so the advertised quota are the numbers given.
+TEST(QuotaOverrideMemory, SetPolicyOfTheSameRulesKeepsTheNumbersGiven) {
+  ManualClock clock;
+  clock.advance(1000s);
+  OverridableMemoryLimiter<Gcra, ManualClock> limiter(Gcra{10, 1s, 5}, {}, clock);
+  ASSERT_TRUE(limiter.allow("k", 3));
+  const std::int64_t remaining = limiter.peek("k").remaining;
+  limiter.set_policy(Gcra{20, 2s, 5});
+  EXPECT_EQ(limiter.policy().limit, 20);
+  EXPECT_EQ(limiter.policy().period, 2s);
+  EXPECT_EQ(limiter.peek("k").remaining, remaining);  // the same rules: nothing converted
+  limiter.set_policy(Gcra{10, 1s, 5});                // back to the first, which is reused
+  EXPECT_EQ(limiter.policy().limit, 10);
+  EXPECT_EQ(limiter.policy().period, 1s);
+  EXPECT_EQ(limiter.peek("k").remaining, remaining);
+}
+
 // A lowered override below a key's usage denies it, but cost 0 stays allowed (it reports the state), in checks
 // and in a refund's decision, for every window policy.
 TEST(QuotaOverrideMemory, CostZeroIsAllowedOverALoweredLimit) {

@@ -146,15 +146,15 @@ class OverridableMemoryLimiter {
   /// call under it, at that call's effective time (as on Redis; README "Changing a policy at run time"); keys
   /// last written under another policy (an override) keep their own until a call under this one. Thread-safe:
   /// each call runs wholly under the policy current when it started. Every policy given is kept for the
-  /// limiter's life, each once (one of the same rules as one given before reuses it, as on Redis). Throws
-  /// `std::invalid_argument` as `prepare`, changing nothing.
+  /// limiter's life, each once (one equal to one given before reuses it; one of the same rules in ticks converts
+  /// nothing, as on Redis). Throws `std::invalid_argument` as `prepare`, changing nothing.
   void set_policy(P policy) {
     PreparedPolicy p = make_prepared(std::move(policy));
     check_fits(p.rules_);
     std::lock_guard guard(bases_mutex_);
     const PreparedPolicy* same = nullptr;
     for (const PreparedPolicy& known : bases_) {
-      if (known.rules_ == p.rules_) same = &known;
+      if (known.policy_ == p.policy_) same = &known;  // equal policies have equal rules
     }
     base_.store(same != nullptr ? same : &bases_.emplace_back(std::move(p)), std::memory_order_release);
     generation_.fetch_add(1, std::memory_order_release);

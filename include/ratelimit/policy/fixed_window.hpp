@@ -20,6 +20,10 @@ namespace ratelimit {
 struct FixedWindow {
   static constexpr std::string_view kind = "fixed_window";
 
+  /// Equal when every parameter is (two policies of equal rules in ticks may still differ, e.g. in the
+  /// window they advertise).
+  friend bool operator==(const FixedWindow&, const FixedWindow&) = default;
+
   /// Requests (cost units) admitted per window; >= 1.
   std::int64_t limit = 0;
   /// Window length; > 0 and a whole number of the backend's ticks.

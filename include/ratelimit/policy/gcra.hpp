@@ -22,6 +22,10 @@ namespace ratelimit {
 struct Gcra {
   static constexpr std::string_view kind = "gcra";
 
+  /// Equal when every parameter is (two policies of equal rules in ticks may still differ, e.g. in the
+  /// window they advertise).
+  friend bool operator==(const Gcra&, const Gcra&) = default;
+
   /// Requests (cost units) per `period` in the long run; >= 1.
   std::int64_t limit = 0;
   /// The period `limit` refers to; > 0, a whole number of ticks, and `period / limit >= 1 tick`.

@@ -22,6 +22,10 @@ namespace ratelimit {
 struct SlidingWindowCounter {
   static constexpr std::string_view kind = "sliding_window_counter";
 
+  /// Equal when every parameter is (two policies of equal rules in ticks may still differ, e.g. in the
+  /// window they advertise).
+  friend bool operator==(const SlidingWindowCounter&, const SlidingWindowCounter&) = default;
+
   /// Requests (cost units) admitted per (estimated) window; >= 1.
   std::int64_t limit = 0;
   /// Window length; > 0 and a whole number of the backend's ticks.

@@ -24,6 +24,10 @@ namespace ratelimit {
 struct SlidingWindowLog {
   static constexpr std::string_view kind = "sliding_window_log";
 
+  /// Equal when every parameter is (two policies of equal rules in ticks may still differ, e.g. in the
+  /// window they advertise).
+  friend bool operator==(const SlidingWindowLog&, const SlidingWindowLog&) = default;
+
   /// Requests (cost units) admitted in any window of length `window`; >= 1.
   std::int64_t limit = 0;
   /// Window length; > 0 and a whole number of the backend's ticks.

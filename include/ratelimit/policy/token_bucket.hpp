@@ -20,6 +20,10 @@ namespace ratelimit {
 struct TokenBucket {
   static constexpr std::string_view kind = "token_bucket";
 
+  /// Equal when every parameter is (two policies of equal rules in ticks may still differ, e.g. in the
+  /// window they advertise).
+  friend bool operator==(const TokenBucket&, const TokenBucket&) = default;
+
   /// Most tokens the bucket holds (and the largest burst); >= 1.
   std::int64_t capacity = 0;
   /// Tokens added per `refill_period`; >= 1.
