@@ -8,12 +8,12 @@
 /// fixed-seed hashes allow that); it is not a PRF as SipHash is, which a table does not need because it
 /// never reveals hashes (README "Hostile input and faults").
 
-#include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <string_view>
+
+#include "ratelimit/detail/word_loads.hpp"
 
 namespace ratelimit::detail {
 
@@ -32,17 +32,6 @@ struct HashSeed {
 
 namespace multiply {
 
-[[nodiscard, gnu::always_inline]] inline std::uint64_t load64(const char* p) noexcept {
-  std::uint64_t word = 0;
-  std::memcpy(&word, p, 8);
-  return word;
-}
-[[nodiscard, gnu::always_inline]] inline std::uint64_t load32(const char* p) noexcept {
-  std::uint32_t word = 0;
-  std::memcpy(&word, p, 4);
-  return word;
-}
-
 /// The high and low halves of the full product, XORed: every bit of both inputs reaches the high bits,
 /// which pick the store's shard and slot.
 [[nodiscard, gnu::always_inline]] inline std::uint64_t fold(std::uint64_t a, std::uint64_t b) noexcept {
@@ -56,12 +45,10 @@ namespace multiply {
 /// The keyed hash of `data` under `seed`. For the same length, distinct keys of up to 16 bytes give
 /// distinct word pairs (overlapping fixed-size loads read every byte); longer keys chain 16-byte blocks,
 /// the last one overlapping. The length enters the final multiplication, so keys of different lengths
-/// whose words agree still differ. Byte order as the machine reads it: hashes are never stored or sent.
+/// whose words agree still differ.
 [[nodiscard, gnu::always_inline]] inline std::uint64_t multiply_hash(const HashSeed& seed,
                                                                      std::string_view data) noexcept {
   using multiply::fold;
-  using multiply::load32;
-  using multiply::load64;
   const char* p = data.data();
   const std::size_t size = data.size();
   std::uint64_t a = 0;
@@ -69,20 +56,20 @@ namespace multiply {
   std::uint64_t chain = seed.word[1];
   if (size <= 16) {
     if (size >= 8) {
-      a = load64(p);
-      b = load64(p + size - 8);
+      a = load64_le(p);
+      b = load64_le(p + size - 8);
     } else if (size >= 4) {
-      a = load32(p);
-      b = load32(p + size - 4);
+      a = load32_le(p);
+      b = load32_le(p + size - 4);
     } else if (size > 0) {  // a default string_view's null pointer is never read
       const auto byte = [](char c) { return std::uint64_t{static_cast<unsigned char>(c)}; };
       a = (byte(p[0]) << 16) | (byte(p[size / 2]) << 8) | byte(p[size - 1]);
     }
   } else {
     const char* const last = p + size - 16;
-    for (; p < last; p += 16) chain = fold(load64(p) ^ seed.word[0], load64(p + 8) ^ chain);
-    a = load64(last);
-    b = load64(last + 8);
+    for (; p < last; p += 16) chain = fold(load64_le(p) ^ seed.word[0], load64_le(p + 8) ^ chain);
+    a = load64_le(last);
+    b = load64_le(last + 8);
   }
   const std::uint64_t h = fold(a ^ seed.word[0], b ^ chain);
   return fold(h ^ seed.word[2], static_cast<std::uint64_t>(size) ^ seed.word[3]);

@@ -8,35 +8,22 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <string_view>
+
+#include "ratelimit/detail/word_loads.hpp"
 
 namespace ratelimit::detail {
 
 namespace sip {
-
-/// Little-endian loads, as the specification reads the message; `p` holds at least the bytes read.
-[[nodiscard, gnu::always_inline]] inline std::uint64_t load64(const char* p) noexcept {
-  std::uint64_t word = 0;
-  std::memcpy(&word, p, 8);
-  if constexpr (std::endian::native == std::endian::big) word = __builtin_bswap64(word);
-  return word;
-}
-[[nodiscard, gnu::always_inline]] inline std::uint64_t load32(const char* p) noexcept {
-  std::uint32_t word = 0;
-  std::memcpy(&word, p, 4);
-  if constexpr (std::endian::native == std::endian::big) word = __builtin_bswap32(word);
-  return word;
-}
 
 /// The last `n` (0 to 7) bytes of a message of `size` bytes ending at `end`, as the low bytes of a word.
 /// Fixed-size loads, no call to memcpy: a message of 8 bytes or more reads the 8 bytes before `end`
 /// (overlapping what was absorbed) and shifts; a shorter one reads two overlapping halves.
 [[nodiscard, gnu::always_inline]] inline std::uint64_t tail(const char* end, std::size_t n, std::size_t size) noexcept {
   if (n == 0) return 0;  // also a default string_view, whose null pointer is never read
-  if (size >= 8) return load64(end - 8) >> (64 - 8 * n);
+  if (size >= 8) return load64_le(end - 8) >> (64 - 8 * n);
   const char* p = end - n;
-  if (n >= 4) return load32(p) | (load32(end - 4) << (8 * (n - 4)));  // the overlap ORs equal bytes
+  if (n >= 4) return load32_le(p) | (load32_le(end - 4) << (8 * (n - 4)));  // the overlap ORs equal bytes
   const auto byte = [](char c) { return std::uint64_t{static_cast<unsigned char>(c)}; };
   return byte(p[0]) | (byte(p[n / 2]) << (8 * (n / 2))) | (byte(p[n - 1]) << (8 * (n - 1)));
 }
@@ -77,7 +64,7 @@ template <int CompressionRounds, int FinalizationRounds>
   const char* p = data.data();
   const std::size_t size = data.size();
   const char* const end = p + size;
-  for (std::size_t left = size; left >= 8; left -= 8, p += 8) absorb(sip::load64(p));
+  for (std::size_t left = size; left >= 8; left -= 8, p += 8) absorb(load64_le(p));
   absorb((static_cast<std::uint64_t>(size) << 56) | sip::tail(end, size % 8, size));
   v2 ^= 0xff;
   for (int i = 0; i < FinalizationRounds; ++i) round();
