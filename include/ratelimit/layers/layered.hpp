@@ -267,10 +267,10 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests, cons
   }
 
   auto active = [&](std::size_t i) { return result.layers[i].verdict == Verdict::unchecked; };
+  detail::StackArena arena;  // the check's working arrays (consumptions, reported decisions)
   bool denied = denied_early;
   if (!denied_early) {
     if (!detail::check_jointly(requests, result.layers, denied)) {
-      detail::StackArena arena;
       std::pmr::vector<std::size_t> consumed(&arena.resource);
       consumed.reserve(requests.size());
       // Every admitted layer is given back even when one refund throws; the first refund error is kept.
@@ -311,7 +311,6 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests, cons
   }
 
   // Penalties, counters and callbacks, outside every lock.
-  detail::StackArena arena;
   std::pmr::vector<Decision> reported(&arena.resource);
   std::pmr::vector<std::size_t> index(&arena.resource);
   reported.reserve(requests.size());
