@@ -36,9 +36,7 @@ class QuotaOverrideRedis : public testing::Test {
   void SetUp() override { RATELIMIT_REQUIRE_REDIS(); }
 
   static ratelimit::redis::RedisOptions named(std::string name) {
-    auto o = client_options(*shared_redis());
-    o.name = std::move(name);
-    return o;
+    return ratelimit_test::named_client_options(*shared_redis(), std::move(name));
   }
 };
 
@@ -105,8 +103,8 @@ TEST_F(QuotaOverrideRedis, TwinOfMemoryWithChangingOverrides) {
 TEST_F(QuotaOverrideRedis, OverridesAppliedAndUnnamedLimitersRefused) {
   ManualClock clock;
   clock.advance(1'700'000'000s);
-  RedisLimiter<ratelimit::Gcra, ManualClock> l(ratelimit::Gcra{.limit = 10, .period = 1s, .burst = 10},
-                                               named("quota"), clock);
+  RedisLimiter<ratelimit::Gcra, ManualClock> l(ratelimit::Gcra{.limit = 10, .period = 1s, .burst = 10}, named("quota"),
+                                               clock);
   OverrideDirectory<ratelimit::Gcra> dir;
   dir.set("k", ratelimit::Gcra{.limit = 100, .period = 1s, .burst = 50});  // T = 10 ms
   QuotaOverrides overrides(l, dir.resolver(), OverrideOptions{.cache_ttl = 50ms});
@@ -178,7 +176,7 @@ TEST_F(QuotaOverrideRedis, FallbackAnswersUnderTheKeysOverride) {
   o.connect_timeout = 200ms;
   RedisLimiter<ratelimit::Gcra, ManualClock> l(ratelimit::Gcra{.limit = 100, .period = 1s, .burst = 20}, o, clock);
   OverrideDirectory<ratelimit::Gcra> dir;
-  dir.set("noisy", ratelimit::Gcra{.limit = 1, .period = 1h, .burst = 2});          // share: burst 1
+  dir.set("noisy", ratelimit::Gcra{.limit = 1, .period = 1h, .burst = 2});         // share: burst 1
   dir.set("partner", ratelimit::Gcra{.limit = 1000, .period = 1s, .burst = 100});  // share: burst 50
   QuotaOverrides overrides(l, dir.resolver());
   auto admitted = [&](const std::string& key) {

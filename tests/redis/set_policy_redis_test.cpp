@@ -34,9 +34,7 @@ class SetPolicyRedis : public testing::Test {
   void SetUp() override { RATELIMIT_REQUIRE_REDIS(); }
 
   static ratelimit::redis::RedisOptions named(std::string name) {
-    auto o = client_options(*shared_redis());
-    o.name = std::move(name);
-    return o;
+    return ratelimit_test::named_client_options(*shared_redis(), std::move(name));
   }
 };
 
@@ -78,7 +76,8 @@ void set_policy_twin(const std::string& name, P a, P b) {
       }
       continue;
     }
-    ratelimit_test::twin_random_call(memory, redis, rng, keys, name + " call " + std::to_string(i), expect_same_as_memory);
+    ratelimit_test::twin_random_call(memory, redis, rng, keys, name + " call " + std::to_string(i),
+                                     expect_same_as_memory);
     if (testing::Test::HasFailure()) return;
     clock.advance(std::chrono::milliseconds(rng() % 700));
   }

@@ -12,6 +12,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ratelimit/redis.hpp>
@@ -43,8 +44,8 @@ inline std::string unique_prefix() {
 }
 
 /// Options for `server` with client time (the test's ManualClock), raising errors, a fresh prefix.
-inline ratelimit::redis::RedisOptions client_options(const RedisServer& server,
-                                                     ratelimit::FailurePolicy on_error = ratelimit::FailurePolicy::raise) {
+inline ratelimit::redis::RedisOptions client_options(
+    const RedisServer& server, ratelimit::FailurePolicy on_error = ratelimit::FailurePolicy::raise) {
   ratelimit::redis::RedisOptions o;
   o.time_source = ratelimit::redis::TimeSource::client;
   o.on_error = on_error;
@@ -52,6 +53,14 @@ inline ratelimit::redis::RedisOptions client_options(const RedisServer& server,
   o.command_timeout = std::chrono::milliseconds(2000);
   o.connect_timeout = std::chrono::milliseconds(2000);
   return server.options(o);
+}
+
+/// `client_options(server)` for a named limiter (`LimiterOptions::name`: what `set_policy` and per-call
+/// policies need).
+inline ratelimit::redis::RedisOptions named_client_options(const RedisServer& server, std::string name) {
+  auto o = client_options(server);
+  o.name = std::move(name);
+  return o;
 }
 
 /// Every key matching `pattern` (SCAN, so it also works on a busy server).
@@ -98,12 +107,12 @@ inline std::size_t expect_all_keys_expire(ratelimit::redis::Connection& admin, c
 
 // Every test that needs the server starts with this: without one it fails under CI (where the Redis
 // tests must run) and skips elsewhere (the environment has already said why).
-#define RATELIMIT_REQUIRE_REDIS()                                                                  \
-  do {                                                                                             \
-    if (::ratelimit_test::shared_redis() == nullptr) {                                             \
+#define RATELIMIT_REQUIRE_REDIS()                                                                   \
+  do {                                                                                              \
+    if (::ratelimit_test::shared_redis() == nullptr) {                                              \
       if (std::getenv("CI") != nullptr) FAIL() << "CI is set but no redis-server could be started"; \
-      GTEST_SKIP() << "no redis-server";                                                           \
-    }                                                                                              \
+      GTEST_SKIP() << "no redis-server";                                                            \
+    }                                                                                               \
   } while (0)
 
 /// One random call on two twins (`a` decides, `b` must agree): a refund, a peek or an allow of cost 0..3 on one
