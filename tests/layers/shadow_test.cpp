@@ -156,7 +156,8 @@ TEST(ShadowMode, DenyListAndPenaltyOfAShadowLayerDoNotDeny) {
   EXPECT_TRUE(p.layers[0].shadow);
   EXPECT_EQ(b.peek("k").remaining, 2);
   EXPECT_FALSE(ratelimit::check_layers({{&a_layer, "x"}, {&b_layer, "bad"}}));
-  const auto all = ratelimit::check_layers({{&a_layer, "x"}, {&b_layer, "bad"}}, ratelimit::CheckOptions{.shadow = true});
+  const auto all =
+      ratelimit::check_layers({{&a_layer, "x"}, {&b_layer, "bad"}}, ratelimit::CheckOptions{.shadow = true});
   EXPECT_TRUE(all);
   EXPECT_TRUE(all.layers[1].shadow_denied());
   EXPECT_EQ(b_layer.stats().snapshot().shadow_denied, 1u);

@@ -20,12 +20,12 @@ using ratelimit::MemoryLimiter;
 TEST(SetPolicy, GcraCarriesUsedUnits) {
   ManualClock clock;
   MemoryLimiter<ratelimit::Gcra, ManualClock> l(ratelimit::Gcra{.limit = 10, .period = 10s, .burst = 5}, {}, clock);
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(l.allow("k"));  // T = 1 s: TAT = 3 s
-  clock.advance(500ms);                                    // TAT - t = 2.5 s: 3 units (rounded up)
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(l.allow("k"));                 // T = 1 s: TAT = 3 s
+  clock.advance(500ms);                                                  // TAT - t = 2.5 s: 3 units (rounded up)
   l.set_policy(ratelimit::Gcra{.limit = 10, .period = 5s, .burst = 4});  // T = 0.5 s, tau = 2 s
-  const auto d = l.peek("k");                              // TAT = t + 3 * 0.5 s = t + 1.5 s
+  const auto d = l.peek("k");                                            // TAT = t + 3 * 0.5 s = t + 1.5 s
   EXPECT_EQ(d.limit, 4);
-  EXPECT_EQ(d.remaining, 1);                               // floor((2 - 1.5) / 0.5)
+  EXPECT_EQ(d.remaining, 1);  // floor((2 - 1.5) / 0.5)
   EXPECT_EQ(d.reset_after, 1500ms);
   EXPECT_EQ(l.policy().burst, 4);
   EXPECT_TRUE(l.allow("k"));
@@ -37,7 +37,7 @@ TEST(SetPolicy, GcraCarriesUsedUnits) {
 TEST(SetPolicy, GcraClampsToTheNewTolerance) {
   ManualClock clock;
   MemoryLimiter<ratelimit::Gcra, ManualClock> l(ratelimit::Gcra{.limit = 1, .period = 1s, .burst = 10}, {}, clock);
-  ASSERT_TRUE(l.allow("k", 8));  // TAT = 8 s
+  ASSERT_TRUE(l.allow("k", 8));                                         // TAT = 8 s
   l.set_policy(ratelimit::Gcra{.limit = 1, .period = 2s, .burst = 3});  // T = 2 s, tau = 6 s
   const auto d = l.peek("k");
   EXPECT_EQ(d.remaining, 0);
@@ -71,7 +71,7 @@ TEST(SetPolicy, FixedWindowKeepsTheCount) {
   EXPECT_EQ(d.limit, 5);
   EXPECT_EQ(d.remaining, 0);
   EXPECT_FALSE(d.allowed);
-  EXPECT_EQ(d.retry_after, 5s);  // the new window [0, 20 s) ends
+  EXPECT_EQ(d.retry_after, 5s);              // the new window [0, 20 s) ends
   EXPECT_EQ(l.refund("k", 3).remaining, 1);  // 7 - 3 = 4 of 5
   clock.advance(5s);
   EXPECT_EQ(l.peek("k").remaining, 5);
@@ -85,11 +85,11 @@ TEST(SetPolicy, FixedWindowKeepsTheCount) {
 TEST(SetPolicy, SlidingWindowCounterKeepsBothCounts) {
   ManualClock clock;
   MemoryLimiter<ratelimit::SlidingWindowCounter, ManualClock> l(ratelimit::SlidingWindowCounter{10, 10s}, {}, clock);
-  ASSERT_TRUE(l.allow("k", 6));  // window 0
-  clock.advance(12s);            // window 1, offset 2 s: prev = 6
-  ASSERT_TRUE(l.allow("k", 2));  // cur = 2
+  ASSERT_TRUE(l.allow("k", 6));                           // window 0
+  clock.advance(12s);                                     // window 1, offset 2 s: prev = 6
+  ASSERT_TRUE(l.allow("k", 2));                           // cur = 2
   l.set_policy(ratelimit::SlidingWindowCounter{20, 4s});  // t = 12 s: window 3, offset 0
-  const auto d = l.peek("k");    // prev 6 weighted (4 - 0) / 4 = 6, cur 2: room 20 - 6 = 14, remaining 12
+  const auto d = l.peek("k");  // prev 6 weighted (4 - 0) / 4 = 6, cur 2: room 20 - 6 = 14, remaining 12
   EXPECT_EQ(d.remaining, 12);
   EXPECT_EQ(d.reset_after, 8s);  // cur > 0: 2W - r
 }
@@ -101,7 +101,7 @@ TEST(SetPolicy, SlidingWindowLogKeepsEntries) {
   ASSERT_TRUE(l.allow("k", 3));
   clock.advance(6s);
   ASSERT_TRUE(l.allow("k", 4));
-  clock.advance(1s);  // t = 7 s
+  clock.advance(1s);                                 // t = 7 s
   l.set_policy(ratelimit::SlidingWindowLog{5, 5s});  // window (2 s, 7 s]: the 4 at 6 s
   EXPECT_EQ(l.peek("k").remaining, 1);
   l.set_policy(ratelimit::SlidingWindowLog{3, 10s});  // window (-3 s, 7 s]: 7 > 3, remaining 0
@@ -128,9 +128,9 @@ TEST(SetPolicy, GcraCheckFromBeforeTheChangeSeesNoOldBacklog) {
   const ratelimit::Gcra a{.limit = 1, .period = 1s, .burst = 5};     // T = 1 s, tau = 5 s
   const ratelimit::Gcra b{.limit = 100, .period = 1s, .burst = 50};  // T = 10 ms, tau = 500 ms
   MemoryLimiter<ratelimit::Gcra, ManualClock> l(a, {}, clock);
-  ASSERT_TRUE(l.allow("k", 3));           // TAT = 3 s
+  ASSERT_TRUE(l.allow("k", 3));          // TAT = 3 s
   const auto before = clock.now() + 1s;  // the check's clock read: t = 1 s, backlog 2 s under a
-  clock.advance(4s);                      // t = 4 s: the key is full
+  clock.advance(4s);                     // t = 4 s: the key is full
   l.set_policy(b);
   const auto d = l.allow("k", 1, before);
   EXPECT_EQ(d.limit, 50);
@@ -145,8 +145,8 @@ TEST(SetPolicy, GcraCheckFromBeforeTheChangeSeesNoOldBacklog) {
 // was (full at the change's time, not at the check's): the deterministic test above.
 TEST(SetPolicy, RaceEightThreadsNeverAMix) {
   ManualClock clock;
-  const ratelimit::Gcra a{.limit = 1, .period = 1s, .burst = 5};        // T = 1 s, tau = 5 s
-  const ratelimit::Gcra b{.limit = 100, .period = 1s, .burst = 50};     // T = 10 ms, tau = 500 ms
+  const ratelimit::Gcra a{.limit = 1, .period = 1s, .burst = 5};     // T = 1 s, tau = 5 s
+  const ratelimit::Gcra b{.limit = 100, .period = 1s, .burst = 50};  // T = 10 ms, tau = 500 ms
   MemoryLimiter<ratelimit::Gcra, ManualClock> l(a, ratelimit::MemoryOptions{.shards = 4}, clock);
   // The switchers make a fixed number of changes and the checkers run until both are done, so the race
   // happens however the scheduler shares the cores (a loaded machine once starved the switchers).

@@ -96,7 +96,7 @@ TEST(DenialCache, RefundsElsewhereCanBeMissedForAtMostTheWait) {
   ASSERT_FALSE(cached.allow("k", 1));  // cached for 100 ms
   (void)other.refund("k", 2);
   EXPECT_TRUE(other.peek("k").allowed);  // Redis would admit now
-  EXPECT_FALSE(cached.allow("k", 1));   // the cache does not know
+  EXPECT_FALSE(cached.allow("k", 1));    // the cache does not know
   clock.advance(100ms);
   EXPECT_TRUE(cached.allow("k", 1));  // the wait over: Redis again
   // A refund through the cached limiter forgets its denial.
@@ -137,7 +137,7 @@ TEST(DenialCache, IsBoundedAndValidated) {
   EXPECT_LE(cache.size(), 16u);
   EXPECT_GE(cache.size(), 1u);
   ratelimit::Decision out;
-  EXPECT_TRUE(cache.lookup("key999", 1, 10, out));  // the newest stays
+  EXPECT_TRUE(cache.lookup("key999", 1, 10, out));              // the newest stays
   EXPECT_FALSE(cache.lookup("key999", 1, 1'000'000'000, out));  // expired after 1 s
 
   RedisOptions o;
