@@ -5,6 +5,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <chrono>
@@ -164,19 +165,48 @@ L& parked(Make make) {
 /// check, `max_keys` 4,000,000; also reports heap bytes per key, the keys held and the evictions (both must
 /// stay 1,000,000 and 0, else the benchmark measures insertions).
 template <class P>
+double g_bytes_per_key = 0;
+
+/// The limiter of `keys_1m` and `keys_1m_batch`, holding every key of the stream (made once for both).
+template <class P>
+std::shared_ptr<Limiter<P>> filled_1m() {
+  const KeyStream& keys = many_keys();
+  const std::size_t before = bench::heap_bytes();
+  auto made = std::make_shared<Limiter<P>>(many_key_policy<P>(), ratelimit::MemoryOptions{.max_keys = 4 * kManyKeys});
+  for (std::size_t k = 0; k < kManyKeys; ++k) made->allow(keys.key(k));
+  g_bytes_per_key<P> = static_cast<double>(bench::heap_bytes() - before) / static_cast<double>(kManyKeys);
+  return made;
+}
+
+template <class P>
 void keys_1m(benchmark::State& state) {
   const KeyStream& keys = many_keys();
-  static double bytes_per_key = 0;
-  Limiter<P>& limiter = parked<Limiter<P>, 0>([&] {
-    const std::size_t before = bench::heap_bytes();
-    auto made = std::make_shared<Limiter<P>>(many_key_policy<P>(), ratelimit::MemoryOptions{.max_keys = 4 * kManyKeys});
-    for (std::size_t k = 0; k < kManyKeys; ++k) made->allow(keys.key(k));
-    bytes_per_key = static_cast<double>(bench::heap_bytes() - before) / static_cast<double>(kManyKeys);
-    return made;
-  });
+  Limiter<P>& limiter = parked<Limiter<P>, 0>(filled_1m<P>);
   std::size_t i = 0;
   for (auto _ : state) benchmark::DoNotOptimize(limiter.allow(keys.next(i)));
-  state.counters["bytes_per_key"] = bytes_per_key;
+  state.counters["bytes_per_key"] = g_bytes_per_key<P>;
+  state.counters["keys"] = static_cast<double>(limiter.size());
+  state.counters["evictions"] = static_cast<double>(limiter.evictions());
+}
+
+/// As `keys_1m`, in batches of 64 requests (`allow_many`, one clock read per batch, decisions into one reused
+/// array); an iteration is one request, so the time is per check.
+template <class P>
+void keys_1m_batch(benchmark::State& state) {
+  constexpr std::size_t kBatch = 64;
+  const KeyStream& keys = many_keys();
+  Limiter<P>& limiter = parked<Limiter<P>, 0>(filled_1m<P>);
+  std::array<ratelimit::Request, kBatch> batch{};
+  std::array<ratelimit::Decision, kBatch> decisions{};
+  std::size_t i = 0;
+  std::int64_t admitted = 0;
+  while (state.KeepRunningBatch(kBatch)) {
+    for (ratelimit::Request& r : batch) r.key = keys.next(i);
+    limiter.allow_many(batch, decisions, Clock::now());
+    for (const ratelimit::Decision& d : decisions) admitted += d.allowed ? 1 : 0;
+    benchmark::DoNotOptimize(admitted);
+  }
+  state.counters["denied"] = static_cast<double>(static_cast<std::int64_t>(state.iterations()) - admitted);
   state.counters["keys"] = static_cast<double>(limiter.size());
   state.counters["evictions"] = static_cast<double>(limiter.evictions());
 }
@@ -304,6 +334,7 @@ BENCHMARK(floor_dependent_load)->Name("floor/dependent_load/64MiB");
   BENCHMARK(hot_key_caller_time<P>)->Name(name "/hot_key_caller_time");                                            \
   BENCHMARK(deny<P>)->Name(name "/deny");                                                                          \
   BENCHMARK(keys_1m<P>)->Name(name "/keys:1000000");                                                               \
+  BENCHMARK(keys_1m_batch<P>)->Name(name "/keys:1000000/allow_many:64");                                           \
   BENCHMARK(keys_1m_rolling<P>)->Name(name "/keys:1000000/rolling");                                               \
   BENCHMARK(hot_key_threads<P>)->Name(name "/hot_key")->Threads(2)->UseRealTime();                                 \
   BENCHMARK(distinct_keys_threads<P>)->Name(name "/distinct_keys")->Threads(1)->UseRealTime();                     \

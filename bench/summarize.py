@@ -116,6 +116,20 @@ def main():
                    f"| {distinct} | {any_shard} | {one_key} |")
         cost_rows.append((p, ns(hot), ns(many)))
 
+    batch_rows = [(p, find(mem, f"{p}/keys:1000000/allow_many:64"), find(mem, f"{p}/keys:1000000"))
+                  for p in POLICIES]
+    if any(batch for _, batch, _ in batch_rows):
+        out.append("\n### MemoryLimiter::allow_many, 1,000,000 keys in batches of 64\n")
+        out.append("The same keys and stream as `1M keys` above, 64 requests per call (one clock read per batch; the "
+                   "slots of the next 8 requests load while one is checked). Time per request.\n")
+        out.append("| policy | ns per request | x map floor | x one access | x `allow` (1M keys) |")
+        out.append("|---|---:|---:|---:|---:|")
+        for p, batch, many in batch_rows:
+            if not batch:
+                continue
+            out.append(f"| {p} | {ns(batch):.1f} | {ns(batch) / floor_map_1m:.2f} "
+                       f"| {f'{ns(batch) / ns(access):.2f}' if access else '-'} | {ns(batch) / ns(many):.2f} |")
+
     if redis:
         out.append("\n### Redis, client side (same run, one local redis-server)\n")
         out.append("| benchmark | checks/s | floor (same run) | x floor |")

@@ -21,6 +21,7 @@
 #include "ratelimit/policy/sliding_window_counter.hpp"
 #include "ratelimit/policy/sliding_window_log.hpp"
 #include "ratelimit/policy/token_bucket.hpp"
+#include "ratelimit/request.hpp"
 #include "ratelimit/version.hpp"
 
 namespace ratelimit {

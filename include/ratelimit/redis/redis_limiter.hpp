@@ -29,6 +29,7 @@
 #include "ratelimit/detail/key_length.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/policy/policy.hpp"
+#include "ratelimit/request.hpp"
 #include "ratelimit/redis/cluster_router.hpp"
 #include "ratelimit/redis/routes.hpp"
 #include "ratelimit/redis/connection.hpp"
@@ -49,13 +50,8 @@
 
 namespace ratelimit::redis {
 
-/// One check of a batch for `RedisLimiter::allow_many`.
-struct Request {
-  /// The user key (any bytes, at most `max_key_bytes`).
-  std::string_view key;
-  /// Units to consume; >= 0.
-  std::int64_t cost = 1;
-};
+/// One check of a batch for `RedisLimiter::allow_many` (`ratelimit::Request`, the type every backend's batch takes).
+using ratelimit::Request;
 
 /// The Redis backend (README "Redis contract"): each check is one atomic Lua script run (`EVALSHA`) on the key's
 /// Redis key, so any number of threads and processes sharing the server share each key's limit exactly.

@@ -1,0 +1,181 @@
+// MemoryLimiter::allow_many (README "Batches"): the decisions of one `allow` per request at the batch's time, in
+// order, for every policy; bad input refused before anything is checked; the key cap kept; exact under threads.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ratelimit/ratelimit.hpp>
+
+namespace {
+
+using namespace std::chrono_literals;
+using ratelimit::Decision;
+using ratelimit::ManualClock;
+using ratelimit::MemoryLimiter;
+using ratelimit::Request;
+
+template <class P>
+P batch_policy();
+template <>
+ratelimit::Gcra batch_policy() {
+  return {.limit = 5, .period = 1s, .burst = 4};
+}
+template <>
+ratelimit::TokenBucket batch_policy() {
+  return {.capacity = 4, .refill_tokens = 5, .refill_period = 1s};
+}
+template <>
+ratelimit::FixedWindow batch_policy() {
+  return {.limit = 4, .window = 1s};
+}
+template <>
+ratelimit::SlidingWindowCounter batch_policy() {
+  return {.limit = 4, .window = 1s};
+}
+template <>
+ratelimit::SlidingWindowLog batch_policy() {
+  return {.limit = 4, .window = 1s};
+}
+
+template <class P>
+class AllowMany : public ::testing::Test {};
+using BatchPolicies = ::testing::Types<ratelimit::Gcra, ratelimit::TokenBucket, ratelimit::FixedWindow,
+                                       ratelimit::SlidingWindowCounter, ratelimit::SlidingWindowLog>;
+TYPED_TEST_SUITE(AllowMany, BatchPolicies);
+
+/// Random batches (repeated keys, costs 0 to past the limit) against a twin limiter that gets one `allow` per
+/// request at the same time: every decision is equal. `keys` distinct keys: 2,000 of them take the path that
+/// loads slots ahead (a table past the store's prefetch threshold), 10 keep every key in one small table.
+template <class P>
+void expect_twin_decisions(std::size_t keys) {
+  ManualClock batch_clock, single_clock;
+  MemoryLimiter<P, ManualClock> batched(batch_policy<P>(), {.shards = 1}, batch_clock);
+  MemoryLimiter<P, ManualClock> single(batch_policy<P>(), {.shards = 1}, single_clock);
+  std::mt19937_64 random(7);
+  std::vector<std::string> names;
+  for (std::size_t k = 0; k < keys; ++k) names.push_back("key-" + std::to_string(k));
+  std::size_t compared = 0, allowed = 0, denied = 0;
+  for (int round = 0; round < 40; ++round) {
+    const auto at = ManualClock::time_point(1s + round * 137ms);
+    batch_clock.set(at);
+    single_clock.set(at);
+    std::vector<Request> batch(1 + random() % 300);
+    for (Request& r : batch) {
+      r.key = names[random() % names.size()];
+      r.cost = static_cast<std::int64_t>(random() % 7);  // 5 and 6 exceed every limit here
+    }
+    const std::vector<Decision> got = batched.allow_many(batch);
+    ASSERT_EQ(got.size(), batch.size());
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const Decision want = single.allow(batch[i].key, batch[i].cost);
+      ASSERT_EQ(got[i], want) << "round " << round << ", request " << i << " (" << batch[i].key << ", cost "
+                              << batch[i].cost << ")";
+      ++compared;
+      (want.allowed ? allowed : denied) += 1;
+    }
+  }
+  EXPECT_EQ(batched.size(), single.size());
+  EXPECT_GT(compared, 1000U);
+  EXPECT_GT(allowed, 100U);  // both outcomes were compared
+  EXPECT_GT(denied, 100U);
+}
+
+TYPED_TEST(AllowMany, DecidesAsOneAllowPerRequestOverManyKeys) { expect_twin_decisions<TypeParam>(2000); }
+
+TYPED_TEST(AllowMany, DecidesAsOneAllowPerRequestOnFewKeys) { expect_twin_decisions<TypeParam>(10); }
+
+/// The requests of one key run in their order: a batch of one key admits its quota's first requests, then denies.
+TYPED_TEST(AllowMany, RequestsOfOneKeyRunInOrder) {
+  ManualClock clock;
+  clock.set(ManualClock::time_point(10s));
+  MemoryLimiter<TypeParam, ManualClock> limiter(batch_policy<TypeParam>(), {}, clock);
+  const std::vector<Request> batch(6, Request{"k", 1});
+  const std::vector<Decision> got = limiter.allow_many(batch);
+  const std::int64_t limit = got.front().limit;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].allowed, static_cast<std::int64_t>(i) < limit) << i;
+    EXPECT_EQ(got[i].remaining, std::max<std::int64_t>(limit - 1 - static_cast<std::int64_t>(i), 0)) << i;
+  }
+}
+
+/// A bad request anywhere in a batch is refused before any is checked: nothing is consumed.
+TYPED_TEST(AllowMany, RefusesABadRequestBeforeCheckingAny) {
+  ManualClock clock;
+  MemoryLimiter<TypeParam, ManualClock> limiter(batch_policy<TypeParam>(), {.max_key_bytes = 8}, clock);
+  const std::string too_long(9, 'x');
+  const std::vector<Request> negative{{"a", 1}, {"b", 2}, {"c", -1}};
+  const std::vector<Request> long_key{{"a", 1}, {too_long, 1}};
+  EXPECT_THROW((void)limiter.allow_many(negative), std::invalid_argument);
+  EXPECT_THROW((void)limiter.allow_many(long_key), std::invalid_argument);
+  EXPECT_EQ(limiter.size(), 0U);
+  EXPECT_EQ(limiter.peek("a").remaining, limiter.peek("a").limit);
+
+  std::array<Decision, 2> two{};
+  const std::vector<Request> three{{"a", 1}, {"b", 1}, {"c", 1}};
+  try {
+    limiter.allow_many(three, two, clock.now());
+    FAIL() << "a decisions array of the wrong size was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("decisions"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(limiter.size(), 0U);
+}
+
+/// A batch of more new keys than `max_keys` keeps the cap (evicting as `allow` does) and still decides each.
+TYPED_TEST(AllowMany, KeepsTheKeyCap) {
+  ManualClock clock;
+  clock.set(ManualClock::time_point(1s));
+  MemoryLimiter<TypeParam, ManualClock> limiter(batch_policy<TypeParam>(), {.max_keys = 64, .shards = 4}, clock);
+  std::vector<std::string> names;
+  for (int k = 0; k < 500; ++k) names.push_back("new-" + std::to_string(k));
+  std::vector<Request> batch;
+  for (const std::string& n : names) batch.push_back({n, 1});
+  const std::vector<Decision> got = limiter.allow_many(batch);
+  for (const Decision& d : got) EXPECT_TRUE(d.allowed);
+  EXPECT_LE(limiter.size(), 64U);
+  EXPECT_GE(limiter.evictions(), 500U - 64U);
+}
+
+/// Two threads send batches at one shared key and at a key of their own each, at one time: each key admits exactly
+/// its quota (each request is atomic; a lost update would admit more), and the own keys do not disturb each other.
+TEST(AllowManyThreads, ShareOneKeysQuotaExactly) {
+  ManualClock clock;
+  clock.set(ManualClock::time_point(5s));
+  constexpr std::int64_t kLimit = 3000;
+  MemoryLimiter<ratelimit::FixedWindow, ManualClock> limiter({.limit = kLimit, .window = 1h}, {}, clock);
+  std::atomic<std::int64_t> shared_admitted{0};
+  std::array<std::int64_t, 2> own_admitted{};
+  auto run = [&](int t) {
+    const std::string own = "own-" + std::to_string(t);
+    std::vector<Request> batch;
+    for (int i = 0; i < 32; ++i) batch.push_back({i % 2 == 0 ? std::string_view("shared") : std::string_view(own), 1});
+    for (int round = 0; round < 300; ++round) {  // 4,800 requests at each key per thread: past every quota
+      const std::vector<Decision> got = limiter.allow_many(batch);
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        if (!got[i].allowed) continue;
+        if (i % 2 == 0) {
+          shared_admitted.fetch_add(1, std::memory_order_relaxed);
+        } else {
+          ++own_admitted[static_cast<std::size_t>(t)];
+        }
+      }
+    }
+  };
+  std::thread a(run, 0), b(run, 1);
+  a.join();
+  b.join();
+  EXPECT_EQ(shared_admitted.load(), kLimit);
+  EXPECT_EQ(own_admitted[0], kLimit);
+  EXPECT_EQ(own_admitted[1], kLimit);
+}
+
+}  // namespace
