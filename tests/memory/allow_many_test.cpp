@@ -178,4 +178,25 @@ TEST(AllowManyThreads, ShareOneKeysQuotaExactly) {
   EXPECT_EQ(own_admitted[1], kLimit);
 }
 
+/// README "Batches", as written there, against the limiter of the README snippet just before it (a `ManualClock`):
+/// both forms compile and decide in order; the caller's time is the limiter's clock's, whatever that clock is.
+TEST(AllowManyReadme, BatchSnippetCompilesAndDecides) {
+  ratelimit::ManualClock clock;
+  ratelimit::MemoryLimiter limiter(ratelimit::FixedWindow{.limit = 5, .window = 1s}, {}, clock);
+  clock.advance(250ms);
+
+  const ratelimit::Request batch[] = {{"tenant-a", 1}, {"tenant-b", 2}, {"tenant-a", 1}};
+  const std::vector<ratelimit::Decision> decisions = limiter.allow_many(batch);
+  std::array<ratelimit::Decision, std::size(batch)> into{};
+  limiter.allow_many(batch, into, limiter.clock().now());
+
+  ASSERT_EQ(decisions.size(), 3U);
+  EXPECT_EQ(decisions[0].remaining, 4);
+  EXPECT_EQ(decisions[1].remaining, 3);
+  EXPECT_EQ(decisions[2].remaining, 3);
+  EXPECT_EQ(into[0].remaining, 2);  // the second batch counts on top of the first
+  EXPECT_EQ(into[1].remaining, 1);
+  EXPECT_EQ(into[2].remaining, 1);
+}
+
 }  // namespace
