@@ -178,6 +178,70 @@ TEST(AllowManyThreads, ShareOneKeysQuotaExactly) {
   EXPECT_EQ(own_admitted[1], kLimit);
 }
 
+/// Keys of 0 bytes, of up to 16 (inline) and of more (heap keys), batches of every size from 0 to 19 (fewer and more
+/// than the 8 loaded ahead) and then up to 400 over 2,000 keys, costs 0 to past the limit and one of INT64_MAX, at a
+/// time the caller read: every decision is a twin's single `allow`, and the byte count stays exact.
+TYPED_TEST(AllowMany, DecidesAsOneAllowPerRequestForOddKeysAndBatchSizes) {
+  ManualClock batch_clock, single_clock;
+  MemoryLimiter<TypeParam, ManualClock> batched(batch_policy<TypeParam>(), {.shards = 1}, batch_clock);
+  MemoryLimiter<TypeParam, ManualClock> single(batch_policy<TypeParam>(), {.shards = 1}, single_clock);
+  std::mt19937_64 random(11);
+  std::vector<std::string> names{""};
+  for (int k = 0; k < 2000; ++k) names.push_back(std::string(random() % 40, 'k') + std::to_string(k));
+  for (std::size_t round = 0; round < 40; ++round) {
+    const auto at = ManualClock::time_point(1s + static_cast<int>(round) * 37ms);
+    batch_clock.set(at);
+    single_clock.set(at);
+    std::vector<Request> batch(round < 20 ? round : 1 + random() % 400);
+    for (Request& r : batch) {
+      r.key = names[random() % names.size()];
+      r.cost = static_cast<std::int64_t>(random() % 6);
+    }
+    if (round == 5) batch.push_back({names[1], INT64_MAX});
+    std::vector<Decision> got(batch.size());
+    batched.allow_many(batch, got, at);
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      ASSERT_EQ(got[i], single.allow(batch[i].key, batch[i].cost)) << "round " << round << ", request " << i;
+    }
+  }
+  EXPECT_EQ(batched.size(), single.size());
+  EXPECT_EQ(batched.table_bytes(), batched.recount_table_bytes());
+}
+
+/// Batches of new (also heap) keys grow the tables, whose address the batch reads outside the lock to load slots
+/// ahead, while another thread sweeps (shrinking them) and changes the policy: no race (TSan), the cap and the byte
+/// count hold.
+TEST(AllowManyThreads, RacesTableGrowthSweepAndSetPolicy) {
+  ManualClock clock;
+  clock.set(ManualClock::time_point(5s));
+  MemoryLimiter<ratelimit::SlidingWindowLog, ManualClock> limiter(
+      {.limit = 4, .window = 1s}, {.max_keys = 4000, .shards = 2, .max_bytes = 200000}, clock);
+  std::atomic<bool> stop{false};
+  auto send = [&](int t) {
+    std::vector<std::string> names;
+    for (int k = 0; k < 1500; ++k)
+      names.push_back(std::to_string(t) + "-" + std::to_string(k) +
+                      std::string(static_cast<std::size_t>(k % 3) * 10, 'x'));
+    std::vector<Request> batch;
+    for (const std::string& n : names) batch.push_back({n, static_cast<std::int64_t>(1 + n.size() % 3)});
+    for (int r = 0; r < 2; ++r) (void)limiter.allow_many(batch);
+  };
+  std::thread changer([&] {
+    for (std::int64_t i = 0; !stop.load(); ++i) {
+      limiter.set_policy({.limit = 3 + i % 3, .window = 1s});
+      (void)limiter.sweep();
+      clock.advance(10ms);
+    }
+  });
+  std::thread a(send, 0), b(send, 1);
+  a.join();
+  b.join();
+  stop = true;
+  changer.join();
+  EXPECT_LE(limiter.size(), 4000U);
+  EXPECT_EQ(limiter.table_bytes(), limiter.recount_table_bytes());
+}
+
 /// README "Batches", as written there, against the limiter of the README snippet just before it (a `ManualClock`):
 /// both forms compile and decide in order; the caller's time is the limiter's clock's, whatever that clock is.
 TEST(AllowManyReadme, BatchSnippetCompilesAndDecides) {
