@@ -135,7 +135,8 @@ class MemoryLimiter final : public detail::LockedMember {
   /// As `allow_many(requests)`, at a time the caller read, writing the decision of `requests[i]` to
   /// `decisions[i]`: no allocation, for a caller that checks batch after batch into one array. Throws
   /// `std::invalid_argument` naming `decisions` when its size is not `requests.size()`, checking nothing.
-  void allow_many(std::span<const Request> requests, std::span<Decision> decisions, time_point now) {
+  /// Flattened as `allow`: on a hot key a request out of line cost about twice a flattened `allow`.
+  [[gnu::flatten]] void allow_many(std::span<const Request> requests, std::span<Decision> decisions, time_point now) {
     if (decisions.size() != requests.size()) {
       detail::invalid("decisions", "must hold one decision per request (" + std::to_string(requests.size()) +
                                        "), got " + std::to_string(decisions.size()));
