@@ -34,7 +34,8 @@ std::vector<std::uint64_t> divisors() {
 
 // Numerators around 0, d and its multiples, the powers of two and the ends of the range, and random ones.
 std::vector<std::uint64_t> numerators(std::uint64_t d, std::mt19937_64& random) {
-  std::vector<std::uint64_t> n{0, 1, 2, d - 1, d, d + 1, 2 * d - 1, 2 * d, kI64Max - 1, kI64Max,
+  std::vector<std::uint64_t> n{0,           1,           2,       d - 1,       d,
+                               d + 1,       2 * d - 1,   2 * d,   kI64Max - 1, kI64Max,
                                kI64Max + 1, kU64Max - 1, kU64Max, kU64Max - d, kU64Max - kU64Max % d};
   for (int b = 1; b < 64; ++b) {
     const std::uint64_t p = std::uint64_t{1} << b;

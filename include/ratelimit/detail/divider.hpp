@@ -20,8 +20,8 @@ class Divider {
   /// `d >= 1` (the window policies' validation guarantees it; 0 would divide by zero here).
   constexpr explicit Divider(std::uint64_t d) noexcept
       : magic_(multiplier(d, ceil_log2(d))),
-        shift1_(ceil_log2(d) > 0 ? 1 : 0),
-        shift2_(ceil_log2(d) > 0 ? ceil_log2(d) - 1 : 0) {}
+        shift1_(static_cast<std::uint8_t>(ceil_log2(d) > 0 ? 1 : 0)),
+        shift2_(static_cast<std::uint8_t>(ceil_log2(d) > 0 ? ceil_log2(d) - 1 : 0)) {}
 
   /// `n / d`, rounded down.
   [[nodiscard]] constexpr std::uint64_t quotient(std::uint64_t n) const noexcept {

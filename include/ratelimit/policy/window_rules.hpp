@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/detail/divider.hpp"
 #include "ratelimit/policy/viewed_rules.hpp"
 
 namespace ratelimit::detail {
@@ -45,10 +46,13 @@ class WindowRules : public ViewedRules<Derived> {
   friend bool operator==(const WindowRules&, const WindowRules&) = default;
 
  protected:
-  explicit WindowRules(WindowTicks t) noexcept : limit_(t.limit), window_(t.window) {}
+  explicit WindowRules(WindowTicks t) noexcept
+      : limit_(t.limit), window_(t.window), divider_(static_cast<std::uint64_t>(t.window)) {}
 
   std::int64_t limit_;
   std::int64_t window_;
+  /// Divides by `window_` (fixed for these rules) without a hardware division on every check.
+  Divider divider_;
 };
 
 }  // namespace ratelimit::detail
