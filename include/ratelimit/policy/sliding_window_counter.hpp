@@ -136,8 +136,10 @@ struct SlidingWindowCounter {
       const auto up = static_cast<std::int64_t>(divider_.quotient(x + (w - 1)));  // x + W - 1 < 2^64
       // limit - cost - cur: computed only when cost <= limit, so it cannot overflow (counts are >= 0).
       const bool allowed = cost <= limit_ && up <= limit_ - cost - v.current;
-      if (up <= limit_) return {allowed, limit_ - up};
-      return {allowed, limit_ - static_cast<std::int64_t>(divider_.quotient(x))};
+      if (up <= limit_) [[likely]]
+        return {allowed, limit_ - up};
+      const bool exact = static_cast<std::uint64_t>(up) * w == x;  // floor(x / W) = ceil(x / W) - (inexact)
+      return {allowed, limit_ - up + (exact ? 0 : 1)};
     }
 
     static void commit_at(State& s, const View& v, std::int64_t cost) noexcept {
@@ -149,7 +151,7 @@ struct SlidingWindowCounter {
     static bool full_at(const State&, const View& v) noexcept { return v.current == 0 && v.previous == 0; }
 
     [[nodiscard]] View view(const State& s, std::int64_t now) const noexcept {
-      const std::int64_t t = detail::clamp_time(now > s.written ? now : s.written, 2 * window_);
+      const std::int64_t t = effective_time(now, s.written);  // clamped for a horizon of two windows
       const std::int64_t start = divider_.floor_quotient(t) * window_;
       View v{t, t - start, 0, 0};
       // written <= t: it is in t's window (k_s = k) when not before its start, in the one before

@@ -102,7 +102,7 @@ struct SlidingWindowLog {
 
     [[nodiscard]] View view(const State& s, std::int64_t now) const noexcept {
       const std::int64_t written = s.written();
-      const std::int64_t t = detail::clamp_time(now > written ? now : written, window_);
+      const std::int64_t t = effective_time(now, written);
       const detail::EntryLog::Prefix gone = s.entries.prefix_through(t - window_);
       return View{t, gone.count, gone.cost};
     }
