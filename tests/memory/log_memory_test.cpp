@@ -50,6 +50,32 @@ TEST(LogMemory, TableBytesCountTheLogEntries) {
   EXPECT_GE(limiter.table_bytes(), one_entry + 1000 * kEntryBytes) << "1001 entries held, not counted";
 }
 
+// A sparse key (one or two live entries, the common case over many keys) keeps its log in its slot: it owns no
+// heap block, so a check touches one cache line and its second entry allocates nothing. The third entry takes a
+// ring of four, counted exactly; entries leaving the window free ring places, which later entries reuse.
+TEST(LogMemory, OneOrTwoLiveEntriesOwnNoHeapBlock) {
+  static_assert(sizeof(SlidingWindowLog::Rules::State) == 40, "the log lives in the slot: it must not grow it");
+  ManualClock clock;
+  MemoryLimiter<SlidingWindowLog, ManualClock> limiter({.limit = 100, .window = 10s}, {.max_keys = 1000}, clock);
+  limiter.allow("k");
+  const std::size_t slots = limiter.table_bytes();
+  clock.advance(1s);
+  limiter.allow("k");
+  EXPECT_EQ(limiter.table_bytes(), slots) << "two entries held in the slot";
+  clock.advance(9500ms);  // the first entry leaves the window, the second stays: again one, then two
+  limiter.allow("k");
+  EXPECT_EQ(limiter.table_bytes(), slots);
+  clock.advance(100ms);
+  limiter.allow("k");
+  EXPECT_EQ(limiter.table_bytes(), slots + 4 * kEntryBytes) << "three live entries: a ring of four";
+  for (int i = 0; i < 20; ++i) {  // a steady three or four live entries: the ring wraps, and is not regrown
+    clock.advance(4s);
+    limiter.allow("k");
+    EXPECT_EQ(limiter.table_bytes(), slots + 4 * kEntryBytes) << "step " << i;
+  }
+  EXPECT_EQ(limiter.table_bytes(), limiter.recount_table_bytes());
+}
+
 // The running count equals a recount from every slot after each kind of change.
 TEST(LogMemory, RunningCountMatchesARecountThroughEveryChange) {
   ManualClock clock;
@@ -74,7 +100,10 @@ TEST(LogMemory, RunningCountMatchesARecountThroughEveryChange) {
   limiter.refund("a", 1);  // a refund's cost-0 mark
   EXPECT_TRUE(consistent());
 
-  limiter.allow("b");
+  for (int i = 0; i < 3; ++i) {  // three entries: more than the slot holds, so "b" owns a heap block
+    clock.advance(1ms);
+    limiter.allow("b");
+  }
   const std::size_t with_b = limiter.table_bytes();
   limiter.reset("b");  // erase
   EXPECT_LT(limiter.table_bytes(), with_b);
@@ -101,9 +130,9 @@ TEST(LogMemory, NoDriftAfterManyMixedOperations) {
   ManualClock clock;
   MemoryLimiter<SlidingWindowLog, ManualClock> limiter({.limit = 200, .window = 2s},
                                                        {.max_keys = kMaxKeys, .max_bytes = kMaxBytes}, clock);
-  const std::size_t table_only = MemoryLimiter<SlidingWindowLog, ManualClock>({.limit = 200, .window = 2s},
-                                                                              {.max_keys = kMaxKeys}, clock)
-                                     .table_bytes();
+  const std::size_t table_only =
+      MemoryLimiter<SlidingWindowLog, ManualClock>({.limit = 200, .window = 2s}, {.max_keys = kMaxKeys}, clock)
+          .table_bytes();
   std::mt19937_64 random(7);
   std::size_t slots_max = table_only;
   for (int i = 0; i < 200'000; ++i) {
@@ -165,8 +194,8 @@ TEST(LogMemory, AFloodOfLoggedRequestsStaysWithinTheByteBudget) {
     EXPECT_GT(limiter.evictions(), 0U);  // keys holding usage were evicted to stay in budget, and counted
   }
   const std::size_t slots = kMaxKeys * 2 * 76;
-  std::printf("table_bytes() max %zu, resident set growth %zu bytes (budget %zu)\n", bytes_max,
-              rss_max - rss_before, kMaxBytes);
+  std::printf("table_bytes() max %zu, resident set growth %zu bytes (budget %zu)\n", bytes_max, rss_max - rss_before,
+              kMaxBytes);
   EXPECT_LE(bytes_max, kMaxBytes + slots);
   // Margin for allocator overhead and freed blocks not yet returned.
   if (kSanitized) return;
@@ -180,15 +209,15 @@ TEST(LogMemory, ABudgetBelowOneKeysLongestLogIsRefused) {
   const std::size_t one_key = 2 * (100'000 + 1) * kEntryBytes;
   ManualClock clock;
   try {
-    MemoryLimiter<SlidingWindowLog, ManualClock> refused({.limit = 100'000, .window = 1h},
-                                                         {.max_bytes = one_key - 1}, clock);
+    MemoryLimiter<SlidingWindowLog, ManualClock> refused({.limit = 100'000, .window = 1h}, {.max_bytes = one_key - 1},
+                                                         clock);
     FAIL() << "a budget below one key's log was accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("MemoryOptions.max_bytes"), std::string::npos) << e.what();
   }
-  EXPECT_THROW((MemoryLimiter<ratelimit::Gcra, ManualClock>({.limit = 10, .period = 1s, .burst = 1},
-                                                            {.max_bytes = 0}, clock)),
-               std::invalid_argument);
+  EXPECT_THROW(
+      (MemoryLimiter<ratelimit::Gcra, ManualClock>({.limit = 10, .period = 1s, .burst = 1}, {.max_bytes = 0}, clock)),
+      std::invalid_argument);
 
   MemoryLimiter<SlidingWindowLog, ManualClock> exact({.limit = 100'000, .window = 1h}, {.max_bytes = one_key}, clock);
   for (int i = 0; i < 100'000; ++i) {
@@ -205,7 +234,8 @@ TEST(LogMemory, ABudgetBelowOneKeysLongestLogIsRefused) {
 // let such a limiter hold a log far beyond max_bytes.
 TEST(LogMemory, ALimitWhoseLogCannotBeCountedIsRefusedUnderAnyBudget) {
   ManualClock clock;
-  for (const std::int64_t limit : {std::int64_t{1} << 59, std::int64_t{1} << 62, std::numeric_limits<std::int64_t>::max()}) {
+  for (const std::int64_t limit :
+       {std::int64_t{1} << 59, std::int64_t{1} << 62, std::numeric_limits<std::int64_t>::max()}) {
     try {
       MemoryLimiter<SlidingWindowLog, ManualClock> refused({.limit = limit, .window = 1h}, {.max_bytes = 1 << 20},
                                                            clock);
@@ -224,8 +254,8 @@ TEST(LogMemory, OverBudgetTheLeastRecentlyUsedKeyIsEvicted) {
   const std::size_t one_key = 2 * (64 + 1) * kEntryBytes;
   ManualClock clock;
   // One shard whose budget holds one full log: three keys' logs do not fit.
-  MemoryLimiter<SlidingWindowLog, ManualClock> limiter({.limit = 64, .window = 1h},
-                                                       {.shards = 1, .max_bytes = one_key}, clock);
+  MemoryLimiter<SlidingWindowLog, ManualClock> limiter({.limit = 64, .window = 1h}, {.shards = 1, .max_bytes = one_key},
+                                                       clock);
   for (int i = 0; i < 64; ++i) {
     clock.advance(1us);
     limiter.allow("old");

@@ -95,7 +95,7 @@ struct FixedWindow {
     static bool full_at(const State&, const View& v) noexcept { return v.count == 0; }
 
     [[nodiscard]] View view(const State& s, std::int64_t now) const noexcept {
-      const std::int64_t t = detail::clamp_time(now > s.written ? now : s.written, window_);
+      const std::int64_t t = effective_time(now, s.written);
       const std::int64_t start = detail::floor_div(t, window_) * window_;
       // written <= t, so it lies in t's window exactly when it is not before the window's start.
       const bool same_window = s.count > 0 && s.written >= start;

@@ -17,8 +17,8 @@ namespace ratelimit {
 /// Sliding window counter (README "Policy formulas"), as popularised by Cloudflare: the estimate
 /// `prev * (W - r) / W + cur` smooths the fixed window's boundary burst with two counters per key.
 ///
-/// Approximate: it assumes the previous window's requests were spread evenly. Computed exactly in
-/// 128-bit integers (no floating point).
+/// Approximate: it assumes the previous window's requests were spread evenly. Computed exactly in integers
+/// (no floating point): in 64 bits when the previous window's count times the window fits, else in 128.
 struct SlidingWindowCounter {
   static constexpr std::string_view kind = "sliding_window_counter";
 
@@ -71,7 +71,10 @@ struct SlidingWindowCounter {
     // Built only by `SlidingWindowCounter::rules`, which validates the values (a zero window would divide by zero).
     friend struct SlidingWindowCounter;
     friend class detail::ViewedRules<Rules>;
-    explicit Rules(detail::WindowTicks t) noexcept : WindowRules(t) {}
+    explicit Rules(detail::WindowTicks t) noexcept : WindowRules(t), previous_max_(detail::kInt64Max / t.window) {}
+
+    // The largest previous-window count whose weight `prev * W` fits in int64 (the 64-bit path of `evaluate_at`).
+    std::int64_t previous_max_;
 
     struct View {
       std::int64_t now;  // effective time: never before the latest write
@@ -83,14 +86,23 @@ struct SlidingWindowCounter {
     [[nodiscard]] TickDecision evaluate_at(const State&, const View& v, std::int64_t cost) const noexcept {
       using detail::i128;
       const i128 w = window_;
-      const i128 weighted_prev = i128{v.previous} * (w - v.offset);
       const bool fits = cost <= limit_;
       TickDecision d{.limit = limit_};
-      // Cost 0 only reports the state: allowed, also over a limit lowered below the counts.
-      d.allowed = cost == 0 || (fits && weighted_prev + (i128{v.current} + cost) * w <= i128{limit_} * w);
+      // Admitted when prev * (W - r) + (cur + cost) * W <= limit * W; room = (limit * W - prev * (W - r)) / W
+      // (truncated). In 64 bits when prev * W fits (see `weigh`), else in 128 (a __divti3 call).
+      std::int64_t room = 0;
+      if (v.previous <= previous_max_) {
+        const Weighed x = weigh(v, cost);
+        d.allowed = cost == 0 || (fits && x.allowed);
+        room = x.room;
+      } else {
+        const i128 weighted_prev = i128{v.previous} * (w - v.offset);
+        // Cost 0 only reports the state: allowed, also over a limit lowered below the counts.
+        d.allowed = cost == 0 || (fits && weighted_prev + (i128{v.current} + cost) * w <= i128{limit_} * w);
+        room = static_cast<std::int64_t>((i128{limit_} * w - weighted_prev) / w);
+      }
       const std::int64_t current = d.allowed ? v.current + cost : v.current;
-      const auto room = static_cast<std::int64_t>((i128{limit_} * w - weighted_prev) / w);  // >= 0
-      d.remaining = room - current > 0 ? room - current : 0;
+      d.remaining = room > current ? room - current : 0;  // room may be far below 0: no subtraction then
       d.reset_after = current > 0 ? 2 * window_ - v.offset : (v.previous > 0 ? window_ - v.offset : 0);
       if (!fits) return detail::never_passes(d);
       if (!d.allowed) {
@@ -108,6 +120,28 @@ struct SlidingWindowCounter {
       return d;
     }
 
+    struct Weighed {
+      bool allowed;  // the admission inequality, for cost <= limit
+      std::int64_t room;
+    };
+
+    /// The admission test and the room of `evaluate_at` without 128-bit products, for `prev <= previous_max_`,
+    /// so `x = prev * (W - r) <= prev * W` fits: with integers, `x + (cur + cost) * W <= limit * W` holds
+    /// exactly when `ceil(x / W) <= limit - cost - cur`, and the truncated `(limit * W - x) / W` is
+    /// `limit - ceil(x / W)` when `x <= limit * W` and `limit - floor(x / W)` when not. The same values as the
+    /// 128-bit computation, for every input.
+    [[nodiscard]] Weighed weigh(const View& v, std::int64_t cost) const noexcept {
+      const auto x = static_cast<std::uint64_t>(v.previous) * static_cast<std::uint64_t>(window_ - v.offset);
+      const auto w = static_cast<std::uint64_t>(window_);
+      const auto up = static_cast<std::int64_t>(divider_.quotient(x + (w - 1)));  // x + W - 1 < 2^64
+      // limit - cost - cur: computed only when cost <= limit, so it cannot overflow (counts are >= 0).
+      const bool allowed = cost <= limit_ && up <= limit_ - cost - v.current;
+      if (up <= limit_) [[likely]]
+        return {allowed, limit_ - up};
+      const bool exact = static_cast<std::uint64_t>(up) * w == x;  // floor(x / W) = ceil(x / W) - (inexact)
+      return {allowed, limit_ - up + (exact ? 0 : 1)};
+    }
+
     static void commit_at(State& s, const View& v, std::int64_t cost) noexcept {
       s.written = v.now;
       s.current = v.current + cost;
@@ -117,8 +151,8 @@ struct SlidingWindowCounter {
     static bool full_at(const State&, const View& v) noexcept { return v.current == 0 && v.previous == 0; }
 
     [[nodiscard]] View view(const State& s, std::int64_t now) const noexcept {
-      const std::int64_t t = detail::clamp_time(now > s.written ? now : s.written, 2 * window_);
-      const std::int64_t start = detail::floor_div(t, window_) * window_;
+      const std::int64_t t = effective_time(now, s.written);  // clamped for a horizon of two windows
+      const std::int64_t start = divider_.floor_quotient(t) * window_;
       View v{t, t - start, 0, 0};
       // written <= t: it is in t's window (k_s = k) when not before its start, in the one before
       // (k_s = k - 1) when not before that one's start. The clamp keeps start - W in range.

@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <limits>
 #include <string_view>
-#include <vector>
 
 #include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/detail/entry_log.hpp"
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/policy/window_rules.hpp"
 
@@ -39,25 +39,19 @@ struct SlidingWindowLog {
     /// together, so this is exact and keeps at most `limit` entries). A refund that leaves live entries
     /// older than its time adds a cost-0 entry at that time, its write time (README "Refunds"); it is
     /// always the newest entry, and the next write replaces it: at most `limit + 1` entries.
-    struct Entry {
-      std::int64_t at;
-      std::int64_t cost;
-    };
+    using Entry = detail::LogEntry;
 
-    /// Per-key state: the entries oldest first, starting at `head` (a ring-less queue that compacts).
+    /// Per-key state: the entries oldest first, two inline and the rest in a heap ring (`detail::EntryLog`),
+    /// so that a key with one or two live entries owns no heap block.
     struct State {
-      std::vector<Entry> entries;
-      std::size_t head = 0;
-      std::int64_t total = 0;  // sum of costs of entries[head..]
+      detail::EntryLog entries;
 
-      [[nodiscard]] std::int64_t written() const noexcept {
-        return head < entries.size() ? entries.back().at : detail::kInt64Min;
-      }
-      /// Heap bytes the log holds (its capacity, expired entries included): what the store counts.
-      [[nodiscard]] std::size_t heap_bytes() const noexcept { return entries.capacity() * sizeof(Entry); }
+      [[nodiscard]] std::int64_t written() const noexcept { return entries.newest_at(); }
+      /// Heap bytes the log holds (its ring's capacity, expired entries included): what the store counts.
+      [[nodiscard]] std::size_t heap_bytes() const noexcept { return entries.heap_bytes(); }
     };
 
-    /// The most heap bytes one key's log can hold: `limit + 1` entries, in a vector that grows by
+    /// The most heap bytes one key's log can hold: `limit + 1` entries, in a ring that grows by
     /// doubling (so up to twice that). The store refuses a byte budget smaller than this. Saturates at
     /// `SIZE_MAX` (limits from 2^59 up), which no budget covers: such a limit is refused, never wrapped.
     [[nodiscard]] std::size_t max_heap_bytes() const noexcept {
@@ -74,15 +68,13 @@ struct SlidingWindowLog {
       const std::int64_t t = view(s, now).now;  // evaluate at the time the refunded entries set
       drop_expired(s, view(s, now));
       std::int64_t left = cost;
-      while (left > 0 && s.entries.size() > s.head) {
-        Entry& newest = s.entries.back();  // a refund's cost-0 mark goes first
-        const std::int64_t taken = newest.cost < left ? newest.cost : left;
-        newest.cost -= taken;
-        s.total -= taken;
+      while (left > 0 && !s.entries.empty()) {
+        const std::int64_t newest = s.entries.back().cost;  // a refund's cost-0 mark goes first
+        const std::int64_t taken = newest < left ? newest : left;
+        s.entries.take_from_back(taken);  // and drops the entry when nothing is left of it
         left -= taken;
-        if (newest.cost == 0) s.entries.pop_back();
       }
-      if (cost > 0 && s.total > 0 && s.entries.back().at < t) s.entries.push_back(Entry{t, 0});
+      if (cost > 0 && s.entries.total() > 0 && s.entries.back().at < t) s.entries.push_back(Entry{t, 0});
       return evaluate(s, t, 0);
     }
 
@@ -93,7 +85,7 @@ struct SlidingWindowLog {
     /// window there, so every count stays), keeping every entry at or before the effective time.
     void carry(const Rules&, State& s, std::int64_t) const noexcept {
       const std::int64_t edge = detail::clamp_time(detail::kInt64Max, window_);
-      for (std::size_t i = s.entries.size(); i > s.head && s.entries[i - 1].at > edge; --i) s.entries[i - 1].at = edge;
+      for (std::size_t i = s.entries.size(); i > 0 && s.entries[i - 1].at > edge; --i) s.entries.set_at(i - 1, edge);
     }
 
    private:
@@ -110,17 +102,13 @@ struct SlidingWindowLog {
 
     [[nodiscard]] View view(const State& s, std::int64_t now) const noexcept {
       const std::int64_t written = s.written();
-      const std::int64_t t = detail::clamp_time(now > written ? now : written, window_);
-      View v{t, s.head, 0};
-      while (v.first_live < s.entries.size() && s.entries[v.first_live].at <= t - window_) {
-        v.expired += s.entries[v.first_live].cost;
-        ++v.first_live;
-      }
-      return v;
+      const std::int64_t t = effective_time(now, written);
+      const detail::EntryLog::Prefix gone = s.entries.prefix_through(t - window_);
+      return View{t, gone.count, gone.cost};
     }
 
     [[nodiscard]] TickDecision evaluate_at(const State& s, const View& v, std::int64_t cost) const noexcept {
-      const std::int64_t count = s.total - v.expired;
+      const std::int64_t count = s.entries.total() - v.expired;
       // Cost 0 only reports the state: allowed, also over a limit lowered below the count.
       TickDecision d{.allowed = cost == 0 || cost <= limit_ - count, .limit = limit_};
       const std::int64_t after = d.allowed ? count + cost : count;
@@ -147,38 +135,24 @@ struct SlidingWindowLog {
     }
 
     static void commit_at(State& s, const View& v, std::int64_t cost) {
-      drop_expired(s, v);
-      if (!s.entries.empty() && (s.entries.back().at == v.now || s.entries.back().cost == 0)) {
-        s.entries.back() = Entry{v.now, s.entries.back().cost + cost};  // merge, or replace a refund's mark
-      } else {
-        s.entries.push_back(Entry{v.now, cost});
-      }
-      s.total += cost;
+      // Forgets the entries that left the window, then merges into the newest entry (or replaces a refund's
+      // mark) or appends.
+      s.entries.advance(v.first_live, v.expired, v.now, cost);
     }
 
-    static bool full_at(const State& s, const View& v) noexcept { return s.total == v.expired; }
+    static bool full_at(const State& s, const View& v) noexcept { return s.entries.total() == v.expired; }
 
     /// The time of the newest entry that holds units (a refund's cost-0 mark may follow it); the oldest
     /// possible time when none does. Written as a loop so that no path indexes an empty log.
     static std::int64_t newest_cost_at(const State& s) noexcept {
-      for (std::size_t i = s.entries.size(); i > s.head; --i) {
+      for (std::size_t i = s.entries.size(); i > 0; --i) {
         if (s.entries[i - 1].cost != 0) return s.entries[i - 1].at;
       }
       return detail::kInt64Min;
     }
 
     /// Forgets the entries that left the window (the state is the same for every decision).
-    static void drop_expired(State& s, const View& v) {
-      s.total -= v.expired;
-      s.head = v.first_live;
-      if (s.head == s.entries.size()) {
-        s.entries.clear();
-        s.head = 0;
-      } else if (s.head * 2 >= s.entries.size()) {
-        s.entries.erase(s.entries.begin(), s.entries.begin() + static_cast<std::ptrdiff_t>(s.head));
-        s.head = 0;
-      }
-    }
+    static void drop_expired(State& s, const View& v) noexcept { s.entries.pop_front(v.first_live, v.expired); }
   };
 
   /// Validates for a backend whose tick is `tick_ns` nanoseconds.

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/detail/divider.hpp"
 #include "ratelimit/policy/viewed_rules.hpp"
 
 namespace ratelimit::detail {
@@ -18,6 +19,7 @@ namespace ratelimit::detail {
 struct WindowTicks {
   std::int64_t limit;
   std::int64_t window;
+  std::int64_t horizon;  // the policy's longest wait: `horizon_windows` windows
 };
 
 /// Validates a window policy's parameters for a backend whose tick is `tick_ns` nanoseconds: `limit >= 1`,
@@ -29,7 +31,7 @@ struct WindowTicks {
   const std::string window_field = std::string(policy) + ".window";
   const std::int64_t w = to_ticks(window, tick_ns, window_field);
   require_horizon(i128{w} * horizon_windows, tick_ns, window_field);
-  return WindowTicks{limit, w};
+  return WindowTicks{limit, w, w * horizon_windows};
 }
 
 /// Base of a window policy's `Rules` (CRTP, see `ViewedRules`): the validated limit and window.
@@ -45,10 +47,26 @@ class WindowRules : public ViewedRules<Derived> {
   friend bool operator==(const WindowRules&, const WindowRules&) = default;
 
  protected:
-  explicit WindowRules(WindowTicks t) noexcept : limit_(t.limit), window_(t.window) {}
+  explicit WindowRules(WindowTicks t) noexcept
+      : limit_(t.limit),
+        window_(t.window),
+        divider_(static_cast<std::uint64_t>(t.window)),
+        time_lo_(clamp_time(kInt64Min, t.horizon)),
+        time_hi_(clamp_time(kInt64Max, t.horizon)) {}
+
+  /// The effective time of a check at `now` of a state last written at `written`: the later of the two, kept
+  /// where time plus twice the horizon cannot overflow (`clamp_time`, with its bounds computed once).
+  [[nodiscard]] std::int64_t effective_time(std::int64_t now, std::int64_t written) const noexcept {
+    const std::int64_t t = now > written ? now : written;
+    return t < time_lo_ ? time_lo_ : (t > time_hi_ ? time_hi_ : t);
+  }
 
   std::int64_t limit_;
   std::int64_t window_;
+  /// Divides by `window_` (fixed for these rules) without a hardware division on every check.
+  Divider divider_;
+  std::int64_t time_lo_;
+  std::int64_t time_hi_;
 };
 
 }  // namespace ratelimit::detail
