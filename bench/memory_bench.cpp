@@ -196,12 +196,12 @@ void keys_1m_batch(benchmark::State& state) {
   constexpr std::size_t kBatch = 64;
   const KeyStream& keys = many_keys();
   Limiter<P>& limiter = parked<Limiter<P>, 0>(filled_1m<P>);
-  std::array<ratelimit::Request, kBatch> batch{};
+  std::array<ratelimit::BatchRequest, kBatch> batch{};
   std::array<ratelimit::Decision, kBatch> decisions{};
   std::size_t i = 0;
   std::int64_t admitted = 0;
   while (state.KeepRunningBatch(kBatch)) {
-    for (ratelimit::Request& r : batch) r.key = keys.next(i);
+    for (ratelimit::BatchRequest& r : batch) r.key = keys.next(i);
     limiter.allow_many(batch, decisions, Clock::now());
     for (const ratelimit::Decision& d : decisions) admitted += d.allowed ? 1 : 0;
     benchmark::DoNotOptimize(admitted);

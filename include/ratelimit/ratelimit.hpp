@@ -5,6 +5,7 @@
 /// `<ratelimit/redis.hpp>`.
 
 #include "ratelimit/acquire.hpp"
+#include "ratelimit/batch_request.hpp"
 #include "ratelimit/clock.hpp"
 #include "ratelimit/concurrency.hpp"
 #include "ratelimit/decision.hpp"
@@ -21,7 +22,6 @@
 #include "ratelimit/policy/sliding_window_counter.hpp"
 #include "ratelimit/policy/sliding_window_log.hpp"
 #include "ratelimit/policy/token_bucket.hpp"
-#include "ratelimit/request.hpp"
 #include "ratelimit/version.hpp"
 
 namespace ratelimit {

@@ -21,7 +21,7 @@ using namespace std::chrono_literals;
 using ratelimit::Decision;
 using ratelimit::ManualClock;
 using ratelimit::MemoryLimiter;
-using ratelimit::Request;
+using Request = ratelimit::BatchRequest;
 
 template <class P>
 P batch_policy();
@@ -249,7 +249,7 @@ TEST(AllowManyReadme, BatchSnippetCompilesAndDecides) {
   ratelimit::MemoryLimiter limiter(ratelimit::FixedWindow{.limit = 5, .window = 1s}, {}, clock);
   clock.advance(250ms);
 
-  const ratelimit::Request batch[] = {{"tenant-a", 1}, {"tenant-b", 2}, {"tenant-a", 1}};
+  const ratelimit::BatchRequest batch[] = {{"tenant-a", 1}, {"tenant-b", 2}, {"tenant-a", 1}};
   const std::vector<ratelimit::Decision> decisions = limiter.allow_many(batch);
   std::array<ratelimit::Decision, std::size(batch)> into{};
   limiter.allow_many(batch, into, limiter.clock().now());

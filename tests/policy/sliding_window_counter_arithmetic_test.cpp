@@ -12,6 +12,7 @@
 #include <ratelimit/ratelimit.hpp>
 
 namespace {
+namespace swc_arithmetic {  // named: the unity build joins this file with others
 
 using ratelimit::SlidingWindowCounter;
 using ratelimit::TickDecision;
@@ -113,4 +114,5 @@ TEST(SlidingWindowCounterArithmetic, SixtyFourBitPathDecidesAsTheFormulaInOneHun
   EXPECT_GT(checks - wide, checks / 2) << "the 64-bit path was exercised too rarely";
 }
 
+}  // namespace swc_arithmetic
 }  // namespace

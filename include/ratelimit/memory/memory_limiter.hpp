@@ -26,7 +26,7 @@
 #include "ratelimit/memory/options.hpp"
 #include "ratelimit/memory/sharded_store.hpp"
 #include "ratelimit/policy/policy.hpp"
-#include "ratelimit/request.hpp"
+#include "ratelimit/batch_request.hpp"
 
 namespace ratelimit {
 
@@ -126,7 +126,7 @@ class MemoryLimiter final : public detail::LockedMember {
   /// one, so their cache misses overlap (README "Benchmarks"). Thread-safe. Validates every request first and
   /// throws `std::invalid_argument` (a negative cost, a key longer than `max_key_bytes`) before checking any;
   /// `std::bad_alloc` from inserting a new key leaves the requests before it applied.
-  std::vector<Decision> allow_many(std::span<const Request> requests) {
+  std::vector<Decision> allow_many(std::span<const BatchRequest> requests) {
     std::vector<Decision> decisions(requests.size());
     allow_many(requests, decisions, clock_.now());
     return decisions;
@@ -136,12 +136,13 @@ class MemoryLimiter final : public detail::LockedMember {
   /// `decisions[i]`: no allocation, for a caller that checks batch after batch into one array. Throws
   /// `std::invalid_argument` naming `decisions` when its size is not `requests.size()`, checking nothing.
   /// Flattened as `allow`: on a hot key a request out of line cost about twice a flattened `allow`.
-  [[gnu::flatten]] void allow_many(std::span<const Request> requests, std::span<Decision> decisions, time_point now) {
+  [[gnu::flatten]] void allow_many(std::span<const BatchRequest> requests, std::span<Decision> decisions,
+                                   time_point now) {
     if (decisions.size() != requests.size()) {
       detail::invalid("decisions", "must hold one decision per request (" + std::to_string(requests.size()) +
                                        "), got " + std::to_string(decisions.size()));
     }
-    for (const Request& r : requests) {
+    for (const BatchRequest& r : requests) {
       check_key(r.key);
       detail::require_cost(r.cost);
     }

@@ -23,13 +23,13 @@
 #include <utility>
 #include <vector>
 
+#include "ratelimit/batch_request.hpp"
 #include "ratelimit/clock.hpp"
 #include "ratelimit/decision.hpp"
 #include "ratelimit/detail/arithmetic.hpp"
 #include "ratelimit/detail/key_length.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/policy/policy.hpp"
-#include "ratelimit/request.hpp"
 #include "ratelimit/redis/cluster_router.hpp"
 #include "ratelimit/redis/routes.hpp"
 #include "ratelimit/redis/connection.hpp"
@@ -50,8 +50,8 @@
 
 namespace ratelimit::redis {
 
-/// One check of a batch for `RedisLimiter::allow_many` (`ratelimit::Request`, the type every backend's batch takes).
-using ratelimit::Request;
+/// One check of a batch for `RedisLimiter::allow_many`: `ratelimit::BatchRequest`, which every backend's batch takes.
+using Request = ratelimit::BatchRequest;
 
 /// The Redis backend (README "Redis contract"): each check is one atomic Lua script run (`EVALSHA`) on the key's
 /// Redis key, so any number of threads and processes sharing the server share each key's limit exactly.
