@@ -163,9 +163,11 @@ class EntryLog {
   void advance(std::size_t dropped, std::int64_t dropped_cost, std::int64_t at, std::int64_t cost) {
     if (ring_ != nullptr) {  // the hot key's case, in one pass over the ring's fields
       Ring& r = heap_;
-      r.head = (r.head + dropped) & r.mask;
-      r.size -= dropped;
-      r.total -= dropped_cost;
+      if (dropped != 0) {
+        r.head = (r.head + dropped) & r.mask;
+        r.size -= dropped;
+        r.total -= dropped_cost;
+      }
       if (r.size != 0) {
         LogEntry& newest = ring_[(r.head + r.size - 1) & r.mask];
         if (newest.at == at || newest.cost == 0) {
