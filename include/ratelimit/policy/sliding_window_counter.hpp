@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/detail/divider.hpp"
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/policy/window_rules.hpp"
 
@@ -71,7 +72,11 @@ struct SlidingWindowCounter {
     // Built only by `SlidingWindowCounter::rules`, which validates the values (a zero window would divide by zero).
     friend struct SlidingWindowCounter;
     friend class detail::ViewedRules<Rules>;
-    explicit Rules(detail::WindowTicks t) noexcept : WindowRules(t), previous_max_(detail::kInt64Max / t.window) {}
+    explicit Rules(detail::WindowTicks t) noexcept
+        : WindowRules(t), divider_(static_cast<std::uint64_t>(t.window)), previous_max_(detail::kInt64Max / t.window) {}
+
+    // Divides by `window_` without a hardware division on every check (the window start, the 64-bit path).
+    detail::Divider divider_;
 
     // The largest previous-window count whose weight `prev * W` fits in int64 (the 64-bit path of `evaluate_at`).
     std::int64_t previous_max_;

@@ -10,7 +10,6 @@
 #include <string_view>
 
 #include "ratelimit/detail/arithmetic.hpp"
-#include "ratelimit/detail/divider.hpp"
 #include "ratelimit/policy/viewed_rules.hpp"
 
 namespace ratelimit::detail {
@@ -50,7 +49,6 @@ class WindowRules : public ViewedRules<Derived> {
   explicit WindowRules(WindowTicks t) noexcept
       : limit_(t.limit),
         window_(t.window),
-        divider_(static_cast<std::uint64_t>(t.window)),
         time_lo_(clamp_time(kInt64Min, t.horizon)),
         time_hi_(clamp_time(kInt64Max, t.horizon)) {}
 
@@ -63,8 +61,6 @@ class WindowRules : public ViewedRules<Derived> {
 
   std::int64_t limit_;
   std::int64_t window_;
-  /// Divides by `window_` (fixed for these rules) without a hardware division on every check.
-  Divider divider_;
   std::int64_t time_lo_;
   std::int64_t time_hi_;
 };
