@@ -162,53 +162,95 @@ L& parked(Make make) {
 }
 
 /// 1,000,000 present keys, checked in the stream's shuffled order (each once per pass), clock read per
-/// check, `max_keys` 4,000,000; also reports heap bytes per key, the keys held and the evictions (both must
-/// stay 1,000,000 and 0, else the benchmark measures insertions).
-template <class P>
+/// check, `max_keys` 4,000,000. Every pass sees the same states: after it, untimed, every key's check is
+/// given back (`give_back`). Without that a sliding log gains an entry per key per pass, so what is
+/// measured would depend on how long the run was, and past the byte budget keys would be evicted and
+/// inserted again. Reports heap bytes per key, the keys held and the evictions; a run that evicted or lost
+/// a key measured insertions and stops with an error.
+template <class P, int Entries>
 double g_bytes_per_key = 0;
 
-/// The limiter of `keys_1m` and `keys_1m_batch`, holding every key of the stream (made once for both).
-template <class P>
+/// The limiter of `keys_1m` and `keys_1m_batch`, every key of the stream checked `Entries` times (a sliding
+/// log: that many entries per key, at distinct times), made once for both.
+template <class P, int Entries>
 std::shared_ptr<Limiter<P>> filled_1m() {
   const KeyStream& keys = many_keys();
   const std::size_t before = bench::heap_bytes();
   auto made = std::make_shared<Limiter<P>>(many_key_policy<P>(), ratelimit::MemoryOptions{.max_keys = 4 * kManyKeys});
-  for (std::size_t k = 0; k < kManyKeys; ++k) made->allow(keys.key(k));
-  g_bytes_per_key<P> = static_cast<double>(bench::heap_bytes() - before) / static_cast<double>(kManyKeys);
+  for (int pass = 0; pass < Entries; ++pass) {
+    for (std::size_t k = 0; k < kManyKeys; ++k) made->allow(keys.key(k));
+  }
+  g_bytes_per_key<P, Entries> = static_cast<double>(bench::heap_bytes() - before) / static_cast<double>(kManyKeys);
   return made;
 }
 
+/// Gives back one unit to each of the first `count` keys of the stream: the checks of the pass so far.
 template <class P>
-void keys_1m(benchmark::State& state) {
+void give_back(Limiter<P>& limiter, std::size_t count) {
   const KeyStream& keys = many_keys();
-  Limiter<P>& limiter = parked<Limiter<P>, 0>(filled_1m<P>);
-  std::size_t i = 0;
-  for (auto _ : state) benchmark::DoNotOptimize(limiter.allow(keys.next(i)));
-  state.counters["bytes_per_key"] = g_bytes_per_key<P>;
+  for (std::size_t k = 0; k < count; ++k) limiter.refund(keys.key(k), 1);
+}
+
+/// Untimed: gives back the pass just checked, so the next one starts from the same states.
+template <class P>
+void end_pass(benchmark::State& state, Limiter<P>& limiter) {
+  state.PauseTiming();
+  give_back(limiter, kManyKeys);
+  state.ResumeTiming();
+}
+
+template <class P, int Entries>
+void report_many_keys(benchmark::State& state, const Limiter<P>& limiter) {
+  state.counters["bytes_per_key"] = g_bytes_per_key<P, Entries>;
   state.counters["keys"] = static_cast<double>(limiter.size());
   state.counters["evictions"] = static_cast<double>(limiter.evictions());
+  if (limiter.size() != kManyKeys || limiter.evictions() != 0) {
+    state.SkipWithError("keys were evicted or lost: the run measured insertions, not checks of present keys");
+  }
+}
+
+template <class P, int Entries = 1>
+void keys_1m(benchmark::State& state) {
+  const KeyStream& keys = many_keys();
+  Limiter<P>& limiter = parked<Limiter<P>, Entries>(filled_1m<P, Entries>);
+  std::size_t i = 0;
+  for (auto _ : state) {
+    if (i == kManyKeys) [[unlikely]] {
+      end_pass(state, limiter);
+      i = 0;
+    }
+    benchmark::DoNotOptimize(limiter.allow(keys.key(i++)));
+  }
+  give_back(limiter, i);
+  report_many_keys<P, Entries>(state, limiter);
 }
 
 /// As `keys_1m`, in batches of 64 requests (`allow_many`, one clock read per batch, decisions into one reused
-/// array); an iteration is one request, so the time is per check.
-template <class P>
+/// array); an iteration is one request, so the time is per check. 64 divides 1,000,000: a batch never
+/// spans two passes.
+template <class P, int Entries = 1>
 void keys_1m_batch(benchmark::State& state) {
   constexpr std::size_t kBatch = 64;
+  static_assert(kManyKeys % kBatch == 0);
   const KeyStream& keys = many_keys();
-  Limiter<P>& limiter = parked<Limiter<P>, 0>(filled_1m<P>);
+  Limiter<P>& limiter = parked<Limiter<P>, Entries>(filled_1m<P, Entries>);
   std::array<ratelimit::BatchRequest, kBatch> batch{};
   std::array<ratelimit::Decision, kBatch> decisions{};
   std::size_t i = 0;
   std::int64_t admitted = 0;
   while (state.KeepRunningBatch(kBatch)) {
-    for (ratelimit::BatchRequest& r : batch) r.key = keys.next(i);
+    if (i == kManyKeys) [[unlikely]] {
+      end_pass(state, limiter);
+      i = 0;
+    }
+    for (ratelimit::BatchRequest& r : batch) r.key = keys.key(i++);
     limiter.allow_many(batch, decisions, Clock::now());
     for (const ratelimit::Decision& d : decisions) admitted += d.allowed ? 1 : 0;
     benchmark::DoNotOptimize(admitted);
   }
+  give_back(limiter, i);
   state.counters["denied"] = static_cast<double>(static_cast<std::int64_t>(state.iterations()) - admitted);
-  state.counters["keys"] = static_cast<double>(limiter.size());
-  state.counters["evictions"] = static_cast<double>(limiter.evictions());
+  report_many_keys<P, Entries>(state, limiter);
 }
 
 /// Parameters under which a key is full again about a second after its check (a window rolls over, the
@@ -240,7 +282,7 @@ ratelimit::SlidingWindowLog rolling_policy() {
 template <class P>
 void keys_1m_rolling(benchmark::State& state) {
   const KeyStream& keys = many_keys();
-  Limiter<P>& limiter = parked<Limiter<P>, 1>([&] {
+  Limiter<P>& limiter = parked<Limiter<P>, -1>([&] {
     auto made = std::make_shared<Limiter<P>>(rolling_policy<P>(), ratelimit::MemoryOptions{.max_keys = 4 * kManyKeys});
     for (std::size_t k = 0; k < kManyKeys; ++k) made->allow(keys.key(k));
     return made;
@@ -347,5 +389,8 @@ RATELIMIT_POLICY_BENCHMARKS(ratelimit::TokenBucket, "token_bucket");
 RATELIMIT_POLICY_BENCHMARKS(ratelimit::FixedWindow, "fixed_window");
 RATELIMIT_POLICY_BENCHMARKS(ratelimit::SlidingWindowCounter, "sliding_window_counter");
 RATELIMIT_POLICY_BENCHMARKS(ratelimit::SlidingWindowLog, "sliding_window_log");
+// A busy key of a log: 6 entries before each check, in its heap ring (the cases above hold one or two, inline).
+BENCHMARK(keys_1m<ratelimit::SlidingWindowLog, 6>)->Name("sliding_window_log/keys:1000000/entries:6");
+BENCHMARK(keys_1m_batch<ratelimit::SlidingWindowLog, 6>)->Name("sliding_window_log/keys:1000000/entries:6/allow_many:64");
 
 BENCHMARK_MAIN();
