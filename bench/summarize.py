@@ -130,6 +130,19 @@ def main():
             out.append(f"| {p} | {ns(batch):.1f} | {ns(batch) / floor_map_1m:.2f} "
                        f"| {f'{ns(batch) / ns(access):.2f}' if access else '-'} | {ns(batch) / ns(many):.2f} |")
 
+    busy = find(mem, "sliding_window_log/keys:1000000/entries:6")
+    busy_batch = find(mem, "sliding_window_log/keys:1000000/entries:6/allow_many:64")
+    if busy:
+        out.append("\n### The sliding window log's busy keys: 1,000,000 keys of 6 entries each (its heap ring)\n")
+        out.append("The cases above hold one or two entries per key, inline in the slot; here every key's entries "
+                   "live in a heap ring, a second line to load.\n")
+        out.append("| call | ns per request | x map floor | x one access | bytes/key |")
+        out.append("|---|---:|---:|---:|---:|")
+        for call, row in [("`allow`", busy), ("`allow_many` of 64", busy_batch)]:
+            if row:
+                out.append(f"| {call} | {ns(row):.1f} | {ns(row) / floor_map_1m:.2f} "
+                           f"| {f'{ns(row) / ns(access):.2f}' if access else '-'} | {row['bytes_per_key']:.1f} |")
+
     if redis:
         out.append("\n### Redis, client side (same run, one local redis-server)\n")
         out.append("| benchmark | checks/s | floor (same run) | x floor |")
