@@ -73,24 +73,28 @@ inline ratelimit::SlidingWindowLog generous() {
 }
 
 /// Parameters under which each of 1,000,000 keys stays present (not full, so not reclaimed) for a day after a
-/// check and is never denied within a benchmark: what is measured is a check of a present key.
+/// check and is never denied within a benchmark: what is measured is a check of a present key. GCRA and the
+/// bucket take a day to give back one unit (with 1000 per day a key was full again 86.4 s after its check, so
+/// a refunded key of a run longer than that was erased). The windows are 1000 days long: they are aligned to
+/// the clock's epoch (boot, for `steady_clock`), and a 24 h window rolled over at every day of uptime, in the
+/// middle of whatever run was going on then.
 template <class P>
 P many_key_policy();
 template <>
 inline ratelimit::Gcra many_key_policy() {
-  return {.limit = 1000, .period = 24h, .burst = 1000};
+  return {.limit = 1, .period = 24h, .burst = 1000};
 }
 template <>
 inline ratelimit::TokenBucket many_key_policy() {
-  return {.capacity = 1000, .refill_tokens = 1000, .refill_period = 24h};
+  return {.capacity = 1000, .refill_tokens = 1, .refill_period = 24h};
 }
 template <>
 inline ratelimit::FixedWindow many_key_policy() {
-  return {.limit = 1000, .window = 24h};
+  return {.limit = 1000, .window = 1000 * 24h};
 }
 template <>
 inline ratelimit::SlidingWindowCounter many_key_policy() {
-  return {.limit = 1000, .window = 24h};
+  return {.limit = 1000, .window = 1000 * 24h};
 }
 template <>
 inline ratelimit::SlidingWindowLog many_key_policy() {
