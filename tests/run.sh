@@ -14,7 +14,8 @@
 # A compiler that is not installed is installed only when it is one of g++, g++-12, clang++, clang++-14
 # (Debian 12 packages); any other must exist already, else the script stops with "compiler not found".
 #   RATELIMIT_SOAK_SECONDS=N                        also run the Redis soak test for N seconds (default 0: not)
-#   RATELIMIT_HEAVY_TESTS=ON                        also run the heavy real-server tests (label heavy; default OFF)
+#   RATELIMIT_HEAVY_TESTS=ON                        also run the heavy real-server tests (label heavy; default OFF;
+#                                                   sanitizer runs without them do not build their programs)
 #   RATELIMIT_TRAFFIC_LOG=PATH                      access log for the replay test (default: the shipped log)
 #   RATELIMIT_UNITY=OFF                             compile each source file alone (default ON: CMake unity
 #                                                   builds, 8 files per compilation, about a third of the CPU
@@ -114,6 +115,9 @@ EOF
 fi
 
 # --- Configure, build, test -----------------------------------------------------------------------
+# A sanitizer run without the heavy tests skips the programs only they run: built, they would never run.
+heavy_programs=ON
+[[ "$sanitize" != none && "${RATELIMIT_HEAVY_TESTS:-OFF}" != ON ]] && heavy_programs=OFF
 echo "== tests/run.sh: $("$cxx_path" --version | head -1) | $build_type | sanitize=$sanitize | ${wrap[*]:-no wrapper} | build/$config"
 cmake -S "$src_dir" -B "$build_dir" \
   -DCMAKE_BUILD_TYPE="$build_type" \
@@ -125,6 +129,7 @@ cmake -S "$src_dir" -B "$build_dir" \
   -DRATELIMIT_BUILD_BENCH="$bench" \
   -DRATELIMIT_SOAK_SECONDS="${RATELIMIT_SOAK_SECONDS:-0}" \
   -DRATELIMIT_HEAVY_TESTS="${RATELIMIT_HEAVY_TESTS:-OFF}" \
+  -DRATELIMIT_BUILD_HEAVY_PROGRAMS="$heavy_programs" \
   -DCMAKE_UNITY_BUILD="${RATELIMIT_UNITY:-ON}" -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 \
   -DRATELIMIT_HEADER_CHECK="${RATELIMIT_HEADER_CHECK:-OFF}" \
   ${RATELIMIT_TRAFFIC_LOG:+-DRATELIMIT_TRAFFIC_LOG="$RATELIMIT_TRAFFIC_LOG"}
