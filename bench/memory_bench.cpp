@@ -202,12 +202,15 @@ void give_back(Limiter<P>& limiter, std::size_t count) {
   for (std::size_t k = 0; k < count; ++k) limiter.refund(keys.key(k), 1);
 }
 
-/// Untimed: gives back the pass just checked, so the next one starts from the same states.
+/// At the end of a pass (`next == kManyKeys`), untimed: gives it back, so the next one starts from the same
+/// states, and starts the stream again.
 template <class P>
-void end_pass(benchmark::State& state, Limiter<P>& limiter) {
+void restart_pass_at_end(benchmark::State& state, Limiter<P>& limiter, std::size_t& next) {
+  if (next != kManyKeys) [[likely]] return;
   state.PauseTiming();
   give_back(limiter, kManyKeys);
   state.ResumeTiming();
+  next = 0;
 }
 
 /// Whether every 1000th key holds exactly the `Entries` units of the fill: what a pass given back leaves. A
@@ -241,10 +244,7 @@ void keys_1m(benchmark::State& state) {
   Limiter<P>& limiter = parked<Limiter<P>, Entries>(filled_1m<P, Entries>);
   std::size_t i = 0;
   for (auto _ : state) {
-    if (i == kManyKeys) [[unlikely]] {
-      end_pass(state, limiter);
-      i = 0;
-    }
+    restart_pass_at_end(state, limiter, i);
     benchmark::DoNotOptimize(limiter.allow(keys.key(i++)));
   }
   give_back(limiter, i);
@@ -265,10 +265,7 @@ void keys_1m_batch(benchmark::State& state) {
   std::size_t i = 0;
   std::int64_t admitted = 0;
   while (state.KeepRunningBatch(kBatch)) {
-    if (i == kManyKeys) [[unlikely]] {
-      end_pass(state, limiter);
-      i = 0;
-    }
+    restart_pass_at_end(state, limiter, i);
     for (ratelimit::BatchRequest& r : batch) r.key = keys.key(i++);
     limiter.allow_many(batch, decisions, Clock::now());
     for (const ratelimit::Decision& d : decisions) admitted += d.allowed ? 1 : 0;

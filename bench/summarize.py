@@ -13,7 +13,9 @@ import sys
 POLICIES = ["gcra", "token_bucket", "fixed_window", "sliding_window_counter", "sliding_window_log"]
 
 
-def load_benchmarks(path):
+def load_benchmarks(path, errors):
+    """The rows of one Google Benchmark JSON file (medians), and its context; records runs that stopped with
+    an error in `errors` (name -> message) instead."""
     if not os.path.exists(path):
         return {}, {}
     with open(path) as f:
@@ -25,13 +27,10 @@ def load_benchmarks(path):
         name = b.get("run_name", b["name"])
         # A run that stopped with an error (e.g. keys evicted) reports CPU time 0 and no counters: no figure.
         if b.get("error_occurred"):
-            ERRORS.setdefault(name, b.get("error_message", "?"))
+            errors.setdefault(name, b.get("error_message", "?"))
             continue
         rows[name] = b
     return rows, data.get("context", {})
-
-
-ERRORS = {}
 
 
 def ns(row):
@@ -57,12 +56,13 @@ def find(rows, name=None, exact=None):
 
 def main():
     results = sys.argv[1] if len(sys.argv) > 1 else "."
-    mem, context = load_benchmarks(os.path.join(results, "memory.json"))
-    redis, _ = load_benchmarks(os.path.join(results, "redis.json"))
+    errors = {}
+    mem, context = load_benchmarks(os.path.join(results, "memory.json"), errors)
+    redis, _ = load_benchmarks(os.path.join(results, "redis.json"), errors)
     out = []
-    if ERRORS:
+    if errors:
         out.append("**Runs that stopped with an error (their figures are missing below):**\n")
-        out.extend(f"- `{name}`: {message}" for name, message in sorted(ERRORS.items()))
+        out.extend(f"- `{name}`: {message}" for name, message in sorted(errors.items()))
         out.append("")
     cpu = context.get("num_cpus", "?")
     mhz = context.get("mhz_per_cpu", "?")
