@@ -55,10 +55,11 @@ class ShardedStore {
     return h | (h == 0 ? 1 : 0);
   }
 
-  /// Starts loading the lines of `hash`'s home slot and of the slots after it that a probe reads, without the
-  /// lock, so that their cache misses overlap with what the caller does before `update` (reading the clock, or
-  /// the checks before it in a batch). A hint: the table may move meanwhile, and a prefetch of a stale address
-  /// loads a useless line (it never faults). Thread-safe.
+  /// Starts loading the lines of `hash`'s home slot and of the `kPrefetchSlots - 1` slots after it in memory
+  /// (a probe that wraps to slot 0 is not covered), without the lock, so that their cache misses overlap with
+  /// what the caller does before `update` (reading the clock, or the checks before it in a batch). A hint: the
+  /// table may move meanwhile, and a prefetch of a stale or past-the-end address loads a useless line (it never
+  /// faults). Thread-safe.
   void prefetch(std::uint64_t hash) const noexcept {
     const Shard& shard = shards_[shard_index(hash)];
     const std::size_t capacity = shard.slots_capacity.load(std::memory_order_relaxed);
@@ -69,9 +70,10 @@ class ShardedStore {
     for (std::uintptr_t line = at & ~std::uintptr_t{63}; line <= last; line += 64)
       __builtin_prefetch(reinterpret_cast<const void*>(line));
   }
-  /// Slots from the home that `prefetch` loads. At the table's load (0.7 to 0.875) a probe often reads past
-  /// the home slot's line; with that line alone, `allow_many` over 1,000,000 keys took twice as long (the later
-  /// lines missed one after another). A fifth slot cost more memory bandwidth than it saved.
+  /// Slots from the home that `prefetch` loads. Slots (48 to 72 bytes) are not line-aligned, so the home slot
+  /// itself often spans two lines, and at the table's load (0.7 to 0.875) a probe often reads the slots after
+  /// it. With the home slot's first line alone, `allow_many` over 1,000,000 keys took 1.5 to 1.8 times as long
+  /// (the other lines missed one after another); a fifth slot was slower again in one run (more bandwidth).
   static constexpr std::size_t kPrefetchSlots = 4;
 
   /// Runs `fn(State& state, bool present)` under the key's lock; `fn` returns `{result, keep}`.
