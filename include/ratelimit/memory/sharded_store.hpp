@@ -67,14 +67,9 @@ class ShardedStore {
     const std::uintptr_t at =
         shard.slots_at.load(std::memory_order_relaxed) + Table::home_in(hash, capacity) * sizeof(Slot);
     const std::uintptr_t last = at + kPrefetchSlots * sizeof(Slot) - 1;
-    for (std::uintptr_t line = at & ~std::uintptr_t{63}; line <= last; line += 64)
+    for (std::uintptr_t line = at & ~std::uintptr_t{kLineBytes - 1}; line <= last; line += kLineBytes)
       __builtin_prefetch(reinterpret_cast<const void*>(line));
   }
-  /// Slots from the home that `prefetch` loads. Slots (48 to 72 bytes) are not line-aligned, so the home slot
-  /// itself often spans two lines, and at the table's load (0.7 to 0.875) a probe often reads the slots after
-  /// it. With the home slot's first line alone, `allow_many` over 1,000,000 keys took 1.5 to 1.8 times as long
-  /// (the other lines missed one after another); a fifth slot was slower again in one run (more bandwidth).
-  static constexpr std::size_t kPrefetchSlots = 4;
 
   /// Runs `fn(State& state, bool present)` under the key's lock; `fn` returns `{result, keep}`.
   /// An absent key gets a fresh `State{}`, inserted only if `keep` (evicting at the cap); a present key
@@ -230,7 +225,10 @@ class ShardedStore {
   }
 
  private:
-  struct alignas(64) Shard {
+  /// A cache line: shards are aligned to it (no false sharing), and `prefetch` loads whole lines.
+  static constexpr std::size_t kLineBytes = 64;
+
+  struct alignas(kLineBytes) Shard {
     mutable SpinLock lock;
     Table table;
     std::size_t evictions = 0;
@@ -244,6 +242,11 @@ class ShardedStore {
 
   /// Tables from this many slots (48 KiB of 48-byte slots, past a first-level cache) are prefetched.
   static constexpr std::size_t kPrefetchFromSlots = 1024;
+  /// Slots from the home that `prefetch` loads. Slots (48 to 72 bytes) are not line-aligned, so the home slot
+  /// itself often spans two lines, and at the table's load (0.7 to 0.875) a probe often reads the slots after
+  /// it. With the home slot's first line alone, `allow_many` over 1,000,000 keys took 1.5 to 1.8 times as long
+  /// (the other lines missed one after another); a fifth slot was slower again in one run (more bandwidth).
+  static constexpr std::size_t kPrefetchSlots = 4;
 
   /// Records where the shard's slots are now (after an insertion or a sweep, which may move them).
   static void publish_slots(Shard& shard) noexcept {
