@@ -121,7 +121,7 @@ heavy_programs=ON
 [[ "$sanitize" != none && "${RATELIMIT_HEAVY_TESTS:-OFF}" != ON ]] && heavy_programs=OFF
 # A sanitizer run's RelWithDebInfo compiles at -O1 with line tables only (-g1, both compilers): the reports
 # still name every frame's file and line, and the largest test source compiles in 62 s instead of 84 s at
-# -O2 -g (clang++ 14, ASan+UBSan), the sanitizers' own advice for speed and reports alike.
+# -O2 -g (clang++ 14, ASan+UBSan). A later -g1 overrides the -g of san_flags.
 build_type_flags=()
 if [[ "$sanitize" != none && "$build_type" == RelWithDebInfo ]]; then
   build_type_flags=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG")
