@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/detail/divider.hpp"
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/policy/viewed_rules.hpp"
 
@@ -86,7 +87,12 @@ struct Gcra {
     friend struct Gcra;
     friend class detail::ViewedRules<Rules>;
     Rules(std::int64_t burst, std::int64_t emission_interval)
-        : burst_(burst), emission_interval_(emission_interval), tolerance_(burst * emission_interval) {}
+        : burst_(burst),
+          emission_interval_(emission_interval),
+          tolerance_(burst * emission_interval),
+          per_interval_(static_cast<std::uint64_t>(emission_interval)),
+          time_lo_(detail::clamp_time(detail::kInt64Min, 2 * tolerance_)),
+          time_hi_(detail::clamp_time(detail::kInt64Max, 2 * tolerance_)) {}
 
     // The view is the effective time `t`; the *_at functions take it already computed.
     [[nodiscard]] TickDecision evaluate_at(const State& s, std::int64_t t, std::int64_t cost) const noexcept {
@@ -96,7 +102,7 @@ struct Gcra {
       const std::int64_t new_backlog = fits ? backlog + cost * emission_interval_ : 0;  // <= 2 tau
       d.allowed = fits && new_backlog <= tolerance_;
       const std::int64_t after = d.allowed ? new_backlog : backlog;
-      d.remaining = (tolerance_ - after) / emission_interval_;
+      d.remaining = truncated_quotient(tolerance_ - after);
       d.reset_after = after;
       if (!fits) return detail::never_passes(d);
       d.retry_after = d.allowed ? 0 : new_backlog - tolerance_;
@@ -110,13 +116,28 @@ struct Gcra {
 
     static bool full_at(const State& s, std::int64_t t) noexcept { return s.tat <= t; }
 
+    /// `n / T`, truncated as C++ divides: `n` is below 0 only for a backlog past tau (a state kept from rules of a
+    /// larger tolerance, e.g. a per-key override lowered).
+    [[nodiscard]] std::int64_t truncated_quotient(std::int64_t n) const noexcept {
+      if (n >= 0) [[likely]]
+        return static_cast<std::int64_t>(per_interval_.quotient(static_cast<std::uint64_t>(n)));
+      return -static_cast<std::int64_t>(per_interval_.quotient(0 - static_cast<std::uint64_t>(n)));
+    }
+
     [[nodiscard]] std::int64_t view(const State& s, std::int64_t now) const noexcept {
-      return detail::clamp_time(now > s.written ? now : s.written, 2 * tolerance_);
+      const std::int64_t t = now > s.written ? now : s.written;  // clamp_time(t, 2 * tau), bounds computed once
+      return t < time_lo_ ? time_lo_ : (t > time_hi_ ? time_hi_ : t);
     }
 
     std::int64_t burst_;
     std::int64_t emission_interval_;
     std::int64_t tolerance_;
+    // Derived from the three above (so `==` still compares the rules): a check divides by T with a multiply-high
+    // (the hardware division took a quarter of a hot key's profile samples) and clamps the time to bounds
+    // computed once.
+    detail::Divider per_interval_;
+    std::int64_t time_lo_;
+    std::int64_t time_hi_;
   };
 
   /// Validates for a backend whose tick is `tick_ns` nanoseconds. Throws `std::invalid_argument`
