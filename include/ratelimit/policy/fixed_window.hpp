@@ -95,8 +95,14 @@ struct FixedWindow {
     static bool full_at(const State&, const View& v) noexcept { return v.count == 0; }
 
     [[nodiscard]] View view(const State& s, std::int64_t now) const noexcept {
-      const std::int64_t t = effective_time(now, s.written);
-      const std::int64_t start = detail::floor_div(t, window_) * window_;
+      // The window's start from `now` alone unless the state was written later (a clock stepped back): the
+      // division then need not wait for the state to load (a hot key: about 2.5 ns less, README "Benchmarks").
+      std::int64_t t = effective_time(now, now);
+      std::int64_t start = detail::floor_div(t, window_) * window_;
+      if (s.written > now) [[unlikely]] {
+        t = effective_time(now, s.written);
+        start = detail::floor_div(t, window_) * window_;
+      }
       // written <= t, so it lies in t's window exactly when it is not before the window's start.
       const bool same_window = s.count > 0 && s.written >= start;
       return View{t, t - start, same_window ? s.count : 0};
