@@ -39,6 +39,11 @@ std::size_t pick_victim(Table& table, std::uint64_t hash, std::mt19937_64& rando
   }
 }
 
+// The home a store computes before it takes the shard's lock, from the capacity it saw then.
+Table::Home home_ahead(const Table& table, std::uint64_t hash) {
+  return {table.capacity(), Table::home_in(hash, table.capacity())};
+}
+
 void check_against_map(std::uint64_t (*hash)(const std::string&), std::uint64_t seed) {
   std::mt19937_64 random(seed);
   Table table(1'000'000);
@@ -51,6 +56,7 @@ void check_against_map(std::uint64_t (*hash)(const std::string&), std::uint64_t 
     Table::Slot* slot = table.find(h, key);
     const auto it = model.find(key);
     ASSERT_EQ(slot != nullptr, it != model.end()) << "step " << step;
+    ASSERT_EQ(table.find(h, key, home_ahead(table, h)), slot) << "step " << step;
     if (slot != nullptr) {
       ASSERT_EQ(slot->state.value, it->second);
       ASSERT_EQ(slot->key(), key);
@@ -136,6 +142,45 @@ TEST(KeyTable, HalvingStampsKeepsTheirOrderAndOccupiedSlotsNonZero) {
   std::size_t occupied = 0;
   for (std::size_t i = 0; i < table.capacity(); ++i) occupied += table.last_used(i) != 0 ? 1u : 0u;
   EXPECT_EQ(occupied, keys.size());
+}
+
+// The store computes a key's home before it takes the lock, from the capacity published then; the table may
+// have grown or shrunk meanwhile. The lookup starts there only while that capacity holds.
+TEST(KeyTable, FindFromAHomeComputedAheadUsesItOnlyWhileTheCapacityHolds) {
+  Table table(100'000);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 3000; ++i) keys.push_back("key-" + std::to_string(i));
+  for (const auto& k : keys) table.insert(good_hash(k), k, 1);
+  const std::string& key = keys[17];
+  const std::uint64_t h = good_hash(key);
+  Table::Slot* const slot = table.find(h, key);
+  ASSERT_NE(slot, nullptr);
+  EXPECT_EQ(table.find(h, key, home_ahead(table, h)), slot);
+  EXPECT_EQ(table.find(h, key, Table::Home{}), slot);
+
+  // The index is where the probe starts: from half the table away, it ends before it reaches the key.
+  Table::Home elsewhere = home_ahead(table, h);
+  elsewhere.index = (elsewhere.index + table.capacity() / 2) % table.capacity();
+  EXPECT_EQ(table.find(h, key, elsewhere), nullptr);
+
+  // A home computed before the table grew (and, below, shrank) is ignored: the lookup computes the home anew.
+  const Table::Home before_growth = home_ahead(table, h);
+  for (int i = 3000; i < 6000; ++i) keys.push_back("key-" + std::to_string(i));
+  for (std::size_t i = 3000; i < keys.size(); ++i) table.insert(good_hash(keys[i]), keys[i], 1);
+  ASSERT_NE(table.capacity(), before_growth.capacity);
+  EXPECT_EQ(table.find(h, key, before_growth), table.find(h, key));
+  EXPECT_NE(table.find(h, key, before_growth), nullptr);
+  const Table::Home before_shrink = home_ahead(table, h);
+  for (std::size_t i = 100; i < keys.size(); ++i) table.erase(*table.find(good_hash(keys[i]), keys[i]));
+  table.shrink_to_fit();
+  ASSERT_NE(table.capacity(), before_shrink.capacity);
+  EXPECT_EQ(table.find(h, key, before_shrink), table.find(h, key));
+  EXPECT_NE(table.find(h, key, before_shrink), nullptr);
+
+  // Slots but no keys: the probe from a current home stops at an empty slot.
+  for (std::size_t i = 0; i < 100; ++i) table.erase(*table.find(good_hash(keys[i]), keys[i]));
+  ASSERT_GT(table.capacity(), 0u);
+  EXPECT_EQ(table.find(h, key, home_ahead(table, h)), nullptr);
 }
 
 TEST(KeyTable, ShrinksWhenEmptiedAndAccountsForLongKeys) {

@@ -109,16 +109,23 @@ class KeyTable {
 
   [[nodiscard]] Slot* find(std::uint64_t hash, std::string_view key) noexcept {
     if (size_ == 0) return nullptr;
-    std::size_t i = home(hash);
-    for (std::size_t distance = 0;; ++distance) {
-      Slot& s = slots_[i];
-      // The hash first: it is never 0, so it matches no empty slot, and a present key (the usual
-      // check) is found without computing its neighbours' homes.
-      if (s.hash == hash && s.key_size == key.size() && same_key(s, key)) return &s;
-      // Robin Hood invariant: a resident closer to its home than we are to ours ends our probe.
-      if (s.empty() || distance_of(s, i) < distance) return nullptr;
-      i = next(i);
-    }
+    return probe(hash, key, home(hash));
+  }
+
+  /// Where a lookup of a hash starts in a table of `capacity` slots: computed ahead, outside the lock, from the
+  /// capacity the store published then (`ShardedStore::update`). `Home{}` (capacity 0) never holds.
+  struct Home {
+    std::size_t capacity = 0;
+    std::size_t index = 0;
+  };
+
+  /// `find(hash, key)` starting at `at.index` when `at.capacity` is the table's capacity now (the home depends
+  /// on the hash and the capacity alone), so that the probe's first load waits for nothing computed under the
+  /// lock; otherwise (the table grew or shrank since, or `Home{}`) from the home computed now.
+  [[nodiscard]] Slot* find(std::uint64_t hash, std::string_view key, Home at) noexcept {
+    if (at.capacity == 0 || at.capacity != capacity_) [[unlikely]]
+      return find(hash, key);
+    return probe(hash, key, at.index);  // a table that holds no key has only empty slots: the probe stops at once
   }
 
   /// Whether the next `insert` grows the table (its load would pass 7/8).
@@ -198,7 +205,7 @@ class KeyTable {
   /// The stamp of the latest touch of slot `index` (as given, >= 1), or 0 when the slot is empty.
   [[nodiscard]] std::uint32_t last_used(std::size_t index) const noexcept { return slots_[index].stamp; }
   /// Records a touch of an occupied slot at `stamp`.
-  void touch(const Slot& slot, std::uint32_t stamp) noexcept { slots_[index_of(slot)].stamp = occupied_stamp(stamp); }
+  void touch(Slot& slot, std::uint32_t stamp) noexcept { slot.stamp = occupied_stamp(stamp); }
 
   /// Halves every stamp (an occupied one stays >= 1): the store's touch sequence wraps around this way,
   /// keeping the order of touches (neighbours may become equal). O(capacity).
@@ -239,6 +246,19 @@ class KeyTable {
   }
 
  private:
+  /// The lookup of `find` from slot `i`, the key's home.
+  [[nodiscard]] Slot* probe(std::uint64_t hash, std::string_view key, std::size_t i) noexcept {
+    for (std::size_t distance = 0;; ++distance) {
+      Slot& s = slots_[i];
+      // The hash first: it is never 0, so it matches no empty slot, and a present key (the usual
+      // check) is found without computing its neighbours' homes.
+      if (s.hash == hash && s.key_size == key.size() && same_key(s, key)) return &s;
+      // Robin Hood invariant: a resident closer to its home than we are to ours ends our probe.
+      if (s.empty() || distance_of(s, i) < distance) return nullptr;
+      i = next(i);
+    }
+  }
+
   /// Multiply-shift: maps the hash onto [0, capacity) using all of its bits, for any capacity.
   [[nodiscard]] std::size_t home(std::uint64_t hash) const noexcept { return home_in(hash, capacity_); }
   [[nodiscard]] std::size_t next(std::size_t i) const noexcept { return i + 1 == capacity_ ? 0 : i + 1; }

@@ -111,9 +111,15 @@ class MemoryLimiter final : public detail::LockedMember {
   /// `max_key_bytes`. Cost 0 is always allowed and reports the current state.
   [[gnu::flatten]] Decision allow(std::string_view key, std::int64_t cost = 1) {
     check_key(key);
-    const std::uint64_t hash = store_.hash(key);
-    store_.prefetch(hash);  // the key's slot loads from memory while the clock is read
-    return allow_hashed(key, hash, cost, ticks(clock_.now()));
+    if (store_.prefetching()) {
+      const std::uint64_t hash = store_.hash(key);
+      store_.prefetch(hash);  // the key's slot loads from memory while the clock is read
+      return allow_hashed(key, hash, cost, ticks(clock_.now()));
+    }
+    // Every table is small enough to stay in cache: the clock first. Its read waits for every instruction
+    // before it, so hashing after it overlaps the end of the read instead of delaying its start.
+    const std::int64_t t = ticks(clock_.now());
+    return allow_hashed(key, store_.hash(key), cost, t);
   }
 
   /// As `allow`, with the outcome every backend reports (in memory always `Outcome::decided`). Thread-safe.
@@ -352,7 +358,7 @@ class MemoryLimiter final : public detail::LockedMember {
   // The store callbacks of allow and refund, shared by the locking and the `*_locked` paths.
   auto allow_fn(std::int64_t t, std::int64_t cost) const {
     return [this, t, cost](State& state, bool present) {
-      const TickDecision decision = decide(rules_, state, t, cost);
+      const TickDecision decision = rules_.decide(state, t, cost);  // every caller has checked `cost`
       // A commit leaves quota in use; otherwise a present key that is full again is reclaimed.
       const bool keep = (decision.allowed && cost > 0) || (present && !rules_.is_full(state, t));
       return std::pair{decision, keep};

@@ -24,6 +24,8 @@ namespace ratelimit::detail {
 /// state (`update`), the in-memory counterpart of a Redis script. All methods are thread-safe.
 template <class State>
 class ShardedStore {
+  struct Shard;
+
  public:
   using Table = KeyTable<State>;
   using Slot = typename Table::Slot;
@@ -62,22 +64,33 @@ class ShardedStore {
   /// faults). Thread-safe.
   void prefetch(std::uint64_t hash) const noexcept {
     const Shard& shard = shards_[shard_index(hash)];
-    const std::size_t capacity = shard.slots_capacity.load(std::memory_order_relaxed);
-    if (capacity < kPrefetchFromSlots) return;  // a small table stays in cache anyway
-    const std::uintptr_t at =
-        shard.slots_at.load(std::memory_order_relaxed) + Table::home_in(hash, capacity) * sizeof(Slot);
+    const typename Table::Home home = published_home(shard, hash);
+    if (home.capacity < kPrefetchFromSlots) return;  // a small table stays in cache anyway
+    const std::uintptr_t at = shard.slots_at.load(std::memory_order_relaxed) + home.index * sizeof(Slot);
     const std::uintptr_t last = at + kPrefetchSlots * sizeof(Slot) - 1;
     for (std::uintptr_t line = at & ~std::uintptr_t{kLineBytes - 1}; line <= last; line += kLineBytes)
       __builtin_prefetch(reinterpret_cast<const void*>(line));
   }
+
+  /// Whether some shard's table has reached `kPrefetchFromSlots` slots (and may not stay in cache), so that
+  /// `prefetch` can pay; until then a check need not hash its key before it reads the clock. Stays true once
+  /// set: a hint, as `prefetch` is. Thread-safe (one relaxed load).
+  [[nodiscard]] bool prefetching() const noexcept { return prefetching_.load(std::memory_order_relaxed); }
 
   /// Runs `fn(State& state, bool present)` under the key's lock; `fn` returns `{result, keep}`.
   /// An absent key gets a fresh `State{}`, inserted only if `keep` (evicting at the cap); a present key
   /// is erased if `!keep`. `is_full(const State&)` tells which keys can be dropped at no cost.
   template <class Fn, class IsFull>
   auto update(std::string_view key, std::uint64_t hash, Fn&& fn, IsFull&& is_full) {
-    std::lock_guard guard(lock_of(hash));
-    return update_locked(key, hash, fn, is_full);
+    Shard& shard = shard_for(hash);
+    // The probe's start under the capacity last published, before the lock: after the lock's exchange the
+    // probe's first load then waits for no multiplication (the lookup checks that the capacity still holds).
+    typename Table::Home home = published_home(shard, hash);
+    // Where the lookup uses it, the compiler knows `home.index` equals the home computed from the table's own
+    // capacity, and would compute that instead, after the lock; an empty asm hides where the index came from.
+    asm("" : "+r"(home.index));
+    std::lock_guard guard(shard.lock);
+    return update_in(shard, home, key, hash, fn, is_full);
   }
 
   /// The lock of the shard that holds `hash`. Checks that must change several keys at once (layered
@@ -88,8 +101,15 @@ class ShardedStore {
   /// `update` for a caller that holds `lock_of(hash)`. Slots may move: keep no reference across calls.
   template <class Fn, class IsFull>
   auto update_locked(std::string_view key, std::uint64_t hash, Fn&& fn, IsFull&& is_full) {
-    Shard& shard = shard_for(hash);
-    if (Slot* slot = shard.table.find(hash, key)) {
+    return update_in(shard_for(hash), typename Table::Home{}, key, hash, fn, is_full);
+  }
+
+ private:
+  /// `update_locked` in `shard` (the key's), whose lookup starts at `home` if that still holds.
+  template <class Fn, class IsFull>
+  auto update_in(Shard& shard, typename Table::Home home, std::string_view key, std::uint64_t hash, Fn& fn,
+                 IsFull& is_full) {
+    if (Slot* slot = shard.table.find(hash, key, home)) {
       const std::size_t before = state_heap_bytes(std::as_const(slot->state));  // 0 for fixed-size states
       auto [result, keep] = fn(slot->state, true);
       if constexpr (HeapState<State>) shard.table.add_state_bytes(before, state_heap_bytes(std::as_const(slot->state)));
@@ -107,6 +127,7 @@ class ShardedStore {
     return update_absent(shard, key, hash, fn, is_full);
   }
 
+ public:
   /// Runs `fn(const State&)` under the key's lock, on `State{}` when the key is absent.
   template <class Fn>
   auto read(std::string_view key, std::uint64_t hash, Fn&& fn) {
@@ -249,12 +270,21 @@ class ShardedStore {
   static constexpr std::size_t kPrefetchSlots = 4;
 
   /// Records where the shard's slots are now (after an insertion or a sweep, which may move them).
-  static void publish_slots(Shard& shard) noexcept {
+  void publish_slots(Shard& shard) noexcept {
     const auto at = reinterpret_cast<std::uintptr_t>(shard.table.data());
     if (shard.slots_at.load(std::memory_order_relaxed) != at) shard.slots_at.store(at, std::memory_order_relaxed);
     if (shard.slots_capacity.load(std::memory_order_relaxed) != shard.table.capacity()) {
       shard.slots_capacity.store(shard.table.capacity(), std::memory_order_relaxed);
+      if (shard.table.capacity() >= kPrefetchFromSlots && !prefetching()) {
+        prefetching_.store(true, std::memory_order_relaxed);
+      }
     }
+  }
+
+  /// The home of `hash` under the capacity last published for `shard` (read without its lock: it may be stale).
+  static typename Table::Home published_home(const Shard& shard, std::uint64_t hash) noexcept {
+    const std::size_t capacity = shard.slots_capacity.load(std::memory_order_relaxed);
+    return {capacity, Table::home_in(hash, capacity)};
   }
 
   /// `update_locked` of a key that is not present: out of line, so that the check of a present key (the
@@ -396,6 +426,7 @@ class ShardedStore {
   int shard_shift_;
   std::unique_ptr<Shard[]> shards_;
   HashSeed seed_;
+  std::atomic<bool> prefetching_{false};  // see `prefetching`
 };
 
 }  // namespace ratelimit::detail
