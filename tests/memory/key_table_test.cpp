@@ -151,7 +151,7 @@ TEST(KeyTable, FindFromAHomeComputedAheadUsesItOnlyWhileTheCapacityHolds) {
   std::vector<std::string> keys;
   for (int i = 0; i < 3000; ++i) keys.push_back("key-" + std::to_string(i));
   for (const auto& k : keys) table.insert(good_hash(k), k, 1);
-  const std::string& key = keys[17];
+  const std::string key = keys[17];  // a copy: keys grows below, which moves its strings
   const std::uint64_t h = good_hash(key);
   Table::Slot* const slot = table.find(h, key);
   ASSERT_NE(slot, nullptr);
