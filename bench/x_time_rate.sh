@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Times Go's golang.org/x/time/rate Limiter.Allow (bench/x_time_rate/rate_test.go) with Debian's Go and
+# x/time packages (GOPATH mode: nothing is downloaded), for comparison with bench_memory's hot key.
+# Usage: bench/x_time_rate.sh [extra go test flags, e.g. -count 5]
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+packages=(golang-go golang-golang-x-time-dev)
+missing=()
+for p in "${packages[@]}"; do
+  [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" == "install ok installed" ]] || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=$([ "$(id -u)" = 0 ] || echo sudo)
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+cache=$(mktemp -d)
+trap 'rm -rf "$cache"' EXIT
+cd "$root/bench/x_time_rate"
+GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="$cache" GOFLAGS= go test -run '^$' -bench . "$@"
