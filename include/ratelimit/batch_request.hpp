@@ -3,8 +3,13 @@
 /// @file
 /// `BatchRequest`: one check of a batch (`allow_many`), the same on every backend.
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
+#include <string>
 #include <string_view>
+
+#include "ratelimit/detail/arithmetic.hpp"
 
 namespace ratelimit {
 
@@ -16,5 +21,29 @@ struct BatchRequest {
   /// Units to consume; >= 0.
   std::int64_t cost = 1;
 };
+
+namespace detail {
+
+[[noreturn, gnu::cold, gnu::noinline]] inline void throw_bad_batch_request(std::size_t index, const BatchRequest& r,
+                                                                           std::size_t max_key_bytes) {
+  const std::string field = "requests[" + std::to_string(index) + "]";
+  if (r.key.size() > max_key_bytes) {
+    invalid(field + ".key",
+            std::to_string(r.key.size()) + " bytes exceeds max_key_bytes (" + std::to_string(max_key_bytes) + ")");
+  }
+  invalid(field + ".cost", "must be >= 0, got " + std::to_string(r.cost));
+}
+
+/// Checks every request of a batch before any is checked against a limit (README "Batches"): throws
+/// `std::invalid_argument` naming the first bad one, `"requests[i].key: N bytes exceeds max_key_bytes (M)"`
+/// or `"requests[i].cost: must be >= 0, got C"`.
+inline void validate_batch(std::span<const BatchRequest> requests, std::size_t max_key_bytes) {
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i].key.size() > max_key_bytes || requests[i].cost < 0) [[unlikely]]
+      throw_bad_batch_request(i, requests[i], max_key_bytes);
+  }
+}
+
+}  // namespace detail
 
 }  // namespace ratelimit

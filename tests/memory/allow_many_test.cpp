@@ -114,8 +114,18 @@ TYPED_TEST(AllowMany, RefusesABadRequestBeforeCheckingAny) {
   const std::string too_long(9, 'x');
   const std::vector<Request> negative{{"a", 1}, {"b", 2}, {"c", -1}};
   const std::vector<Request> long_key{{"a", 1}, {too_long, 1}};
-  EXPECT_THROW((void)limiter.allow_many(negative), std::invalid_argument);
-  EXPECT_THROW((void)limiter.allow_many(long_key), std::invalid_argument);
+  // The message names the first bad request and its field.
+  auto message = [&](const std::vector<Request>& batch) {
+    try {
+      (void)limiter.allow_many(batch);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no exception");
+  };
+  EXPECT_EQ(message(negative), "requests[2].cost: must be >= 0, got -1");
+  EXPECT_EQ(message(long_key), "requests[1].key: 9 bytes exceeds max_key_bytes (8)");
+  EXPECT_EQ(message({{too_long, -1}, {"a", -1}}), "requests[0].key: 9 bytes exceeds max_key_bytes (8)");
   EXPECT_EQ(limiter.size(), 0U);
   EXPECT_EQ(limiter.peek("a").remaining, limiter.peek("a").limit);
 

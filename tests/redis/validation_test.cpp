@@ -88,7 +88,9 @@ TEST(RedisValidation, OptionsAndArguments) {
   EXPECT_PRED2(starts_with, invalid_message([&] { limiter.allow("12345"); }), "key");
   EXPECT_PRED2(starts_with, invalid_message([&] { limiter.allow("k", -1); }), "cost");
   const ratelimit::redis::Request batch[] = {{"ok", 1}, {"k", -2}};
-  EXPECT_PRED2(starts_with, invalid_message([&] { limiter.allow_many(batch); }), "cost");
+  EXPECT_EQ(invalid_message([&] { limiter.allow_many(batch); }), "requests[1].cost: must be >= 0, got -2");
+  const ratelimit::redis::Request long_key[] = {{"ok", 1}, {"ok", 1}, {"12345", 1}};
+  EXPECT_EQ(invalid_message([&] { limiter.check_many(long_key); }), "requests[2].key: 5 bytes exceeds max_key_bytes (4)");
   EXPECT_EQ(limiter.stats().calls, 0u);
 }
 

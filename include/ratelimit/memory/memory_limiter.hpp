@@ -130,7 +130,8 @@ class MemoryLimiter final : public detail::LockedMember {
   /// not the batch; the requests of one key run in their order. Over many keys a request costs less than one
   /// `allow`: the batch hashes the keys ahead and starts loading the slots of the next requests while it checks
   /// one, so their cache misses overlap (README "Benchmarks"). Thread-safe. Validates every request first and
-  /// throws `std::invalid_argument` (a negative cost, a key longer than `max_key_bytes`) before checking any;
+  /// throws `std::invalid_argument` naming the first bad request (`"requests[i].cost: ..."` for a negative cost,
+  /// `"requests[i].key: ..."` for a key longer than `max_key_bytes`) before checking any;
   /// `std::bad_alloc` from inserting a new key leaves the requests before it applied.
   std::vector<Decision> allow_many(std::span<const BatchRequest> requests) {
     std::vector<Decision> decisions(requests.size());
@@ -148,10 +149,7 @@ class MemoryLimiter final : public detail::LockedMember {
       detail::invalid("decisions", "must hold one decision per request (" + std::to_string(requests.size()) +
                                        "), got " + std::to_string(decisions.size()));
     }
-    for (const BatchRequest& r : requests) {
-      check_key(r.key);
-      detail::require_cost(r.cost);
-    }
+    detail::validate_batch(requests, options_.max_key_bytes);
     const std::int64_t t = ticks(now);
     const std::size_t n = requests.size();
     std::array<std::uint64_t, kBatchAhead> ahead{};  // hashes of the next requests, whose slots are loading

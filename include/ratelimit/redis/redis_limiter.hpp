@@ -279,7 +279,8 @@ class RedisLimiter final : public detail::LayeredMember {
   /// on its own, not the batch, and the requests of one key run in their order, also when the script
   /// cache is flushed meanwhile: one round trip when the keys are distinct, one per repetition of the
   /// most repeated key otherwise. Thread-safe. Validates every request first (throws
-  /// `std::invalid_argument`, sending nothing). When the connection fails midway, the requests already
+  /// `std::invalid_argument` naming the first bad request, `"requests[i].key: ..."` or `"requests[i].cost: ..."`,
+  /// sending nothing). When the connection fails midway, the requests already
   /// sent may have been applied while their decisions are failure decisions (`on_error`); under `raise`
   /// the first failure is thrown after the replies are drained.
   std::vector<Decision> allow_many(std::span<const Request> requests) {
@@ -292,10 +293,7 @@ class RedisLimiter final : public detail::LayeredMember {
   /// As `allow_many`, and says for each request who decided (`Outcome::failure_policy` when Redis failed
   /// and `on_error` answered). Thread-safe. Throws as `allow_many`.
   std::vector<CheckResult> check_many(std::span<const Request> requests) {
-    for (const Request& r : requests) {
-      check_key(r.key);
-      ratelimit::detail::require_cost(r.cost);
-    }
+    ratelimit::detail::validate_batch(requests, options_.max_key_bytes);
     std::vector<CheckResult> out;
     if (requests.empty()) return out;
     out.reserve(requests.size());
