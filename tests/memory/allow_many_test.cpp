@@ -141,6 +141,26 @@ TYPED_TEST(AllowMany, RefusesABadRequestBeforeCheckingAny) {
 }
 
 /// A batch of more new keys than `max_keys` keeps the cap (evicting as `allow` does) and still decides each.
+// check_many is allow_many with the outcome every backend reports: in memory, always `decided`.
+TYPED_TEST(AllowMany, CheckManyIsAllowManyWithTheOutcome) {
+  ManualClock clock;
+  MemoryLimiter<TypeParam, ManualClock> checked(batch_policy<TypeParam>(), {.max_key_bytes = 8}, clock);
+  MemoryLimiter<TypeParam, ManualClock> allowed(batch_policy<TypeParam>(), {.max_key_bytes = 8}, clock);
+  const std::vector<Request> batch{{"a", 1}, {"b", 2}, {"a", 3}, {"a", 1}, {"c", 0}, {"a", 2}};
+  for (int round = 0; round < 3; ++round) {
+    const std::vector<ratelimit::CheckResult> results = checked.check_many(batch);
+    const std::vector<Decision> decisions = allowed.allow_many(batch);
+    ASSERT_EQ(results.size(), batch.size());
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      EXPECT_EQ(results[i].decision, decisions[i]) << "round " << round << ", request " << i;
+      EXPECT_EQ(results[i].outcome, ratelimit::Outcome::decided);
+    }
+    clock.advance(std::chrono::milliseconds(300));
+  }
+  EXPECT_THROW((void)checked.check_many(std::vector<Request>{{"a", 1}, {"b", -1}}), std::invalid_argument);
+  EXPECT_TRUE(checked.check_many({}).empty());
+}
+
 TYPED_TEST(AllowMany, KeepsTheKeyCap) {
   ManualClock clock;
   clock.set(ManualClock::time_point(1s));

@@ -139,6 +139,16 @@ class MemoryLimiter final : public detail::LockedMember {
     return decisions;
   }
 
+  /// As `allow_many(requests)`, with the outcome every backend reports (in memory always `Outcome::decided`),
+  /// so that code written for `RedisLimiter::check_many` runs on either backend. Thread-safe. Throws as
+  /// `allow_many`.
+  std::vector<CheckResult> check_many(std::span<const BatchRequest> requests) {
+    std::vector<CheckResult> results;
+    results.reserve(requests.size());
+    for (const Decision& d : allow_many(requests)) results.push_back({d, Outcome::decided});
+    return results;
+  }
+
   /// As `allow_many(requests)`, at a time the caller read, writing the decision of `requests[i]` to
   /// `decisions[i]`: no allocation, for a caller that checks batch after batch into one array. Throws
   /// `std::invalid_argument` naming `decisions` when its size is not `requests.size()`, checking nothing.
