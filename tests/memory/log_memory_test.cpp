@@ -231,7 +231,8 @@ TEST(LogMemory, ABudgetBelowOneKeysLongestLogIsRefused) {
 
 // A limit whose longest log does not fit in a size_t (2 * (limit + 1) * 16 bytes from limit 2^59 up) is
 // refused under any budget, in the constructor and in set_policy: the byte bound once wrapped around and
-// let such a limiter hold a log far beyond max_bytes.
+// let such a limiter hold a log far beyond max_bytes. Only max_bytes = SIZE_MAX, no budget, accepts it
+// (README "Which policy when"), and the refusal says so rather than naming a saturated byte count.
 TEST(LogMemory, ALimitWhoseLogCannotBeCountedIsRefusedUnderAnyBudget) {
   ManualClock clock;
   for (const std::int64_t limit :
@@ -241,8 +242,12 @@ TEST(LogMemory, ALimitWhoseLogCannotBeCountedIsRefusedUnderAnyBudget) {
                                                            clock);
       FAIL() << "limit " << limit << " accepted with max_bytes 1 MiB";
     } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find("MemoryOptions.max_bytes"), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).rfind("MemoryOptions.max_bytes: must be SIZE_MAX (no byte budget)", 0), 0U)
+          << e.what();
     }
+    MemoryLimiter<SlidingWindowLog, ManualClock> unbounded({.limit = limit, .window = 1h},
+                                                           {.max_bytes = std::numeric_limits<std::size_t>::max()}, clock);
+    EXPECT_TRUE(unbounded.allow("k").allowed);
   }
   MemoryLimiter<SlidingWindowLog, ManualClock> l({.limit = 10, .window = 1h}, {.max_bytes = 1 << 20}, clock);
   EXPECT_THROW(l.set_policy({.limit = std::int64_t{1} << 59, .window = 1h}), std::invalid_argument);
