@@ -54,9 +54,10 @@ MemoryOptions validated_memory_options(MemoryOptions o, const R& rules) {
   // One key's log must fit: evicting other keys could not bring a budget below it back in bounds.
   if (const std::size_t one_key = max_state_heap_bytes(rules); o.max_bytes < one_key) {
     if (one_key == std::numeric_limits<std::size_t>::max()) {  // saturated: no byte count is large enough
-      invalid("MemoryOptions.max_bytes", "must be SIZE_MAX (no byte budget) for this limit: one key's longest log, "
-                                         "2 * (limit + 1) entries of 16 bytes, exceeds any size_t; got " +
-                                             std::to_string(o.max_bytes));
+      invalid("MemoryOptions.max_bytes",
+              "must be SIZE_MAX (no byte budget) for this limit: one key's longest log, "
+              "2 * (limit + 1) entries of 16 bytes, exceeds any size_t; got " +
+                  std::to_string(o.max_bytes));
     }
     invalid("MemoryOptions.max_bytes", "must be >= " + std::to_string(one_key) +
                                            " (one key's longest log: 2 * (limit + 1) entries of 16 bytes), got " +
