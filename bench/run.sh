@@ -8,16 +8,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${RATELIMIT_BENCH_OUT:-$root/bench/results}
 build=${RATELIMIT_BENCH_BUILD:-$root/build-bench}
 
-packages=(cmake g++ make pkg-config libbenchmark-dev libhiredis-dev redis-server redis-tools gnuplot-nox python3)
-missing=()
-for p in "${packages[@]}"; do
-  [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" == "install ok installed" ]] || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  sudo=$([ "$(id -u)" = 0 ] || echo sudo)
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
-fi
+# shellcheck source=install_missing.sh
+source "$root/bench/install_missing.sh"
+install_missing cmake g++ make pkg-config libbenchmark-dev libhiredis-dev redis-server redis-tools gnuplot-nox python3
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DRATELIMIT_BUILD_BENCH=ON \
   -DRATELIMIT_BUILD_TESTS=OFF -DRATELIMIT_BUILD_EXAMPLES=OFF >/dev/null

@@ -4,16 +4,9 @@
 # Usage: bench/x_time_rate.sh [extra go test flags, e.g. -count 5]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-packages=(golang-go golang-golang-x-time-dev)
-missing=()
-for p in "${packages[@]}"; do
-  [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" == "install ok installed" ]] || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  sudo=$([ "$(id -u)" = 0 ] || echo sudo)
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+# shellcheck source=install_missing.sh
+source "$root/bench/install_missing.sh"
+install_missing golang-go golang-golang-x-time-dev
 cache=$(mktemp -d)
 trap 'rm -rf "$cache"' EXIT
 cd "$root/bench/x_time_rate"
