@@ -10,6 +10,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -92,6 +93,31 @@ TEST(LayeredAllocations, PresentKeysAllocateOnlyTheAnswer) {
       EXPECT_EQ(calls, 1u) << (requests == &joint ? "joint" : "consume-then-refund") << ", admitted " << admitted;
     }
   }
+}
+
+// The counter behind the allocation tests sees over-aligned allocations too (operator new with align_val_t):
+// otherwise an allocation of an alignas(64) type on a checked path would pass unseen.
+namespace {
+struct alignas(128) AlignedLine {
+  char bytes[128];
+};
+AlignedLine* volatile aligned_sink = nullptr;  // keeps the compiler from eliding the allocation
+}  // namespace
+
+TEST(LayeredAllocations, OverAlignedAllocationsAreCounted) {
+  if (!test_support::can_count_new) GTEST_SKIP() << "operator new cannot be replaced under ThreadSanitizer";
+  std::size_t calls = 0;
+  std::size_t bytes = 0;
+  {
+    const test_support::CountNew count;
+    aligned_sink = new AlignedLine{};
+    calls = count.calls();
+    bytes = count.bytes();
+  }
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(aligned_sink) % alignof(AlignedLine), 0u);
+  delete aligned_sink;
+  EXPECT_EQ(calls, 1u);
+  EXPECT_EQ(bytes, sizeof(AlignedLine));
 }
 
 TEST(Layered, DenialByOneLayerLeavesNoConsumptionInTheOthers) {
