@@ -9,7 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/detail/key_length.hpp"
+#include "ratelimit/policy/policy.hpp"
 
 namespace ratelimit {
 
@@ -27,11 +28,8 @@ namespace detail {
 [[noreturn, gnu::cold, gnu::noinline]] inline void throw_bad_batch_request(std::size_t index, const BatchRequest& r,
                                                                            std::size_t max_key_bytes) {
   const std::string field = "requests[" + std::to_string(index) + "]";
-  if (r.key.size() > max_key_bytes) {
-    invalid(field + ".key",
-            std::to_string(r.key.size()) + " bytes exceeds max_key_bytes (" + std::to_string(max_key_bytes) + ")");
-  }
-  invalid(field + ".cost", "must be >= 0, got " + std::to_string(r.cost));
+  if (r.key.size() > max_key_bytes) throw_key_too_long(r.key.size(), max_key_bytes, field + ".key");
+  throw_negative_cost(r.cost, field + ".cost");
 }
 
 /// Checks every request of a batch before any is checked against a limit (README "Batches"): throws

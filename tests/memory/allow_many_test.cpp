@@ -140,7 +140,6 @@ TYPED_TEST(AllowMany, RefusesABadRequestBeforeCheckingAny) {
   EXPECT_EQ(limiter.size(), 0U);
 }
 
-/// A batch of more new keys than `max_keys` keeps the cap (evicting as `allow` does) and still decides each.
 // check_many is allow_many with the outcome every backend reports: in memory, always `decided`.
 TYPED_TEST(AllowMany, CheckManyIsAllowManyWithTheOutcome) {
   ManualClock clock;
@@ -161,6 +160,7 @@ TYPED_TEST(AllowMany, CheckManyIsAllowManyWithTheOutcome) {
   EXPECT_TRUE(checked.check_many({}).empty());
 }
 
+/// A batch of more new keys than `max_keys` keeps the cap (evicting as `allow` does) and still decides each.
 TYPED_TEST(AllowMany, KeepsTheKeyCap) {
   ManualClock clock;
   clock.set(ManualClock::time_point(1s));

@@ -19,7 +19,8 @@ using ratelimit_test::starts_with;
 
 TEST(RedisValidation, PolicyMustBeWholeMicrosecondsAndAtMostOnePerMicrosecond) {
   const RedisOptions o;
-  EXPECT_PRED2(starts_with, invalid_message([&] { RedisLimiter(ratelimit::FixedWindow{.limit = 1, .window = 1500ns}, o); }),
+  EXPECT_PRED2(starts_with,
+               invalid_message([&] { RedisLimiter(ratelimit::FixedWindow{.limit = 1, .window = 1500ns}, o); }),
                "FixedWindow.window");
   EXPECT_PRED2(starts_with,
                invalid_message([&] { RedisLimiter(ratelimit::SlidingWindowLog{.limit = 1, .window = 999ns}, o); }),
@@ -71,8 +72,10 @@ TEST(RedisValidation, OptionsAndArguments) {
     set(o);
     EXPECT_PRED2(starts_with, invalid_message([&] { RedisLimiter(g, o); }), field);
   };
-  named([](RedisOptions& o) { o.command_timeout = std::chrono::milliseconds::max(); }, "ConnectionOptions.command_timeout");
-  named([](RedisOptions& o) { o.connect_timeout = std::chrono::milliseconds::max(); }, "ConnectionOptions.connect_timeout");
+  named([](RedisOptions& o) { o.command_timeout = std::chrono::milliseconds::max(); },
+        "ConnectionOptions.command_timeout");
+  named([](RedisOptions& o) { o.connect_timeout = std::chrono::milliseconds::max(); },
+        "ConnectionOptions.connect_timeout");
   named([](RedisOptions& o) { o.reconnect_backoff_max = std::chrono::milliseconds::max(); },
         "ConnectionOptions.reconnect_backoff_max");
   named([](RedisOptions& o) { o.failure_retry_after = std::chrono::milliseconds::max(); },
@@ -90,7 +93,8 @@ TEST(RedisValidation, OptionsAndArguments) {
   const ratelimit::redis::Request batch[] = {{"ok", 1}, {"k", -2}};
   EXPECT_EQ(invalid_message([&] { limiter.allow_many(batch); }), "requests[1].cost: must be >= 0, got -2");
   const ratelimit::redis::Request long_key[] = {{"ok", 1}, {"ok", 1}, {"12345", 1}};
-  EXPECT_EQ(invalid_message([&] { limiter.check_many(long_key); }), "requests[2].key: 5 bytes exceeds max_key_bytes (4)");
+  EXPECT_EQ(invalid_message([&] { limiter.check_many(long_key); }),
+            "requests[2].key: 5 bytes exceeds max_key_bytes (4)");
   EXPECT_EQ(limiter.stats().calls, 0u);
 }
 

@@ -11,8 +11,10 @@
 
 namespace ratelimit::detail {
 
-[[noreturn, gnu::cold, gnu::noinline]] inline void throw_key_too_long(std::size_t size, std::size_t max_key_bytes) {
-  invalid("key", std::to_string(size) + " bytes exceeds max_key_bytes (" + std::to_string(max_key_bytes) + ")");
+/// Throws `std::invalid_argument` ("<field>: N bytes exceeds max_key_bytes (M)"); `field` names a batch's request.
+[[noreturn, gnu::cold, gnu::noinline]] inline void throw_key_too_long(std::size_t size, std::size_t max_key_bytes,
+                                                                      std::string_view field = "key") {
+  invalid(field, std::to_string(size) + " bytes exceeds max_key_bytes (" + std::to_string(max_key_bytes) + ")");
 }
 
 /// Throws `std::invalid_argument` ("key: N bytes exceeds max_key_bytes (M)") when `key` is longer than

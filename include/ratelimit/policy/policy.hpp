@@ -65,8 +65,10 @@ using StateOf = typename RulesOf<P>::State;
 
 namespace detail {
 
-[[noreturn, gnu::cold, gnu::noinline]] inline void throw_negative_cost(std::int64_t cost) {
-  invalid("cost", "must be >= 0, got " + std::to_string(cost));
+/// Throws `std::invalid_argument` ("<field>: must be >= 0, got C"); `field` names a batch's request.
+[[noreturn, gnu::cold, gnu::noinline]] inline void throw_negative_cost(std::int64_t cost,
+                                                                       std::string_view field = "cost") {
+  invalid(field, "must be >= 0, got " + std::to_string(cost));
 }
 
 /// Throws `std::invalid_argument` for a negative cost (README "Keys, costs and validation"). The throw is
