@@ -13,6 +13,7 @@
 #include <string>
 #include <unistd.h>
 
+#include <ratelimit/memory/overridable_limiter.hpp>
 #include <ratelimit/ratelimit.hpp>
 
 namespace {
@@ -229,7 +230,7 @@ TEST(LogMemory, ABudgetBelowOneKeysLongestLogIsRefused) {
   EXPECT_LE(exact.table_bytes(), one_key + 2 * 1024);
 }
 
-// A limit whose longest log does not fit in a size_t (2 * (limit + 1) * 16 bytes from limit 2^59 up) is
+// A limit whose longest log does not fit in a size_t (2 * (limit + 1) * 16 bytes from limit 2^59 - 1 up) is
 // refused under any budget, in the constructor and in set_policy: the byte bound once wrapped around and
 // let such a limiter hold a log far beyond max_bytes. Only max_bytes = SIZE_MAX, no budget, accepts it
 // (README "Which policy when"), and the refusal says so rather than naming a saturated byte count.
@@ -245,13 +246,32 @@ TEST(LogMemory, ALimitWhoseLogCannotBeCountedIsRefusedUnderAnyBudget) {
       EXPECT_EQ(std::string(e.what()).rfind("MemoryOptions.max_bytes: must be SIZE_MAX (no byte budget)", 0), 0U)
           << e.what();
     }
-    MemoryLimiter<SlidingWindowLog, ManualClock> unbounded({.limit = limit, .window = 1h},
-                                                           {.max_bytes = std::numeric_limits<std::size_t>::max()}, clock);
+    MemoryLimiter<SlidingWindowLog, ManualClock> unbounded(
+        {.limit = limit, .window = 1h}, {.max_bytes = std::numeric_limits<std::size_t>::max()}, clock);
     EXPECT_TRUE(unbounded.allow("k").allowed);
   }
   MemoryLimiter<SlidingWindowLog, ManualClock> l({.limit = 10, .window = 1h}, {.max_bytes = 1 << 20}, clock);
   EXPECT_THROW(l.set_policy({.limit = std::int64_t{1} << 59, .window = 1h}), std::invalid_argument);
   EXPECT_EQ(l.policy().limit, 10);
+}
+
+// max_bytes = SIZE_MAX turns the byte budget off (README "Which policy when"), so no limit is refused for a
+// shard's share of it: set_policy to a limit whose log exceeds any size_t once refused on a limiter of 64 shards
+// what its constructor accepted, and the constructor gave such a limit one shard.
+TEST(LogMemory, WithoutAByteBudgetNoShardShareRefusesALimit) {
+  ManualClock clock;
+  const ratelimit::MemoryOptions unbounded{.max_bytes = std::numeric_limits<std::size_t>::max()};
+  MemoryLimiter<SlidingWindowLog, ManualClock> l({.limit = 5, .window = 1h}, unbounded, clock);
+  ASSERT_EQ(l.shard_count(), 64U);
+  l.set_policy({.limit = std::numeric_limits<std::int64_t>::max(), .window = 1h});
+  EXPECT_EQ(l.policy().limit, std::numeric_limits<std::int64_t>::max());
+  EXPECT_TRUE(l.allow("k").allowed);
+  MemoryLimiter<SlidingWindowLog, ManualClock> huge({.limit = std::int64_t{1} << 60, .window = 1h}, unbounded, clock);
+  EXPECT_EQ(huge.shard_count(), 64U);
+  ratelimit::OverridableMemoryLimiter<SlidingWindowLog, ManualClock> overridable({.limit = 5, .window = 1h}, unbounded,
+                                                                                 clock);
+  const auto prepared = overridable.prepare({.limit = std::numeric_limits<std::int64_t>::max(), .window = 1h});
+  EXPECT_TRUE(overridable.allow("k", 1, *prepared).allowed);
 }
 
 // Over budget the least recently used key goes, not the one just checked; losing usage is counted.

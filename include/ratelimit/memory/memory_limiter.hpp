@@ -66,6 +66,12 @@ MemoryOptions validated_memory_options(MemoryOptions o, const R& rules) {
   return o;
 }
 
+/// Whether each of `shards` shards' share of `max_bytes` holds one key's longest log of `one_key` bytes; always
+/// with `max_bytes = SIZE_MAX`, which turns the byte budget off (no shard's states reach a share of it).
+[[nodiscard]] inline bool shard_share_holds(std::size_t max_bytes, std::size_t shards, std::size_t one_key) noexcept {
+  return max_bytes == std::numeric_limits<std::size_t>::max() || max_bytes / shards >= one_key;
+}
+
 /// Requested shards (64 by default) rounded up to a power of two, but at most one per 16 keys of
 /// `max_keys` so that every shard holds a useful share of the cap, and few enough that each shard's
 /// share of `max_bytes` holds one key's longest log under `rules`.
@@ -74,7 +80,7 @@ std::size_t memory_shards_for(const MemoryOptions& o, const R& rules) {
   std::size_t shards = std::bit_ceil(o.shards == 0 ? std::size_t{64} : o.shards);
   while (shards > 1 && shards * 16 > o.max_keys) shards /= 2;
   const std::size_t one_key = max_state_heap_bytes(rules);
-  while (shards > 1 && o.max_bytes / shards < one_key) shards /= 2;
+  while (shards > 1 && !shard_share_holds(o.max_bytes, shards, one_key)) shards /= 2;
   return shards;
 }
 
@@ -287,7 +293,7 @@ class MemoryLimiter final : public detail::LockedMember {
   void set_policy(P policy) {
     RulesOf<P> rules = policy.rules(kTickNs);
     (void)detail::validated_memory_options(options_, rules);
-    if (detail::max_state_heap_bytes(rules) > options_.max_bytes / store_.shard_count()) {
+    if (!detail::shard_share_holds(options_.max_bytes, store_.shard_count(), detail::max_state_heap_bytes(rules))) {
       detail::invalid("MemoryOptions.max_bytes", "a shard's share cannot hold one key's log of the new limit");
     }
     std::lock_guard config(config_mutex_);  // one change at a time; readers of policy() wait

@@ -202,7 +202,7 @@ class OverridableMemoryLimiter {
   }
   void check_fits(const RulesOf<P>& rules) const {
     (void)detail::validated_memory_options(options_, rules);
-    if (detail::max_state_heap_bytes(rules) > options_.max_bytes / store_.shard_count()) {
+    if (!detail::shard_share_holds(options_.max_bytes, store_.shard_count(), detail::max_state_heap_bytes(rules))) {
       detail::invalid("MemoryOptions.max_bytes", "a shard's share cannot hold one key's log of this limit");
     }
   }

@@ -53,8 +53,8 @@ struct SlidingWindowLog {
 
     /// The most heap bytes one key's log can hold: `limit + 1` entries, in a ring that grows by
     /// doubling (so up to twice that). The store refuses a byte budget smaller than this. Saturates at
-    /// `SIZE_MAX` (limits from 2^59 up), which no budget covers: such a limit is refused, never wrapped,
-    /// unless `MemoryOptions::max_bytes` is `SIZE_MAX`, which turns the budget off.
+    /// `SIZE_MAX` (limits from 2^59 - 1 up: 2 * 2^59 entries of 16 bytes are 2^64), which no budget covers: such a
+    /// limit is refused, never wrapped, unless `MemoryOptions::max_bytes` is `SIZE_MAX`, which turns the budget off.
     [[nodiscard]] std::size_t max_heap_bytes() const noexcept {
       constexpr std::size_t kMaxEntries = std::numeric_limits<std::size_t>::max() / (2 * sizeof(Entry));
       const auto entries = static_cast<std::size_t>(limit_) + 1;  // limit_ >= 1: no wrap here
