@@ -11,6 +11,8 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <limits>
+#include <new>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -118,6 +120,32 @@ TEST(LayeredAllocations, OverAlignedAllocationsAreCounted) {
   delete aligned_sink;
   EXPECT_EQ(calls, 1u);
   EXPECT_EQ(bytes, sizeof(AlignedLine));
+}
+
+// Every replaceable form is counted and paired: arrays (the store's slot arrays and shards; under ASan they went
+// to its own operators, uncounted), nothrow forms (released by plain delete), and an over-aligned size too large
+// to round up is refused rather than wrapped to a tiny block.
+TEST(LayeredAllocations, ArrayAndNothrowFormsAreCountedAndHugeSizesRefused) {
+  if (!test_support::can_count_new) GTEST_SKIP() << "operator new cannot be replaced under ThreadSanitizer";
+  std::size_t calls = 0;
+  std::size_t bytes = 0;
+  {
+    const test_support::CountNew count;
+    // Through volatile pointers: a new-expression whose pointer does not escape may be elided.
+    AlignedLine* volatile lines = new AlignedLine[3];
+    char* volatile chars = new char[10];
+    AlignedLine* volatile nothrow_line = new (std::nothrow) AlignedLine;
+    calls = count.calls();
+    bytes = count.bytes();
+    delete nothrow_line;
+    delete[] chars;
+    delete[] lines;
+  }
+  // A size the compiler cannot see (it would warn of an object past its maximum size), outside the count.
+  const volatile std::size_t huge_size = std::numeric_limits<std::size_t>::max() - 10;
+  EXPECT_EQ(::operator new (huge_size, std::align_val_t{64}, std::nothrow), nullptr);
+  EXPECT_EQ(calls, 3u);
+  EXPECT_GE(bytes, 3 * sizeof(AlignedLine) + 10 + sizeof(AlignedLine));
 }
 
 TEST(Layered, DenialByOneLayerLeavesNoConsumptionInTheOthers) {
