@@ -196,7 +196,7 @@ void write_csv(const std::string& path, const std::vector<Row>& rows, const Para
 /// Whitespace-separated columns for bench/compare/compare.gp (times in windows, counts against the limit).
 void write_chart_data(const std::string& path, const std::vector<Row>& rows, const Parameters& p) {
   std::ofstream out(path);
-  out << "policy hot_key_ns many_keys_ns two_threads_ns bytes_per_key most_in_window_x steady_admitted "
+  out << "# policy hot_key_ns many_keys_ns two_threads_ns bytes_per_key most_in_window_x steady_admitted "
          "readmit_windows retry_after_windows\n";
   const double w = static_cast<double>(p.window_ns);
   for (const Row& r : rows) {

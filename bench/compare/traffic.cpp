@@ -160,7 +160,7 @@ void write_csv(const Settings& s, const std::vector<replay::PolicyRun>& runs, co
 void write_chart_data(const Settings& s, const std::vector<replay::PolicyRun>& runs, const replay::Traffic& t,
                       const std::vector<std::size_t>& top) {
   std::ofstream policies(s.out + "/traffic_policies.dat");
-  policies << "policy denied clients_denied\n";
+  policies << "# policy denied clients_denied\n";
   for (std::size_t p = 0; p < runs.size(); ++p) {
     policies << '"' << kNames[p] << "\" " << runs[p].denied << ' ' << runs[p].limited_clients() << '\n';
   }
