@@ -33,14 +33,14 @@ struct RetryCheck {
 
 /// One policy's accuracy row.
 struct Accuracy {
-  std::int64_t boundary_max = 0;  // most admitted in any (t - window, t] of the boundary-burst trace
-  double steady_fraction = 0;     // share admitted of a client at exactly the limit
-  std::int64_t readmit_ns = 0;    // after a burst from full: wait until a request passes again
-  std::int64_t burst_told_ns = 0; // the Retry-After told at that burst's first denial
-  double jain = 0;                // fairness of the admitted shares of 100 clients on one key
+  std::int64_t boundary_max = 0;   // most admitted in any (t - window, t] of the boundary-burst trace
+  double steady_fraction = 0;      // share admitted of a client at exactly the limit
+  std::int64_t readmit_ns = 0;     // after a burst from full: wait until a request passes again
+  std::int64_t burst_told_ns = 0;  // the Retry-After told at that burst's first denial
+  double jain = 0;                 // fairness of the admitted shares of 100 clients on one key
   double min_share = 0;
   double max_share = 0;
-  RetryCheck retry;               // a client at twice the limit
+  RetryCheck retry;  // a client at twice the limit
 };
 
 using Clock = ratelimit::ManualClock;

@@ -127,6 +127,9 @@ std::string table(const std::vector<Row>& rows, const Parameters& p) {
   return out;
 }
 
+/// Nanoseconds as seconds.
+double seconds(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
+
 std::string parameters_line(const Parameters& p) {
   return "limit " + std::to_string(p.limit) + " per " + duration(p.window_ns) + " (windows, log, counter; GCRA's " +
          "limit per period, the bucket's refill), burst " + std::to_string(p.burst) +
@@ -154,10 +157,11 @@ void write_markdown(const std::string& path, const std::vector<Row>& rows, const
   out << "# The five policies side by side\n\n"
       << "Machine: " << run.machine << "; date: " << run.date << "; commit: " << run.commit << ".\n\n"
       << "Parameters: " << parameters_line(p) << ". Cost columns: parameters that admit every check "
-      << "(`bench/memory_cases.hpp`), wall time, median of three runs; bytes per key: heap bytes at "
-      << run.keys << " keys.";
+      << "(`bench/memory_cases.hpp`), wall time, median of three runs; bytes per key: heap bytes at " << run.keys
+      << " keys.";
   if (!run.redis_note.empty()) out << " Redis: " << run.redis_note << ".";
-  out << "\n\n" << table(rows, p) << "\n"
+  out << "\n\n"
+      << table(rows, p) << "\n"
       << "- **most in any window**: the most a client sending a full limit just before a window edge and "
          "another just after (then a flood at 10x the limit) got admitted in any interval of one window.\n"
       << "- **steady client at the limit**: one request every window/limit, 20 windows: the share admitted.\n"
@@ -184,12 +188,12 @@ void write_csv(const std::string& path, const std::vector<Row>& rows, const Para
     out << r.name << ',' << number(r.cost.hot_key_ns, 6) << ',' << number(r.cost.many_keys_ns, 6) << ','
         << number(r.cost.two_threads_ns, 6) << ',' << number(r.cost.bytes_per_key, 6) << ','
         << opt(r.redis ? r.redis->ns : 0) << ',' << opt(r.redis ? r.redis->cpu_us : 0) << ','
-        << opt(r.redis ? r.redis->round_trips : 0) << ',' << p.limit << ',' << number(p.window_ns / 1e9, 9) << ','
+        << opt(r.redis ? r.redis->round_trips : 0) << ',' << p.limit << ',' << number(seconds(p.window_ns), 9) << ','
         << p.burst << ',' << a.boundary_max << ',' << number(a.steady_fraction, 6) << ','
-        << number(a.readmit_ns / 1e9, 9) << ',' << number(a.burst_told_ns / 1e9, 9) << ',' << number(a.jain, 6)
+        << number(seconds(a.readmit_ns), 9) << ',' << number(seconds(a.burst_told_ns), 9) << ',' << number(a.jain, 6)
         << ',' << number(a.min_share, 6) << ',' << number(a.max_share, 6) << ',' << a.retry.denials << ','
-        << a.retry.exact << ',' << a.retry.early << ',' << number(a.retry.worst_early_ns / 1e9, 9) << ','
-        << number(a.retry.worst_late_ns / 1e9, 9) << '\n';
+        << a.retry.exact << ',' << a.retry.early << ',' << number(seconds(a.retry.worst_early_ns), 9) << ','
+        << number(seconds(a.retry.worst_late_ns), 9) << '\n';
   }
 }
 

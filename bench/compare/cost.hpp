@@ -81,10 +81,10 @@ Cost measure_cost(const KeyStream& keys, std::int64_t hot_checks) {
   {
     ratelimit::MemoryLimiter<P> limiter(generous<P>());
     hot_key_ns(limiter, 1, hot_checks / 10);  // warm-up
-    c.hot_key_ns = median_of_3({hot_key_ns(limiter, 1, hot_checks), hot_key_ns(limiter, 1, hot_checks),
-                                hot_key_ns(limiter, 1, hot_checks)});
-    c.two_threads_ns = median_of_3({hot_key_ns(limiter, 2, hot_checks), hot_key_ns(limiter, 2, hot_checks),
-                                    hot_key_ns(limiter, 2, hot_checks)});
+    c.hot_key_ns = median_of_3(
+        {hot_key_ns(limiter, 1, hot_checks), hot_key_ns(limiter, 1, hot_checks), hot_key_ns(limiter, 1, hot_checks)});
+    c.two_threads_ns = median_of_3(
+        {hot_key_ns(limiter, 2, hot_checks), hot_key_ns(limiter, 2, hot_checks), hot_key_ns(limiter, 2, hot_checks)});
   }
   const std::size_t before = heap_bytes();
   ratelimit::MemoryLimiter<P> limiter(many_key_policy<P>(), ratelimit::MemoryOptions{.max_keys = 4 * keys.size()});

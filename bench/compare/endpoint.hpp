@@ -49,13 +49,13 @@ inline std::string percent_decoded(std::string_view text) {
 /// A whole number in [min, max] named `what`, or `std::invalid_argument`.
 inline int bounded(std::string_view text, int min, int max, const char* what) {
   if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string_view::npos) {
-    throw std::invalid_argument(std::string("--redis: ") + what + " must be a number in " + std::to_string(min) +
-                                ".." + std::to_string(max));
+    throw std::invalid_argument(std::string("--redis: ") + what + " must be a number in " + std::to_string(min) + ".." +
+                                std::to_string(max));
   }
   const int v = std::stoi(std::string(text));
   if (v < min || v > max) {
-    throw std::invalid_argument(std::string("--redis: ") + what + " must be a number in " + std::to_string(min) +
-                                ".." + std::to_string(max));
+    throw std::invalid_argument(std::string("--redis: ") + what + " must be a number in " + std::to_string(min) + ".." +
+                                std::to_string(max));
   }
   return v;
 }

@@ -10,6 +10,13 @@
 
 namespace bench::compare {
 
+__extension__ typedef __int128 i128;  // GCC and Clang on 64-bit targets
+
+/// `floor(a * b / c)` for `a, b, c >= 0`, `c > 0`, without the product's overflow.
+inline std::int64_t mul_div(std::int64_t a, std::int64_t b, std::int64_t c) {
+  return static_cast<std::int64_t>(static_cast<i128>(a) * b / c);
+}
+
 /// Most of the ascending `times` (ns) within any interval `(t - window, t]`: the sliding-interval maximum.
 /// Two pointers, O(n). `window > 0`.
 inline std::int64_t max_in_interval(const std::vector<std::int64_t>& times, std::int64_t window) {
@@ -52,7 +59,7 @@ inline std::vector<std::int64_t> steady_trace(std::int64_t limit, std::int64_t w
   for (std::int64_t k = 0; k < windows; ++k) {
     for (std::int64_t i = 0; i < limit; ++i) {
       // floor((k*limit + i) * window / limit) without the product's overflow: k*window + floor(i*window/limit).
-      out.push_back(start + k * window + static_cast<std::int64_t>(static_cast<__int128>(i) * window / limit));
+      out.push_back(start + k * window + mul_div(i, window, limit));
     }
   }
   return out;
@@ -65,12 +72,12 @@ inline std::vector<std::int64_t> boundary_burst_trace(std::int64_t count, std::i
                                                       std::int64_t edge) {
   std::vector<std::int64_t> out;
   const std::int64_t spread = std::max<std::int64_t>(window / 100, 1);
-  for (std::int64_t i = 0; i < count; ++i) out.push_back(edge - spread + static_cast<std::int64_t>(static_cast<__int128>(i) * spread / count));
-  for (std::int64_t i = 0; i < count; ++i) out.push_back(edge + static_cast<std::int64_t>(static_cast<__int128>(i) * spread / count));
+  for (std::int64_t i = 0; i < count; ++i) out.push_back(edge - spread + mul_div(i, spread, count));
+  for (std::int64_t i = 0; i < count; ++i) out.push_back(edge + mul_div(i, spread, count));
   const std::int64_t flood_start = edge + 3 * window + window / 2;
   const std::int64_t flood = 20 * limit;
   for (std::int64_t i = 0; i < flood; ++i) {
-    out.push_back(flood_start + static_cast<std::int64_t>(static_cast<__int128>(i) * (2 * window) / flood));
+    out.push_back(flood_start + mul_div(i, 2 * window, flood));
   }
   return out;
 }

@@ -124,7 +124,8 @@ int run(const Options& o) {
   std::vector<std::pair<std::string, Measured>> rows;
   try {  // Every check admitted: the admitting path, as in memory (Redis ticks are microseconds).
     rows.emplace_back("fixed window", measure(ratelimit::FixedWindow{1'000'000'000, 1s}, c, prefix, checks, admin));
-    rows.emplace_back("sliding window log", measure(ratelimit::SlidingWindowLog{1'000'000, 10us}, c, prefix, checks, admin));
+    rows.emplace_back("sliding window log",
+                      measure(ratelimit::SlidingWindowLog{1'000'000, 10us}, c, prefix, checks, admin));
     rows.emplace_back("sliding window counter",
                       measure(ratelimit::SlidingWindowCounter{1'000'000'000, 1s}, c, prefix, checks, admin));
     rows.emplace_back("token bucket",

@@ -78,15 +78,17 @@ std::vector<std::size_t> most_denied(const std::vector<replay::PolicyRun>& runs,
 }
 
 std::string policy_table(const std::vector<replay::PolicyRun>& runs, const replay::Traffic& t) {
-  std::string out = "| policy | admitted | denied | denied % | clients denied | most denied one client | "
-                    "most admitted to one client in one window |\n|---|---:|---:|---:|---:|---:|---:|\n";
+  std::string out =
+      "| policy | admitted | denied | denied % | clients denied | most denied one client | "
+      "most admitted to one client in one window |\n|---|---:|---:|---:|---:|---:|---:|\n";
   for (std::size_t p = 0; p < runs.size(); ++p) {
     const replay::PolicyRun& r = runs[p];
     const auto worst = std::max_element(r.denied_by_client.begin(), r.denied_by_client.end());
     const bool any = worst != r.denied_by_client.end() && *worst > 0;
     out += "| " + kNames[p] + " | " + std::to_string(r.admitted) + " | " + std::to_string(r.denied) + " | " +
            percent(fraction(r.denied, r.admitted + r.denied)) + " | " + std::to_string(r.limited_clients()) + " | " +
-           (any ? std::to_string(*worst) + " (" + t.clients[static_cast<std::size_t>(worst - r.denied_by_client.begin())] + ")"
+           (any ? std::to_string(*worst) + " (" +
+                      t.clients[static_cast<std::size_t>(worst - r.denied_by_client.begin())] + ")"
                 : std::string("0")) +
            " | " + std::to_string(r.worst_burst()) + " |\n";
   }
@@ -101,7 +103,7 @@ std::string clients_table(const std::vector<replay::PolicyRun>& runs, const repl
   out += "\n|---|---:|---:|---:|---:|---:|---:|\n";
   for (const std::size_t c : clients) {
     out += "| " + t.clients[c] + " | " + std::to_string(sent[c]) + " |";
-    for (const replay::PolicyRun& r : runs) out += " " + std::to_string(r.denied_by_client[c]) + " |";
+    for (const replay::PolicyRun& r : runs) out.append(" ").append(std::to_string(r.denied_by_client[c])).append(" |");
     out += "\n";
   }
   return out;
@@ -121,16 +123,16 @@ std::string disagreement(const std::vector<replay::PolicyRun>& runs, const repla
     }
     if (differ) ++split, client_split[t.client[i]] = true;
   }
-  std::string out = "The five policies decided " + std::to_string(split) + " of " +
-                    std::to_string(t.time_ns.size()) + " requests (" +
-                    percent(fraction(split, static_cast<std::int64_t>(t.time_ns.size()))) + "), of " +
+  std::string out = "The five policies decided " + std::to_string(split) + " of " + std::to_string(t.time_ns.size()) +
+                    " requests (" + percent(fraction(split, static_cast<std::int64_t>(t.time_ns.size()))) + "), of " +
                     std::to_string(std::count(client_split.begin(), client_split.end(), true)) +
                     " clients, not all alike. Requests decided differently, per pair:\n\n|  |";
   for (std::size_t b = 1; b < runs.size(); ++b) out += " " + kNames[b] + " |";
   out += "\n|---|---:|---:|---:|---:|\n";
   for (std::size_t a = 0; a + 1 < runs.size(); ++a) {
     out += "| " + kNames[a] + " |";
-    for (std::size_t b = 1; b < runs.size(); ++b) out += b > a ? " " + std::to_string(pair[a][b]) + " |" : "  |";
+    for (std::size_t b = 1; b < runs.size(); ++b)
+      out.append(" ").append(b > a ? std::to_string(pair[a][b]) : "").append(" |");
     out += "\n";
   }
   return out;
@@ -180,13 +182,13 @@ void write_chart_data(const Settings& s, const std::vector<replay::PolicyRun>& r
 std::string report(const Settings& s, const std::vector<replay::PolicyRun>& runs, const replay::Traffic& t,
                    const std::vector<std::size_t>& top) {
   const std::string name = s.file.substr(s.file.find_last_of('/') + 1);
-  return "# " + name + " through the five policies\n\n" + "Parameters: limit " + std::to_string(s.limit) +
-         " per " + duration(s.period_ns) + ", burst " + std::to_string(s.burst) +
-         " (token bucket capacity, GCRA burst); clients keyed by " + s.key + ". Log: " +
-         std::to_string(t.lines) + " lines, " + std::to_string(t.malformed) + " malformed, " +
-         std::to_string(t.long_keys) + " keys too long; " + std::to_string(t.time_ns.size()) + " requests of " +
-         std::to_string(t.clients.size()) + " clients, timestamps every " + duration(t.resolution_ns) +
-         " at the finest.\n\n" + policy_table(runs, t) + "\nThe " + std::to_string(top.size()) +
+  return "# " + name + " through the five policies\n\n" + "Parameters: limit " + std::to_string(s.limit) + " per " +
+         duration(s.period_ns) + ", burst " + std::to_string(s.burst) +
+         " (token bucket capacity, GCRA burst); clients keyed by " + s.key + ". Log: " + std::to_string(t.lines) +
+         " lines, " + std::to_string(t.malformed) + " malformed, " + std::to_string(t.long_keys) + " keys too long; " +
+         std::to_string(t.time_ns.size()) + " requests of " + std::to_string(t.clients.size()) +
+         " clients, timestamps every " + duration(t.resolution_ns) + " at the finest.\n\n" + policy_table(runs, t) +
+         "\nThe " + std::to_string(top.size()) +
          " clients denied most (under any policy), and how much each policy denied them:\n\n" +
          clients_table(runs, t, top) + "\n" + disagreement(runs, t) + "\n![" + name +
          " through the five policies](traffic.png)\n";
@@ -216,9 +218,9 @@ int main(int argc, char** argv) {
     const Settings s = parse(argc, argv);
     std::ifstream log(s.file);
     if (!log) throw std::runtime_error("cannot open " + s.file);
-    const std::map<std::string, replay::KeyField> fields{
-        {"client", replay::KeyField::client}, {"user_agent", replay::KeyField::user_agent},
-        {"path", replay::KeyField::target}};
+    const std::map<std::string, replay::KeyField> fields{{"client", replay::KeyField::client},
+                                                         {"user_agent", replay::KeyField::user_agent},
+                                                         {"path", replay::KeyField::target}};
     const replay::Traffic t = replay::read_traffic(log, fields.at(s.key));
     const std::vector<replay::PolicyRun> runs = run_all(s, t);
     std::vector<std::size_t> top = most_denied(runs, t);
