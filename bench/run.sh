@@ -117,7 +117,7 @@ publish() {
   echo "bench: copied into bench/results/: $*"
 }
 
-# shellcheck source=compare/run_compare.sh
+# shellcheck source=bench/compare/run_compare.sh
 source "$root/bench/compare/run_compare.sh"
 
 if [[ $mode == compare ]]; then
@@ -134,7 +134,7 @@ fi
 # memory and full: the Google Benchmark suite, built whole (Release).
 build=${build:-$root/build-bench}
 if ((install)); then
-  # shellcheck source=install_missing.sh
+  # shellcheck source=bench/install_missing.sh
   source "$root/bench/install_missing.sh"
   install_missing cmake g++ make pkg-config libbenchmark-dev libhiredis-dev redis-server redis-tools gnuplot-nox python3
 fi

@@ -13,6 +13,7 @@
 #include <ratelimit/ratelimit.hpp>
 
 #include "accuracy.hpp"
+#include "endpoint.hpp"
 #include "metrics.hpp"
 
 namespace {
@@ -172,6 +173,36 @@ TEST(CompareArithmetic, JainIndex) {
   EXPECT_DOUBLE_EQ(jain_index({0.5, 0.5, 0.5, 0.5}), 1.0);
   EXPECT_DOUBLE_EQ(jain_index({1.0, 0.0, 0.0, 0.0}), 0.25);
   EXPECT_DOUBLE_EQ(jain_index({1.0, 0.5}), 2.25 / 2.5);
+}
+
+TEST(CompareEndpoint, UrlsAndHostPortAndNoPasswordShown) {
+  const Endpoint e = parse_endpoint("redis://app:p%40ss:word@cache.example:6380/3");
+  EXPECT_EQ(e.host, "cache.example");
+  EXPECT_EQ(e.port, 6380);
+  EXPECT_EQ(e.user, "app");
+  EXPECT_EQ(e.password, "p@ss:word");
+  EXPECT_EQ(e.database, 3);
+  EXPECT_FALSE(e.tls);
+  EXPECT_EQ(e.shown(), "redis://app:***@cache.example:6380/3");
+  const Endpoint tls = parse_endpoint("rediss://:secret@[::1]");
+  EXPECT_TRUE(tls.tls);
+  EXPECT_EQ(tls.host, "::1");
+  EXPECT_EQ(tls.port, 6379);
+  EXPECT_EQ(tls.shown(), "rediss://:***@[::1]:6379");
+  const Endpoint plain = parse_endpoint("127.0.0.1:7000");
+  EXPECT_EQ(plain.host, "127.0.0.1");
+  EXPECT_EQ(plain.port, 7000);
+  EXPECT_EQ(plain.shown(), "redis://127.0.0.1:7000");
+  for (const char* bad :
+       {"localhost", "redis://:pw@host:99999", "redis://u:secret@:6379", "redis://h:1/x", "redis://u:%zz@h:1"}) {
+    try {
+      parse_endpoint(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const std::invalid_argument& error) {
+      EXPECT_EQ(std::string(error.what()).rfind("--redis: ", 0), 0u) << error.what();
+      EXPECT_EQ(std::string(error.what()).find("secret"), std::string::npos) << error.what();
+    }
+  }
 }
 
 }  // namespace

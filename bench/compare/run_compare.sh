@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2154  # the variables are bench/run.sh's
 # Sourced by bench/run.sh: the compare mode. Uses run.sh's variables (root, build, out, jobs, no_redis,
 # redis_target, traffic, compare_args, traffic_args) and functions (die, redacted, publish).
 
