@@ -17,10 +17,14 @@ build_only() {
   cmake --build "$build" -j"$jobs" --target "${defined[@]}"
 }
 
-# "AMD EPYC 9B14, 2 CPUs" from lscpu; the date in UTC; the commit, marked when the tree has changes.
+# "AMD EPYC 9B14, 2 CPUs, KVM, load average 1.2" from lscpu and /proc/loadavg (the cost columns depend
+# on what else runs); the date in UTC; the commit, marked when the tree has changes.
 describe_run() {
+  local hypervisor
   machine=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
-  machine="${machine:-unknown CPU}, $(nproc) CPUs"
+  hypervisor=$(lscpu 2>/dev/null | sed -n 's/^Hypervisor vendor: *//p' | head -1)
+  machine="${machine:-unknown CPU}, $(nproc) CPUs${hypervisor:+, $hypervisor}"
+  [[ -r /proc/loadavg ]] && machine+=", load average $(cut -d' ' -f1 /proc/loadavg) at the start"
   run_date=$(date -u '+%Y-%m-%d %H:%M UTC')
   commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
   if [[ $commit != unknown && -n $(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null) ]]; then
