@@ -158,7 +158,7 @@ void write_markdown(const std::string& path, const std::vector<Row>& rows, const
       << "Machine: " << run.machine << "; date: " << run.date << "; commit: " << run.commit << ".\n\n"
       << "Parameters: " << parameters_line(p) << ". Cost columns: parameters that admit every check "
       << "(`bench/memory_cases.hpp`), wall time, median of three runs; bytes per key: heap bytes at " << run.keys
-      << " keys.";
+      << " keys; on a busy machine (load average above) the cost columns are for orientation only.";
   if (!run.redis_note.empty()) out << " Redis: " << run.redis_note << ".";
   out << "\n\n"
       << table(rows, p) << "\n"
