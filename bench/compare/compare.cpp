@@ -82,11 +82,13 @@ std::string retry_summary(const RetryCheck& r) {
 std::vector<std::string> cells(const Row& r, const Parameters& p) {
   const Accuracy& a = r.accuracy;
   const auto redis = [&](double v, int precision) { return r.redis ? number(v, precision) : std::string("-"); };
+  const bool cost = r.cost.hot_key_ns > 0;  // not measured with --keys 0
+  const auto measured = [&](double v) { return cost ? number(v) : std::string("-"); };
   return {r.name,
-          number(r.cost.hot_key_ns),
-          number(r.cost.many_keys_ns),
-          number(r.cost.two_threads_ns),
-          number(r.cost.bytes_per_key),
+          measured(r.cost.hot_key_ns),
+          measured(r.cost.many_keys_ns),
+          measured(r.cost.two_threads_ns),
+          measured(r.cost.bytes_per_key),
           redis(r.redis ? r.redis->ns / 1e3 : 0, 3),
           redis(r.redis ? r.redis->cpu_us : 0, 3),
           redis(r.redis ? r.redis->round_trips : 0, 3),
@@ -251,7 +253,7 @@ Run parse(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
+  return guarded_main("bench_compare", [&] {
     const Run run = parse(argc, argv);
     const std::string& out = run.out;
     const std::vector<Row> rows = measure(run);
@@ -260,11 +262,5 @@ int main(int argc, char** argv) {
     write_chart_data(out + "/compare.dat", rows, run.parameters);
     std::cout << table(rows, run.parameters);
     return 0;
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "bench_compare: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_compare: %s\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -80,5 +81,20 @@ class Options {
   std::map<std::string, std::string> values_;
   std::vector<std::string> positional_;
 };
+
+/// Runs a program's `body`; what it throws is printed as "<program>: <message>" and exits 2 for bad input
+/// (`std::invalid_argument`), 1 for any other failure.
+template <class Body>
+int guarded_main(const char* program, Body body) {
+  try {
+    return body();
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 1;
+  }
+}
 
 }  // namespace bench::compare

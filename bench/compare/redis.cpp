@@ -147,13 +147,5 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(Options(argc, argv, {"--out", "--checks"}));
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "bench_compare_redis: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_compare_redis: %s\n", e.what());
-    return 1;
-  }
+  return guarded_main("bench_compare_redis", [&] { return run(Options(argc, argv, {"--out", "--checks"})); });
 }

@@ -214,7 +214,7 @@ Settings parse(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
+  return guarded_main("bench_compare_traffic", [&] {
     const Settings s = parse(argc, argv);
     std::ifstream log(s.file);
     if (!log) throw std::runtime_error("cannot open " + s.file);
@@ -231,11 +231,5 @@ int main(int argc, char** argv) {
     write_chart_data(s, runs, t, top);
     std::cout << text;
     return 0;
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "bench_compare_traffic: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_compare_traffic: %s\n", e.what());
-    return 1;
-  }
+  });
 }
