@@ -127,7 +127,6 @@ run_compare() {
 
 # The log to replay: LOG itself, or the one file a .tar.xz/.tar.gz/.gz holds, unpacked into $out.
 unpacked_log() {
-  [[ -r $traffic ]] || die "--traffic: cannot read '$traffic'"
   case $traffic in
     *.tar.xz | *.tar.gz | *.tgz)
       mkdir -p "$out/log"
@@ -141,6 +140,7 @@ unpacked_log() {
 }
 
 run_traffic() {
+  [[ -r $traffic ]] || die "--traffic: cannot read '$traffic'"
   build_only bench_compare_traffic
   describe_run
   local log
