@@ -171,7 +171,8 @@ void write_markdown(const std::string& path, const std::vector<Row>& rows, const
          "passes again (exact, by probing), and the Retry-After its first denial carried.\n"
       << "- **100 clients, one key**: Poisson clients at 1.5x the key's limit together, 50 windows: the "
          "smallest and largest share of its requests a client got admitted, and Jain's index (1 = all equal).\n"
-      << "- **Retry-After vs exact wait**: a Poisson client at 2x the limit, 20 windows: at every denial, "
+      << "- **Retry-After vs exact wait**: a Poisson client at 2x the limit, 20 windows: at every denial (the first "
+         "2,000), "
          "Retry-After against the shortest wait that passes.\n\n";
   if (!run.rules_file.empty()) {
     out << "Which policy when (README, \"Which policy when\"):\n\n" << quoted(read_file(run.rules_file)) << "\n";
