@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 
 #include "ratelimit/asio/call_tracker.hpp"
@@ -83,6 +84,16 @@ class Call final : public CallRegistry::Entry {
   std::shared_ptr<CallRegistry> registry_;
 };
 
+/// What a cancelled call completes with beside its error: a denial that no quota decided.
+template <class Result>
+Result aborted_result() {
+  if constexpr (std::is_same_v<Result, CheckResult>) {
+    return CheckResult{Decision{}, Outcome::failure_policy};
+  } else {
+    return Result{};
+  }
+}
+
 /// The handler's cancellation slot's handler: `terminal` and `partial` cancellation complete the call at
 /// once with `operation_aborted` (and a denial); `total` alone (no side effects) is not honoured, since
 /// a call may already have run on the server.
@@ -93,7 +104,8 @@ struct Canceller {
     constexpr auto honoured = ::asio::cancellation_type::terminal | ::asio::cancellation_type::partial;
     if ((type & honoured) == ::asio::cancellation_type::none) return;
     if (const auto c = call.lock()) {
-      c->complete(std::make_exception_ptr(std::system_error(::asio::error::operation_aborted)), Result{});
+      c->complete(std::make_exception_ptr(std::system_error(::asio::error::operation_aborted)),
+                  aborted_result<Result>());
     }
   }
 };
@@ -142,7 +154,8 @@ auto async_allow(Limiter& limiter, std::string_view key, std::int64_t cost, Toke
       token, std::string(key), cost);
 }
 
-/// As `async_allow`, completing with `void(std::exception_ptr, CheckResult)` (says who decided).
+/// As `async_allow`, completing with `void(std::exception_ptr, CheckResult)` (says who decided; a
+/// cancelled call's is `Outcome::failure_policy`: no quota decided it).
 template <class Limiter, class Token>
 auto async_check(Limiter& limiter, std::string_view key, std::int64_t cost, Token&& token) {
   return ::asio::async_initiate<Token, void(std::exception_ptr, CheckResult)>(

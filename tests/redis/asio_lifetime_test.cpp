@@ -10,6 +10,7 @@
 #include <asio/detached.hpp>
 #include <asio/error.hpp>
 #include <asio/io_context.hpp>
+#include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/use_future.hpp>
@@ -125,6 +126,29 @@ TEST_F(AsioEdges, TerminalCancellationCompletesAtOnceWithOperationAborted) {
   io.restart();
   io.run();
   EXPECT_EQ(ran, 1);
+}
+
+// `partial` is honoured too; async_check's result then says no quota decided it.
+TEST_F(AsioEdges, PartialCancellationOfACheckSaysNoQuotaDecided) {
+  stall();
+  asio::io_context io;
+  asio::cancellation_signal cancel;
+  int ran = 0;
+  std::optional<std::error_code> code;
+  ratelimit::CheckResult got{};
+  ratelimit::asio::async_check(
+      *limiter_, "k", 1,
+      asio::bind_cancellation_slot(cancel.slot(),
+                                   asio::bind_executor(io, [&](std::exception_ptr e, ratelimit::CheckResult r) {
+                                     ++ran;
+                                     code = system_error_of(e);
+                                     got = r;
+                                   })));
+  asio::post(io, [&] { cancel.emit(asio::cancellation_type::partial); });
+  io.run();
+  EXPECT_EQ(ran, 1);
+  EXPECT_EQ(code, std::make_optional<std::error_code>(asio::error::operation_aborted));
+  EXPECT_EQ(got, (ratelimit::CheckResult{Decision{}, ratelimit::Outcome::failure_policy}));
 }
 
 // `total` alone asks for no side effects, which a call already sent to Redis cannot promise: it is not
