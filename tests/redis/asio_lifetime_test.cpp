@@ -41,7 +41,7 @@ using Steady = std::chrono::steady_clock;
 
 const ratelimit::Gcra kEdgePolicy{.limit = 10, .period = 1s, .burst = 3};
 
-/// The operation_aborted code an exception_ptr holds, or nothing.
+/// The code of the std::system_error an exception_ptr holds, or nothing.
 std::optional<std::error_code> system_error_of(std::exception_ptr e) {
   try {
     if (e) std::rethrow_exception(e);
