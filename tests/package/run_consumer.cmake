@@ -6,6 +6,7 @@
 #   EXPECTED_VERSION, GENERATOR, MAKE_PROGRAM,
 #   CXX_COMPILER, CXX_FLAGS, CONFIG (the build's configuration; the consumer uses the same)
 #   WITH_HTTP            ON when the build has ratelimit::http: the consumer's http program is built and run
+#   WITH_TLS, WITH_ASIO  ON when the build has TLS (OpenSSL) and ratelimit::asio
 cmake_minimum_required(VERSION 3.20)
 
 function(step what)
@@ -73,6 +74,26 @@ if(MODE STREQUAL "find_package")
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "missing components: [^\n]*nosuch \\(no such component")
     message(FATAL_ERROR "package test: a missing component is not named (${rc}):\n${out}${err}")
+  endif()
+  # A component whose dependency is missing is reported missing, never found and then unusable: with OpenSSL
+  # hidden, a TLS build's redis and asio components are both missing (not a generation error on OpenSSL::SSL).
+  if(WITH_TLS AND WITH_ASIO)
+    foreach(component IN ITEMS redis asio)
+      set(no_ssl_dir "${WORK_DIR}/no_openssl_${component}")
+      file(WRITE "${no_ssl_dir}/CMakeLists.txt" "cmake_minimum_required(VERSION 3.20)\nproject(no_ssl CXX)\n"
+           "find_package(ratelimit REQUIRED COMPONENTS ${component})\n"
+           "file(WRITE \"\${CMAKE_BINARY_DIR}/main.cpp\" \"int main() { return 0; }\\n\")\n"
+           "add_executable(no_ssl \"\${CMAKE_BINARY_DIR}/main.cpp\")\n"
+           "target_link_libraries(no_ssl PRIVATE ratelimit::${component})\n")
+      execute_process(COMMAND "${CMAKE_COMMAND}" -S "${no_ssl_dir}" -B "${no_ssl_dir}/build" -G "${GENERATOR}"
+                              "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_PREFIX_PATH=${prefix}"
+                              -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_DISABLE_FIND_PACKAGE_OpenSSL=ON
+                      RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+      if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "missing components: ${component} \\(not installed, or its dependency")
+        message(FATAL_ERROR "package test: without OpenSSL, COMPONENTS ${component} is not reported missing "
+                            "(${rc}):\n${out}${err}")
+      endif()
+    endforeach()
   endif()
   list(APPEND configure_args "-DCMAKE_PREFIX_PATH=${prefix}" "-DRATELIMIT_PREFIX=${prefix}")
   # The consumer must find the installed copy, not a build tree from CMake's user package registry.

@@ -14,9 +14,11 @@
 #include <utility>
 
 #include "ratelimit/clock.hpp"
+#include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/options.hpp"
 
 namespace ratelimit::redis {
+inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 /// Where a breaker stands (README "Circuit breaker").
 enum class BreakerState {
@@ -207,4 +209,5 @@ class CircuitBreaker {
   std::atomic<std::uint64_t> refused_{0};
 };
 
+}  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/connection.hpp"
 #include "ratelimit/redis/detail/cluster_slot.hpp"
 #include "ratelimit/redis/error.hpp"
@@ -31,6 +32,7 @@
 #include "ratelimit/redis/route.hpp"
 
 namespace ratelimit::redis {
+inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 /// The routing layer of the Redis backend on Redis Cluster: not a general cluster client, only what the
 /// limiter needs (single-key commands, always on masters).
@@ -524,4 +526,5 @@ class ClusterRouter final : public Route {
   RouteWorker worker_{*this, options_.max_in_flight};  // last: stopped before the rest goes
 };
 
+}  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

@@ -28,6 +28,7 @@
 #include "ratelimit/concurrency/permit.hpp"
 #include "ratelimit/detail/arithmetic.hpp"
 #include "ratelimit/error.hpp"
+#include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/cluster_router.hpp"
 #include "ratelimit/redis/routes.hpp"
 #include "ratelimit/redis/detail/cluster_slot.hpp"
@@ -40,6 +41,7 @@
 #include "ratelimit/redis/script_executor.hpp"
 
 namespace ratelimit::redis {
+inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 /// Options of `RedisConcurrencyLimiter`; a plain aggregate. Key prefix, `max_key_bytes` and `on_error`
 /// come from the pool's (or router's) limiter defaults (`LimiterOptions`), or from the `RedisOptions` given.
@@ -447,4 +449,5 @@ class RedisConcurrencyLimiter final : public PermitSource {
   std::thread renewer_;
 };
 
+}  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

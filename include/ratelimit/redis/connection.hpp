@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/error.hpp"
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/reply.hpp"
@@ -33,6 +34,7 @@
 #endif
 
 namespace ratelimit::redis {
+inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 /// True when this build has TLS (`RATELIMIT_TLS`: the CMake target found OpenSSL).
 inline constexpr bool kTlsAvailable =
@@ -538,4 +540,5 @@ class Connection {
   std::vector<std::size_t> lens_;
 };
 
+}  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

@@ -21,8 +21,11 @@
 
 #include "ratelimit/decision.hpp"
 #include "ratelimit/detail/siphash.hpp"
+#include "ratelimit/redis/abi.hpp"
 
-namespace ratelimit::redis::detail {
+namespace ratelimit::redis {
+inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
+namespace detail {
 
 /// One key's cached denial: deny cost >= `cost` while the monotonic time is before `until` (ns;
 /// `INT64_MAX`: a cost that can never fit). Not thread-safe: its owner's lock guards it.
@@ -165,4 +168,6 @@ class DenialCache {
   std::atomic<std::size_t> size_{0};
 };
 
-}  // namespace ratelimit::redis::detail
+}  // namespace detail
+}  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
+}  // namespace ratelimit::redis

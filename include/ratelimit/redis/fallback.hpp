@@ -23,11 +23,13 @@
 #include "ratelimit/memory/overridable_limiter.hpp"
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/policy/share.hpp"
+#include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/circuit_breaker.hpp"
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/stats.hpp"
 
 namespace ratelimit::redis {
+inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 namespace detail {
 
@@ -194,4 +196,5 @@ class Fallback {
 };
 
 }  // namespace detail
+}  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

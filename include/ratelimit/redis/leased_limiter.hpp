@@ -32,6 +32,7 @@
 #include "ratelimit/error.hpp"
 #include "ratelimit/policy/lease.hpp"
 #include "ratelimit/policy/policy.hpp"
+#include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/cluster_router.hpp"
 #include "ratelimit/redis/routes.hpp"
 #include "ratelimit/redis/detail/cluster_slot.hpp"
@@ -46,6 +47,7 @@
 #include "ratelimit/redis/script_executor.hpp"
 
 namespace ratelimit::redis {
+inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 /// How `LeasedLimiter` sizes and keeps its leases. A plain aggregate; every field has a working default.
 struct LeaseOptions {
@@ -775,4 +777,5 @@ class LeasedLimiter {
       units_granted_{0}, units_returned_{0}, failures_{0}, failed_returns_{0};
 };
 
+}  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "ratelimit/error.hpp"
+#include "ratelimit/redis/abi.hpp"
 
 namespace ratelimit::redis {
+inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 /// One Redis Cluster node, as a seed for discovering the cluster.
 struct ClusterNode {
@@ -232,4 +234,5 @@ struct RedisOptions : ConnectionOptions, LimiterOptions {
   }
 };
 
+}  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

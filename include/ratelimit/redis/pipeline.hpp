@@ -35,12 +35,14 @@
 #include <utility>
 #include <vector>
 
+#include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/circuit_breaker.hpp"
 #include "ratelimit/redis/connection.hpp"
 #include "ratelimit/redis/error.hpp"
 #include "ratelimit/redis/reply.hpp"
 
 namespace ratelimit::redis {
+inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 class PipelineOp;
 
@@ -778,4 +780,5 @@ class Pipeline final : public AsyncSink {
   std::atomic<std::uint64_t> writes_{0};
 };
 
+}  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

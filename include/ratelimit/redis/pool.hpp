@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/circuit_breaker.hpp"
 #include "ratelimit/redis/connection.hpp"
 #include "ratelimit/redis/error.hpp"
@@ -24,6 +25,7 @@
 #include "ratelimit/redis/pipeline.hpp"
 
 namespace ratelimit::redis {
+inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 /// Thrown by `ConnectionPool::acquire` when no connection came free in time: a timeout that says nothing
 /// about the server (the circuit breaker does not count it).
@@ -274,4 +276,5 @@ class ConnectionPool {
   std::vector<std::unique_ptr<Pipeline>> pipelines_;
 };
 
+}  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

@@ -30,6 +30,7 @@
 #include "ratelimit/detail/key_length.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/policy/policy.hpp"
+#include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/cluster_router.hpp"
 #include "ratelimit/redis/routes.hpp"
 #include "ratelimit/redis/connection.hpp"
@@ -49,6 +50,7 @@
 #include "ratelimit/redis/stats.hpp"
 
 namespace ratelimit::redis {
+inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 /// One check of a batch for `RedisLimiter::allow_many`: `ratelimit::BatchRequest`, which every backend's batch takes.
 using Request = ratelimit::BatchRequest;
@@ -877,4 +879,5 @@ class RedisLimiter final : public detail::LayeredMember {
   std::string identity_;        // <kind>:<params> or <kind>@<name>
 };
 
+}  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

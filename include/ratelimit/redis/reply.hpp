@@ -9,7 +9,10 @@
 #include <memory>
 #include <string_view>
 
+#include "ratelimit/redis/abi.hpp"
+
 namespace ratelimit::redis {
+inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 /// Frees a hiredis reply (and its elements) with `freeReplyObject`.
 struct ReplyDeleter {
@@ -32,4 +35,5 @@ using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
   return has_text && reply.str != nullptr ? std::string_view(reply.str, reply.len) : std::string_view{};
 }
 
+}  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

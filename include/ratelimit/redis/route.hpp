@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/circuit_breaker.hpp"
 #include "ratelimit/redis/error.hpp"
 #include "ratelimit/redis/options.hpp"
@@ -31,6 +32,7 @@
 #include "ratelimit/redis/stats.hpp"
 
 namespace ratelimit::redis {
+inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 class ClusterRouter;
 
@@ -315,4 +317,5 @@ class RouteWorker final : public AsyncSink {
   std::atomic<std::uint64_t> refused_{0};
 };
 
+}  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

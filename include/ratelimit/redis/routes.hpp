@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/cluster_router.hpp"
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/pool.hpp"
@@ -13,6 +14,7 @@
 #include "ratelimit/redis/sentinel_route.hpp"
 
 namespace ratelimit::redis {
+inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 /// A `ClusterRouter` when `options.cluster_nodes` is set, a `SentinelRoute` when
 /// `options.sentinel.master_name` is, else a `ServerRoute` over a new `ConnectionPool`. Connects nothing.
@@ -25,4 +27,5 @@ namespace ratelimit::redis {
   return std::make_shared<ServerRoute>(std::make_shared<ConnectionPool>(options, limiter_defaults));
 }
 
+}  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

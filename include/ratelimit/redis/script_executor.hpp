@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/detail/lua_scripts.hpp"
 #include "ratelimit/redis/error.hpp"
 #include "ratelimit/redis/pipeline.hpp"
@@ -23,6 +24,7 @@
 #include "ratelimit/redis/route.hpp"
 
 namespace ratelimit::redis {
+inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 namespace detail {
 
@@ -325,4 +327,5 @@ class AsyncScriptCall : public PipelineOp {
   bool reloaded_ = false;
 };
 
+}  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/connection.hpp"
 #include "ratelimit/redis/error.hpp"
 #include "ratelimit/redis/options.hpp"
@@ -24,6 +25,7 @@
 #include "ratelimit/redis/route.hpp"
 
 namespace ratelimit::redis {
+inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 /// The master that Redis Sentinel names for `ConnectionOptions::sentinel.master_name` (README "Redis
 /// Sentinel"): calls go to a `ConnectionPool` of that server, as on a `ServerRoute`.
@@ -355,4 +357,5 @@ class SentinelRoute final : public Route {
   RouteWorker worker_;  // last: destroyed first, its batch finishes while the pools live
 };
 
+}  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

@@ -8,7 +8,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ratelimit/redis/abi.hpp"
+
 namespace ratelimit::redis {
+inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 /// A route's connection and routing counters (summed over a cluster's nodes; cluster ones are zero on a
 /// single server). Each read atomically; the set is not one instant.
@@ -89,4 +92,5 @@ struct RedisStats : RouteCounters, FallbackCounters {
   std::uint64_t cached_denials = 0;
 };
 
+}  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

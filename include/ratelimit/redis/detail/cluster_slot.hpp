@@ -8,7 +8,11 @@
 #include <cstdint>
 #include <string_view>
 
-namespace ratelimit::redis::detail {
+#include "ratelimit/redis/abi.hpp"
+
+namespace ratelimit::redis {
+inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
+namespace detail {
 
 /// Number of hash slots of a Redis Cluster.
 inline constexpr std::uint16_t kClusterSlots = 16384;
@@ -49,4 +53,6 @@ inline constexpr std::uint16_t kClusterSlots = 16384;
   return static_cast<std::uint16_t>(crc16_xmodem(hashed) % kClusterSlots);
 }
 
-}  // namespace ratelimit::redis::detail
+}  // namespace detail
+}  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
+}  // namespace ratelimit::redis

@@ -14,10 +14,13 @@
 
 #include "ratelimit/detail/arithmetic.hpp"
 #include "ratelimit/policy/policy.hpp"
+#include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/error.hpp"
 #include "ratelimit/redis/reply.hpp"
 
-namespace ratelimit::redis::detail {
+namespace ratelimit::redis {
+inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
+namespace detail {
 
 /// Bytes of a decision reply: `struct.pack("<ddddd", ...)`.
 inline constexpr std::size_t kDecisionReplyBytes = 40;
@@ -65,4 +68,6 @@ inline constexpr std::size_t kDecisionReplyBytes = 40;
                       .reset_after = v[4]};
 }
 
-}  // namespace ratelimit::redis::detail
+}  // namespace detail
+}  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
+}  // namespace ratelimit::redis

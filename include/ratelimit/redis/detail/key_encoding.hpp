@@ -8,7 +8,11 @@
 #include <string_view>
 #include <vector>
 
-namespace ratelimit::redis::detail {
+#include "ratelimit/redis/abi.hpp"
+
+namespace ratelimit::redis {
+inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
+namespace detail {
 
 /// Encodes a user key for the hash tag: `%` becomes `%25` and `}` becomes `%7D`, every other byte is
 /// kept; the empty key becomes a lone `%` (never produced otherwise, since every other `%` is followed by
@@ -92,4 +96,6 @@ namespace ratelimit::redis::detail {
   return out;
 }
 
-}  // namespace ratelimit::redis::detail
+}  // namespace detail
+}  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
+}  // namespace ratelimit::redis

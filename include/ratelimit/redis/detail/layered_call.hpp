@@ -17,6 +17,7 @@
 
 #include "ratelimit/decision.hpp"
 #include "ratelimit/joint_backend.hpp"
+#include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/cluster_router.hpp"
 #include "ratelimit/redis/detail/cluster_slot.hpp"
 #include "ratelimit/redis/detail/script_binding.hpp"
@@ -27,7 +28,9 @@
 #include "ratelimit/redis/route.hpp"
 #include "ratelimit/redis/script_executor.hpp"
 
-namespace ratelimit::redis::detail {
+namespace ratelimit::redis {
+inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
+namespace detail {
 
 /// One limiter's part of a layered script call: its Redis key and its five ARGV entries.
 struct LayeredPart {
@@ -201,4 +204,6 @@ inline bool run_layered(const LayeredMember& self, std::span<const JointRequest>
   }
 }
 
-}  // namespace ratelimit::redis::detail
+}  // namespace detail
+}  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
+}  // namespace ratelimit::redis

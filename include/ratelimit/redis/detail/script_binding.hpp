@@ -18,9 +18,12 @@
 #include "ratelimit/policy/sliding_window_counter.hpp"
 #include "ratelimit/policy/sliding_window_log.hpp"
 #include "ratelimit/policy/token_bucket.hpp"
+#include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/detail/lua_scripts.hpp"
 
-namespace ratelimit::redis::detail {
+namespace ratelimit::redis {
+inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
+namespace detail {
 
 /// The Redis tick: one microsecond.
 inline constexpr std::int64_t kTickNs = 1000;
@@ -88,4 +91,6 @@ template <Policy P>
   return b;
 }
 
-}  // namespace ratelimit::redis::detail
+}  // namespace detail
+}  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
+}  // namespace ratelimit::redis
