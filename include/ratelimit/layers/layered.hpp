@@ -61,6 +61,11 @@ struct LayerOutcome {
   [[nodiscard]] bool denied() const noexcept { return denies(verdict) && !shadow; }
   /// True when this outcome is a shadow layer's would-be denial.
   [[nodiscard]] bool shadow_denied() const noexcept { return denies(verdict) && shadow; }
+  /// True when this outcome holds a consumption of its key: admitted by the backend's own decision. A
+  /// failure policy's admission (`backend_failed`) consumed nothing there, so neither a rollback nor
+  /// `refund_layers(requests, passed)` gives anything back for it: a refund that reached the recovered
+  /// backend would admit one request too many (README "Layered limits, all or nothing").
+  [[nodiscard]] bool consumed() const noexcept { return verdict == Verdict::admitted && !backend_failed; }
   /// True when the outcome appears in header fields: checked (not allow-listed, not unchecked), and not
   /// in shadow mode unless its layer has `LayerOptions::shadow_headers`.
   [[nodiscard]] bool in_headers() const noexcept {
@@ -279,6 +284,11 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests, cons
         for (auto it = consumed.rbegin(); it != consumed.rend(); ++it) {
           const LayerRequest& r = requests[*it];
           LayerOutcome& o = result.layers[*it];
+          if (!o.consumed()) {  // a failure policy's admission: nothing to give back
+            o.decision = detail::given_back(o.decision);
+            o.verdict = Verdict::rolled_back;
+            continue;
+          }
           try {
             o.decision = detail::given_back(r.layer->backend_refund(r.key, r.cost));
             o.verdict = Verdict::rolled_back;
@@ -384,8 +394,8 @@ inline void refund_layers(std::initializer_list<LayerRequest> requests) {
 }
 
 /// As `refund_layers(requests)`, for the request `passed` answered (`passed = check_layers(requests)`), giving
-/// back only what that request consumed: the layers whose verdict is `admitted` and whose backend did not fail
-/// (a fail_open admission consumed nothing). A shadow layer's would-be denial consumed nothing either, so a
+/// back only what that request consumed: the layers whose outcome is `consumed()` (verdict `admitted`, backend
+/// not failed: a fail_open admission consumed nothing). A shadow layer's would-be denial consumed nothing either, so a
 /// shadow layer keeps exactly the state enforcement would keep (README "Shadow mode"); a denied request (every
 /// consumption rolled back) gives back nothing. Use this form whenever a layer may be in shadow mode. Throws
 /// `std::invalid_argument` naming `passed` when its outcomes are not one per request, for the same layers, or
@@ -400,7 +410,7 @@ inline void refund_layers(std::span<const LayerRequest> requests, const LayeredD
   }
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const LayerOutcome& o = passed.layers[i];
-    if (o.verdict != Verdict::admitted || o.backend_failed) continue;
+    if (!o.consumed()) continue;
     requests[i].layer->backend_refund(requests[i].key, requests[i].cost);
     requests[i].layer->stats().add_refunded();
   }
