@@ -160,7 +160,8 @@ inline void carry_penalty(Decision& d, std::int64_t left_ns) {
 /// outcomes and `denied`, and returns true; returns false (outcomes untouched) when there is no such
 /// backend or it declines, for the layer-by-layer path. A backend exception counts a backend error on
 /// every active layer and propagates (nothing to give back: the step is all or nothing).
-inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<LayerOutcome>& outcomes, bool& denied) {
+inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<LayerOutcome>& outcomes,
+                          std::span<const char> skipped, bool& denied) {
   StackArena arena;
   std::pmr::vector<JointRequest> joint(&arena.resource);
   std::pmr::vector<std::size_t> index(&arena.resource);
@@ -168,7 +169,7 @@ inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<La
   index.reserve(requests.size());
   const void* domain = nullptr;
   for (std::size_t i = 0; i < requests.size(); ++i) {
-    if (outcomes[i].verdict != Verdict::unchecked) continue;
+    if (outcomes[i].verdict != Verdict::unchecked || skipped[i]) continue;
     JointBackend* backend = requests[i].layer->joint();
     if (backend == nullptr || backend->joint_domain() == nullptr) return false;
     if (joint.empty()) domain = backend->joint_domain();
@@ -199,6 +200,21 @@ inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<La
   }
   denied = !all;
   return true;
+}
+
+/// Marks (in `skipped`) each active shadow layer that shares its state (`Layer::state_holder()` and key)
+/// with an active enforcing layer of the check: its consumption would be the enforcing layer's too, and
+/// change what the client sees, so it is not checked (README "Shadow mode").
+inline void skip_shadows_sharing_state(std::span<const LayerRequest> requests,
+                                       const std::vector<LayerOutcome>& outcomes, std::span<char> skipped) {
+  auto active = [&](std::size_t i) { return outcomes[i].verdict == Verdict::unchecked; };
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (!active(i) || !outcomes[i].shadow) continue;
+    for (std::size_t j = 0; j < requests.size() && !skipped[i]; ++j) {
+      skipped[i] = active(j) && !outcomes[j].shadow && requests[j].key == requests[i].key &&
+                   requests[j].layer->state_holder() == requests[i].layer->state_holder();
+    }
+  }
 }
 
 }  // namespace detail
@@ -232,7 +248,8 @@ inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<La
 /// as it would enforcing (lists, penalty, the same joint or layer-by-layer check), consumes when the
 /// request passes and it admits, and when it would deny it records a would-be denial (`shadow_denied`)
 /// and causes no rollback and no denial. A shadow layer admitted in a request an enforcing layer denied
-/// is rolled back like any other.
+/// is rolled back like any other. A shadow layer on the same state (limiter and key) as an enforcing
+/// layer of the check is not checked (`unchecked`): its consumption would count against the enforcing one.
 ///
 /// The same (layer, key) twice in one request consumes both costs; each outcome is that check's own
 /// (the second sees the first's consumption), and a rolled-back one reports the state after the give-back. Thread-safe.
@@ -271,11 +288,13 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests, cons
     }
   }
 
-  auto active = [&](std::size_t i) { return result.layers[i].verdict == Verdict::unchecked; };
   detail::StackArena arena;  // the check's working arrays (consumptions, reported decisions)
+  std::pmr::vector<char> skipped(requests.size(), 0, &arena.resource);
+  detail::skip_shadows_sharing_state(requests, result.layers, skipped);
+  auto active = [&](std::size_t i) { return result.layers[i].verdict == Verdict::unchecked && !skipped[i]; };
   bool denied = denied_early;
   if (!denied_early) {
-    if (!detail::check_jointly(requests, result.layers, denied)) {
+    if (!detail::check_jointly(requests, result.layers, skipped, denied)) {
       std::pmr::vector<std::size_t> consumed(&arena.resource);
       consumed.reserve(requests.size());
       // Every admitted layer is given back even when one refund throws; the first refund error is kept.
