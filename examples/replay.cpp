@@ -92,11 +92,12 @@ void print_traffic(const replay::Traffic& t, const Settings& s, std::chrono::nan
   std::printf("requests %zu, clients %zu, keyed by %s\n", t.time_ns.size(), t.clients.size(), s.key.c_str());
   if (t.time_ns.size() > 1) {
     const replay::Coverage c = replay::coverage(t, period.count());
-    const std::int64_t spanned = (t.time_ns.back() - t.time_ns.front()) / period.count() + 1;
-    std::printf("traffic in %lld of the %lld windows of %s s from the first request to the last; %lld window "
+    const std::uint64_t spanned =
+        replay::gap(t.time_ns.back(), t.time_ns.front()) / static_cast<std::uint64_t>(period.count()) + 1;
+    std::printf("traffic in %lld of the %llu windows of %s s from the first request to the last; %lld window "
                 "edges have traffic on both sides",
-                static_cast<long long>(c.active), static_cast<long long>(spanned), seconds(period.count()).c_str(),
-                static_cast<long long>(c.adjacent));
+                static_cast<long long>(c.active), static_cast<unsigned long long>(spanned),
+                seconds(period.count()).c_str(), static_cast<long long>(c.adjacent));
     if (c.adjacent * 10 < c.active) {
       std::printf(" (a sampled log?): bursts rarely span an edge, so the window policies can hardly differ");
     }
@@ -147,19 +148,20 @@ void write_chart(const std::string& chart, const Settings& s, std::chrono::nanos
                  const replay::Traffic& t, const std::vector<replay::PolicyRun>& runs) {
   if (t.time_ns.empty()) return;
   constexpr std::int64_t kSecond = 1'000'000'000;
-  const std::int64_t span = t.time_ns.back() - t.time_ns.front();
+  const std::uint64_t span = replay::gap(t.time_ns.back(), t.time_ns.front());  // up to 2^64 - 1
   // About 100-200 bins of a round size, each at least one window.
   std::int64_t bin = 0;
-  for (const std::int64_t b : {1, 10, 60, 300, 900, 3600, 6 * 3600, 86400, 7 * 86400}) {
+  for (const std::int64_t b : {1, 10, 60, 300, 900, 3600, 6 * 3600, 86400, 7 * 86400, 365 * 86400}) {
     bin = b * kSecond;
-    if (span / bin <= 200) break;
+    if (span / static_cast<std::uint64_t>(bin) <= 200) break;
   }
   bin = std::max(bin, period.count());
-  const std::size_t bins = static_cast<std::size_t>(span / bin) + 1;
+  const std::size_t bins = static_cast<std::size_t>(span / static_cast<std::uint64_t>(bin)) + 1;
   std::vector<std::int64_t> offered(bins, 0);
   std::vector<std::vector<std::int64_t>> denied(runs.size(), std::vector<std::int64_t>(bins, 0));
   for (std::size_t i = 0; i < t.time_ns.size(); ++i) {
-    const auto b = static_cast<std::size_t>((t.time_ns[i] - t.time_ns.front()) / bin);
+    const auto b =
+        static_cast<std::size_t>(replay::gap(t.time_ns[i], t.time_ns.front()) / static_cast<std::uint64_t>(bin));
     ++offered[b];
     for (std::size_t p = 0; p < runs.size(); ++p) denied[p][b] += runs[p].allowed[i] ? 0 : 1;
   }
@@ -190,7 +192,13 @@ void write_chart(const std::string& chart, const Settings& s, std::chrono::nanos
       if (w.peak() > before) peak_at = t.time_ns[i];
     }
   }
-  const std::int64_t from = peak_at - 4 * period.count(), to = peak_at + 3 * period.count();
+  // Clamped to the times int64 holds (a window may be ~292 years, a time near 1677 or 2262).
+  using ratelimit::detail::i128;
+  auto clamped = [](i128 v) {
+    return static_cast<std::int64_t>(std::clamp<i128>(v, ratelimit::detail::kInt64Min, ratelimit::detail::kInt64Max));
+  };
+  const std::int64_t from = clamped(i128{peak_at} - 4 * i128{period.count()});
+  const std::int64_t to = clamped(i128{peak_at} + 3 * i128{period.count()});
   {
     std::ofstream out(client_dat);
     out << "seconds offered";
@@ -202,7 +210,7 @@ void write_chart(const std::string& chart, const Settings& s, std::chrono::nanos
       if (t.client[i] != busiest || t.time_ns[i] < from || t.time_ns[i] > to) continue;
       ++sent;
       for (std::size_t p = 0; p < runs.size(); ++p) admitted[p] += runs[p].allowed[i] ? 1 : 0;
-      out << static_cast<double>(t.time_ns[i] - from) / kSecond << ' ' << sent;
+      out << static_cast<double>(replay::gap(t.time_ns[i], from)) / kSecond << ' ' << sent;
       for (const std::int64_t a : admitted) out << ' ' << a;
       out << '\n';
     }

@@ -38,6 +38,12 @@ inline const std::string& key_of(const access_log::Entry& e, KeyField field) {
   return e.client;
 }
 
+/// `later - earlier` for `later >= earlier`, exact over the whole int64 range (a log may hold times from
+/// 1677 to 2262, further apart than int64 nanoseconds reach).
+inline std::uint64_t gap(std::int64_t later, std::int64_t earlier) noexcept {
+  return static_cast<std::uint64_t>(later) - static_cast<std::uint64_t>(earlier);
+}
+
 /// A `--period` in seconds as nanoseconds. Throws `std::invalid_argument` ("--period: ...") for a value
 /// that is not finite, not > 0, below 1 ns or beyond what int64 nanoseconds hold (~292 years).
 inline std::chrono::nanoseconds period_from_seconds(double seconds) {
@@ -63,7 +69,7 @@ struct Traffic {
   std::vector<std::int64_t> time_ns;  // per request, ascending
   std::vector<std::uint32_t> client;  // per request, index into `clients`
   /// The finest step between distinct timestamps (the log's resolution; Common Log Format: >= 1 s); 0
-  /// with fewer than two distinct timestamps.
+  /// with fewer than two distinct timestamps; INT64_MAX when the only step is longer than that.
   std::int64_t resolution_ns = 0;
   /// Most requests of one client that share one timestamp (seen by the limiter as one instant).
   std::int64_t most_at_one_instant = 0;
@@ -107,17 +113,18 @@ inline Traffic read_traffic(std::istream& log, KeyField field, std::size_t max_k
   t.client.reserve(requests.size());
   std::vector<std::int64_t> last(t.clients.size(), std::numeric_limits<std::int64_t>::min());
   std::vector<std::int64_t> run(t.clients.size(), 0);
+  std::uint64_t resolution = 0;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const auto [at, c] = requests[i];
-    if (i > 0 && at != requests[i - 1].time_ns) {
-      t.resolution_ns = std::gcd(t.resolution_ns, at - requests[i - 1].time_ns);
-    }
+    if (i > 0 && at != requests[i - 1].time_ns) resolution = std::gcd(resolution, gap(at, requests[i - 1].time_ns));
     run[c] = last[c] == at ? run[c] + 1 : 1;
     last[c] = at;
     t.most_at_one_instant = std::max(t.most_at_one_instant, run[c]);
     t.time_ns.push_back(at);
     t.client.push_back(c);
   }
+  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  t.resolution_ns = static_cast<std::int64_t>(std::min(resolution, kMax));
   return t;
 }
 
@@ -126,7 +133,8 @@ class WindowPeak {
  public:
   void add(std::int64_t t_ns, std::int64_t window_ns) {
     times_.push_back(t_ns);
-    while (times_.front() <= t_ns - window_ns) times_.pop_front();
+    // front() <= t_ns - window_ns, without the subtraction that overflows near 1677.
+    while (gap(t_ns, times_.front()) >= static_cast<std::uint64_t>(window_ns)) times_.pop_front();
     peak_ = std::max(peak_, static_cast<std::int64_t>(times_.size()));
   }
   [[nodiscard]] std::int64_t peak() const { return peak_; }
@@ -160,7 +168,7 @@ inline Coverage coverage(const Traffic& t, std::int64_t window_ns) {
     const std::int64_t w = t.time_ns[i] / window_ns - (t.time_ns[i] % window_ns < 0 ? 1 : 0);
     if (i == 0 || w != last) {
       ++c.active;
-      if (i > 0 && w == last + 1) ++c.adjacent;
+      if (i > 0 && w > last && w - 1 == last) ++c.adjacent;
     }
     last = w;
   }
@@ -188,17 +196,32 @@ struct PolicyRun {
   }
 };
 
+/// How far `run` moves the limiter's clock back from the log's times: a multiple of `window_ns` (so
+/// windows stay aligned as in the log) that brings times near either end of int64 nanoseconds (1677,
+/// 2262), where a limiter's clock stands still (README "Behaviour decisions"), close to 0. 0 when the
+/// times need no move, span more than 2^61 ns (~73 years), or `window_ns` is over 2^61 ns.
+inline std::int64_t clock_shift(const Traffic& t, std::int64_t window_ns) {
+  constexpr std::int64_t kSafe = std::int64_t{1} << 61;  // inside the clock range of every valid policy
+  if (t.time_ns.empty() || window_ns > kSafe) return 0;
+  const std::int64_t first = t.time_ns.front(), last = t.time_ns.back();
+  if ((first >= -kSafe && last <= kSafe) || gap(last, first) > static_cast<std::uint64_t>(kSafe)) return 0;
+  const auto middle = static_cast<std::int64_t>(static_cast<std::uint64_t>(first) + gap(last, first) / 2);
+  return middle / window_ns * window_ns;  // toward 0: never past the ends
+}
+
 /// Feeds every request of `t`, in time order, to `limiter` at the request's time on `clock` (which the
-/// limiter reads); `window_ns` is the span over which admitted bursts are measured (the policy's period).
+/// limiter reads), moved by `clock_shift`; `window_ns` is the span over which admitted bursts are
+/// measured (the policy's period).
 template <ratelimit::Limiter L>
 PolicyRun run(const Traffic& t, L& limiter, ratelimit::ManualClock& clock, std::int64_t window_ns) {
+  const std::int64_t shift = clock_shift(t, window_ns);
   PolicyRun r;
   r.denied_by_client.assign(t.clients.size(), 0);
   r.allowed.assign(t.time_ns.size(), false);
   std::vector<WindowPeak> peaks(t.clients.size());
   std::vector<bool> waiting(t.clients.size(), false);
   for (std::size_t i = 0; i < t.time_ns.size(); ++i) {
-    clock.set(ratelimit::ManualClock::time_point(std::chrono::nanoseconds(t.time_ns[i])));
+    clock.set(ratelimit::ManualClock::time_point(std::chrono::nanoseconds(t.time_ns[i] - shift)));
     const std::uint32_t c = t.client[i];
     const ratelimit::Decision d = limiter.allow(t.clients[c]);
     r.allowed[i] = d.allowed;

@@ -20,7 +20,7 @@
 //
 // --plans FILE reads the plans' numbers from JSON ({"free": {"per_minute": 30, "per_day": 1000,
 // "burst": 10}, ...}) at start and again on SIGHUP; a reload keeps every key's usage (set_policy, in
-// memory only). The advertised quota in the header fields stays the one of the start.
+// memory and with --redis; not with --leases), and the header fields advertise the new quotas.
 //
 // --shadow runs every layer in shadow (dry-run) mode: nothing is denied, each layer keeps the state it
 // would keep enforcing, and its would-be denials show in /metrics (outcome="shadow_denied").

@@ -74,11 +74,15 @@ local function sliding_window_counter(key, now, cost, mode, L, W)
   local r = t - start
   local decide = sliding_window_counter_decide
 
-  -- Refund (mode "2"; README "Refunds"): cur = max(0, cur - n); prev is history and stays.
-  -- The reply is the state afterwards as a cost-0 check sees it; the TTL stays (reset_after does not grow).
+  -- Refund (mode "2"; README "Refunds"): cur = max(0, cur - n), then what is left of n from prev (its
+  -- units still weigh (W - r) / W). The reply is the state afterwards as a cost-0 check sees it; the TTL
+  -- stays (the previous window's first write set it to this window's end plus 1 s).
   if mode == "2" then
-    if cur > 0 and cost > 0 then
-      cur = cur > cost and cur - cost or 0
+    if (cur > 0 or prev > 0) and cost > 0 then
+      local from_cur = cur < cost and cur or cost
+      local rest = cost - from_cur
+      cur = cur - from_cur
+      prev = prev > rest and prev - rest or 0
       if cur > 0 or prev > 0 then
         redis.call("SET", key, struct.pack("<dddd", t, cur, prev, W), "KEEPTTL")
       else
@@ -97,7 +101,9 @@ local function sliding_window_counter(key, now, cost, mode, L, W)
 
   local allowed, remaining, retry, reset = decide(cost, cur, prev, L, W, r)
   if allowed and cost > 0 and mode == "0" then
-    if same then
+    -- The TTL of the window's first write with cur > 0 covers the next window; a state written here
+    -- with cur = 0 (a refund or conversion) has a shorter one, so it is set again.
+    if same and cur > 0 then
       redis.call("SET", key, struct.pack("<dddd", t, cur + cost, prev, W), "KEEPTTL")
     else
       redis.call("SET", key, struct.pack("<dddd", t, cur + cost, prev, W), "PX", ttl_ms(reset))

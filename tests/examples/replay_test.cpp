@@ -10,6 +10,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -187,6 +188,52 @@ TEST(Replay, TimestampsAfter2262DoNotWrapAround) {
   EXPECT_EQ(report.malformed, 1);
   EXPECT_EQ(report.admitted, 1);
   EXPECT_EQ(report.denied, 0);
+}
+
+// A log line at the earliest and the latest second the parser accepts.
+std::string edge_line(const char* when, const char* client = "1.2.3.4") {
+  return std::string(client) + " - - [" + when + R"(] "GET / HTTP/1.1" 200 1 "-" "ua")" + "\n";
+}
+constexpr const char* kFirstSecond = "21/Sep/1677:00:12:44 +0000";
+constexpr const char* kLastSecond = "11/Apr/2262:23:47:16 +0000";
+
+TEST(Replay, TimesAtBothEndsOfTheParsersRangeReplay) {
+  // 2262 minus 1677 is more than int64 nanoseconds hold: the step between them overflowed, and so did
+  // t - window at 1677 (then front() of an empty deque).
+  std::istringstream in(edge_line(kFirstSecond) + edge_line(kLastSecond));
+  const replay::Traffic t = replay::read_traffic(in, replay::KeyField::client);
+  ASSERT_EQ(t.time_ns.size(), 2u);
+  EXPECT_EQ(t.malformed, 0);
+  EXPECT_EQ(t.resolution_ns, std::numeric_limits<std::int64_t>::max());  // a step beyond int64: capped
+  const std::int64_t window = std::chrono::nanoseconds(60s).count();
+  EXPECT_EQ(replay::offered_peaks(t, window), std::vector<std::int64_t>{1});
+  const replay::Coverage c = replay::coverage(t, window);
+  EXPECT_EQ(c.active, 2);
+  EXPECT_EQ(c.adjacent, 0);
+  ratelimit::ManualClock clock;
+  ratelimit::MemoryLimiter limiter(ratelimit::FixedWindow{.limit = 1, .window = 60s}, {}, clock);
+  const replay::PolicyRun r = replay::run(t, limiter, clock, window);
+  EXPECT_EQ(r.admitted, 2);
+  EXPECT_EQ(r.peak_admitted, std::vector<std::int64_t>{1});
+
+  std::istringstream steps(edge_line(kFirstSecond) + edge_line("21/Sep/1677:00:12:45 +0000") + edge_line(kLastSecond));
+  EXPECT_EQ(replay::read_traffic(steps, replay::KeyField::client).resolution_ns, 1'000'000'000);
+}
+
+TEST(Replay, TheEdgesOfTheRangeLimitAsAnywhereElse) {
+  // At either end: a second request in the same minute is denied, one in the next minute admitted (16 s
+  // after the first at 1677, 76 s at 2262: the admitted burst within 60 s is 2, then 1).
+  for (const auto& [first, same, next, peak] :
+       {std::tuple{kFirstSecond, "21/Sep/1677:00:12:50 +0000", "21/Sep/1677:00:13:00 +0000", 2},
+        std::tuple{"11/Apr/2262:23:46:00 +0000", "11/Apr/2262:23:46:59 +0000", kLastSecond, 1}}) {
+    std::istringstream in(edge_line(first) + edge_line(same) + edge_line(next));
+    const replay::Traffic t = replay::read_traffic(in, replay::KeyField::client);
+    ratelimit::ManualClock clock;
+    ratelimit::MemoryLimiter limiter(ratelimit::FixedWindow{.limit = 1, .window = 60s}, {}, clock);
+    const replay::PolicyRun r = replay::run(t, limiter, clock, std::chrono::nanoseconds(60s).count());
+    EXPECT_EQ(r.allowed, (std::vector<bool>{true, false, true})) << first;
+    EXPECT_EQ(r.peak_admitted, std::vector<std::int64_t>{peak}) << first;
+  }
 }
 
 TEST(Replay, LongKeysAreCountedApartAndTheReplayGoesOn) {

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -89,6 +91,22 @@ TEST(ConcurrencyLimiterLayers, AtMostPermitsRequestsRunAtOnce) {
   EXPECT_FALSE(running[2] || running[3]);
   running.erase(running.begin());  // one finishes
   EXPECT_TRUE(ratelimit::check_layers({{&f.rate_layer, "key"}}, {{&f.export_layer, "key"}}));
+}
+
+// Units from a request may be anything up to INT64_MAX: on a key already holding one, such a request is
+// denied (too many units) and the key's limit still holds for the ones after it.
+TEST(ConcurrencyLimiterLayers, HugeUnitsAreDeniedAndConsumeNothing) {
+  Fixture f;
+  auto held = f.exports.try_acquire("key");
+  const ratelimit::AdmittedRequest huge = ratelimit::check_layers(
+      {{&f.rate_layer, "key"}}, {{&f.export_layer, "key", std::numeric_limits<std::int64_t>::max()}});
+  EXPECT_FALSE(huge);
+  EXPECT_EQ(huge.concurrency.status, PermitStatus::too_many_units);
+  EXPECT_EQ(f.exports.in_flight("key"), 1);
+  EXPECT_EQ(f.rate.peek("key").remaining, 3);
+  const ratelimit::AdmittedRequest one = ratelimit::check_layers({{&f.rate_layer, "key"}}, {{&f.export_layer, "key"}});
+  EXPECT_TRUE(one);
+  EXPECT_FALSE(ratelimit::check_layers({{&f.rate_layer, "key"}}, {{&f.export_layer, "key"}}));
 }
 
 TEST(ConcurrencyLimiterLayers, BadInputIsRefusedBeforeAnythingIsTaken) {

@@ -9,6 +9,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 using namespace std::chrono_literals;
 using ratelimit::Decision;
@@ -27,8 +28,17 @@ class FlakyLimiter {
     if (fail_allow) throw std::runtime_error(name_ + " allow failed");
     return inner_.allow(key, cost);
   }
+  /// As `allow`; with `fail_open`, the backend "fails" and its failure policy admits, consuming nothing.
+  ratelimit::CheckResult check(std::string_view key, std::int64_t cost = 1) {
+    if (fail_open) {
+      const auto limit = inner_.policy().limit;
+      return {Decision{.allowed = true, .limit = limit, .remaining = limit - cost}, ratelimit::Outcome::failure_policy};
+    }
+    return {allow(key, cost), ratelimit::Outcome::decided};
+  }
   Decision peek(std::string_view key) { return inner_.peek(key); }
   Decision refund(std::string_view key, std::int64_t cost) {
+    ++refunds;
     if (fail_refund) throw std::runtime_error(name_ + " refund failed");
     return inner_.refund(key, cost);
   }
@@ -38,6 +48,8 @@ class FlakyLimiter {
 
   bool fail_allow = false;
   bool fail_refund = false;
+  bool fail_open = false;
+  int refunds = 0;
 
  private:
   ratelimit::MemoryLimiter<ratelimit::FixedWindow, ManualClock> inner_;
@@ -86,4 +98,37 @@ TEST(LayeredRollback, ThrowingRefundAfterADenialStillGivesTheOthersBack) {
   EXPECT_EQ(what_of([&] { (void)ratelimit::check_layers({{&l1, "k"}, {&l2, "k"}, {&l3, "k"}}); }),
             "second refund failed");
   EXPECT_EQ(first.peek("k").remaining, 5) << "the first layer was not given back";
+}
+
+// A layer its failure policy admitted consumed nothing: neither the rollback after a denial nor the one
+// after an error refunds it (a refund reaching the recovered backend would admit one request too many;
+// README "Layered limits, all or nothing"), and refund_layers(requests, passed) skips it the same way.
+TEST(LayeredRollback, AFailurePolicyAdmissionIsNeverRefunded) {
+  ManualClock clock;
+  FlakyLimiter open(ratelimit::FixedWindow{1, 1min}, clock, "open");
+  FlakyLimiter denying(ratelimit::FixedWindow{1, 1min}, clock, "denying");
+  LimiterLayer<FlakyLimiter> l1(open, "open"), l2(denying, "denying");
+  ASSERT_TRUE(open.allow("k"));  // exhausted where the failing backend keeps it
+  ASSERT_TRUE(denying.allow("k"));
+  open.fail_open = true;
+  const ratelimit::LayeredDecision d = ratelimit::check_layers({{&l1, "k"}, {&l2, "k"}});
+  EXPECT_FALSE(d);
+  EXPECT_TRUE(d.layers[0].backend_failed);
+  EXPECT_EQ(d.layers[0].verdict, ratelimit::Verdict::rolled_back);
+  EXPECT_EQ(open.refunds, 0) << "the denial's rollback refunded a fail_open layer";
+
+  denying.fail_allow = true;  // now the second layer throws after the first admitted by its failure policy
+  EXPECT_EQ(what_of([&] { (void)ratelimit::check_layers({{&l1, "k"}, {&l2, "k"}}); }), "denying allow failed");
+  EXPECT_EQ(open.refunds, 0) << "the error's rollback refunded a fail_open layer";
+
+  denying.fail_allow = false;
+  denying.reset("k");
+  const std::vector<ratelimit::LayerRequest> request{{&l1, "k"}, {&l2, "k"}};
+  const ratelimit::LayeredDecision passed = ratelimit::check_layers(request);
+  ASSERT_TRUE(passed);
+  ratelimit::refund_layers(request, passed);
+  EXPECT_EQ(open.refunds, 0);
+  EXPECT_EQ(denying.refunds, 1);
+  open.fail_open = false;
+  EXPECT_EQ(open.peek("k").remaining, 0);
 }

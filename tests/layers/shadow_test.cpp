@@ -218,3 +218,43 @@ TEST(ShadowMode, RefundOfAPassedRequestSkipsShadowDenials) {
   const ratelimit::LayerRequest other[] = {{&enforcing, "k", 1}};
   EXPECT_THROW(ratelimit::refund_layers(other, passed), std::invalid_argument);  // not this decision's request
 }
+
+// A shadow layer on the same limiter and key as an enforcing layer of the same check changes nothing
+// the client sees, in either order, on the joint path (shard locks) and layer by layer: every answer
+// and every state are those of the enforcing layer alone. It is not checked (its consumption would
+// be the enforcing layer's too).
+template <class L>
+void shadow_sharing_an_enforcing_state(ManualClock& clock, L& limiter, L& alone) {
+  LimiterLayer<L> enforcing(limiter, "enforcing");
+  LimiterLayer<L> dry(limiter, "dry", shadow_options());
+  LimiterLayer<L> reference(alone, "enforcing");
+  for (const bool shadow_first : {true, false}) {
+    SCOPED_TRACE(shadow_first ? "shadow first" : "enforcing first");
+    for (int i = 0; i < 3; ++i) {
+      const auto d = shadow_first ? ratelimit::check_layers({{&dry, "k"}, {&enforcing, "k"}})
+                                  : ratelimit::check_layers({{&enforcing, "k"}, {&dry, "k"}});
+      const auto want = ratelimit::check_layers({{&reference, "k"}});
+      EXPECT_EQ(d.decision, want.decision) << "call " << i;
+      EXPECT_EQ(d.layers[shadow_first ? 1 : 0].verdict, want.layers[0].verdict) << "call " << i;
+      EXPECT_EQ(d.layers[shadow_first ? 0 : 1].verdict, Verdict::unchecked) << "call " << i;
+      EXPECT_EQ(limiter.peek("k"), alone.peek("k")) << "call " << i;
+    }
+    clock.advance(60s);
+  }
+  EXPECT_EQ(dry.stats().snapshot().allowed + dry.stats().snapshot().shadow_denied, 0u);
+}
+
+TEST(ShadowMode, AShadowLayerSharingAnEnforcingStateChangesNothing) {
+  {
+    ManualClock clock;
+    MemoryLimiter<ratelimit::FixedWindow, ManualClock> limiter(ratelimit::FixedWindow{1, 60s}, {}, clock);
+    MemoryLimiter<ratelimit::FixedWindow, ManualClock> alone(ratelimit::FixedWindow{1, 60s}, {}, clock);
+    shadow_sharing_an_enforcing_state(clock, limiter, alone);
+  }
+  {
+    ManualClock clock;
+    SeparateLimiter<ratelimit::FixedWindow> limiter(ratelimit::FixedWindow{1, 60s}, clock);
+    SeparateLimiter<ratelimit::FixedWindow> alone(ratelimit::FixedWindow{1, 60s}, clock);
+    shadow_sharing_an_enforcing_state(clock, limiter, alone);
+  }
+}

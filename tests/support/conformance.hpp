@@ -61,7 +61,7 @@ namespace conformance {
 
 inline constexpr std::int64_t kNever = -1;  // in a table: expect Decision::never
 
-enum class Op { allow, peek, reset };
+enum class Op { allow, peek, reset, refund };
 
 /// One row: move the clock by `advance_us` (negative steps it back), then run `op` with `cost`, and
 /// expect these fields (durations in microseconds).
@@ -87,6 +87,10 @@ inline Row peek(std::int64_t advance_us, bool allowed, std::int64_t remaining, s
 }
 /// reset(key) after advancing the clock; nothing to expect.
 inline Row reset(std::int64_t advance_us) { return {advance_us, Op::reset, 0, false, 0, 0, 0}; }
+/// refund(key, cost) after advancing the clock: the state afterwards as a cost-0 check sees it.
+inline Row refund(std::int64_t advance_us, std::int64_t cost, std::int64_t remaining, std::int64_t reset_us) {
+  return {advance_us, Op::refund, cost, true, remaining, 0, reset_us};
+}
 
 inline std::chrono::nanoseconds expected_duration(std::int64_t us) {
   return us == kNever ? ratelimit::Decision::never : std::chrono::nanoseconds(std::chrono::microseconds(us));
@@ -118,6 +122,9 @@ void run_table(P policy, std::int64_t limit, const std::vector<Row>& rows) {
       case Op::allow:
         d = row.cost == 1 ? limiter.allow(key) : limiter.allow(key, row.cost);  // both overloads
         break;
+      case Op::refund:
+        d = limiter.refund(key, row.cost);
+        break;
     }
     EXPECT_EQ(d.allowed, row.allowed);
     EXPECT_EQ(static_cast<bool>(d), row.allowed);
@@ -139,6 +146,7 @@ using namespace std::chrono_literals;
 using conformance::allow;
 using conformance::kNever;
 using conformance::peek;
+using conformance::refund;
 using conformance::reset;
 
 // ---------------------------------------------------------------------------------------------------
@@ -367,6 +375,29 @@ TYPED_TEST_P(Conformance, SlidingWindowCounterClockSteppingBack) {
       });
 }
 
+// A refund (README "Refunds") takes n from cur, then what is left of n from prev: a unit of the previous
+// window still weighs (W-r)/W, and the give-back is what the refunded request still costs. It records
+// its write time (the effective time then) like any write.
+TYPED_TEST_P(Conformance, SlidingWindowCounterRefundReachesThePreviousWindow) {
+  // L = 4, W = 1000 us.
+  conformance::run_table<TypeParam>(
+      ratelimit::SlidingWindowCounter{.limit = 4, .window = 1000us}, 4,
+      {
+          allow(900, 2, true, 2, 0, 1100),  // t=900, r=900: cur 2; reset 2000-900
+          refund(0, 1, 3, 1100),            // cur 1: the exact inverse of an admission of 1
+          allow(0, 1, true, 2, 0, 1100),    // cur 2
+          peek(200, true, 2, 0, 900),       // t=1100, r=100: prev 2, cur 0: floor((4000-1800)/1000)
+          refund(0, 1, 3, 900),             // cur has none: prev 1: floor((4000-900)/1000) = 3
+          refund(0, 5, 4, 0),               // prev 0: the key is full (deleted on Redis)
+          allow(0, 2, true, 2, 0, 1900),    // t=1100: cur 2; reset 2000-100
+          peek(900, true, 2, 0, 1000),      // t=2000, r=0: prev 2 weighs 2000: rem 2; reset W
+          refund(100, 1, 3, 900),           // t=2100, r=100: prev 1: floor(3100/1000); written at 2100
+          peek(-100, true, 3, 0, 900),      // t=2000 -> 2100, the refund's write: reset W-100
+          allow(0, 3, true, 0, 0, 1900),    // t=2100 still: 900 + 3000 <= 4000: cur 3; reset 2000-100
+          peek(1000, true, 1, 0, 1000),     // t=3000, r=0: prev 3: floor((4000-3000)/1000) = 1; reset W
+      });
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Gcra {L, P, B}: T = ceil(P/L), tau = B*T; new_tat = max(TAT,t) + n*T; allowed iff new_tat - t <= tau;
 // remaining = floor((t + tau - max(TAT,t))/T); retry = new_tat - t - tau; reset = max(0, TAT - t).
@@ -509,7 +540,8 @@ REGISTER_TYPED_TEST_SUITE_P(Conformance, FixedWindowEdgesExhaustionAndCosts, Fix
                             FixedWindowClockSteppingBack, SlidingWindowLogEdgesAndExhaustion,
                             SlidingWindowLogRetryWalkMixedCosts, SlidingWindowLogClockSteppingBack,
                             SlidingWindowCounterFormulas, SlidingWindowCounterRetryBranchesWeighted,
-                            SlidingWindowCounterClockSteppingBack, GcraBurstExhaustionAndCosts,
+                            SlidingWindowCounterClockSteppingBack, SlidingWindowCounterRefundReachesThePreviousWindow,
+                            GcraBurstExhaustionAndCosts,
                             GcraClockSteppingBack, TokenBucketRefillAndCosts, TokenBucketClockSteppingBack,
                             PeekConsumesAndWritesNothing, DistinctKeysAndPoliciesDoNotShareState);
 

@@ -309,6 +309,11 @@ class ConcurrencyLimiter final : public PermitSource {
     if (o.shards > 65536) detail::invalid("ConcurrencyOptions.shards", "must be <= 65536");
     return o;
   }
+  /// Whether `more` units fit beside `held` (0 <= held <= limit) under `limit`, without forming a sum
+  /// that could overflow: `permits` and `queue_limit` may be INT64_MAX, `units` anything >= 1.
+  static constexpr bool fits(std::int64_t held, std::int64_t more, std::int64_t limit) noexcept {
+    return more <= limit && held <= limit - more;
+  }
   static std::size_t shard_count(const ConcurrencyOptions& o) { return std::bit_ceil(o.shards == 0 ? 16 : o.shards); }
 
   void validate(std::string_view key, std::int64_t units, std::chrono::nanoseconds max_wait) const {
@@ -355,18 +360,18 @@ class ConcurrencyLimiter final : public PermitSource {
       expire(state, now_ns(), out);
       grant(state, out);
       const bool nobody_ahead = state.queue.empty() || options_.queue_order == QueueOrder::newest_first;
-      if (nobody_ahead && state.in_flight + units <= options_.permits) {
+      if (units > options_.permits) {
+        result = PermitResult{{}, PermitStatus::too_many_units, state.in_flight, state.queued_units};
+      } else if (nobody_ahead && fits(state.in_flight, units, options_.permits)) {
         state.in_flight += units;
         result = PermitResult{Permit(this, &state, units), PermitStatus::acquired, state.in_flight, state.queued_units};
-      } else if (units > options_.permits) {
-        result = PermitResult{{}, PermitStatus::too_many_units, state.in_flight, state.queued_units};
       } else if (max_wait.count() == 0) {
         result = PermitResult{{}, PermitStatus::busy, state.in_flight, state.queued_units};
-      } else if (units > options_.queue_limit || (options_.queue_order == QueueOrder::oldest_first &&
-                                                  state.queued_units + units > options_.queue_limit)) {
+      } else if (!fits(options_.queue_order == QueueOrder::oldest_first ? state.queued_units : 0, units,
+                       options_.queue_limit)) {
         result = PermitResult{{}, PermitStatus::queue_full, state.in_flight, state.queued_units};
       } else {
-        while (state.queued_units + units > options_.queue_limit) {  // newest-first: push the oldest out
+        while (!fits(state.queued_units, units, options_.queue_limit)) {  // newest-first: push the oldest out
           out.push_back(state.queue.front());
           state.queue.pop_front();
           Waiter& old = *out.back();
@@ -414,7 +419,7 @@ class ConcurrencyLimiter final : public PermitSource {
     const bool fifo = options_.queue_order == QueueOrder::oldest_first;
     while (!state.queue.empty()) {
       std::shared_ptr<Waiter>& next = fifo ? state.queue.front() : state.queue.back();
-      if (state.in_flight + next->units > options_.permits) break;
+      if (!fits(state.in_flight, next->units, options_.permits)) break;
       state.in_flight += next->units;
       state.queued_units -= next->units;
       next->in_flight = state.in_flight;

@@ -149,6 +149,9 @@ class Layer {
   virtual CheckResult backend_allow(std::string_view key, std::int64_t cost) = 0;
   /// The backend's own `refund(key, cost)`; counts a backend error and rethrows when it throws.
   virtual Decision backend_refund(std::string_view key, std::int64_t cost) = 0;
+  /// What holds this layer's key states (a `LimiterLayer`'s limiter; by default the layer itself): two
+  /// layers with one holder share the state of each key.
+  [[nodiscard]] virtual const void* state_holder() const noexcept { return this; }
 
  protected:
   /// Called by `quota()`: a layer whose limiter's policy can change calls `advertise` when it did.
@@ -226,6 +229,7 @@ class LimiterLayer final : public Layer {
   Decision backend_refund(std::string_view key, std::int64_t cost) override {
     return counting_errors([&] { return limiter_.refund(key, cost); });
   }
+  [[nodiscard]] const void* state_holder() const noexcept override { return &limiter_; }
 
  private:
   template <class Fn>

@@ -61,6 +61,11 @@ struct LayerOutcome {
   [[nodiscard]] bool denied() const noexcept { return denies(verdict) && !shadow; }
   /// True when this outcome is a shadow layer's would-be denial.
   [[nodiscard]] bool shadow_denied() const noexcept { return denies(verdict) && shadow; }
+  /// True when this outcome holds a consumption of its key: admitted by the backend's own decision. A
+  /// failure policy's admission (`backend_failed`) consumed nothing there, so neither a rollback nor
+  /// `refund_layers(requests, passed)` gives anything back for it: a refund that reached the recovered
+  /// backend would admit one request too many (README "Layered limits, all or nothing").
+  [[nodiscard]] bool consumed() const noexcept { return verdict == Verdict::admitted && !backend_failed; }
   /// True when the outcome appears in header fields: checked (not allow-listed, not unchecked), and not
   /// in shadow mode unless its layer has `LayerOptions::shadow_headers`.
   [[nodiscard]] bool in_headers() const noexcept {
@@ -155,7 +160,8 @@ inline void carry_penalty(Decision& d, std::int64_t left_ns) {
 /// outcomes and `denied`, and returns true; returns false (outcomes untouched) when there is no such
 /// backend or it declines, for the layer-by-layer path. A backend exception counts a backend error on
 /// every active layer and propagates (nothing to give back: the step is all or nothing).
-inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<LayerOutcome>& outcomes, bool& denied) {
+inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<LayerOutcome>& outcomes,
+                          std::span<const char> skipped, bool& denied) {
   StackArena arena;
   std::pmr::vector<JointRequest> joint(&arena.resource);
   std::pmr::vector<std::size_t> index(&arena.resource);
@@ -163,7 +169,7 @@ inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<La
   index.reserve(requests.size());
   const void* domain = nullptr;
   for (std::size_t i = 0; i < requests.size(); ++i) {
-    if (outcomes[i].verdict != Verdict::unchecked) continue;
+    if (outcomes[i].verdict != Verdict::unchecked || skipped[i]) continue;
     JointBackend* backend = requests[i].layer->joint();
     if (backend == nullptr || backend->joint_domain() == nullptr) return false;
     if (joint.empty()) domain = backend->joint_domain();
@@ -194,6 +200,21 @@ inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<La
   }
   denied = !all;
   return true;
+}
+
+/// Marks (in `skipped`) each active shadow layer that shares its state (`Layer::state_holder()` and key)
+/// with an active enforcing layer of the check: its consumption would be the enforcing layer's too, and
+/// change what the client sees, so it is not checked (README "Shadow mode").
+inline void skip_shadows_sharing_state(std::span<const LayerRequest> requests,
+                                       const std::vector<LayerOutcome>& outcomes, std::span<char> skipped) {
+  auto active = [&](std::size_t i) { return outcomes[i].verdict == Verdict::unchecked; };
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (!active(i) || !outcomes[i].shadow) continue;
+    for (std::size_t j = 0; j < requests.size() && !skipped[i]; ++j) {
+      skipped[i] = active(j) && !outcomes[j].shadow && requests[j].key == requests[i].key &&
+                   requests[j].layer->state_holder() == requests[i].layer->state_holder();
+    }
+  }
 }
 
 }  // namespace detail
@@ -227,7 +248,8 @@ inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<La
 /// as it would enforcing (lists, penalty, the same joint or layer-by-layer check), consumes when the
 /// request passes and it admits, and when it would deny it records a would-be denial (`shadow_denied`)
 /// and causes no rollback and no denial. A shadow layer admitted in a request an enforcing layer denied
-/// is rolled back like any other.
+/// is rolled back like any other. A shadow layer on the same state (limiter and key) as an enforcing
+/// layer of the check is not checked (`unchecked`): its consumption would count against the enforcing one.
 ///
 /// The same (layer, key) twice in one request consumes both costs; each outcome is that check's own
 /// (the second sees the first's consumption), and a rolled-back one reports the state after the give-back. Thread-safe.
@@ -266,11 +288,13 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests, cons
     }
   }
 
-  auto active = [&](std::size_t i) { return result.layers[i].verdict == Verdict::unchecked; };
   detail::StackArena arena;  // the check's working arrays (consumptions, reported decisions)
+  std::pmr::vector<char> skipped(requests.size(), 0, &arena.resource);
+  detail::skip_shadows_sharing_state(requests, result.layers, skipped);
+  auto active = [&](std::size_t i) { return result.layers[i].verdict == Verdict::unchecked && !skipped[i]; };
   bool denied = denied_early;
   if (!denied_early) {
-    if (!detail::check_jointly(requests, result.layers, denied)) {
+    if (!detail::check_jointly(requests, result.layers, skipped, denied)) {
       std::pmr::vector<std::size_t> consumed(&arena.resource);
       consumed.reserve(requests.size());
       // Every admitted layer is given back even when one refund throws; the first refund error is kept.
@@ -279,6 +303,11 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests, cons
         for (auto it = consumed.rbegin(); it != consumed.rend(); ++it) {
           const LayerRequest& r = requests[*it];
           LayerOutcome& o = result.layers[*it];
+          if (!o.consumed()) {  // a failure policy's admission: nothing to give back
+            o.decision = detail::given_back(o.decision);
+            o.verdict = Verdict::rolled_back;
+            continue;
+          }
           try {
             o.decision = detail::given_back(r.layer->backend_refund(r.key, r.cost));
             o.verdict = Verdict::rolled_back;
@@ -384,8 +413,8 @@ inline void refund_layers(std::initializer_list<LayerRequest> requests) {
 }
 
 /// As `refund_layers(requests)`, for the request `passed` answered (`passed = check_layers(requests)`), giving
-/// back only what that request consumed: the layers whose verdict is `admitted` and whose backend did not fail
-/// (a fail_open admission consumed nothing). A shadow layer's would-be denial consumed nothing either, so a
+/// back only what that request consumed: the layers whose outcome is `consumed()` (verdict `admitted`, backend
+/// not failed: a fail_open admission consumed nothing). A shadow layer's would-be denial consumed nothing either, so a
 /// shadow layer keeps exactly the state enforcement would keep (README "Shadow mode"); a denied request (every
 /// consumption rolled back) gives back nothing. Use this form whenever a layer may be in shadow mode. Throws
 /// `std::invalid_argument` naming `passed` when its outcomes are not one per request, for the same layers, or
@@ -400,7 +429,7 @@ inline void refund_layers(std::span<const LayerRequest> requests, const LayeredD
   }
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const LayerOutcome& o = passed.layers[i];
-    if (o.verdict != Verdict::admitted || o.backend_failed) continue;
+    if (!o.consumed()) continue;
     requests[i].layer->backend_refund(requests[i].key, requests[i].cost);
     requests[i].layer->stats().add_refunded();
   }

@@ -116,8 +116,8 @@ concept RefundableRules = PolicyRules<R> &&
 /// Gives back up to `cost` units the key consumed (a request that failed or was cancelled), never
 /// past full: `remaining` stays <= `limit`. Exact formulas per policy (README "Refunds"):
 /// fixed window `c = max(0, c - n)` in the current window; sliding window log removes `n` from the
-/// newest entries; sliding window counter `cur = max(0, cur - n)` (never `prev`); GCRA and token
-/// bucket `TAT = max(TAT - n*T, t)`. Returns the state afterwards as a cost-0 check sees it
+/// newest entries; sliding window counter `cur = max(0, cur - n)`, then the rest of `n` from `prev`;
+/// GCRA and token bucket `TAT = max(TAT - n*T, t)`. Returns the state afterwards as a cost-0 check sees it
 /// (`allowed`, `retry_after == 0`). Throws `std::invalid_argument` for a negative cost.
 /// Not thread-safe: the store serializes calls.
 template <RefundableRules R>

@@ -42,14 +42,18 @@ struct SlidingWindowCounter {
       std::int64_t previous = 0;
     };
 
-    /// Gives back up to `cost` units from the current window only: `cur = max(0, cur - n)`; `prev` is
-    /// history and stays. Returns the state as a cost-0 check sees it afterwards. `cost >= 0`.
+    /// Gives back up to `cost` units: from the current window first, `cur = max(0, cur - n)`, then what is
+    /// left of `n` from the previous one, whose units still weigh `(W - r) / W` (a request admitted just
+    /// before the window's edge). A refund that gives back units writes the state at the effective time.
+    /// Returns the state as a cost-0 check sees it afterwards. `cost >= 0`.
     TickDecision refund(State& s, std::int64_t now, std::int64_t cost) const noexcept {
       const View v = view(s, now);
-      if (v.current > 0 && cost > 0) {
+      if ((v.current > 0 || v.previous > 0) && cost > 0) {
+        const std::int64_t from_current = v.current < cost ? v.current : cost;
+        const std::int64_t rest = cost - from_current;
         s.written = v.now;
-        s.current = v.current > cost ? v.current - cost : 0;
-        s.previous = v.previous;
+        s.current = v.current - from_current;
+        s.previous = v.previous > rest ? v.previous - rest : 0;
       }
       return evaluate(s, now, 0);
     }

@@ -91,3 +91,22 @@ TEST(ShadowModeRedis, MixedLayersOnOneScript) {
   EXPECT_EQ(dry.peek("x").remaining, 1);
   EXPECT_EQ(enforcing.peek("x").remaining, 3);
 }
+
+// A shadow layer on the same RedisLimiter and key as an enforcing layer changes nothing the client sees
+// (README "Shadow mode"): shadow first at limit 1, the first request passes and only the enforcing layer's
+// unit is stored; the second is denied, as with the enforcing layer alone.
+TEST(ShadowModeRedis, AShadowLayerSharingAnEnforcingKeyChangesNothing) {
+  RATELIMIT_REQUIRE_REDIS();
+  ManualClock clock;
+  RedisLimiter<ratelimit::FixedWindow, ManualClock> limiter(
+      ratelimit::FixedWindow{2, 1min}, ratelimit_test::client_options(*ratelimit_test::shared_redis()), clock);
+  ratelimit::LimiterLayer<decltype(limiter)> enforcing(limiter, "enforcing");
+  ratelimit::LimiterLayer<decltype(limiter)> dry(limiter, "dry", ratelimit::LayerOptions{.shadow = true});
+  const auto first = ratelimit::check_layers({{&dry, "k"}, {&enforcing, "k"}});
+  EXPECT_TRUE(first);
+  EXPECT_EQ(first.layers[0].verdict, ratelimit::Verdict::unchecked);
+  EXPECT_EQ(limiter.peek("k").remaining, 1);
+  EXPECT_TRUE(ratelimit::check_layers({{&dry, "k"}, {&enforcing, "k"}}));
+  EXPECT_FALSE(ratelimit::check_layers({{&dry, "k"}, {&enforcing, "k"}}));
+  EXPECT_EQ(limiter.peek("k").remaining, 0);
+}
