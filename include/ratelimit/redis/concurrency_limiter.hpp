@@ -83,8 +83,9 @@ struct RedisConcurrencyOptions {
 /// wakes this process's waiters at once. Thread-safe. Must outlive its permits.
 class RedisConcurrencyLimiter final : public PermitSource {
  public:
-  /// Called once, on the renewal thread, when a held permit is lost (renewal failed or expired). Must
-  /// not throw.
+  /// Called once, on the renewal thread (or a `renew_now` caller), when a held permit is lost (renewal failed or
+  /// expired); never after the permit's release. A release from another thread meanwhile waits until it has
+  /// returned, so it must not wait for that release (releasing the permit itself is fine). Must not throw.
   using OnLost = std::function<void()>;
 
   /// Over `pool`'s server. Throws `std::invalid_argument` naming the field
@@ -207,14 +208,18 @@ class RedisConcurrencyLimiter final : public PermitSource {
   std::size_t renew_now() { return renew_all(); }
 
   // PermitSource
+  /// Gives the units back. A permit whose `on_lost` runs now on another thread is released once it has
+  /// returned, so nothing the callback captured is freed under it, and none runs after a release.
   void release_permit(void* token, std::int64_t units) noexcept override {
     std::shared_ptr<Held> h;
     {
-      std::lock_guard lock(mutex_);
+      std::unique_lock lock(mutex_);
       auto it = held_.find(static_cast<Held*>(token));
       if (it == held_.end()) return;
-      h = std::move(it->second);
-      held_.erase(it);
+      h = it->second;
+      const auto self = std::this_thread::get_id();
+      told_cv_.wait(lock, [&] { return h->teller == std::thread::id{} || h->teller == self; });
+      held_.erase(static_cast<Held*>(token));
     }
     try {
       const std::string units_arg = std::to_string(units);
@@ -246,6 +251,7 @@ class RedisConcurrencyLimiter final : public PermitSource {
     std::chrono::steady_clock::time_point valid_until;
     bool lost = false;  // under mutex_
     OnLost on_lost;
+    std::thread::id teller{};  // under mutex_: the thread running `on_lost` now
   };
   struct Attempt {
     PermitResult result;
@@ -383,11 +389,14 @@ class RedisConcurrencyLimiter final : public PermitSource {
       for (RouteCall& c : calls) c.error = BackendError(BackendErrorCause::io, "renewal failed");
     }
     renewals_.fetch_add(calls.size(), std::memory_order_relaxed);
-    std::vector<OnLost> tell;
+    std::vector<std::pair<std::shared_ptr<Held>, OnLost>> tell;
     std::size_t lost = 0;
     {
       std::lock_guard lock(mutex_);
       for (std::size_t i = 0; i < batch.size(); ++i) {
+        // Released meanwhile: its renewal may have found its units gone, but nobody holds it to be told. The
+        // batch keeps it alive, so no new permit can have its address.
+        if (!held_.contains(batch[i].get())) continue;
         Held& h = *batch[i];
         const RouteCall& c = calls[i];
         const bool kept = !c.error && c.reply && c.reply->type == REDIS_REPLY_ARRAY && c.reply->elements == 1 &&
@@ -397,11 +406,19 @@ class RedisConcurrencyLimiter final : public PermitSource {
         } else if (!h.lost) {
           h.lost = true;
           ++lost;
-          if (h.on_lost) tell.push_back(std::move(h.on_lost));
+          if (h.on_lost) {
+            h.teller = std::this_thread::get_id();
+            tell.emplace_back(batch[i], std::move(h.on_lost));
+          }
         }
       }
     }
-    for (OnLost& f : tell) f();
+    for (auto& [h, f] : tell) {
+      f();
+      std::lock_guard lock(mutex_);
+      h->teller = {};
+    }
+    if (!tell.empty()) told_cv_.notify_all();
     return lost;
   }
 
@@ -440,6 +457,7 @@ class RedisConcurrencyLimiter final : public PermitSource {
   bool stopping_ = false;
   std::condition_variable renew_cv_;
   std::condition_variable release_cv_;
+  std::condition_variable told_cv_;  // an `on_lost` returned (a release may wait for it)
   std::atomic<std::uint64_t> local_releases_{0};
   std::atomic<std::uint64_t> polls_{0};
   std::atomic<std::uint64_t> renewals_{0};
