@@ -61,8 +61,8 @@ struct LeaseOptions {
   double max_fraction = 0.1;
   /// Most keys kept in process memory (leases and denials); >= 1. A key beyond it is checked per request.
   std::size_t max_keys = 100'000;
-  /// After Redis denies cost n with retry_after R, deny requests of that key with cost >= n locally until R has
-  /// passed (README "Budget leases", denial cache).
+  /// After Redis denies cost n with retry_after R, deny requests of that key with cost >= n locally until the
+  /// slice it asks for fits (GCRA: R + (slice - n) * T; README "Budget leases", denial cache).
   bool deny_cache = true;
 };
 
@@ -101,8 +101,8 @@ struct LeaseStats : FallbackCounters {
 ///
 /// Decisions: `limit` is the lease-mode limit (GCRA/TokenBucket: `floor((B*T - L) / T)`; FixedWindow: the
 /// limit); `remaining` the units this process holds plus what Redis had unleased at its last answer;
-/// `retry_after` Redis's wait (or the rest of it, from the denial cache); `reset_after` Redis's, minus the
-/// time since it answered. Thread-safe: every method may be called from any thread. Throws
+/// `retry_after` the denial cache's wait (Redis's, plus the rest of the slice) or the rest of it; `reset_after`
+/// Redis's, minus the time since it answered. Thread-safe: every method may be called from any thread. Throws
 /// `std::invalid_argument` for bad options (naming the field), a negative cost or a key over
 /// `max_key_bytes`; `BackendError` under `FailurePolicy::raise`. With `FailurePolicy::fallback`, what would go to
 /// Redis while it fails goes to an in-memory share of the quota (README "Fallback during outages").
@@ -255,7 +255,8 @@ class LeasedLimiter {
       for (auto& [key, e] : s.entries) {
         if (!e.busy && e.units > 0 && now >= e.deadline) take_return(key, e, out);
       }
-      s.expiries.clear();
+      // Only the expired: the rest go back by the shard's calls once they expire.
+      std::erase_if(s.expiries, [now](const auto& expiry) { return expiry.first <= now; });
     }
     send_returns(out);
     return out.size();
