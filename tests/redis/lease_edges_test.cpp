@@ -89,4 +89,30 @@ TEST_F(LeaseEdges, SweepKeepsLeasesNotYetExpiredQueued) {
       << "leases not expired at the sweep were never given back by their shards' calls";
 }
 
+// Process A holds a lease when process B resets the key; B then takes units from the fresh state, and A's lease
+// expires and goes back: the fresh state must not get back units it never granted (A's came from the old one).
+template <class P>
+void return_after_reset_changes_nothing(const P& policy, int a_checks, int b_checks) {
+  ManualClock clock;
+  const auto options = client_options(*shared_redis());
+  Leased<P> a(policy, options, lease_options(), clock, clock);
+  Leased<P> b(policy, options, lease_options(), clock, clock);
+  Leased<P> observer(policy, options, lease_options(false), clock, clock);
+  for (int i = 0; i < a_checks; ++i) ASSERT_TRUE(a.allow("k")) << i;  // slices grow with demand: units left over
+  ASSERT_TRUE(b.reset("k"));
+  for (int i = 0; i < b_checks; ++i) ASSERT_TRUE(b.allow("k")) << i;
+  at(clock, 180ms);  // A's lease has ended (175 ms); B's too, but B keeps it until its next call or sweep
+  const std::int64_t before = observer.peek("k").remaining;
+  const auto returned = a.stats().units_returned;
+  EXPECT_EQ(a.sweep(), 1u);
+  ASSERT_GT(a.stats().units_returned, returned);
+  EXPECT_EQ(observer.peek("k").remaining, before) << "the fresh state got back units of a lease it never granted";
+}
+
+TEST_F(LeaseEdges, ReturnAfterResetChangesNothingFixedWindow) {
+  return_after_reset_changes_nothing(ratelimit::FixedWindow{.limit = 100, .window = 1s}, 6, 30);
+}
+
+TEST_F(LeaseEdges, ReturnAfterResetChangesNothingGcra) { return_after_reset_changes_nothing(kGcra, 60, 60); }
+
 }  // namespace

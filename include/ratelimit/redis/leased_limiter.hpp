@@ -220,9 +220,10 @@ class LeasedLimiter {
     }
   }
 
-  /// Forgets `key`: drops its local lease and denial (unused units are not returned: the state is deleted) and
-  /// deletes its Redis key. Other processes' leases of the key keep serving their units. Returns false when
-  /// Redis failed and `on_error` is not `raise`. Thread-safe.
+  /// Forgets `key`: drops its local lease and denial (unused units are not returned) and resets its Redis state to
+  /// a fresh budget. Other processes' leases of the key keep serving their units; their returns give the fresh
+  /// state nothing (their units came from the old one). Returns false when Redis failed and `on_error` is not
+  /// `raise`. Thread-safe.
   bool reset(std::string_view key) {
     check_key(key);
     if (auto* memory = fallback_.memory()) memory->reset(key);
@@ -231,17 +232,18 @@ class LeasedLimiter {
       std::lock_guard<std::mutex> lock(shard.mutex);
       shard.entries.erase(std::string(key));
     }
-    const std::string k = redis_key(key);
-    RouteCall call;
-    call.slot = detail::key_slot(k);
-    call.args = {"DEL", k};
-    route_->execute(std::span<RouteCall>(&call, 1));
-    if (!call.error && call.reply && call.reply->type == REDIS_REPLY_INTEGER) return true;
-    failures_.fetch_add(1, std::memory_order_relaxed);
-    const BackendError e = call.error ? *call.error : BackendError(BackendErrorCause::reply, "DEL failed");
-    detail::notify_failure(options_, e);
-    if (options_.on_error == FailurePolicy::raise) throw e;
-    return false;
+    std::vector<Call> calls(1);
+    calls[0] = grant_call(key, 0, 0, "3");
+    execute(calls);
+    try {
+      (void)parse(calls[0]);
+      return true;
+    } catch (const BackendError& e) {
+      failures_.fetch_add(1, std::memory_order_relaxed);
+      detail::notify_failure(options_, e);
+      if (options_.on_error == FailurePolicy::raise) throw;
+      return false;
+    }
   }
 
   /// Returns the unused units of every expired lease now (one pipelined batch). Returns how many leases went
