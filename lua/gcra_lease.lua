@@ -12,7 +12,8 @@
 -- ARGV[7]  reduced tolerance tau - L (us), integer >= T (2 * tau below 2^52, checked in C++)
 -- Reply    {allowed, limit, remaining, retry_after_us (-1 = never), reset_after_us, units, mark, granted_after,
 --          serve_for_us (-1)}
--- Writes   a grant of >= 1 unit: SET ... PX ceil((horizon - t) / 1 ms) + 1000 ms; a give back or a reset: SET ... KEEPTTL.
+-- Writes   a grant of >= 1 unit: SET ... PX ceil((horizon - t) / 1 ms) + 1000 ms; a give back or a reset:
+--          SET ... KEEPTTL.
 -- Parts    time clock write gcra_lease
 --          (lua/parts/, in this order, then this file: cmake/RatelimitRedis.cmake assembles the script)
 

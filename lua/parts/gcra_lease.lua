@@ -6,8 +6,9 @@
 -- Effective t = max(now, written): a clock that steps back sees time stand still.
 
 -- mode "0": grant between a (need) and b (want) units; "1": peek; "2": give back a units of the grant that
--- left TAT b and counter c; "3": reset (a fresh budget; returns of grants made before it give it nothing). Reply {allowed, limit, remaining, retry_after_us (-1 never), reset_after_us,
--- units, mark (TAT after), granted_after, serve_for_us (-1: no bound but the lease lifetime)}.
+-- left TAT b and counter c; "3": reset (a fresh budget; returns of grants made before it give it nothing).
+-- Reply {allowed, limit, remaining, retry_after_us (-1 never), reset_after_us, units, mark (TAT after),
+-- granted_after, serve_for_us (-1: no bound but the lease lifetime)}.
 local function gcra_lease(key, now, mode, a, b, c, T, tol)
   local t = clock(now)
   local tat, written, granted, horizon = nil, nil, 0, nil
