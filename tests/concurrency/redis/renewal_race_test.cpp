@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -20,6 +21,19 @@ using ratelimit::PermitResult;
 using ratelimit::redis::RedisConcurrencyLimiter;
 using ratelimit::redis::RedisConcurrencyOptions;
 
+// Client options on a key prefix of their own.
+ratelimit::redis::RedisOptions redis_options() {
+  return ratelimit_test::client_options(*ratelimit_test::shared_redis());
+}
+
+// A 30 s expiry and no background renewal (the test renews by hand).
+std::unique_ptr<RedisConcurrencyLimiter> manual_renewal_limiter() {
+  RedisConcurrencyOptions o;
+  o.expiry = 30s;
+  o.renew = false;
+  return std::make_unique<RedisConcurrencyLimiter>(o, redis_options());
+}
+
 // A healthy server and a 30 s expiry: no permit can be lost, so every on_lost call is spurious. Besides the
 // renewals every 1 ms, each cycle starts a renewal on another thread and releases the permit at once, so the
 // release and the renewal race on two connections.
@@ -29,9 +43,7 @@ TEST(RedisConcurrencyRenewal, ReleasedPermitIsNeverReportedLost) {
   o.permits = 4;
   o.expiry = 30s;
   o.renew_every = 1ms;
-  ratelimit::redis::RedisOptions redis = ratelimit_test::client_options(*ratelimit_test::shared_redis());
-  redis.key_prefix = ratelimit_test::unique_prefix();
-  RedisConcurrencyLimiter limiter(o, redis);
+  RedisConcurrencyLimiter limiter(o, redis_options());
   std::atomic<int> lost{0};
   enum : int { idle, held, renewing, stop };
   std::atomic<int> phase{idle};
@@ -66,12 +78,8 @@ TEST(RedisConcurrencyRenewal, ReleasedPermitIsNeverReportedLost) {
 // A permit still held whose units were taken from Redis is reported lost, once (the check above must not hide it).
 TEST(RedisConcurrencyRenewal, HeldPermitWhoseUnitsVanishedIsReportedOnce) {
   RATELIMIT_REQUIRE_REDIS();
-  RedisConcurrencyOptions o;
-  o.expiry = 30s;
-  o.renew = false;
-  ratelimit::redis::RedisOptions redis = ratelimit_test::client_options(*ratelimit_test::shared_redis());
-  redis.key_prefix = ratelimit_test::unique_prefix();
-  RedisConcurrencyLimiter limiter(o, redis);
+  const auto owned = manual_renewal_limiter();
+  RedisConcurrencyLimiter& limiter = *owned;
   auto admin = ratelimit_test::shared_redis()->admin();
   int lost = 0;
   PermitResult r = limiter.try_acquire("k", 1, [&] { ++lost; });
@@ -87,12 +95,8 @@ TEST(RedisConcurrencyRenewal, HeldPermitWhoseUnitsVanishedIsReportedOnce) {
 // free what the callback captured as soon as its release returns.
 TEST(RedisConcurrencyRenewal, ReleaseWaitsForARunningOnLost) {
   RATELIMIT_REQUIRE_REDIS();
-  RedisConcurrencyOptions o;
-  o.expiry = 30s;
-  o.renew = false;
-  ratelimit::redis::RedisOptions redis = ratelimit_test::client_options(*ratelimit_test::shared_redis());
-  redis.key_prefix = ratelimit_test::unique_prefix();
-  RedisConcurrencyLimiter limiter(o, redis);
+  const auto owned = manual_renewal_limiter();
+  RedisConcurrencyLimiter& limiter = *owned;
   auto admin = ratelimit_test::shared_redis()->admin();
   std::atomic<bool> entered{false};
   std::atomic<bool> finished{false};
@@ -114,12 +118,8 @@ TEST(RedisConcurrencyRenewal, ReleaseWaitsForARunningOnLost) {
 // on_lost may release its own permit (on the thread that runs it: no wait for itself).
 TEST(RedisConcurrencyRenewal, OnLostMayReleaseItsOwnPermit) {
   RATELIMIT_REQUIRE_REDIS();
-  RedisConcurrencyOptions o;
-  o.expiry = 30s;
-  o.renew = false;
-  ratelimit::redis::RedisOptions redis = ratelimit_test::client_options(*ratelimit_test::shared_redis());
-  redis.key_prefix = ratelimit_test::unique_prefix();
-  RedisConcurrencyLimiter limiter(o, redis);
+  const auto owned = manual_renewal_limiter();
+  RedisConcurrencyLimiter& limiter = *owned;
   auto admin = ratelimit_test::shared_redis()->admin();
   ratelimit::Permit permit;
   PermitResult r = limiter.try_acquire("k", 1, [&] { permit.release(); });
