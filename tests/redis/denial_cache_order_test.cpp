@@ -33,7 +33,7 @@ ratelimit::redis::RedisOptions cached_options(std::string name = {}) {
 }
 
 // Runs `a` and `b` on two threads released together.
-void race(const std::function<void()>& a, const std::function<void()>& b) {
+void run_together(const std::function<void()>& a, const std::function<void()>& b) {
   std::atomic<int> ready{0};
   auto run = [&](const std::function<void()>& f) {
     ready.fetch_add(1);
@@ -55,7 +55,7 @@ int first_stale_denial(RedisLimiter<FixedWindow, ManualClock>& limiter, int atte
   for (int i = 1; i <= attempts; ++i) {
     const std::string key = "k" + std::to_string(i);
     if (!limiter.allow(key)) return -i;
-    race([&] { (void)limiter.allow(key); }, [&] { undo(key); });
+    run_together([&] { (void)limiter.allow(key); }, [&] { undo(key); });
     if (!limiter.peek(key).allowed) continue;  // Redis ran the check after the undo: admitted
     const auto cached_before = limiter.stats().cached_denials;
     const ratelimit::Decision d = limiter.allow(key);

@@ -13,6 +13,8 @@
 #include "test_support.hpp"
 
 namespace {
+// Named: the unity build puts this file beside lease_test.cpp, whose helpers share these names.
+namespace lease_edges {
 
 using namespace std::chrono_literals;
 using ratelimit::ManualClock;
@@ -115,4 +117,5 @@ TEST_F(LeaseEdges, ReturnAfterResetChangesNothingFixedWindow) {
 
 TEST_F(LeaseEdges, ReturnAfterResetChangesNothingGcra) { return_after_reset_changes_nothing(kGcra, 60, 60); }
 
+}  // namespace lease_edges
 }  // namespace

@@ -221,7 +221,7 @@ class RedisConcurrencyLimiter final : public PermitSource {
       h = it->second;
       const auto self = std::this_thread::get_id();
       told_cv_.wait(lock, [&] { return h->teller == std::thread::id{} || h->teller == self; });
-      held_.erase(static_cast<Held*>(token));
+      if (held_.erase(static_cast<Held*>(token)) == 0) return;  // released by another thread meanwhile
     }
     release_in_redis(*h, units, false);
     {
