@@ -6,8 +6,9 @@
 -- Effective t = max(now, written): a clock that steps back sees time stand still.
 
 -- mode "0": grant between a (need) and b (want) units; "1": peek; "2": give back a units of the grant that
--- left TAT b and counter c. Reply {allowed, limit, remaining, retry_after_us (-1 never), reset_after_us,
--- units, mark (TAT after), granted_after, serve_for_us (-1: no bound but the lease lifetime)}.
+-- left TAT b and counter c; "3": reset (a fresh budget; returns of grants made before it give it nothing).
+-- Reply {allowed, limit, remaining, retry_after_us (-1 never), reset_after_us, units, mark (TAT after),
+-- granted_after, serve_for_us (-1: no bound but the lease lifetime)}.
 local function gcra_lease(key, now, mode, a, b, c, T, tol)
   local t = clock(now)
   local tat, written, granted, horizon = nil, nil, 0, nil
@@ -19,6 +20,15 @@ local function gcra_lease(key, now, mode, a, b, c, T, tol)
     if tat > t then backlog = tat - t end
   end
   local limit = (tol - math.fmod(tol, T)) / T
+  if mode == "3" then
+    -- Backlog 0, and the counter moved past every grant outstanding by limit + 1 units: a return's floor,
+    -- (granted - c) * T, is then above any backlog, so it lowers nothing. KEEPTTL keeps the horizon.
+    if state then
+      granted = granted + limit + 1
+      redis.call("SET", key, struct.pack("<dddd", t, t, granted, horizon), "KEEPTTL")
+    end
+    return {1, limit, limit, 0, 0, 0, t, granted, -1}
+  end
   local function avail_now()
     local room = tol - backlog
     if room <= 0 then return 0 end

@@ -70,9 +70,11 @@ struct RedisConcurrencyOptions {
 ///
 /// Each key is one sorted set: a member per unit held (`<permit id>:<unit>`, the id random per
 /// acquisition), scored by its expiry in server microseconds. One atomic script per acquire, renew and
-/// release (lua/concurrency_*.lua, keys in `KEYS`, one key so one hash slot); each drops expired units
-/// first, so a crashed holder's units come back `expiry` after its last renewal. Release removes only
-/// its own members: idempotent, and a release after expiry never frees someone else's units.
+/// release (lua/concurrency_*.lua, keys in `KEYS`, all of one hash tag so one hash slot); each drops expired
+/// units first, so a crashed holder's units come back `expiry` after its last renewal. Release removes only
+/// its own members: idempotent, and a release after expiry never frees someone else's units. An acquire
+/// that failed once sent is released at once, its id kept so that it takes nothing if it runs later; a
+/// release on an async completion's thread is sent async (README "Concurrency limits", failures).
 ///
 /// In flight means "holding an unexpired permit". A background thread renews every held permit each
 /// `renew_every` (one pipelined round trip for all); when a renewal fails (Redis unreachable, or the
@@ -85,8 +87,9 @@ struct RedisConcurrencyOptions {
 /// wakes this process's waiters at once. Thread-safe. Must outlive its permits.
 class RedisConcurrencyLimiter final : public PermitSource {
  public:
-  /// Called once, on the renewal thread, when a held permit is lost (renewal failed or expired). Must
-  /// not throw.
+  /// Called once, on the renewal thread (or a `renew_now` caller), when a held permit is lost (renewal failed or
+  /// expired); never after the permit's release. A release from another thread meanwhile waits until it has
+  /// returned, so it must not wait for that release (releasing the permit itself is fine). Must not throw.
   using OnLost = std::function<void()>;
 
   /// Over `pool`'s server. Throws `std::invalid_argument` naming the field
@@ -200,7 +203,7 @@ class RedisConcurrencyLimiter final : public PermitSource {
   [[nodiscard]] std::uint64_t polls() const noexcept { return polls_.load(std::memory_order_relaxed); }
   [[nodiscard]] std::uint64_t renewals() const noexcept { return renewals_.load(std::memory_order_relaxed); }
   [[nodiscard]] std::uint64_t failed_releases() const noexcept {
-    return failed_releases_.load(std::memory_order_relaxed);
+    return failed_releases_->load(std::memory_order_relaxed);
   }
   /// The options as given. Thread-safe (immutable).
   [[nodiscard]] const RedisConcurrencyOptions& options() const noexcept { return options_; }
@@ -209,23 +212,20 @@ class RedisConcurrencyLimiter final : public PermitSource {
   std::size_t renew_now() { return renew_all(); }
 
   // PermitSource
+  /// Gives the units back. A permit whose `on_lost` runs now on another thread is released once it has
+  /// returned, so nothing the callback captured is freed under it, and none runs after a release.
   void release_permit(void* token, std::int64_t units) noexcept override {
     std::shared_ptr<Held> h;
     {
-      std::lock_guard lock(mutex_);
+      std::unique_lock lock(mutex_);
       auto it = held_.find(static_cast<Held*>(token));
       if (it == held_.end()) return;
-      h = std::move(it->second);
-      held_.erase(it);
+      h = it->second;
+      const auto self = std::this_thread::get_id();
+      told_cv_.wait(lock, [&] { return h->teller == std::thread::id{} || h->teller == self; });
+      if (held_.erase(static_cast<Held*>(token)) == 0) return;  // released by another thread meanwhile
     }
-    try {
-      const std::string units_arg = std::to_string(units);
-      RouteCall call = script_call(script("concurrency_release"), h->redis_key, {units_arg, h->id});
-      run_script(*route_, script("concurrency_release"), std::span<RouteCall>(&call, 1));
-      if (call.error || !call.reply || call.reply->type != REDIS_REPLY_ARRAY) failed_releases_.fetch_add(1);
-    } catch (...) {
-      failed_releases_.fetch_add(1, std::memory_order_relaxed);  // the units expire by themselves
-    }
+    release_in_redis(*h, units, false);
     {
       std::lock_guard lock(mutex_);
       local_releases_.fetch_add(1, std::memory_order_release);
@@ -243,15 +243,33 @@ class RedisConcurrencyLimiter final : public PermitSource {
  private:
   struct Held {
     std::string redis_key;
+    std::string released_key;  // the given-up ids (lua/concurrency_release.lua), in redis_key's slot
     std::string id;
     std::int64_t units = 0;
     std::chrono::steady_clock::time_point valid_until;
     bool lost = false;  // under mutex_
     OnLost on_lost;
+    std::thread::id teller{};  // under mutex_: the thread running `on_lost` now
   };
   struct Attempt {
     PermitResult result;
     std::int64_t wait_us = 0;
+  };
+  using Counter = std::shared_ptr<std::atomic<std::uint64_t>>;
+  inline static const std::string kNotGivenUp = "0";
+
+  /// A release sent without blocking; owns itself until it completes (the limiter may be gone by then).
+  class AsyncRelease final : public AsyncScriptCall {
+   public:
+    explicit AsyncRelease(Counter failed)
+        : AsyncScriptCall(script("concurrency_release")), failed_(std::move(failed)) {}
+
+   private:
+    void finished(Reply reply, std::optional<BackendError> error, bool /*reloaded*/) noexcept override {
+      if (error || !reply || reply->type != REDIS_REPLY_ARRAY) failed_->fetch_add(1, std::memory_order_relaxed);
+      delete this;
+    }
+    Counter failed_;
   };
 
   static std::shared_ptr<Route> make_route(const RedisOptions& o) {
@@ -311,14 +329,16 @@ class RedisConcurrencyLimiter final : public PermitSource {
 
   static const detail::EmbeddedScript& script(std::string_view kind) { return detail::script_for(kind); }
 
-  /// `{"EVALSHA", sha1, "1", key, argv...}` for `key`'s slot; the strings must outlive the call.
+  /// `{"EVALSHA", sha1, "1", key, argv...}` for `key`'s slot, or with `second` a second key of that slot
+  /// (`"2", key, *second`); the strings must outlive the call.
   static RouteCall script_call(const detail::EmbeddedScript& s, const std::string& key,
-                               std::initializer_list<std::string_view> argv) {
+                               std::initializer_list<std::string_view> argv, const std::string* second = nullptr) {
     RouteCall call;
     call.slot = detail::key_slot(key);
     call.key = key;
-    const std::array<std::string_view, 4> fixed{"EVALSHA", s.sha1, "1", key};
+    const std::array<std::string_view, 4> fixed{"EVALSHA", s.sha1, second != nullptr ? "2" : "1", key};
     call.args.assign(fixed.begin(), fixed.end());
+    if (second != nullptr) call.args.emplace_back(*second);
     call.args.insert(call.args.end(), argv.begin(), argv.end());
     return call;
   }
@@ -328,15 +348,20 @@ class RedisConcurrencyLimiter final : public PermitSource {
     if (units > options_.permits) return {PermitResult{{}, PermitStatus::too_many_units, 0, 0}, 0};
     auto h = std::make_shared<Held>();
     h->redis_key = redis_key(key);
+    h->released_key = detail::redis_key(redis_.key_prefix, identity(), key, ":released");
     h->id = instance_ + "-" + std::to_string(next_id_.fetch_add(1, std::memory_order_relaxed));
     h->units = units;
     const std::string units_arg = std::to_string(units);
     const auto sent = std::chrono::steady_clock::now();
     const detail::EmbeddedScript& s = script("concurrency_acquire");
     try {
-      RouteCall call = script_call(s, h->redis_key, {permits_arg_, units_arg, h->id, expiry_us_});
+      RouteCall call = script_call(s, h->redis_key, {permits_arg_, units_arg, h->id, expiry_us_}, &h->released_key);
       run_script(*route_, s, std::span<RouteCall>(&call, 1));
-      if (call.error) throw *call.error;
+      if (call.error) {
+        // It may still run (a late reply is discarded): released now, and kept from taking units if it runs later.
+        if (call.sent || call.error->cause() == BackendErrorCause::timeout) release_in_redis(*h, units, true);
+        throw *call.error;
+      }
       const redisReply& r = *call.reply;
       if (r.type == REDIS_REPLY_ERROR) throw BackendError(BackendErrorCause::reply, std::string(text(r)));
       if (r.type != REDIS_REPLY_ARRAY || r.elements != 3 || r.element[0]->type != REDIS_REPLY_INTEGER ||
@@ -357,6 +382,34 @@ class RedisConcurrencyLimiter final : public PermitSource {
     } catch (const BackendError&) {
       if (redis_.on_error == FailurePolicy::raise) throw;
       return {PermitResult{{}, PermitStatus::backend_failed, 0, 0}, 0};
+    }
+  }
+
+  /// Removes permit `h`'s `units` in Redis: one blocking script call, or an async one that completes by itself on
+  /// an async completion's I/O thread (where a blocking call cannot run) and for an acquire the caller gave up
+  /// (`given_up`: past its deadline already; the id is then kept from taking units should the acquire run
+  /// later). A failure is counted in `failed_releases` (the units then expire).
+  void release_in_redis(const Held& h, std::int64_t units, bool given_up) noexcept {
+    const detail::EmbeddedScript& s = script("concurrency_release");
+    try {
+      const std::string units_arg = std::to_string(units);
+      const std::string& mark = given_up ? expiry_us_ : kNotGivenUp;
+      if (given_up || detail::on_io_thread()) {
+        auto call = std::make_unique<AsyncRelease>(failed_releases_);
+        call->args = {"EVALSHA", std::string(s.sha1), "2", h.redis_key, h.released_key, units_arg, h.id, mark};
+        call->slot = detail::key_slot(h.redis_key);
+        call->deadline = std::chrono::steady_clock::now() + route_->options().command_timeout;
+        call->start(*route_);  // throws only with nothing started
+        (void)call.release();  // owned by the route until it completes
+        return;
+      }
+      RouteCall call = script_call(s, h.redis_key, {units_arg, h.id, mark}, &h.released_key);
+      run_script(*route_, s, std::span<RouteCall>(&call, 1));
+      if (call.error || !call.reply || call.reply->type != REDIS_REPLY_ARRAY) {
+        failed_releases_->fetch_add(1, std::memory_order_relaxed);
+      }
+    } catch (...) {
+      failed_releases_->fetch_add(1, std::memory_order_relaxed);
     }
   }
 
@@ -385,11 +438,14 @@ class RedisConcurrencyLimiter final : public PermitSource {
       for (RouteCall& c : calls) c.error = BackendError(BackendErrorCause::io, "renewal failed");
     }
     renewals_.fetch_add(calls.size(), std::memory_order_relaxed);
-    std::vector<OnLost> tell;
+    std::vector<std::pair<std::shared_ptr<Held>, OnLost>> tell;
     std::size_t lost = 0;
     {
       std::lock_guard lock(mutex_);
       for (std::size_t i = 0; i < batch.size(); ++i) {
+        // Released meanwhile: its renewal may have found its units gone, but nobody holds it to be told. The
+        // batch keeps it alive, so no new permit can have its address.
+        if (!held_.contains(batch[i].get())) continue;
         Held& h = *batch[i];
         const RouteCall& c = calls[i];
         const bool kept = !c.error && c.reply && c.reply->type == REDIS_REPLY_ARRAY && c.reply->elements == 1 &&
@@ -399,11 +455,19 @@ class RedisConcurrencyLimiter final : public PermitSource {
         } else if (!h.lost) {
           h.lost = true;
           ++lost;
-          if (h.on_lost) tell.push_back(std::move(h.on_lost));
+          if (h.on_lost) {
+            h.teller = std::this_thread::get_id();
+            tell.emplace_back(batch[i], std::move(h.on_lost));
+          }
         }
       }
     }
-    for (OnLost& f : tell) f();
+    for (auto& [h, f] : tell) {
+      f();
+      std::lock_guard lock(mutex_);
+      h->teller = {};
+    }
+    if (!tell.empty()) told_cv_.notify_all();
     return lost;
   }
 
@@ -442,10 +506,11 @@ class RedisConcurrencyLimiter final : public PermitSource {
   bool stopping_ = false;
   std::condition_variable renew_cv_;
   std::condition_variable release_cv_;
+  std::condition_variable told_cv_;  // an `on_lost` returned (a release may wait for it)
   std::atomic<std::uint64_t> local_releases_{0};
   std::atomic<std::uint64_t> polls_{0};
   std::atomic<std::uint64_t> renewals_{0};
-  std::atomic<std::uint64_t> failed_releases_{0};
+  Counter failed_releases_ = std::make_shared<std::atomic<std::uint64_t>>(0);  // shared with async releases
   std::thread renewer_;
 };
 

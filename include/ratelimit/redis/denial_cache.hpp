@@ -4,7 +4,8 @@
 /// The local denial cache of the Redis limiters (README "Denial cache"): after Redis denies cost n with
 /// retry_after R, requests of that key with cost >= n are denied in process memory until R has passed, counted
 /// from the send (so never longer than Redis would). `Denial` is the rule, kept per key by `LeasedLimiter`
-/// beside its lease; `DenialCache` is a bounded, sharded table of them for `RedisLimiter`.
+/// beside its lease (with a longer wait: until its slice fits); `DenialCache` is a bounded, sharded table of them
+/// for `RedisLimiter`.
 
 #include <array>
 #include <atomic>
@@ -56,8 +57,17 @@ struct Denial {
 /// A bounded table of `Denial`s with the decision to repeat, for `RedisLimiter`. At most `max_keys` keys (split
 /// over 16 shards); a full shard drops expired entries first, then any one (a dropped denial costs one Redis
 /// call, never a wrong answer). Thread-safe: every method may be called from any thread.
+///
+/// Ordered by what Redis did: a call takes its key's `stamp` before it is sent, and `invalidate` (a refund or
+/// reset of the key returned, units may have come back) moves the stamp on, so a denial whose call was sent
+/// before is not remembered: Redis may have run it before the refund, whatever order the replies are read in.
+/// Stamps are per hash slot (1,024 of them), so a refund of another key of the slot drops a denial too (one
+/// more Redis call, never a wrong answer).
 class DenialCache {
  public:
+  /// A key's stamp when its call was sent (see the class comment).
+  using Stamp = std::uint64_t;
+
   /// `max_keys` >= 1 (validated by the limiter).
   explicit DenialCache(std::size_t max_keys) : per_shard_(max_keys / kShards > 0 ? max_keys / kShards : 1) {
     // Keys come from requests: a keyed hash, seeded per cache, so nobody can aim keys at one bucket or shard.
@@ -85,12 +95,21 @@ class DenialCache {
     return true;
   }
 
+  /// `key`'s stamp now: taken before a call of it is sent, given back to `remember`. Lock-free.
+  [[nodiscard]] Stamp stamp(std::string_view key) const noexcept {
+    const std::uint64_t h = hash_of(key);
+    return shards_[shard_index(h)].stamps[stamp_index(h)].load(std::memory_order_acquire);
+  }
+
   /// Remembers Redis's denial `d` of `cost` (>= 1) units of `key`, for a call sent at monotonic `sent` under
-  /// `policy` and answered at `now` (ns).
+  /// `policy` with the key's stamp `sent_stamp`, and answered at `now` (ns); nothing when the key was
+  /// invalidated since the call was sent.
   void remember(std::string_view key, std::int64_t cost, const Decision& d, std::int64_t sent, std::int64_t now,
-                std::uint64_t policy = 0) {
-    Shard& s = shard_of(key);
+                std::uint64_t policy = 0, Stamp sent_stamp = 0) {
+    const std::uint64_t h = hash_of(key);
+    Shard& s = shards_[shard_index(h)];
     const std::lock_guard lock(s.mutex);
+    if (s.stamps[stamp_index(h)].load(std::memory_order_relaxed) != sent_stamp) return;
     auto it = s.entries.find(key);
     if (it == s.entries.end()) {
       if (s.entries.size() >= per_shard_) make_room(s, now);
@@ -104,15 +123,32 @@ class DenialCache {
     e.policy = policy;
   }
 
-  /// Drops `key`'s denial (Redis admitted it, or units came back through this limiter).
+  /// Drops `key`'s denial (Redis admitted it: a denial of a call sent before stays true).
   void forget(std::string_view key) {
     if (size_.load(std::memory_order_relaxed) == 0) return;
     Shard& s = shard_of(key);
     const std::lock_guard lock(s.mutex);
-    const auto it = s.entries.find(key);
-    if (it == s.entries.end()) return;
-    s.entries.erase(it);
-    size_.fetch_sub(1, std::memory_order_relaxed);
+    erase(s, key);
+  }
+
+  /// Drops `key`'s denial and every one of a call sent before now (units came back through this limiter: a
+  /// refund or reset of the key returned, or may have run).
+  void invalidate(std::string_view key) {
+    const std::uint64_t h = hash_of(key);
+    Shard& s = shards_[shard_index(h)];
+    const std::lock_guard lock(s.mutex);
+    s.stamps[stamp_index(h)].fetch_add(1, std::memory_order_release);
+    erase(s, key);
+  }
+
+  /// `invalidate` for every key (the policy changed).
+  void invalidate_all() {
+    for (Shard& s : shards_) {
+      const std::lock_guard lock(s.mutex);
+      for (std::atomic<Stamp>& stamp : s.stamps) stamp.fetch_add(1, std::memory_order_release);
+      size_.fetch_sub(s.entries.size(), std::memory_order_relaxed);
+      s.entries.clear();
+    }
   }
 
   /// Keys held (a snapshot).
@@ -120,6 +156,7 @@ class DenialCache {
 
  private:
   static constexpr std::size_t kShards = 16;
+  static constexpr std::size_t kStampsPerShard = 64;
   struct Entry {
     Denial denial;
     Decision decision{};
@@ -139,10 +176,22 @@ class DenialCache {
   struct Shard {
     std::mutex mutex;
     Map entries;
+    std::array<std::atomic<Stamp>, kStampsPerShard> stamps{};  // moved on under mutex
   };
 
-  Shard& shard_of(std::string_view key) {
-    return shards_[(ratelimit::detail::siphash<1, 3>(seed_[1], seed_[0], key) >> 7) % kShards];
+  [[nodiscard]] std::uint64_t hash_of(std::string_view key) const noexcept {
+    return ratelimit::detail::siphash<1, 3>(seed_[1], seed_[0], key);
+  }
+  static std::size_t shard_index(std::uint64_t h) noexcept { return (h >> 7) % kShards; }
+  static std::size_t stamp_index(std::uint64_t h) noexcept { return (h >> 11) % kStampsPerShard; }
+  Shard& shard_of(std::string_view key) { return shards_[shard_index(hash_of(key))]; }
+
+  /// Drops `key`'s entry (lock held).
+  void erase(Shard& s, std::string_view key) {
+    const auto it = s.entries.find(key);
+    if (it == s.entries.end()) return;
+    s.entries.erase(it);
+    size_.fetch_sub(1, std::memory_order_relaxed);
   }
 
   /// Frees at least one slot of a full shard (lock held): expired entries among the first 64, else the first.

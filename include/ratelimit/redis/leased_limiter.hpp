@@ -63,8 +63,8 @@ struct LeaseOptions {
   double max_fraction = 0.1;
   /// Most keys kept in process memory (leases and denials); >= 1. A key beyond it is checked per request.
   std::size_t max_keys = 100'000;
-  /// After Redis denies cost n with retry_after R, deny requests of that key with cost >= n locally until R has
-  /// passed (README "Budget leases", denial cache).
+  /// After Redis denies cost n with retry_after R, deny requests of that key with cost >= n locally until the
+  /// slice it asks for fits (GCRA: R + (slice - n) * T; README "Budget leases", denial cache).
   bool deny_cache = true;
 };
 
@@ -103,8 +103,8 @@ struct LeaseStats : FallbackCounters {
 ///
 /// Decisions: `limit` is the lease-mode limit (GCRA/TokenBucket: `floor((B*T - L) / T)`; FixedWindow: the
 /// limit); `remaining` the units this process holds plus what Redis had unleased at its last answer;
-/// `retry_after` Redis's wait (or the rest of it, from the denial cache); `reset_after` Redis's, minus the
-/// time since it answered. Thread-safe: every method may be called from any thread. Throws
+/// `retry_after` the denial cache's wait (Redis's, plus the rest of the slice) or the rest of it; `reset_after`
+/// Redis's, minus the time since it answered. Thread-safe: every method may be called from any thread. Throws
 /// `std::invalid_argument` for bad options (naming the field), a negative cost or a key over
 /// `max_key_bytes`; `BackendError` under `FailurePolicy::raise`. With `FailurePolicy::fallback`, what would go to
 /// Redis while it fails goes to an in-memory share of the quota (README "Fallback during outages").
@@ -222,9 +222,10 @@ class LeasedLimiter {
     }
   }
 
-  /// Forgets `key`: drops its local lease and denial (unused units are not returned: the state is deleted) and
-  /// deletes its Redis key. Other processes' leases of the key keep serving their units. Returns false when
-  /// Redis failed and `on_error` is not `raise`. Thread-safe.
+  /// Forgets `key`: drops its local lease and denial (unused units are not returned) and resets its Redis state to
+  /// a fresh budget. Other processes' leases of the key keep serving their units; their returns give the fresh
+  /// state nothing (their units came from the old one). Returns false when Redis failed and `on_error` is not
+  /// `raise`. Thread-safe.
   bool reset(std::string_view key) {
     check_key(key);
     if (auto* memory = fallback_.memory()) memory->reset(key);
@@ -233,17 +234,18 @@ class LeasedLimiter {
       std::lock_guard<std::mutex> lock(shard.mutex);
       shard.entries.erase(std::string(key));
     }
-    const std::string k = redis_key(key);
-    RouteCall call;
-    call.slot = detail::key_slot(k);
-    call.args = {"DEL", k};
-    route_->execute(std::span<RouteCall>(&call, 1));
-    if (!call.error && call.reply && call.reply->type == REDIS_REPLY_INTEGER) return true;
-    failures_.fetch_add(1, std::memory_order_relaxed);
-    const BackendError e = call.error ? *call.error : BackendError(BackendErrorCause::reply, "DEL failed");
-    detail::notify_failure(options_, e);
-    if (options_.on_error == FailurePolicy::raise) throw e;
-    return false;
+    std::vector<Call> calls(1);
+    calls[0] = grant_call(key, 0, 0, "3");
+    execute(calls);
+    try {
+      (void)parse(calls[0]);
+      return true;
+    } catch (const BackendError& e) {
+      failures_.fetch_add(1, std::memory_order_relaxed);
+      detail::notify_failure(options_, e);
+      if (options_.on_error == FailurePolicy::raise) throw;
+      return false;
+    }
   }
 
   /// Returns the unused units of every expired lease now (one pipelined batch). Returns how many leases went
@@ -257,7 +259,8 @@ class LeasedLimiter {
       for (auto& [key, e] : s.entries) {
         if (!e.busy && e.units > 0 && now >= e.deadline) take_return(key, e, out);
       }
-      s.expiries.clear();
+      // Only the expired: the rest go back by the shard's calls once they expire.
+      std::erase_if(s.expiries, [now](const auto& expiry) { return expiry.first <= now; });
     }
     send_returns(out);
     return out.size();

@@ -256,13 +256,15 @@ class RedisLimiter final : public detail::LayeredMember {
     check_key(key);
     core_->calls.fetch_add(1, std::memory_order_relaxed);
     core_->fallback.reset(key);
-    if (core_->denials) core_->denials->forget(key);
+    if (core_->denials) core_->denials->invalidate(key);
     try {
       const std::string k = redis_key(key);
       RouteCall call;
       call.slot = detail::key_slot(k);
       call.args = {"DEL", k};
       route_->execute(std::span<RouteCall>(&call, 1));
+      // Again once the DEL ran (or may have): a denial Redis gave before it may have been remembered meanwhile.
+      if (core_->denials) core_->denials->invalidate(key);
       if (call.error) throw *call.error;
       if (call.reply->type == REDIS_REPLY_ERROR)
         throw BackendError(BackendErrorCause::reply, std::string(text(*call.reply)));
@@ -360,6 +362,8 @@ class RedisLimiter final : public detail::LayeredMember {
     std::lock_guard change(core_->change_mutex);
     core_->fallback.set_policy(policy);  // its share too (throws for a bad share before anything changed)
     core_->set_config(Config{std::move(policy), std::move(rules), std::move(binding)});
+    // Also a return to a policy given before (same id): what it had cached may no longer be true.
+    if (core_->denials) core_->denials->invalidate_all();
   }
   /// How many times `set_policy` has run (0 at first): a layer re-reads `policy()` when it moved.
   /// Thread-safe (one load, no lock).
@@ -536,7 +540,9 @@ class RedisLimiter final : public detail::LayeredMember {
     std::vector<std::string> costs(requests.size());
     std::vector<RouteCall> calls(requests.size());
     std::vector<std::string_view> order(requests.size());
+    std::vector<detail::DenialCache::Stamp> stamps(core_->denials ? requests.size() : 0);
     for (std::size_t i = 0; i < requests.size(); ++i) {
+      if (core_->denials) stamps[i] = core_->denials->stamp(requests[i].key);  // before the send
       keys[i] = redis_key(requests[i].key);
       costs[i] = std::to_string(requests[i].cost);
       calls[i].slot = detail::key_slot(keys[i]);
@@ -568,9 +574,11 @@ class RedisLimiter final : public detail::LayeredMember {
         if (calls[i].error) throw *calls[i].error;
         any_reply = true;
         out.push_back(core_->decided(*calls[i].reply, config));
-        core_->learn(requests[i].key, requests[i].cost, mode, out.back().decision, sent, config);
+        core_->learn(requests[i].key, requests[i].cost, mode, out.back().decision, sent, config,
+                     core_->denials ? stamps[i] : 0);
       } catch (const BackendError& e) {
         count_failure(e, 1);
+        core_->learn_failure(requests[i].key, mode);
         if (calls[i].reply) any_reply = true;  // an error reply: the server is alive
         if (!first) first = e;
         out.push_back(fallback.enabled() ? serve_fallback(requests[i].key, requests[i].cost, mode, config)
@@ -704,17 +712,24 @@ class RedisLimiter final : public detail::LayeredMember {
 
     [[nodiscard]] std::int64_t mono_ns() { return ratelimit::detail::now_ns(mono); }
 
-    /// Feeds Redis's decision `d` of a call sent at `sent` (monotonic ns) under `c` to the denial cache: a
-    /// denial of a check is remembered (valid while `c` is the policy: lookups pass the current one), an
-    /// admission or a refund forgets the key's.
+    /// Feeds Redis's decision `d` of a call sent at `sent` (monotonic ns, with the key's denial `stamp`) under
+    /// `c` to the denial cache: a denial of a check is remembered (valid while `c` is the policy: lookups pass
+    /// the current one) unless a refund or reset returned since the send; an admission forgets the key's, a
+    /// refund also every denial sent before it (README "Denial cache").
     void learn(std::string_view key, std::int64_t cost, Mode mode, const Decision& d, std::int64_t sent,
-               const Config& c) {
+               const Config& c, detail::DenialCache::Stamp stamp) {
       if (!denials || mode == Mode::peek) return;
-      if (mode == Mode::check && !d.allowed && cost > 0) {
-        denials->remember(key, cost, d, sent, mono_ns(), c.id);
-      } else if (mode == Mode::refund || d.allowed) {
+      if (mode == Mode::refund) {
+        denials->invalidate(key);
+      } else if (!d.allowed && cost > 0) {
+        denials->remember(key, cost, d, sent, mono_ns(), c.id, stamp);
+      } else if (d.allowed) {
         denials->forget(key);
       }
+    }
+    /// A failed refund may have run: as a refund for the denial cache.
+    void learn_failure(std::string_view key, Mode mode) {
+      if (denials && mode == Mode::refund) denials->invalidate(key);
     }
 
     /// Counts `n` failures of `e`'s cause and tells the hook once.
@@ -775,6 +790,7 @@ class RedisLimiter final : public detail::LayeredMember {
     /// With the denial cache: its answer (the call is then never written, as above), and the send time.
     std::optional<Decision> cached;
     std::int64_t sent_ns = 0;
+    detail::DenialCache::Stamp stamp = 0;
 
    private:
     void finished(Reply reply, std::optional<BackendError> error, bool reloaded) noexcept override {
@@ -792,10 +808,11 @@ class RedisLimiter final : public detail::LayeredMember {
           if (error) throw *error;
           if (ticket) Fallback::settle(*ticket, nullptr);
           result = core_->decided(*reply, config_);
-          core_->learn(user_key, cost_, mode_, result.decision, sent_ns, config_);
+          core_->learn(user_key, cost_, mode_, result.decision, sent_ns, config_, stamp);
         }
       } catch (const BackendError& e) {
         core_->count_failure(e, 1);
+        core_->learn_failure(user_key, mode_);
         if (ticket) Fallback::settle(*ticket, reply ? nullptr : &e);
         try {
           result = ticket ? serve() : core_->failed(now_, cost_, mode_, config_);
@@ -845,6 +862,7 @@ class RedisLimiter final : public detail::LayeredMember {
     call->deadline = std::chrono::steady_clock::now() + timeout;
     if (core_->denials) {
       call->user_key = std::string(key);
+      call->stamp = core_->denials->stamp(key);
       call->sent_ns = core_->mono_ns();
       Decision d;
       if (mode == Mode::check && core_->denials->lookup(key, cost, call->sent_ns, d, config.id)) {
