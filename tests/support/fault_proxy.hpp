@@ -31,7 +31,8 @@
 //   refuse        stop listening (the port stays bound to the proxy): a new connect fails with ECONNREFUSED;
 //                 connections waiting in the backlog are reset. Listening resumes when admission changes.
 //
-// Counters: `accepted()` connections, `bytes(direction)` forwarded, `live()` connections open.
+// Counters: `accepted()` connections, `bytes(direction)` forwarded, `live()` connections open,
+// `client_closes()` forwarded connections whose client closed (end of stream or an error read from it).
 // The destructor stops it: every thread joined, every socket closed, within about 20 ms (never waits for a
 // peer). Thread-safe: any thread may set faults and read counters. Throws std::runtime_error when it cannot
 // listen.
@@ -135,6 +136,8 @@ class FaultProxy {
   [[nodiscard]] std::int64_t bytes(Direction direction) const noexcept { return bytes_[index(direction)]; }
   /// Forwarded connections whose pumps still run.
   [[nodiscard]] std::int64_t live() const noexcept { return live_; }
+  /// Forwarded connections whose client closed (end of stream, or an error read from its socket).
+  [[nodiscard]] std::int64_t client_closes() const noexcept { return client_closes_; }
 
  private:
   static constexpr auto kTick = std::chrono::milliseconds(10);  // how often a waiting thread looks at stop_
@@ -283,6 +286,7 @@ class FaultProxy {
   std::atomic<std::int64_t> accepted_{0};
   std::atomic<std::int64_t> bytes_[2] = {0, 0};
   std::atomic<std::int64_t> live_{0};
+  std::atomic<std::int64_t> client_closes_{0};
   std::mutex connections_mutex_;
   std::list<std::unique_ptr<Connection>> connections_;
   std::vector<int> blackholed_;
@@ -382,6 +386,9 @@ inline void FaultProxy::Pump::run() {
 inline bool FaultProxy::Pump::read_more() {
   char buf[16 * 1024];
   const ssize_t n = ::recv(from_, buf, sizeof buf, MSG_DONTWAIT);
+  if (n <= 0 && direction_ == 0 && (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))) {
+    ++proxy_.client_closes_;
+  }
   if (n == 0) {
     from_open_ = false;
     return true;
