@@ -691,7 +691,8 @@ class Pipeline final : public AsyncSink {
         update_load();
       } else {
         conn_ = std::move(c);
-        if (!driving_ && !queued_.empty()) {  // every driver left meanwhile: the I/O thread writes the calls
+        if (!driving_ && !queued_.empty() &&
+            !stopping_) {  // every driver left meanwhile: the I/O thread writes the calls
           driving_ = true;
           io_drive_ = true;
           start_io_thread();
