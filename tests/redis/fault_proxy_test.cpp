@@ -223,10 +223,11 @@ class FaultProxyFixture : public testing::Test {
     expect_counted_once(all, l);
   }
 
-  /// While a connect trickles (the fault set by the caller): one check (sync or async) ends by its own
+  /// While a connect trickles (`fault` on the server's bytes): one check (sync or async) ends by its own
   /// deadline, long before connect_timeout (500 ms); the connect is given up by connect_timeout (the proxy
   /// sees the client close), never completed; then the fault is lifted and checks are decided.
-  void expect_connect_bounded(bool async) {
+  void expect_connect_bounded(FaultSpec fault, bool async) {
+    proxy_->set(Direction::to_client, fault);
     options_.connect_timeout = 500ms;
     Limiter l(kBig, options_, clock_);
     const auto t0 = Steady::now();
@@ -339,61 +340,36 @@ class FaultProxyConnect : public FaultProxyServer {
 };
 
 TEST_F(FaultProxyConnect, TrickledLoginEndsSyncCallByItsDeadline) {
-  proxy_->set(Direction::to_client, FaultSpec::trickle(80ms));
-  expect_connect_bounded(false);
+  expect_connect_bounded(FaultSpec::trickle(80ms), false);
 }
 TEST_F(FaultProxyConnect, TrickledLoginCallbackArrivesByItsDeadline) {
-  proxy_->set(Direction::to_client, FaultSpec::trickle(80ms));
-  expect_connect_bounded(true);
+  expect_connect_bounded(FaultSpec::trickle(80ms), true);
 }
 
 /// TLS: a proxy in front of the TLS port of a redis-server of the suite's own (certificates made once);
 /// the server's state is read on its plain port.
 class FaultProxyTls : public FaultProxyFixture {
  protected:
-  static void SetUpTestSuite() {
-    if (!ratelimit::redis::kTlsAvailable) return;
-    if (ratelimit_test::shared_redis() == nullptr || !ratelimit_test::have_openssl_command()) return;
-    files_ = new ratelimit_test::TlsFiles();
-    server_ = new ratelimit_test::TlsRedisServer(ratelimit_test::redis_server_binary(), *files_);
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    delete files_;
-    server_ = nullptr;
-    files_ = nullptr;
-  }
+  static void SetUpTestSuite() { suite_.start(); }
+  static void TearDownTestSuite() { suite_.stop(); }
   void SetUp() override {
-    if (!ratelimit::redis::kTlsAvailable) {
-      if (std::getenv("CI") != nullptr) FAIL() << "CI builds must have TLS (OpenSSL: libssl-dev)";
-      GTEST_SKIP() << "built without OpenSSL";
-    }
-    RATELIMIT_REQUIRE_REDIS();
-    if (!ratelimit_test::have_openssl_command()) {
-      if (std::getenv("CI") != nullptr) FAIL() << "CI needs the openssl command";
-      GTEST_SKIP() << "no openssl command";
-    }
-    ASSERT_NE(server_, nullptr);
-    start_proxy(server_->tls_port());
-    options_ = through_proxy(ratelimit_test::client_options(server_->server()));
+    RATELIMIT_REQUIRE_TLS(suite_);
+    start_proxy(suite_.server->tls_port());
+    options_ = through_proxy(ratelimit_test::client_options(suite_.server->server()));
     options_.tls.enabled = true;
-    options_.tls.ca_file = files_->path("ca.crt");
+    options_.tls.ca_file = suite_.files->path("ca.crt");
   }
 
-  static ratelimit_test::TlsFiles* files_;
-  static ratelimit_test::TlsRedisServer* server_;
+  static ratelimit_test::TlsSuiteServer suite_;
 };
-ratelimit_test::TlsFiles* FaultProxyTls::files_ = nullptr;
-ratelimit_test::TlsRedisServer* FaultProxyTls::server_ = nullptr;
+ratelimit_test::TlsSuiteServer FaultProxyTls::suite_;
 
 // The handshake's bytes trickling, one every 50 ms (about a minute for the server's flight).
 TEST_F(FaultProxyTls, TrickledHandshakeEndsSyncCallByItsDeadline) {
-  proxy_->set(Direction::to_client, FaultSpec::trickle(50ms));
-  expect_connect_bounded(false);
+  expect_connect_bounded(FaultSpec::trickle(50ms), false);
 }
 TEST_F(FaultProxyTls, TrickledHandshakeCallbackArrivesByItsDeadline) {
-  proxy_->set(Direction::to_client, FaultSpec::trickle(50ms));
-  expect_connect_bounded(true);
+  expect_connect_bounded(FaultSpec::trickle(50ms), true);
 }
 
 // A handshake slower than a call's deadline but within connect_timeout: the first call ends by its deadline,
