@@ -313,6 +313,30 @@ TEST_F(FaultProxyServer, BlackholeAsync) { expect_admission_fault(Admission::bla
 TEST_F(FaultProxyServer, RefuseSync) { expect_admission_fault(Admission::refuse, false); }
 TEST_F(FaultProxyServer, RefuseAsync) { expect_admission_fault(Admission::refuse, true); }
 
+// Local refusals are no server fault: async calls beyond max_in_flight on a slow (healthy) server fail at once
+// and leave the breaker closed, while those in flight are decided.
+TEST_F(FaultProxyServer, QueueFullAsyncLeavesTheBreakerClosed) {
+  options_.max_in_flight = 2;
+  options_.command_timeout = 500ms;
+  std::atomic<int> decided{0}, failed{0}, done{0};  // outlive the limiter, which runs every callback
+  Limiter l(kBig, options_, clock_);
+  proxy_->set(Direction::to_client, FaultSpec::delay(50ms));
+  constexpr int kCalls = 40;
+  for (int i = 0; i < kCalls; ++i) {
+    l.check_async("k", 1, [&](std::exception_ptr, CheckResult r) {
+      (r.outcome == Outcome::decided ? decided : failed).fetch_add(1);
+      done.fetch_add(1);
+    });
+  }
+  const auto until = Steady::now() + kHung;
+  while (done.load() < kCalls && Steady::now() < until) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(done.load(), kCalls);
+  EXPECT_GE(decided.load(), 2);
+  EXPECT_GE(l.stats().refused_calls, 1u);
+  EXPECT_EQ(l.stats().breaker_opens, 0u) << failed.load() << " local refusals opened the breaker";
+  EXPECT_EQ(consumed(), decided.load());
+}
+
 // Connecting is bounded in total (README "Redis backend", connect_timeout): AUTH and SELECT replies trickling
 // one byte every 80 ms (each read inside the per-read timeout, 800 ms for both) hold no call past its
 // deadline, sync or async, and no connect past connect_timeout.
