@@ -221,7 +221,8 @@ class CompletionScope {
 ///
 /// Faults: a write or read failure, or no byte for `command_timeout` while replies are due, breaks the
 /// connection: every call written and unanswered fails (it may have run; it is never re-sent), calls
-/// still queued go on a new connection (opened by the next write, with the pool's backoff). At most
+/// still queued go on a new connection (opened by the next write, with the pool's backoff, on a thread of
+/// its own: a caller waits for it until its deadline, the connect goes on for later calls). At most
 /// `max_in_flight` commands are queued or unanswered; a submission beyond fails at once (cause timeout,
 /// "queue full"). Destruction fails every unanswered call (cause io) and runs its completion before it
 /// returns. Thread-safe; not usable in a child process after fork (throws `std::logic_error`).
@@ -691,8 +692,8 @@ class Pipeline final : public AsyncSink {
         update_load();
       } else {
         conn_ = std::move(c);
-        if (!driving_ && !queued_.empty() &&
-            !stopping_) {  // every driver left meanwhile: the I/O thread writes the calls
+        // Calls queued after every driver left: the I/O thread writes them.
+        if (!driving_ && !queued_.empty() && !stopping_) {
           driving_ = true;
           io_drive_ = true;
           start_io_thread();
