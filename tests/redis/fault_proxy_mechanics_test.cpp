@@ -80,7 +80,10 @@ TEST_F(FaultProxyMechanics, ForwardsAndCounts) {
   EXPECT_EQ(c.ping(), "+PONG\r\n");
   // Counted just after each write: the reply may be read first.
   const auto until = Steady::now() + 1s;
-  while (proxy_->bytes(Direction::to_client) < 7 && Steady::now() < until) std::this_thread::sleep_for(1ms);
+  while ((proxy_->bytes(Direction::to_server) < 6 || proxy_->bytes(Direction::to_client) < 7) &&
+         Steady::now() < until) {
+    std::this_thread::sleep_for(1ms);
+  }
   EXPECT_EQ(proxy_->accepted(), 1);
   EXPECT_EQ(proxy_->bytes(Direction::to_server), 6);
   EXPECT_EQ(proxy_->bytes(Direction::to_client), 7);
