@@ -28,7 +28,8 @@ class TlsFiles {
     const std::string d = dir_;
     write("ext.cnf", "subjectAltName=DNS:localhost,IP:127.0.0.1\n");
     write("ca.cnf", "[ca]\ndefault_ca=ca_default\n[ca_default]\ndatabase=" + d + "/index.txt\nnew_certs_dir=" + d +
-                        "\nserial=" + d + "/serial\ndefault_md=sha256\npolicy=any\nunique_subject=no\n"
+                        "\nserial=" + d +
+                        "/serial\ndefault_md=sha256\npolicy=any\nunique_subject=no\n"
                         "[any]\ncommonName=supplied\n");
     write("index.txt", "");
     write("serial", "01\n");
@@ -103,4 +104,36 @@ inline ratelimit::redis::RedisOptions tls_options(ratelimit::redis::RedisOptions
   return o;
 }
 
+/// Certificates and a TLS redis-server shared by one test suite: `start()` (in SetUpTestSuite) makes them when
+/// this build has TLS, the shared redis-server runs and the `openssl` command is there;
+/// `RATELIMIT_REQUIRE_TLS(suite_server)` in SetUp skips the test otherwise (fails it under CI).
+struct TlsSuiteServer {
+  std::unique_ptr<TlsFiles> files;
+  std::unique_ptr<TlsRedisServer> server;
+  void start() {
+    if (!ratelimit::redis::kTlsAvailable || shared_redis() == nullptr || !have_openssl_command()) return;
+    files = std::make_unique<TlsFiles>();
+    server = std::make_unique<TlsRedisServer>(redis_server_binary(), *files);
+  }
+  void stop() {
+    server.reset();
+    files.reset();
+  }
+};
+
 }  // namespace ratelimit_test
+
+// Needs test_support.hpp (RATELIMIT_REQUIRE_REDIS) where it is used.
+#define RATELIMIT_REQUIRE_TLS(suite_server)                                                        \
+  do {                                                                                             \
+    if (!ratelimit::redis::kTlsAvailable) {                                                        \
+      if (std::getenv("CI") != nullptr) FAIL() << "CI builds must have TLS (OpenSSL: libssl-dev)"; \
+      GTEST_SKIP() << "built without OpenSSL";                                                     \
+    }                                                                                              \
+    RATELIMIT_REQUIRE_REDIS();                                                                     \
+    if (!::ratelimit_test::have_openssl_command()) {                                               \
+      if (std::getenv("CI") != nullptr) FAIL() << "CI needs the openssl command";                  \
+      GTEST_SKIP() << "no openssl command";                                                        \
+    }                                                                                              \
+    ASSERT_NE((suite_server).server, nullptr);                                                     \
+  } while (0)

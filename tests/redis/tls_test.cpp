@@ -35,29 +35,16 @@ using namespace std::chrono_literals;
 class Tls : public testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!ratelimit::redis::kTlsAvailable) return;
-    if (ratelimit_test::shared_redis() == nullptr || !ratelimit_test::have_openssl_command()) return;
-    files_ = new ratelimit_test::TlsFiles();
-    server_ = new ratelimit_test::TlsRedisServer(ratelimit_test::redis_server_binary(), *files_);
+    suite_.start();
+    files_ = suite_.files.get();
+    server_ = suite_.server.get();
   }
   static void TearDownTestSuite() {
-    delete server_;
-    delete files_;
+    suite_.stop();
     server_ = nullptr;
     files_ = nullptr;
   }
-  void SetUp() override {
-    if (!ratelimit::redis::kTlsAvailable) {
-      if (std::getenv("CI") != nullptr) FAIL() << "CI builds must have TLS (OpenSSL: libssl-dev)";
-      GTEST_SKIP() << "built without OpenSSL";
-    }
-    RATELIMIT_REQUIRE_REDIS();
-    if (!ratelimit_test::have_openssl_command()) {
-      if (std::getenv("CI") != nullptr) FAIL() << "CI needs the openssl command";
-      GTEST_SKIP() << "no openssl command";
-    }
-    ASSERT_NE(server_, nullptr);
-  }
+  void SetUp() override { RATELIMIT_REQUIRE_TLS(suite_); }
   static ratelimit::redis::RedisOptions options(ratelimit::FailurePolicy on_error = ratelimit::FailurePolicy::raise) {
     return ratelimit_test::tls_options(ratelimit_test::client_options(server_->server(), on_error), *server_, *files_);
   }
@@ -88,9 +75,11 @@ class Tls : public testing::Test {
     }
     return what;
   }
+  static ratelimit_test::TlsSuiteServer suite_;
   static ratelimit_test::TlsFiles* files_;
   static ratelimit_test::TlsRedisServer* server_;
 };
+ratelimit_test::TlsSuiteServer Tls::suite_;
 ratelimit_test::TlsFiles* Tls::files_ = nullptr;
 ratelimit_test::TlsRedisServer* Tls::server_ = nullptr;
 
@@ -178,15 +167,20 @@ TEST_F(Tls, ClusterOverTlsReachesEveryMaster) {
     GTEST_SKIP() << "no redis-cli";
   }
   std::map<int, int> tls_port_of;  // plain port -> TLS port
-  ratelimit_test::RedisCluster cluster(
-      ratelimit_test::redis_server_binary(), *cli, 3, 0, 1000, [&](int port) -> std::vector<std::string> {
-        const int tls = ratelimit_test::free_port();
-        tls_port_of[port] = tls;
-        // The bus stays on port + 10000 (with tls-cluster it would follow the TLS port), over TLS.
-        return {"--tls-port", std::to_string(tls), "--tls-cert-file", files_->path("server.crt"),
-                "--tls-key-file", files_->path("server.key"), "--tls-ca-cert-file", files_->path("ca.crt"),
-                "--tls-auth-clients", "no", "--tls-cluster", "yes", "--cluster-port", std::to_string(port + 10000)};
-      });
+  ratelimit_test::RedisCluster cluster(ratelimit_test::redis_server_binary(), *cli, 3, 0, 1000,
+                                       [&](int port) -> std::vector<std::string> {
+                                         const int tls = ratelimit_test::free_port();
+                                         tls_port_of[port] = tls;
+                                         // The bus stays on port + 10000 (with tls-cluster it would follow the TLS
+                                         // port), over TLS.
+                                         return {"--tls-port",         std::to_string(tls),
+                                                 "--tls-cert-file",    files_->path("server.crt"),
+                                                 "--tls-key-file",     files_->path("server.key"),
+                                                 "--tls-ca-cert-file", files_->path("ca.crt"),
+                                                 "--tls-auth-clients", "no",
+                                                 "--tls-cluster",      "yes",
+                                                 "--cluster-port",     std::to_string(port + 10000)};
+                                       });
   auto o = options();  // TLS trusting the test CA; the host and port are replaced by the seeds
   for (const auto& [plain, tls] : tls_port_of) o.cluster_nodes.push_back({"127.0.0.1", tls});
   ManualClock clock;
