@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ratelimit/error.hpp"
+#include "ratelimit/redis/detail/address.hpp"
 
 namespace ratelimit::redis {
 
@@ -99,7 +101,9 @@ struct CircuitBreakerOptions {
 /// field has a working default; the pool or router validates them (`std::invalid_argument` naming the field,
 /// e.g. `ConnectionOptions.pool_size`).
 struct ConnectionOptions {
-  /// Host name or address of the Redis server (ignored when `unix_socket` is set).
+  /// Host name or IP address of the Redis server, alone: IPv6 bare (`::1`, not `[::1]`), no port, no
+  /// scheme (`ConnectionOptions.host` is refused with a `:port`, a `redis://`, nothing, or a character no
+  /// host has; read a URL with `from_url`). Ignored when `unix_socket` is set.
   std::string host = "127.0.0.1";
   /// TCP port, 1..65535.
   int port = 6379;
@@ -151,6 +155,29 @@ struct ConnectionOptions {
   SentinelOptions sentinel{};
   /// TLS (off by default); on Redis Cluster for every node, with Sentinel for the sentinels too.
   TlsOptions tls{};
+
+  /// The options a Redis URL names (README "Connection options"), every other field at its default:
+  /// `redis://[user[:password]@]host[:port][/db]` (port 6379, database 0 by default; an IPv6 host in
+  /// brackets, `redis://[::1]:6379`), `rediss://...` the same over TLS (`tls.enabled`), and
+  /// `unix://[user[:password]@]/path/to/socket[?db=N]`. The scheme is case-insensitive; user, password
+  /// and socket path are percent-decoded (`p%40ss` is `p@ss`), and must percent-encode what a URL
+  /// reserves. Throws `std::invalid_argument` ("ConnectionOptions::from_url: ...") saying what is wrong
+  /// (no scheme, no host, a port not in 1..65535, a query, ...), never showing the URL or its password.
+  /// Example: `auto o = ConnectionOptions::from_url("redis://app:secret@10.0.0.5:6380/2");`
+  [[nodiscard]] static ConnectionOptions from_url(std::string_view url) {
+    detail::RedisUrl u = detail::parse_redis_url(url);
+    ConnectionOptions o;
+    o.unix_socket = std::move(u.unix_socket);
+    if (o.unix_socket.empty()) {
+      o.host = std::move(u.host);
+      o.port = u.port;
+    }
+    o.user = std::move(u.user);
+    o.password = std::move(u.password);
+    o.database = u.database;
+    o.tls.enabled = u.tls;
+    return o;
+  }
 };
 
 /// The in-memory fallback of a Redis rate limiter (`on_error = FailurePolicy::fallback`, README "Fallback during
