@@ -684,7 +684,7 @@ class RedisLimiter final : public detail::LayeredMember {
           current(&configs.front()),
           on_error(o.on_error),
           failure_retry_after(o.failure_retry_after),
-          on_backend_failure(o.on_backend_failure),
+          on_backend_failure(detail::failure_hook(o, detail::gate_clock(clock))),
           mono(detail::gate_clock(clock)),
           denials(o.deny_cache.enabled ? std::make_unique<detail::DenialCache>(o.deny_cache.max_keys) : nullptr),
           fallback(configs.front().policy, o.limiter(), clock, detail::gate_clock(clock)) {}
