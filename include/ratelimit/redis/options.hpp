@@ -236,7 +236,10 @@ struct LimiterOptions {
   /// Called with the error each time a Redis call of this limiter fails (also under `fail_open`, so an
   /// outage answered by admitting is never silent), before the failure policy answers. Runs on the calling
   /// thread, or for async calls on the I/O thread: it must be thread-safe, must not block and must not call
-  /// the limiter; what it throws is ignored. Empty: nothing is called.
+  /// the limiter; what it throws is ignored. Empty (the default): the default report, one line on stderr
+  /// for a server's first failure and at most one more per server per 10 s, naming the server, the cause
+  /// and the failure policy's answer (README "Failure policy and hook"); `ignore_backend_failure`
+  /// (`<ratelimit/redis/failure_report.hpp>`) silences it.
   std::function<void(const BackendError&)> on_backend_failure{};
 };
 
