@@ -60,10 +60,10 @@ class ClusterRouter final : public Route {
     slots_.fill(-1);
     for (const ClusterNode& seed : options_.cluster_nodes) (void)node_at(seed.host, seed.port);
   }
-  /// Deprecated: `ClusterRouter(options.connection(), options.limiter())`. Throws as above.
-  [[deprecated("use ClusterRouter(options.connection(), options.limiter())")]] explicit ClusterRouter(
-      const RedisOptions& options)
-      : ClusterRouter(options.connection(), options.limiter()) {}
+
+  /// Refused at compile time, as `ConnectionPool(const RedisOptions&)`: write
+  /// `ClusterRouter(o.connection(), o.limiter())`.
+  explicit ClusterRouter(const RedisOptions& options) = delete;
 
   ClusterRouter(const ClusterRouter&) = delete;
   ClusterRouter& operator=(const ClusterRouter&) = delete;

@@ -75,9 +75,6 @@ enum class TimeSource {
   client,
 };
 
-/// Deprecated: the failure policy is backend-neutral now, `ratelimit::FailurePolicy` (`<ratelimit/error.hpp>`).
-using OnError [[deprecated("use ratelimit::FailurePolicy")]] = ratelimit::FailurePolicy;
-
 /// The circuit breaker of each server (each cluster node): after `failure_threshold` consecutive round
 /// trips without a usable reply (io, timeout, protocol), calls on that server get the failure policy at
 /// once, without I/O, for an open period; then one probe goes through, and its success closes the breaker
@@ -245,8 +242,8 @@ struct LimiterOptions {
 
 /// Both halves in one object, for `RedisLimiter(policy, options)`: the connection fields
 /// (`ConnectionOptions`) and the limiter fields (`LimiterOptions`), each reachable by name as before
-/// (`o.host`, `o.key_prefix`). Give a pool or router only `connection()`: a pool made from a whole
-/// `RedisOptions` (deprecated) hands its limiter fields to limiters made on it without their own.
+/// (`o.host`, `o.key_prefix`). A pool or router takes the halves: `ConnectionPool(o.connection(),
+/// o.limiter())` (the limiter fields are then the defaults of limiters made on it without their own).
 struct RedisOptions : ConnectionOptions, LimiterOptions {
   /// The connection fields of these options.
   [[nodiscard]] const ConnectionOptions& connection() const noexcept { return *this; }
@@ -254,12 +251,6 @@ struct RedisOptions : ConnectionOptions, LimiterOptions {
   /// The limiter fields of these options.
   [[nodiscard]] const LimiterOptions& limiter() const noexcept { return *this; }
   [[nodiscard]] LimiterOptions& limiter() noexcept { return *this; }
-  /// Deprecated: these options with the limiter fields of `l`; assign `o.limiter() = l` instead.
-  [[deprecated("assign o.limiter() = l")]] [[nodiscard]] RedisOptions with(const LimiterOptions& l) const {
-    RedisOptions o = *this;
-    o.limiter() = l;
-    return o;
-  }
 };
 
 }  // namespace ratelimit::redis

@@ -61,10 +61,10 @@ class ConnectionPool {
       : options_(std::move(options)), limiter_defaults_(std::move(limiter_defaults)) {
     make_pipelines();
   }
-  /// Deprecated: `ConnectionPool(options.connection(), options.limiter())`. Throws as above.
-  [[deprecated("use ConnectionPool(options.connection(), options.limiter())")]] explicit ConnectionPool(
-      const RedisOptions& options)
-      : ConnectionPool(options.connection(), options.limiter()) {}
+
+  /// Refused at compile time: a whole `RedisOptions` would quietly drop its limiter fields. Write
+  /// `ConnectionPool(o.connection(), o.limiter())`.
+  explicit ConnectionPool(const RedisOptions& options) = delete;
 
   ConnectionPool(const ConnectionPool&) = delete;
   ConnectionPool& operator=(const ConnectionPool&) = delete;
