@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cctype>
 #include <cstdio>
 #include <string>
 #include <unistd.h>
@@ -99,9 +100,10 @@ TEST(ConnectionOptionsHost, ClusterAndSentinelNodesAreCheckedByIndex) {
 /// `s` with every byte outside [A-Za-z0-9-._~] percent-encoded (RFC 3986 unreserved characters stay).
 std::string percent_encoded(const std::string& s) {
   std::string out;
-  for (const unsigned char c : s) {
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
     if (std::isalnum(c) != 0 || c == '-' || c == '.' || c == '_' || c == '~') {
-      out += static_cast<char>(c);
+      out += ch;
     } else {
       char buf[4];
       std::snprintf(buf, sizeof buf, "%%%02X", c);
