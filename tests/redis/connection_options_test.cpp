@@ -24,7 +24,7 @@ using ratelimit::redis::RedisOptions;
 using ratelimit_test::invalid_message;
 using ratelimit_test::starts_with;
 
-const Gcra kPolicy{.limit = 5, .period = 1s, .burst = 5};
+const Gcra kHostCheckPolicy{.limit = 5, .period = 1s, .burst = 5};
 
 /// `host` refused by the pool, by make_route, and by a limiter given it through RedisOptions; returns the
 /// pool's message.
@@ -35,9 +35,11 @@ std::string refused_host(const std::string& host) {
   r.host = host;
   EXPECT_PRED2(starts_with, invalid_message([&] { (void)ratelimit::redis::make_route(c); }), "ConnectionOptions.host")
       << host;
-  EXPECT_PRED2(starts_with, invalid_message([&] { RedisLimiter limiter(kPolicy, r); }), "ConnectionOptions.host")
+  EXPECT_PRED2(starts_with, invalid_message([&] { RedisLimiter limiter(kHostCheckPolicy, r); }),
+               "ConnectionOptions.host")
       << host;
-  EXPECT_PRED2(starts_with, invalid_message([&] { RedisLimiter limiter(kPolicy, r.connection(), r.limiter()); }),
+  EXPECT_PRED2(starts_with,
+               invalid_message([&] { RedisLimiter limiter(kHostCheckPolicy, r.connection(), r.limiter()); }),
                "ConnectionOptions.host")
       << host;
   return invalid_message([&] { ConnectionPool pool(c); });
@@ -262,7 +264,7 @@ TEST(ConnectionOptionsTls, UnreadableFilesAreRefusedAtConstruction) {
   EXPECT_PRED2(starts_with, invalid_message([&] { ConnectionPool pool(o); }), "ConnectionOptions.tls.ca_file: ");
   RedisOptions r;
   r.tls = o.tls;
-  EXPECT_PRED2(starts_with, invalid_message([&] { RedisLimiter limiter(kPolicy, r); }),
+  EXPECT_PRED2(starts_with, invalid_message([&] { RedisLimiter limiter(kHostCheckPolicy, r); }),
                "ConnectionOptions.tls.ca_file: ");
   o.tls.ca_file = "/tmp";  // a directory is no PEM file
   EXPECT_PRED2(starts_with, invalid_message([&] { ConnectionPool pool(o); }), "ConnectionOptions.tls.ca_file: ");

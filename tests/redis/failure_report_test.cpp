@@ -21,7 +21,7 @@ using ratelimit::redis::LeasedLimiter;
 using ratelimit::redis::RedisLimiter;
 using ratelimit::redis::RedisOptions;
 
-const Gcra kPolicy{.limit = 5, .period = 1s, .burst = 5};
+const Gcra kReportPolicy{.limit = 5, .period = 1s, .burst = 5};
 
 /// Default options on a loopback port where nothing listens.
 RedisOptions nothing_listening(int port) {
@@ -39,14 +39,14 @@ std::string stderr_of(Fn&& fn) {
   return testing::internal::GetCapturedStderr();
 }
 
-long lines(const std::string& s) { return std::count(s.begin(), s.end(), '\n'); }
+long line_count(const std::string& s) { return std::count(s.begin(), s.end(), '\n'); }
 
 TEST(FailureReport, FirstFailureWritesOneLineThenAtMostOnePer10Seconds) {
   const int port = ratelimit_test::free_port();
   ManualClock clock;
-  RedisLimiter<Gcra, ManualClock> limiter(kPolicy, nothing_listening(port), clock);
+  RedisLimiter<Gcra, ManualClock> limiter(kReportPolicy, nothing_listening(port), clock);
   std::string first = stderr_of([&] { EXPECT_TRUE(limiter.allow("k")); });  // fail_open admits
-  ASSERT_EQ(lines(first), 1) << first;
+  ASSERT_EQ(line_count(first), 1) << first;
   EXPECT_NE(first.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << first;
   EXPECT_NE(first.find("io"), std::string::npos) << first;
   EXPECT_NE(first.find("fail_open"), std::string::npos) << first;
@@ -60,24 +60,24 @@ TEST(FailureReport, FirstFailureWritesOneLineThenAtMostOnePer10Seconds) {
             }),
             "");
   // Another limiter on the same server shares the budget: one line per server, not per limiter.
-  RedisLimiter<Gcra, ManualClock> other(kPolicy, nothing_listening(port), clock);
+  RedisLimiter<Gcra, ManualClock> other(kReportPolicy, nothing_listening(port), clock);
   EXPECT_EQ(stderr_of([&] { (void)other.allow("k"); }), "");
 
   clock.advance(2s);  // 11 s after the first line
   const std::string next = stderr_of([&] { (void)limiter.allow("k"); });
-  ASSERT_EQ(lines(next), 1) << next;
+  ASSERT_EQ(line_count(next), 1) << next;
   EXPECT_NE(next.find("6 more"), std::string::npos) << next;  // the failures not reported since the first line
 }
 
 TEST(FailureReport, EachServerHasItsOwnLine) {
   ManualClock clock;
-  RedisLimiter<Gcra, ManualClock> a(kPolicy, nothing_listening(ratelimit_test::free_port()), clock);
+  RedisLimiter<Gcra, ManualClock> a(kReportPolicy, nothing_listening(ratelimit_test::free_port()), clock);
   auto o = nothing_listening(ratelimit_test::free_port());
   o.on_error = ratelimit::FailurePolicy::fail_closed;
-  RedisLimiter<Gcra, ManualClock> b(kPolicy, o, clock);
-  EXPECT_EQ(lines(stderr_of([&] { (void)a.allow("k"); })), 1);
+  RedisLimiter<Gcra, ManualClock> b(kReportPolicy, o, clock);
+  EXPECT_EQ(line_count(stderr_of([&] { (void)a.allow("k"); })), 1);
   const std::string line = stderr_of([&] { EXPECT_FALSE(b.allow("k")); });
-  EXPECT_EQ(lines(line), 1);
+  EXPECT_EQ(line_count(line), 1);
   EXPECT_NE(line.find("denied (fail_closed)"), std::string::npos) << line;
 }
 
@@ -86,22 +86,22 @@ TEST(FailureReport, AHookOfTheUsersReplacesItAndANoOpSilencesIt) {
   auto o = nothing_listening(ratelimit_test::free_port());
   std::atomic<int> seen{0};
   o.on_backend_failure = [&seen](const ratelimit::BackendError&) { ++seen; };
-  RedisLimiter<Gcra, ManualClock> hooked(kPolicy, o, clock);
+  RedisLimiter<Gcra, ManualClock> hooked(kReportPolicy, o, clock);
   EXPECT_EQ(stderr_of([&] { (void)hooked.allow("k"); }), "");
   EXPECT_EQ(seen.load(), 1);
 
   o.port = ratelimit_test::free_port();
   o.on_backend_failure = ratelimit::redis::ignore_backend_failure;
-  RedisLimiter<Gcra, ManualClock> silent(kPolicy, o, clock);
+  RedisLimiter<Gcra, ManualClock> silent(kReportPolicy, o, clock);
   EXPECT_EQ(stderr_of([&] { (void)silent.allow("k"); }), "");
 }
 
 TEST(FailureReport, LeasedLimiterReportsToo) {
   ManualClock clock;
   const int port = ratelimit_test::free_port();
-  LeasedLimiter<Gcra, ManualClock, ManualClock> leased(kPolicy, nothing_listening(port), {}, clock, clock);
+  LeasedLimiter<Gcra, ManualClock, ManualClock> leased(kReportPolicy, nothing_listening(port), {}, clock, clock);
   const std::string line = stderr_of([&] { (void)leased.allow("k"); });
-  ASSERT_EQ(lines(line), 1) << line;
+  ASSERT_EQ(line_count(line), 1) << line;
   EXPECT_NE(line.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << line;
 }
 

@@ -18,14 +18,14 @@ using ratelimit::Gcra;
 using ratelimit::redis::RedisLimiter;
 using ratelimit_test::shared_redis;
 
-const Gcra kPolicy{.limit = 5, .period = 1s, .burst = 5};
+const Gcra kReadyPolicy{.limit = 5, .period = 1s, .burst = 5};
 
 TEST(Readiness, LoadsTheScriptAndWritesNothing) {
   RATELIMIT_REQUIRE_REDIS();
   auto admin = shared_redis()->admin();
   auto o = shared_redis()->options();
   o.key_prefix = ratelimit_test::unique_prefix();
-  RedisLimiter limiter(kPolicy, o);
+  RedisLimiter limiter(kReadyPolicy, o);
   ASSERT_EQ(ratelimit::redis::text(*admin.command({"SCRIPT", "FLUSH"})), "OK");
   limiter.wait_ready(2s);
   const auto exists = admin.command({"SCRIPT", "EXISTS", limiter.script().sha1});
@@ -41,7 +41,7 @@ TEST(Readiness, NothingListeningSaysWhyAfterTheTimeout) {
   ratelimit::redis::RedisOptions o;
   o.port = port;
   o.on_error = ratelimit::FailurePolicy::fail_open;  // readiness ignores the failure policy
-  RedisLimiter limiter(kPolicy, o);
+  RedisLimiter limiter(kReadyPolicy, o);
   const auto started = std::chrono::steady_clock::now();
   testing::internal::CaptureStderr();
   try {
@@ -68,7 +68,7 @@ TEST(Readiness, WaitsForAServerThatStartsLate) {
   auto o = late.options();
   o.key_prefix = ratelimit_test::unique_prefix();
   o.on_backend_failure = ratelimit::redis::ignore_backend_failure;
-  RedisLimiter limiter(kPolicy, o);
+  RedisLimiter limiter(kReadyPolicy, o);
   std::string outcome = "not run";
   std::thread waiter([&] {
     try {
