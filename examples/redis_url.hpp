@@ -12,7 +12,7 @@
 namespace example {
 
 /// The connection options `text` names. Throws `std::invalid_argument` starting with `what` (the option,
-/// e.g. "--redis") and saying what is wrong; it never shows a password.
+/// e.g. "--redis"; nothing when empty) and saying what is wrong; it never shows a password.
 inline ratelimit::redis::ConnectionOptions redis_connection(std::string_view text, std::string_view what) {
   std::string url(text);
   if (url.find("://") == std::string::npos) {
@@ -24,7 +24,8 @@ inline ratelimit::redis::ConnectionOptions redis_connection(std::string_view tex
   try {
     return ratelimit::redis::ConnectionOptions::from_url(url);
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string(what) + ": " + e.what() + "; or HOST, HOST:PORT or [IPv6]:PORT");
+    const std::string prefix = what.empty() ? std::string() : std::string(what) + ": ";
+    throw std::invalid_argument(prefix + e.what() + "; or HOST, HOST:PORT or [IPv6]:PORT");
   }
 }
 

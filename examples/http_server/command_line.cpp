@@ -20,7 +20,7 @@ std::optional<int> parse_command_line(int argc, char** argv, Config& config) {
                  "rediss://..., unix:///path?db=N) or HOST[:PORT] ([IPv6]:PORT)")
       ->check([](const std::string& value) {
         try {
-          (void)redis_connection(value, "--redis");
+          (void)redis_connection(value, "");  // CLI11 names the option
           return std::string();
         } catch (const std::invalid_argument& e) {
           return std::string(e.what());
