@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <set>
 #include <string>
 
 #include <ratelimit/redis.hpp>
@@ -22,6 +23,15 @@ using ratelimit::redis::RedisLimiter;
 using ratelimit::redis::RedisOptions;
 
 const Gcra kReportPolicy{.limit = 5, .period = 1s, .burst = 5};
+
+/// A loopback port where nothing listens, never one this process used before: the report's budget is per
+/// server for the whole process, so a port seen by an earlier test would start with its budget spent.
+int fresh_port() {
+  static std::set<int> used;
+  int port = ratelimit_test::free_port();
+  while (!used.insert(port).second) port = ratelimit_test::free_port();
+  return port;
+}
 
 /// Default options on a loopback port where nothing listens.
 RedisOptions nothing_listening(int port) {
@@ -42,7 +52,7 @@ std::string stderr_of(Fn&& fn) {
 long line_count(const std::string& s) { return std::count(s.begin(), s.end(), '\n'); }
 
 TEST(FailureReport, FirstFailureWritesOneLineThenAtMostOnePer10Seconds) {
-  const int port = ratelimit_test::free_port();
+  const int port = fresh_port();
   ManualClock clock;
   RedisLimiter<Gcra, ManualClock> limiter(kReportPolicy, nothing_listening(port), clock);
   std::string first = stderr_of([&] { EXPECT_TRUE(limiter.allow("k")); });  // fail_open admits
@@ -71,8 +81,8 @@ TEST(FailureReport, FirstFailureWritesOneLineThenAtMostOnePer10Seconds) {
 
 TEST(FailureReport, EachServerHasItsOwnLine) {
   ManualClock clock;
-  RedisLimiter<Gcra, ManualClock> a(kReportPolicy, nothing_listening(ratelimit_test::free_port()), clock);
-  auto o = nothing_listening(ratelimit_test::free_port());
+  RedisLimiter<Gcra, ManualClock> a(kReportPolicy, nothing_listening(fresh_port()), clock);
+  auto o = nothing_listening(fresh_port());
   o.on_error = ratelimit::FailurePolicy::fail_closed;
   RedisLimiter<Gcra, ManualClock> b(kReportPolicy, o, clock);
   EXPECT_EQ(line_count(stderr_of([&] { (void)a.allow("k"); })), 1);
@@ -83,14 +93,14 @@ TEST(FailureReport, EachServerHasItsOwnLine) {
 
 TEST(FailureReport, AHookOfTheUsersReplacesItAndANoOpSilencesIt) {
   ManualClock clock;
-  auto o = nothing_listening(ratelimit_test::free_port());
+  auto o = nothing_listening(fresh_port());
   std::atomic<int> seen{0};
   o.on_backend_failure = [&seen](const ratelimit::BackendError&) { ++seen; };
   RedisLimiter<Gcra, ManualClock> hooked(kReportPolicy, o, clock);
   EXPECT_EQ(stderr_of([&] { (void)hooked.allow("k"); }), "");
   EXPECT_EQ(seen.load(), 1);
 
-  o.port = ratelimit_test::free_port();
+  o.port = fresh_port();
   o.on_backend_failure = ratelimit::redis::ignore_backend_failure;
   RedisLimiter<Gcra, ManualClock> silent(kReportPolicy, o, clock);
   EXPECT_EQ(stderr_of([&] { (void)silent.allow("k"); }), "");
@@ -98,7 +108,7 @@ TEST(FailureReport, AHookOfTheUsersReplacesItAndANoOpSilencesIt) {
 
 TEST(FailureReport, LeasedLimiterReportsToo) {
   ManualClock clock;
-  const int port = ratelimit_test::free_port();
+  const int port = fresh_port();
   LeasedLimiter<Gcra, ManualClock, ManualClock> leased(kReportPolicy, nothing_listening(port), {}, clock, clock);
   const std::string line = stderr_of([&] { (void)leased.allow("k"); });
   ASSERT_EQ(line_count(line), 1) << line;
