@@ -7,6 +7,7 @@
 #                                          add their own export sets there, loaded only for
 #                                          COMPONENTS redis / http
 #   share/doc/ratelimit/LICENSE
+#   share/pkgconfig/ratelimit.pc, ratelimit-redis.pc   for pkg-config (cmake/RatelimitPkgConfig.cmake)
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -29,3 +30,5 @@ install(FILES
   "${PROJECT_BINARY_DIR}/ratelimitConfigVersion.cmake"
   DESTINATION "${RATELIMIT_INSTALL_CMAKEDIR}")
 install(FILES "${PROJECT_SOURCE_DIR}/LICENSE" DESTINATION "${CMAKE_INSTALL_DOCDIR}")
+
+include(RatelimitPkgConfig)

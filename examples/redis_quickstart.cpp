@@ -1,5 +1,6 @@
 // Shared rate limiting through Redis: every process using the same server and key prefix shares each
-// key's limit. Usage: redis_quickstart [HOST[:PORT]]   (default 127.0.0.1:6379; IPv6 as [::1]:6379)
+// key's limit. Usage: redis_quickstart [URL]   (default redis://127.0.0.1:6379; also rediss://...,
+// unix:///path?db=N, or HOST[:PORT]; README "Connection options")
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
@@ -7,21 +8,21 @@
 
 #include <ratelimit/redis.hpp>
 
-#include "address.hpp"
+#include "redis_url.hpp"
 
 using namespace std::chrono_literals;
 
 int main(int argc, char** argv) {
   ratelimit::redis::RedisOptions options;
-  const std::string where = argc > 1 ? argv[1] : "127.0.0.1:6379";
+  const std::string where = argc > 1 ? argv[1] : "redis://127.0.0.1:6379";
   if (argc > 2 || where == "--help" || where == "-h") {
-    std::fprintf(stderr, "usage: redis_quickstart [HOST[:PORT]]   (default 127.0.0.1:6379; IPv6 as [::1]:6379)\n");
+    std::fprintf(stderr,
+                 "usage: redis_quickstart [URL]   (default redis://127.0.0.1:6379; redis://user:password@host:port/db, "
+                 "rediss://..., unix:///path?db=N, or HOST[:PORT])\n");
     return argc > 2 ? 2 : 0;
   }
   try {
-    const example::Address address = example::parse_address(where, 6379, "address");
-    options.host = address.host;
-    options.port = address.port;
+    options.connection() = example::redis_connection(where, "address");
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "redis_quickstart: %s\n", e.what());
     return 2;
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   // 5 requests per second on average, bursts of up to 5; time from Redis's own clock (the default).
   ratelimit::redis::RedisLimiter limiter(ratelimit::Gcra{.limit = 5, .period = 1s, .burst = 5}, options);
   try {
+    limiter.wait_ready(std::chrono::seconds(2));  // at start-up: connected, logged in, script loaded; or why not
     limiter.reset("client-42");
     for (int i = 1; i <= 7; ++i) {
       const ratelimit::Decision d = limiter.allow("client-42");
@@ -47,7 +49,7 @@ int main(int argc, char** argv) {
     }
     std::printf("Redis key of client-42: %s\n", limiter.redis_key("client-42").c_str());
   } catch (const ratelimit::BackendError& e) {
-    std::fprintf(stderr, "cannot use Redis at %s: %s\n", where.c_str(), e.what());
+    std::fprintf(stderr, "cannot use Redis: %s\n", e.what());  // names the server, never the password
     return 1;
   }
   return 0;

@@ -5,19 +5,22 @@
 
 #include <stdexcept>
 
-#include "../address.hpp"
+#include "../redis_url.hpp"
 
 namespace example {
 
 std::optional<int> parse_command_line(int argc, char** argv, Config& config) {
   CLI::App app{"ratelimit example: an HTTP API behind three rate-limit layers"};
   app.option_defaults()->always_capture_default();  // --help shows each option's default
-  app.add_option("--port", config.port, "TCP port; 0 picks a free one (printed on stdout)")->check(CLI::Range(0, 65535));
+  app.add_option("--port", config.port, "TCP port; 0 picks a free one (printed on stdout)")
+      ->check(CLI::Range(0, 65535));
   app.add_option("--host", config.host, "address to listen on");
-  app.add_option("--redis", config.redis, "HOST[:PORT] ([IPv6]:PORT) of a Redis server shared by all instances")
+  app.add_option("--redis", config.redis,
+                 "a Redis server shared by all instances: a URL (redis://[user[:password]@]host[:port][/db], "
+                 "rediss://..., unix:///path?db=N) or HOST[:PORT] ([IPv6]:PORT)")
       ->check([](const std::string& value) {
         try {
-          (void)parse_address(value, 6379, "--redis");
+          (void)redis_connection(value, "");  // CLI11 names the option
           return std::string();
         } catch (const std::invalid_argument& e) {
           return std::string(e.what());
@@ -47,7 +50,8 @@ std::optional<int> parse_command_line(int argc, char** argv, Config& config) {
                  "JSON file of plan numbers {\"free\": {\"per_minute\": N, \"per_day\": N, \"burst\": N}, ...}; "
                  "read at start and on SIGHUP, keeping usage")
       ->check(CLI::ExistingFile);
-  app.add_flag("--manual-clock", config.manual_clock, "tests only: time starts at 0, moved by POST /__test/advance?ms=N");
+  app.add_flag("--manual-clock", config.manual_clock,
+               "tests only: time starts at 0, moved by POST /__test/advance?ms=N");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -22,7 +22,7 @@
 #include <ratelimit/http/prometheus.hpp>
 #endif
 
-#include "../address.hpp"
+#include "../redis_url.hpp"
 #include "plan_file.hpp"
 
 namespace example {
@@ -253,9 +253,7 @@ std::unique_ptr<Limits> make_limits(const Config& config, const ServerClock& clo
   if (config.redis.empty()) return std::make_unique<BackendLimits<MemoryBackend>>(config, MemoryBackend{clock}, clock);
 #if RATELIMIT_EXAMPLE_REDIS
   ratelimit::redis::RedisOptions options;
-  const Address redis = parse_address(config.redis, 6379, "--redis");  // checked by the command line
-  options.host = redis.host;
-  options.port = redis.port;
+  options.connection() = redis_connection(config.redis, "--redis");  // checked by the command line
   // Connections are shared and pipelined (README "Redis engine"): every worker thread's checks join the
   // same writes, so two carry them all; more would only split the batches.
   options.pool_size = 2;

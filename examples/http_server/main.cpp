@@ -15,7 +15,7 @@
 // 256 bytes gets 431, a key no limiter accepts (e.g. a 600-byte forwarded address) 400; any other
 // exception 500; all with a short problem body and nothing of the exception's text.
 //
-//   http_server [--port N] [--host 127.0.0.1] [--redis HOST[:PORT]] [--trusted-proxy IP]... [--api-key KEY=PLAN]...
+//   http_server [--port N] [--host 127.0.0.1] [--redis URL|HOST[:PORT]] [--trusted-proxy IP]... [--api-key KEY=PLAN]...
 //               [--deny IP]... [--no-limits] [--shadow] [--manual-clock]
 //
 // --plans FILE reads the plans' numbers from JSON ({"free": {"per_minute": 30, "per_day": 1000,

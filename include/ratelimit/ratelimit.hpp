@@ -11,7 +11,6 @@
 #include "ratelimit/decision.hpp"
 #include "ratelimit/joint_backend.hpp"
 #include "ratelimit/limiter.hpp"
-#include "ratelimit/memory/key_handle.hpp"  // deprecated alias, for one release
 #include "ratelimit/memory/memory_limiter.hpp"
 #include "ratelimit/memory/options.hpp"
 #include "ratelimit/memory/overridable_limiter.hpp"

@@ -8,6 +8,7 @@
 #include "ratelimit/redis/concurrency_limiter.hpp"
 #include "ratelimit/redis/connection.hpp"
 #include "ratelimit/redis/error.hpp"
+#include "ratelimit/redis/failure_report.hpp"
 #include "ratelimit/redis/leased_limiter.hpp"
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/pool.hpp"

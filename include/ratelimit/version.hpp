@@ -5,7 +5,7 @@
 /// from them, and `version_string` is made from them.
 
 #define RATELIMIT_VERSION_MAJOR 0
-#define RATELIMIT_VERSION_MINOR 1
+#define RATELIMIT_VERSION_MINOR 2
 #define RATELIMIT_VERSION_PATCH 0
 
 #define RATELIMIT_DETAIL_STRINGIFY_(x) #x

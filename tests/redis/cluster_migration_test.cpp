@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <ratelimit/http/layered.hpp>
+#include <ratelimit/layers/layered.hpp>
 #include <ratelimit/redis.hpp>
 
 #include "cluster_support.hpp"
@@ -16,8 +16,8 @@
 namespace {
 
 using namespace std::chrono_literals;
-using ratelimit::ManualClock;
 using ratelimit::FailurePolicy;
+using ratelimit::ManualClock;
 using ratelimit::redis::RedisLimiter;
 using ratelimit_test::RedisCluster;
 using ratelimit_test::shared_cluster;
@@ -73,8 +73,8 @@ TEST(ClusterMigration, PartialSlidingLogRefundKeepsTheKey) {
   RATELIMIT_REQUIRE_CLUSTER();
   RedisCluster& cluster = *shared_cluster();
   ManualClock clock;
-  RedisLimiter l(ratelimit::SlidingWindowLog{.limit = 10, .window = 60s}, ratelimit_test::cluster_client_options(cluster),
-                 clock);
+  RedisLimiter l(ratelimit::SlidingWindowLog{.limit = 10, .window = 60s},
+                 ratelimit_test::cluster_client_options(cluster), clock);
   const std::string key = "refunded";
   ASSERT_TRUE(l.allow(key, 3).allowed);
   const std::uint16_t slot = ratelimit::redis::detail::key_slot(l.redis_key(key));

@@ -167,9 +167,9 @@ TEST(ClusterOptions, Validation) {
   };
   ratelimit::redis::RedisOptions o;
   o.cluster_nodes = {{"127.0.0.1", 70000}};
-  expect_field(o, "ConnectionOptions.cluster_nodes");
-  o.cluster_nodes = {{"", 7000}};
-  expect_field(o, "ConnectionOptions.cluster_nodes");
+  expect_field(o, "ConnectionOptions.cluster_nodes[0].port");
+  o.cluster_nodes = {{"127.0.0.1", 7000}, {"", 7000}};
+  expect_field(o, "ConnectionOptions.cluster_nodes[1].host");
   o.cluster_nodes = {{"127.0.0.1", 7000}};
   o.database = 1;
   expect_field(o, "ConnectionOptions.database");

@@ -62,7 +62,11 @@ inline void require_positive(std::int64_t value, std::string_view field) {
 /// when it is not positive or not a whole number of ticks (e.g. sub-microsecond on Redis).
 [[nodiscard]] inline std::int64_t to_ticks(std::chrono::nanoseconds duration, std::int64_t tick_ns,
                                            std::string_view field) {
-  if (duration.count() <= 0) invalid(field, "must be > 0, got " + std::to_string(duration.count()) + " ns");
+  if (duration.count() <= 0) {
+    // A negative count is rarely meant: a long duration (1,000 years) wraps in the caller's duration_cast.
+    invalid(field, "must be > 0, got " + std::to_string(duration.count()) + " ns" +
+                       (duration.count() < 0 ? " (a negative duration usually means an overflow converting it)" : ""));
+  }
   if (duration.count() % tick_ns != 0) {
     invalid(field, "must be a whole number of " + std::to_string(tick_ns) + " ns ticks, got " +
                        std::to_string(duration.count()) + " ns");

@@ -24,12 +24,6 @@ namespace ratelimit::http {
 /// One header field: name and value.
 using Field = std::pair<std::string, std::string>;
 
-/// Deprecated: moved to `ratelimit::QuotaPolicy` (`<ratelimit/quota_policy.hpp>`); removed in the next release.
-using QuotaPolicy [[deprecated("use ratelimit::QuotaPolicy")]] = ratelimit::QuotaPolicy;
-/// Deprecated: moved to `ratelimit::PolicyDecision` (`<ratelimit/quota_policy.hpp>`); removed in the next
-/// release.
-using PolicyDecision [[deprecated("use ratelimit::PolicyDecision")]] = ratelimit::PolicyDecision;
-
 /// How `X-RateLimit-Reset` is written.
 enum class ResetFormat {
   /// Seconds from now until the key is full again, rounded up (the default; immune to clock skew).

@@ -209,27 +209,6 @@ class MemoryLimiter final : public detail::LockedMember {
     return to_decision(store_.update(key, store_.hash(key), refund_fn(t, cost), is_full_fn(t)), kTickNs);
   }
 
-  /// Deprecated (the lock protocol is internal now; use `check_layers` or `check_jointly`). Locates `key`
-  /// without locking. Throws `std::invalid_argument` for a key longer than `max_key_bytes`.
-  [[deprecated("internal now: use check_layers or check_jointly")]] detail::KeyHandle locate(std::string_view key) {
-    return locate_key(key);
-  }
-  /// Deprecated: `allow` under `*handle.lock`.
-  [[deprecated("internal now: use check_layers or check_jointly")]] Decision allow_locked(
-      std::string_view key, const detail::KeyHandle& handle, std::int64_t cost) {
-    return allow_under_lock(key, handle, cost);
-  }
-  /// Deprecated: `refund` under `*handle.lock`.
-  [[deprecated("internal now: use check_layers or check_jointly")]] Decision refund_locked(
-      std::string_view key, const detail::KeyHandle& handle, std::int64_t cost) {
-    return refund_under_lock(key, handle, cost);
-  }
-  /// Deprecated: the state as a cost-0 check sees it, under `*handle.lock`.
-  [[deprecated("internal now: use check_layers or check_jointly")]] Decision current_locked(
-      std::string_view key, const detail::KeyHandle& handle) {
-    return current_under_lock(key, handle);
-  }
-
   /// What a cost-1 request would see now, consuming nothing (README "Decisions"). Thread-safe.
   /// Throws `std::invalid_argument` for a key longer than `max_key_bytes`.
   Decision peek(std::string_view key) { return peek(key, clock_.now()); }

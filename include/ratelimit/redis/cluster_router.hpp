@@ -62,10 +62,10 @@ class ClusterRouter final : public Route {
     slots_.fill(-1);
     for (const ClusterNode& seed : options_.cluster_nodes) (void)node_at(seed.host, seed.port);
   }
-  /// Deprecated: `ClusterRouter(options.connection(), options.limiter())`. Throws as above.
-  [[deprecated("use ClusterRouter(options.connection(), options.limiter())")]] explicit ClusterRouter(
-      const RedisOptions& options)
-      : ClusterRouter(options.connection(), options.limiter()) {}
+
+  /// Refused at compile time, as `ConnectionPool(const RedisOptions&)`: write
+  /// `ClusterRouter(o.connection(), o.limiter())`.
+  explicit ClusterRouter(const RedisOptions& options) = delete;
 
   ClusterRouter(const ClusterRouter&) = delete;
   ClusterRouter& operator=(const ClusterRouter&) = delete;
@@ -311,9 +311,11 @@ class ClusterRouter final : public Route {
       throw std::invalid_argument(std::string("ConnectionOptions.") + field + ": " + what);
     };
     if (o.cluster_nodes.empty()) bad("cluster_nodes", "needs at least one seed node for a ClusterRouter");
-    for (const ClusterNode& n : o.cluster_nodes) {
-      if (n.host.empty()) bad("cluster_nodes", "a seed node has an empty host");
-      if (n.port < 1 || n.port > 65535) bad("cluster_nodes", "port " + std::to_string(n.port) + " is not in 1..65535");
+    for (std::size_t i = 0; i < o.cluster_nodes.size(); ++i) {
+      const std::string node = "ConnectionOptions.cluster_nodes[" + std::to_string(i) + "]";
+      detail::check_host(o.cluster_nodes[i].host, node + ".host");
+      const int port = o.cluster_nodes[i].port;
+      if (port < 1 || port > 65535) throw std::invalid_argument(node + ".port: must be in 1..65535");
     }
     if (o.database != 0) bad("database", "must be 0 on Redis Cluster (it has only database 0)");
     if (o.cluster_max_redirects < 1 || o.cluster_max_redirects > 100) bad("cluster_max_redirects", "must be in 1..100");
@@ -353,7 +355,8 @@ class ClusterRouter final : public Route {
     o.host = host;
     o.port = port;
     auto node = std::make_unique<Node>(
-        Node{host, port, host + ":" + std::to_string(port), std::make_unique<ConnectionPool>(o)});
+        Node{host, port, host + ":" + std::to_string(port),
+             std::make_unique<ConnectionPool>(o, LimiterOptions{}, ConnectionPool::Discovered{})});
     nodes_.push_back(std::move(node));
     return {nodes_.back().get(), static_cast<int>(nodes_.size() - 1)};
   }

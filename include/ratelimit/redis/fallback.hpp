@@ -25,6 +25,7 @@
 #include "ratelimit/policy/share.hpp"
 #include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/circuit_breaker.hpp"
+#include "ratelimit/redis/failure_report.hpp"
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/stats.hpp"
 

@@ -151,6 +151,7 @@ class LeasedLimiter {
         mono_(std::move(mono)),
         fallback_(policy_, options_.limiter(), clock_, mono_) {
     (void)detail::bind<P>(rules_);  // the Lua exactness bounds
+    options_.on_backend_failure = detail::failure_hook(options_, mono_);
     if constexpr (std::is_same_v<P, FixedWindow>) {
       params_ = {std::to_string(rules_.limit()), std::to_string(rules_.window())};
       identity_ = detail::limiter_identity(P::kind, options_.name, params_);

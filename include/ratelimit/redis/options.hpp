@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ratelimit/error.hpp"
 #include "ratelimit/redis/abi.hpp"
+#include "ratelimit/redis/detail/address.hpp"
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
@@ -75,9 +77,6 @@ enum class TimeSource {
   client,
 };
 
-/// Deprecated: the failure policy is backend-neutral now, `ratelimit::FailurePolicy` (`<ratelimit/error.hpp>`).
-using OnError [[deprecated("use ratelimit::FailurePolicy")]] = ratelimit::FailurePolicy;
-
 /// The circuit breaker of each server (each cluster node): after `failure_threshold` consecutive round
 /// trips without a usable reply (io, timeout, protocol), calls on that server get the failure policy at
 /// once, without I/O, for an open period; then one probe goes through, and its success closes the breaker
@@ -101,7 +100,9 @@ struct CircuitBreakerOptions {
 /// field has a working default; the pool or router validates them (`std::invalid_argument` naming the field,
 /// e.g. `ConnectionOptions.pool_size`).
 struct ConnectionOptions {
-  /// Host name or address of the Redis server (ignored when `unix_socket` is set).
+  /// Host name or IP address of the Redis server, alone: IPv6 bare (`::1`, not `[::1]`), no port, no
+  /// scheme (`ConnectionOptions.host` is refused with a `:port`, a `redis://`, nothing, or a character no
+  /// host has; read a URL with `from_url`). Ignored when `unix_socket` is set.
   std::string host = "127.0.0.1";
   /// TCP port, 1..65535.
   int port = 6379;
@@ -153,6 +154,29 @@ struct ConnectionOptions {
   SentinelOptions sentinel{};
   /// TLS (off by default); on Redis Cluster for every node, with Sentinel for the sentinels too.
   TlsOptions tls{};
+
+  /// The options a Redis URL names (README "Connection options"), every other field at its default:
+  /// `redis://[user[:password]@]host[:port][/db]` (port 6379, database 0 by default; an IPv6 host in
+  /// brackets, `redis://[::1]:6379`), `rediss://...` the same over TLS (`tls.enabled`), and
+  /// `unix://[user[:password]@]/path/to/socket[?db=N]`. The scheme is case-insensitive; user, password
+  /// and socket path are percent-decoded (`p%40ss` is `p@ss`), and must percent-encode what a URL
+  /// reserves. Throws `std::invalid_argument` ("ConnectionOptions::from_url: ...") saying what is wrong
+  /// (no scheme, no host, a port not in 1..65535, a query, ...), never showing the URL or its password.
+  /// Example: `auto o = ConnectionOptions::from_url("redis://app:secret@10.0.0.5:6380/2");`
+  [[nodiscard]] static ConnectionOptions from_url(std::string_view url) {
+    detail::RedisUrl u = detail::parse_redis_url(url);
+    ConnectionOptions o;
+    o.unix_socket = std::move(u.unix_socket);
+    if (o.unix_socket.empty()) {
+      o.host = std::move(u.host);
+      o.port = u.port;
+    }
+    o.user = std::move(u.user);
+    o.password = std::move(u.password);
+    o.database = u.database;
+    o.tls.enabled = u.tls;
+    return o;
+  }
 };
 
 /// The in-memory fallback of a Redis rate limiter (`on_error = FailurePolicy::fallback`, README "Fallback during
@@ -211,14 +235,17 @@ struct LimiterOptions {
   /// Called with the error each time a Redis call of this limiter fails (also under `fail_open`, so an
   /// outage answered by admitting is never silent), before the failure policy answers. Runs on the calling
   /// thread, or for async calls on the I/O thread: it must be thread-safe, must not block and must not call
-  /// the limiter; what it throws is ignored. Empty: nothing is called.
+  /// the limiter; what it throws is ignored. Empty (the default): the default report, one line on stderr
+  /// for a server's first failure and at most one more per server per 10 s, naming the server, the cause
+  /// and the failure policy's answer (README "Failure policy and hook"); `ignore_backend_failure`
+  /// (`<ratelimit/redis/failure_report.hpp>`) silences it.
   std::function<void(const BackendError&)> on_backend_failure{};
 };
 
 /// Both halves in one object, for `RedisLimiter(policy, options)`: the connection fields
 /// (`ConnectionOptions`) and the limiter fields (`LimiterOptions`), each reachable by name as before
-/// (`o.host`, `o.key_prefix`). Give a pool or router only `connection()`: a pool made from a whole
-/// `RedisOptions` (deprecated) hands its limiter fields to limiters made on it without their own.
+/// (`o.host`, `o.key_prefix`). A pool or router takes the halves: `ConnectionPool(o.connection(),
+/// o.limiter())` (the limiter fields are then the defaults of limiters made on it without their own).
 struct RedisOptions : ConnectionOptions, LimiterOptions {
   /// The connection fields of these options.
   [[nodiscard]] const ConnectionOptions& connection() const noexcept { return *this; }
@@ -226,12 +253,6 @@ struct RedisOptions : ConnectionOptions, LimiterOptions {
   /// The limiter fields of these options.
   [[nodiscard]] const LimiterOptions& limiter() const noexcept { return *this; }
   [[nodiscard]] LimiterOptions& limiter() noexcept { return *this; }
-  /// Deprecated: these options with the limiter fields of `l`; assign `o.limiter() = l` instead.
-  [[deprecated("assign o.limiter() = l")]] [[nodiscard]] RedisOptions with(const LimiterOptions& l) const {
-    RedisOptions o = *this;
-    o.limiter() = l;
-    return o;
-  }
 };
 
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE

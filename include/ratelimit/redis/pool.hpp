@@ -20,6 +20,8 @@
 #include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/circuit_breaker.hpp"
 #include "ratelimit/redis/connection.hpp"
+#include "ratelimit/redis/detail/address.hpp"
+#include "ratelimit/redis/detail/readable.hpp"
 #include "ratelimit/redis/error.hpp"
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/pipeline.hpp"
@@ -44,21 +46,27 @@ class PoolTimeout : public BackendError {
 class ConnectionPool {
  public:
   /// Validates `options`; connects nothing yet (Redis may be down at start).
-  /// Throws `std::invalid_argument` naming the field (`ConnectionOptions.pool_size`, ...).
+  /// Throws `std::invalid_argument` naming the field (`ConnectionOptions.host` holding a port or a scheme,
+  /// `ConnectionOptions.tls.ca_file` that cannot be read, `ConnectionOptions.pool_size`, ...).
   /// `limiter_defaults`: the options of limiters made on this pool without their own (validated by them).
   explicit ConnectionPool(ConnectionOptions options, LimiterOptions limiter_defaults = {})
       : options_(validated(std::move(options))), limiter_defaults_(std::move(limiter_defaults)) {
-    pipelines_.reserve(options_.pool_size);
-    for (std::size_t i = 0; i < options_.pool_size; ++i) {
-      pipelines_.push_back(std::make_unique<Pipeline>([this] { return open_connection(); },
-                                                      [this] { drops_.fetch_add(1, std::memory_order_relaxed); },
-                                                      options_.command_timeout, options_.max_in_flight));
-    }
+    make_pipelines();
   }
-  /// Deprecated: `ConnectionPool(options.connection(), options.limiter())`. Throws as above.
-  [[deprecated("use ConnectionPool(options.connection(), options.limiter())")]] explicit ConnectionPool(
-      const RedisOptions& options)
-      : ConnectionPool(options.connection(), options.limiter()) {}
+  /// The tag of the constructor below.
+  struct Discovered {};
+  /// A route's pool to a server it learned of (a cluster node from `CLUSTER SLOTS` or `MOVED`, the master
+  /// Sentinel names): `options` were validated when the route was made, and the address comes from a
+  /// server, so nothing is checked again (a TLS file rotated away meanwhile fails the connect, never the
+  /// route). Throws nothing but `std::bad_alloc`.
+  ConnectionPool(ConnectionOptions options, LimiterOptions limiter_defaults, Discovered)
+      : options_(std::move(options)), limiter_defaults_(std::move(limiter_defaults)) {
+    make_pipelines();
+  }
+
+  /// Refused at compile time: a whole `RedisOptions` would quietly drop its limiter fields. Write
+  /// `ConnectionPool(o.connection(), o.limiter())`.
+  explicit ConnectionPool(const RedisOptions& options) = delete;
 
   ConnectionPool(const ConnectionPool&) = delete;
   ConnectionPool& operator=(const ConnectionPool&) = delete;
@@ -177,6 +185,7 @@ class ConnectionPool {
     auto bad = [](const char* field, const char* what) {
       throw std::invalid_argument(std::string("ConnectionOptions.") + field + ": " + what);
     };
+    if (o.unix_socket.empty()) detail::check_host(o.host, "ConnectionOptions.host");
     if (o.unix_socket.empty() && (o.port < 1 || o.port > 65535)) bad("port", "must be in 1..65535");
     if (o.database < 0) bad("database", "must be >= 0");
     // Deadlines are steady_clock::now() plus these: a day bounds them far from overflow (and anything
@@ -194,8 +203,21 @@ class ConnectionPool {
       if (!kTlsAvailable) bad("tls", "this build has no TLS (OpenSSL was not found when it was configured)");
       if (!o.unix_socket.empty()) bad("tls", "needs host and port (a Unix socket carries no TLS)");
       if (o.tls.cert_file.empty() != o.tls.key_file.empty()) bad("tls.key_file", "and tls.cert_file: both or neither");
+      detail::check_readable_file(o.tls.ca_file, "ConnectionOptions.tls.ca_file");
+      detail::check_readable_directory(o.tls.ca_dir, "ConnectionOptions.tls.ca_dir");
+      detail::check_readable_file(o.tls.cert_file, "ConnectionOptions.tls.cert_file");
+      detail::check_readable_file(o.tls.key_file, "ConnectionOptions.tls.key_file");
     }
     return o;
+  }
+
+  void make_pipelines() {
+    pipelines_.reserve(options_.pool_size);
+    for (std::size_t i = 0; i < options_.pool_size; ++i) {
+      pipelines_.push_back(std::make_unique<Pipeline>([this] { return open_connection(); },
+                                                      [this] { drops_.fetch_add(1, std::memory_order_relaxed); },
+                                                      options_.command_timeout, options_.max_in_flight));
+    }
   }
 
   Lease connect(std::unique_lock<std::mutex>& lock) {

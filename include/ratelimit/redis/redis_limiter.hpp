@@ -44,6 +44,7 @@
 #include "ratelimit/redis/fallback.hpp"
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/pool.hpp"
+#include "ratelimit/redis/readiness.hpp"
 #include "ratelimit/redis/reply.hpp"
 #include "ratelimit/redis/route.hpp"
 #include "ratelimit/redis/script_executor.hpp"
@@ -150,6 +151,19 @@ class RedisLimiter final : public detail::LayeredMember {
 
   /// What a cost-1 request would see, consuming nothing (README "Decisions"). Thread-safe. Throws as `allow`.
   Decision peek(std::string_view key) { return run(key, 1, Mode::peek, config()).decision; }
+
+  /// For a service's start-up (README "Readiness at start-up"): connects, logs in and runs this limiter's
+  /// script once (a peek, which writes nothing; the script stays cached on the server), retrying until
+  /// Redis answers or `timeout` has passed (may overrun it by one attempt: `connect_timeout` plus
+  /// `command_timeout`). On Redis Cluster it reaches one master (and loads the slot map); on Sentinel, the
+  /// master the sentinels name. Ignores the failure policy, the fallback and the denial cache; counts no
+  /// failure and calls no hook. Thread-safe. Throws `BackendError` naming the server and the last failure
+  /// (e.g. "redis io: not ready within 2000 ms at 127.0.0.1:6379; the last failure: ... Connection
+  /// refused"), `std::invalid_argument` for `timeout` outside (0, 24 h].
+  /// Example: `limiter.wait_ready(std::chrono::seconds(5));` before serving traffic.
+  void wait_ready(std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+    detail::wait_until_ready(detail::servers_of(options_.connection()), timeout, [this] { return ready_once(); });
+  }
 
   /// Gives back up to `cost` units `key` consumed (README "Refunds", the same formulas as
   /// `ratelimit::refund`, run in the policy's script with `ARGV[3] = "2"`), never past full. Returns the
@@ -590,6 +604,24 @@ class RedisLimiter final : public detail::LayeredMember {
     return out;
   }
 
+  /// One peek of the empty key for `wait_ready`, outside the failure policy: empty when Redis answered.
+  std::optional<BackendError> ready_once() {
+    const Config& c = config();
+    const std::string key = redis_key("");
+    const std::string now = time_arg(now_us());
+    RouteCall call;
+    call.slot = detail::key_slot(key);
+    fill_args(call.args, c.binding, key, now, "1", Mode::peek);
+    (void)run_script(*route_, *c.binding.script, std::span<RouteCall>(&call, 1));
+    if (call.error) return call.error;
+    try {
+      (void)core_->decided(*call.reply, c);
+    } catch (const BackendError& e) {  // an error reply (NOPERM, LOADING, ...) or a malformed one
+      return e;
+    }
+    return std::nullopt;
+  }
+
   static LimiterOptions with_prefix(LimiterOptions o, std::string prefix) {
     o.key_prefix = std::move(prefix);
     return o;
@@ -694,7 +726,7 @@ class RedisLimiter final : public detail::LayeredMember {
           current(&configs.front()),
           on_error(o.on_error),
           failure_retry_after(o.failure_retry_after),
-          on_backend_failure(o.on_backend_failure),
+          on_backend_failure(detail::failure_hook(o, detail::gate_clock(clock))),
           mono(detail::gate_clock(clock)),
           denials(o.deny_cache.enabled ? std::make_unique<detail::DenialCache>(o.deny_cache.max_keys) : nullptr),
           fallback(configs.front().policy, o.limiter(), clock, detail::gate_clock(clock)) {}

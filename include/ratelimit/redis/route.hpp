@@ -56,9 +56,6 @@ struct RouteCall {
   bool sent = false;
 };
 
-/// The former name of `RouteCall`.
-using ClusterCall = RouteCall;
-
 namespace detail {
 
 /// What a round trip that threw `e` (not a `PoolTimeout`, which says nothing) tells `ticket`'s breaker: an
@@ -129,8 +126,8 @@ class Route {
   [[nodiscard]] virtual const void* domain() const noexcept = 0;
   /// The options of the route's connections.
   [[nodiscard]] virtual const ConnectionOptions& options() const noexcept = 0;
-  /// The options of limiters made on this route without their own (defaults, unless the pool or router
-  /// was made from a whole `RedisOptions`).
+  /// The options of limiters made on this route without their own (the `LimiterOptions` its pool or
+  /// router was made with; defaults when none).
   [[nodiscard]] virtual const LimiterOptions& limiter_defaults() const noexcept = 0;
   [[nodiscard]] virtual RouteCounters counters() const = 0;
   /// The router when this route is Redis Cluster, else null.

@@ -163,7 +163,7 @@ class SentinelRoute final : public Route {
     if (s.master_name.empty()) bad("master_name", "must name the master the sentinels monitor");
     if (s.nodes.empty()) bad("nodes", "must name at least one sentinel");
     for (std::size_t i = 0; i < s.nodes.size(); ++i) {
-      if (s.nodes[i].host.empty()) bad("nodes[" + std::to_string(i) + "].host", "must not be empty");
+      detail::check_host(s.nodes[i].host, "SentinelOptions.nodes[" + std::to_string(i) + "].host");
       if (s.nodes[i].port < 1 || s.nodes[i].port > 65535)
         bad("nodes[" + std::to_string(i) + "].port", "must be in 1..65535");
     }
@@ -174,7 +174,9 @@ class SentinelRoute final : public Route {
       throw std::invalid_argument("ConnectionOptions.cluster_nodes: Redis Cluster and Sentinel exclude each other");
     }
     o.unix_socket.clear();
-    (void)ConnectionPool(o);  // validates the master's connection fields (connects nothing)
+    ConnectionOptions master = o;
+    master.host = s.nodes.front().host;  // the master's address comes from the sentinels: `host` is not used
+    (void)ConnectionPool(master);        // validates the master's connection fields (connects nothing)
     return o;
   }
 
@@ -265,7 +267,7 @@ class SentinelRoute final : public Route {
       ++changes_;
       retired_.push_back(std::move(pool_));  // kept: an I/O thread must never destroy its own pool
     }
-    pool_ = std::make_shared<ConnectionPool>(std::move(o), limiter_defaults_);
+    pool_ = std::make_shared<ConnectionPool>(std::move(o), limiter_defaults_, ConnectionPool::Discovered{});
     address_ = address;
     return pool_;
   }

@@ -1,9 +1,5 @@
 // The Redis options split into ConnectionOptions (connections, pool, cluster) and LimiterOptions (keys,
-// time, failures); RedisOptions holds both. The old spellings keep compiling for one release (README
-// "Changes"): deprecation warnings are expected here and silenced.
-#if defined(__GNUC__)
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-#endif
+// time, failures); RedisOptions holds both (README "Redis backend", options).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -37,9 +33,15 @@ RedisOptions refused() {
 
 }  // namespace
 
-TEST(RedisDeprecatedOptions, PoolAndRouterFromWholeOptionsKeepTheirLimiterFields) {
+// A whole RedisOptions would drop its limiter fields: pools and routers refuse it at compile time.
+static_assert(!std::is_constructible_v<ratelimit::redis::ConnectionPool, const RedisOptions&>);
+static_assert(!std::is_constructible_v<ratelimit::redis::ClusterRouter, const RedisOptions&>);
+static_assert(
+    std::is_constructible_v<ratelimit::redis::ConnectionPool, const ConnectionOptions&, const LimiterOptions&>);
+
+TEST(RedisOptionsSplit, PoolAndRouterKeepTheLimiterHalfAsDefaults) {
   const RedisOptions o = refused();
-  auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(o);  // deprecated: both halves
+  auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(o.connection(), o.limiter());
   EXPECT_EQ(pool->limiter_defaults().key_prefix, "old:");
   RedisLimiter l(ratelimit::Gcra{.limit = 1, .period = 1s, .burst = 1}, pool);
   EXPECT_EQ(l.options().key_prefix, "old:");
@@ -48,19 +50,8 @@ TEST(RedisDeprecatedOptions, PoolAndRouterFromWholeOptionsKeepTheirLimiterFields
 
   RedisOptions c = refused();
   c.cluster_nodes = {{"127.0.0.1", 1}};
-  auto router = std::make_shared<ratelimit::redis::ClusterRouter>(c);  // deprecated
+  auto router = std::make_shared<ratelimit::redis::ClusterRouter>(c.connection(), c.limiter());
   EXPECT_EQ(router->limiter_defaults().time_source, ratelimit::redis::TimeSource::client);
-}
-
-TEST(RedisDeprecatedOptions, WithReplacesTheLimiterHalf) {
-  LimiterOptions lo;
-  lo.key_prefix = "new:";
-  lo.name = "n";
-  const RedisOptions o = refused().with(lo);  // deprecated
-  EXPECT_EQ(o.key_prefix, "new:");
-  EXPECT_EQ(o.name, "n");
-  EXPECT_EQ(o.port, 1);
-  EXPECT_EQ(o.on_error, ratelimit::FailurePolicy::fail_open);  // lo's default, as before
 }
 
 TEST(RedisOptionsSplit, TwoHalvesMakeTheSameLimiterAsOne) {

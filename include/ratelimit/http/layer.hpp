@@ -1,7 +1,0 @@
-#pragma once
-
-/// @file
-/// Deprecated forwarding header: moved to `<ratelimit/layers/layer.hpp>` (composition is not HTTP; the
-/// names are unchanged, in namespace `ratelimit`). Removed in the next release.
-
-#include "ratelimit/layers/layer.hpp"
