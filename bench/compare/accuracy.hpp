@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -62,10 +64,16 @@ std::vector<bool> decide(const P& policy, const std::vector<std::int64_t>& times
 }
 
 /// The shortest wait from `now` after which a cost-1 request on `key` would pass if none came before it
-/// (binary search with `peek`, which writes nothing; admission only gets easier as time passes).
+/// (binary search with `peek`, which writes nothing; admission only gets easier as time passes). Throws
+/// `std::range_error` when none would pass before the clock's int64 nanoseconds end.
 template <class L>
 std::int64_t earliest_admission_ns(L& limiter, const std::string& key, std::int64_t now, std::int64_t upper) {
-  while (!limiter.peek(key, at(now + upper)).allowed) upper *= 2;
+  while (!limiter.peek(key, at(now + upper)).allowed) {
+    if (upper > (std::numeric_limits<std::int64_t>::max() - now) / 2) {
+      throw std::range_error("no admission within the clock's range: a shorter --period");
+    }
+    upper *= 2;
+  }
   std::int64_t lo = 0;  // denied at now + lo (the caller's denial)
   while (lo + 1 < upper) {
     const std::int64_t mid = lo + (upper - lo) / 2;

@@ -38,6 +38,8 @@ struct Row {
   std::optional<RedisCost> redis;
 };
 
+constexpr std::int64_t kMaxLimit = 10'000;
+
 struct Run {
   Parameters parameters;
   std::size_t keys = 1'000'000;
@@ -236,9 +238,13 @@ Run parse(int argc, char** argv) {
                   {"--out", "--limit", "--period", "--burst", "--keys", "--machine", "--date", "--commit", "--rules",
                    "--redis-csv", "--redis-note", "--hot-checks"});
   Run run;
-  run.parameters.limit = o.integer("--limit", 100, 1, 1'000'000);
+  // The accuracy traces grow with the limit and the burst (the fairness trace: 75 requests per unit).
+  run.parameters.limit = o.integer("--limit", 100, 1, kMaxLimit);
   run.parameters.window_ns = o.period_ns("--period", 1.0);
-  run.parameters.burst = o.integer("--burst", run.parameters.limit, 1, 1'000'000);
+  run.parameters.burst = o.integer("--burst", run.parameters.limit, 1, kMaxLimit);
+  if (run.parameters.window_ns < run.parameters.limit) {
+    throw std::invalid_argument("--period: must hold --limit nanoseconds at least (one request per ns at most)");
+  }
   run.keys = static_cast<std::size_t>(o.integer("--keys", 1'000'000, 0, 100'000'000));
   run.hot_checks = o.integer("--hot-checks", 2'000'000, 1000, 1'000'000'000);
   run.out = o.text("--out", ".");

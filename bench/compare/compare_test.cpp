@@ -15,6 +15,7 @@
 #include "accuracy.hpp"
 #include "endpoint.hpp"
 #include "metrics.hpp"
+#include "options.hpp"
 
 namespace {
 
@@ -202,6 +203,73 @@ TEST(CompareEndpoint, UrlsAndHostPortAndNoPasswordShown) {
       EXPECT_EQ(std::string(error.what()).rfind("--redis: ", 0), 0u) << error.what();
       EXPECT_EQ(std::string(error.what()).find("secret"), std::string::npos) << error.what();
     }
+  }
+}
+
+/// A URL's scheme in any case is a URL (never a HOST:PORT whose "host" holds the password); other schemes
+/// and a HOST:PORT holding '@' are refused, and no message quotes the password.
+TEST(CompareEndpoint, SchemeInAnyCaseOtherSchemesRefusedPasswordNeverQuoted) {
+  const Endpoint upper = parse_endpoint("REDIS://u:TopSecret@127.0.0.1:6380");
+  EXPECT_EQ(upper.host, "127.0.0.1");
+  EXPECT_EQ(upper.password, "TopSecret");
+  EXPECT_FALSE(upper.tls);
+  EXPECT_EQ(upper.shown().find("TopSecret"), std::string::npos) << upper.shown();
+  const Endpoint at_sign = parse_endpoint("Rediss://benchu:Wr0ng@TopSecret@127.0.0.1:6380");
+  EXPECT_TRUE(at_sign.tls);
+  EXPECT_EQ(at_sign.password, "Wr0ng@TopSecret");
+  EXPECT_EQ(at_sign.shown(), "rediss://benchu:***@127.0.0.1:6380");
+  for (const char* bad : {"http://u:TopSecret@host:1", "bogus-redis://u:TopSecret@h:1", "u:TopSecret@127.0.0.1:1",
+                          "redis://benchu:Wr0ng@TopSecret@127.0.0.1:99999", "redis://", "redis://[::1"}) {
+    try {
+      parse_endpoint(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const std::invalid_argument& error) {
+      EXPECT_EQ(std::string(error.what()).rfind("--redis: ", 0), 0u) << error.what();
+      EXPECT_EQ(std::string(error.what()).find("TopSecret"), std::string::npos) << error.what();
+    }
+  }
+}
+
+Options options_of(std::vector<std::string> args) {
+  std::vector<char*> argv{const_cast<char*>("bench_compare")};
+  for (std::string& a : args) argv.push_back(a.data());
+  return Options(static_cast<int>(argv.size()), argv.data(), {"--period"});
+}
+
+/// Periods past 1,000,000 s would overflow the traces' nanoseconds (hangs, wrong numbers, crashes): the
+/// flag refuses them, naming itself; the edges of the range parse.
+TEST(CompareAccuracy, PeriodRangeEndsWhereTheTracesStillFit) {
+  for (const char* bad : {"5e8", "9e8", "1e9", "1000001", "0", "4e-10"}) {
+    std::vector<std::string> args{"--period", bad};
+    try {
+      (void)options_of(args).period_ns("--period", 1.0);
+      ADD_FAILURE() << "--period " << bad << " was accepted";
+    } catch (const std::invalid_argument& error) {
+      EXPECT_EQ(std::string(error.what()).rfind("--period: ", 0), 0u) << error.what();
+    }
+  }
+  EXPECT_EQ(options_of({"--period", "1e6"}).period_ns("--period", 1.0), 1'000'000'000'000'000);
+  EXPECT_EQ(options_of({"--period", "1e-9"}).period_ns("--period", 1.0), 1);
+}
+
+/// At both ends of the period range (1 ns holds one request at most) every figure is what the policy's
+/// formula says.
+TEST(CompareAccuracy, FiguresAtTheEdgesOfThePeriodRange) {
+  for (const std::int64_t w : {std::int64_t{1'000'000'000'000'000}, std::int64_t{1}}) {
+    const std::int64_t limit = w == 1 ? 1 : 100;
+    const Parameters p{.limit = limit, .window_ns = w, .burst = limit};
+    const nanoseconds window(w);
+    const Accuracy log = measure_accuracy(ratelimit::SlidingWindowLog{p.limit, window}, p);
+    EXPECT_EQ(log.boundary_max, p.limit) << w;
+    EXPECT_EQ(log.steady_fraction, 1.0) << w;
+    EXPECT_EQ(log.readmit_ns, w) << w;
+    const Accuracy fixed = measure_accuracy(ratelimit::FixedWindow{p.limit, window}, p);
+    EXPECT_EQ(fixed.boundary_max, w == 1 ? p.limit : 2 * p.limit) << w;
+    EXPECT_EQ(fixed.readmit_ns, w - w / 4) << w;
+    const Accuracy gcra = measure_accuracy(ratelimit::Gcra{p.limit, window, p.burst}, p);
+    EXPECT_EQ(gcra.readmit_ns, (w + p.limit - 1) / p.limit) << w;
+    EXPECT_LE(gcra.boundary_max, 2 * p.limit) << w;
+    EXPECT_GE(gcra.steady_fraction, 0.99) << w;
   }
 }
 

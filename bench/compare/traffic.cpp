@@ -200,6 +200,9 @@ Settings parse(int argc, char** argv) {
   s.limit = o.integer("--limit", 60, 1, 1'000'000'000);
   s.period_ns = o.period_ns("--period", 60.0);
   s.burst = o.integer("--burst", 20, 1, 1'000'000'000);
+  if (s.period_ns < s.limit) {
+    throw std::invalid_argument("--period: must hold --limit nanoseconds at least (one request per ns at most)");
+  }
   s.key = o.text("--key", "client");
   if (s.key != "client" && s.key != "user_agent" && s.key != "path") {
     throw std::invalid_argument("--key: must be client, user_agent or path, got '" + s.key + "'");
