@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -219,12 +220,17 @@ Settings parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   return guarded_main("bench_compare_traffic", [&] {
     const Settings s = parse(argc, argv);
+    if (std::filesystem::is_directory(s.file)) throw std::invalid_argument("LOG: " + s.file + " is a directory");
     std::ifstream log(s.file);
-    if (!log) throw std::runtime_error("cannot open " + s.file);
+    if (!log) throw std::invalid_argument("LOG: cannot open " + s.file);
     const std::map<std::string, replay::KeyField> fields{{"client", replay::KeyField::client},
                                                          {"user_agent", replay::KeyField::user_agent},
                                                          {"path", replay::KeyField::target}};
     const replay::Traffic t = replay::read_traffic(log, fields.at(s.key));
+    if (t.time_ns.empty()) {
+      throw std::invalid_argument("LOG: no line in Common or Combined Log Format in " + s.file + " (" +
+                                  std::to_string(t.lines) + " lines read)");
+    }
     const std::vector<replay::PolicyRun> runs = run_all(s, t);
     std::vector<std::size_t> top = most_denied(runs, t);
     if (top.size() > s.top) top.resize(s.top);
