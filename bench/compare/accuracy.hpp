@@ -123,16 +123,25 @@ RetryCheck retry_after_check(const P& policy, const Parameters& p) {
   return r;
 }
 
+inline constexpr std::uint32_t kFairnessClients = 100;
+inline constexpr double kFairnessLoad = 1.5;  // the clients together, in limits per window
+
+/// Whether each fairness client sends at least one request per window on average (else its share is
+/// mostly chance).
+inline bool fairness_meaningful(const Parameters& p) {
+  return kFairnessLoad * static_cast<double>(p.limit) >= kFairnessClients;
+}
+
 /// 100 clients on one shared key at 1.5 times its limit together, for 50 windows: each client's admitted
 /// share of what it sent, their spread and Jain's index.
 template <ratelimit::Policy P>
 void fairness(const P& policy, const Parameters& p, Accuracy& a) {
-  constexpr std::uint32_t kClients = 100;
+  constexpr std::uint32_t kClients = kFairnessClients;
   Clock clock;
   ratelimit::MemoryLimiter limiter(policy, {}, clock);
   std::vector<std::int64_t> sent(kClients, 0);
   std::vector<std::int64_t> admitted(kClients, 0);
-  for (const Arrival& arrival : shared_trace(kClients, 1.5, p.limit, p.window_ns, 50, 1000)) {
+  for (const Arrival& arrival : shared_trace(kClients, kFairnessLoad, p.limit, p.window_ns, 50, 1000)) {
     clock.set(at(arrival.at));
     ++sent[arrival.client];
     if (limiter.allow("shared").allowed) ++admitted[arrival.client];

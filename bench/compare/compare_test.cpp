@@ -14,6 +14,7 @@
 
 #include "accuracy.hpp"
 #include "endpoint.hpp"
+#include "format.hpp"
 #include "metrics.hpp"
 #include "options.hpp"
 
@@ -204,6 +205,30 @@ TEST(CompareEndpoint, UrlsAndHostPortAndNoPasswordShown) {
       EXPECT_EQ(std::string(error.what()).find("secret"), std::string::npos) << error.what();
     }
   }
+}
+
+/// Plain numbers for people: no scientific notation, thousands separated, three significant digits below
+/// 1,000.
+TEST(CompareFormat, PlainNumbersWithThousandsSeparators) {
+  EXPECT_EQ(number(1140.0), "1,140");
+  EXPECT_EQ(number(75'000'000.0), "75,000,000");
+  EXPECT_EQ(number(-1234567.4), "-1,234,567");
+  EXPECT_EQ(number(11.62), "11.6");
+  EXPECT_EQ(number(2.0), "2");
+  EXPECT_EQ(number(0.01234), "0.0123");
+  EXPECT_EQ(number(0.0), "0");
+  EXPECT_EQ(number(0.99321, 4), "0.9932");
+  EXPECT_EQ(duration(75'000'000'000'000'000), "75,000,000 s");
+  EXPECT_EQ(duration(1'500'000'000), "1.5 s");
+  EXPECT_EQ(duration(750'000'000), "750 ms");
+  EXPECT_EQ(decimal(1140.5), "1140.5");
+  EXPECT_EQ(decimal(7.5e16), "75000000000000000");
+  EXPECT_EQ(decimal(0.000000001), "0.000000001");
+}
+
+TEST(CompareFormat, MarkdownCellEscapesThePipe) {
+  EXPECT_EQ(markdown_cell("curl|wget"), "curl\\|wget");
+  EXPECT_EQ(markdown_cell("plain"), "plain");
 }
 
 /// A URL's scheme in any case is a URL (never a HOST:PORT whose "host" holds the password); other schemes
