@@ -34,12 +34,15 @@ Flags:
                          tracked file changes
   --redis HOST:PORT      compare: use this Redis server (under a key prefix of the run's own, deleted
   --redis URL            afterwards); URL: redis://[user[:password]@]host[:port][/db], rediss:// for TLS.
-                         Default: a local redis-server on a free port of 127.0.0.1, stopped afterwards;
-                         without one the Redis columns are skipped with a one-line reason. The password
-                         is never printed. (memory/full: their Redis programs start their own server.)
+                         If it fails, the run ends with exit 1 after saying why. Default: a local
+                         redis-server on a free port of 127.0.0.1, stopped afterwards; without one the
+                         Redis columns are skipped with a one-line reason. The password is never printed,
+                         but the command line (and so the URL) is visible in `ps` for the whole run: set
+                         RATELIMIT_BENCH_REDIS=URL instead to keep it out.
   --no-redis             compare: skip the Redis columns
-  --limit N              policy limit per period        (compare: 100; --traffic: 60, as examples/replay)
-  --period SECONDS       window / period                (compare: 1;   --traffic: 60)
+  --limit N              policy limit per period        (compare: 100, at most 10,000; --traffic: 60,
+                         as examples/replay)
+  --period SECONDS       window / period                (compare: 1;   --traffic: 60), 1e-9 to 1000000
   --burst N              token bucket capacity and GCRA burst (compare: the limit; --traffic: 20)
   --key FIELD            --traffic: what names a client: client (default), user_agent or path
   --top N                --traffic: how many of the most denied clients to list (10)
@@ -49,7 +52,10 @@ Flags:
   --install              memory, full: install missing Debian packages with apt-get first
   -h, --help             this text; installs and builds nothing
 
-Environment: RATELIMIT_BENCH_OUT and RATELIMIT_BENCH_BUILD are defaults for --out and --build;
+Every value is checked before anything is built (exit 2); --flag=value equals --flag value; a flag the
+mode would ignore is refused.
+Environment: RATELIMIT_BENCH_OUT, RATELIMIT_BENCH_BUILD and RATELIMIT_BENCH_REDIS are defaults for --out,
+--build and --redis;
 RATELIMIT_BENCH_MEMORY=<binary> runs another build of bench_memory (memory, full).
 EOF
 }

@@ -13,9 +13,13 @@ namespace bench::compare {
 inline std::string grouped(long long value) {
   const unsigned long long magnitude =
       value < 0 ? 0ULL - static_cast<unsigned long long>(value) : static_cast<unsigned long long>(value);
-  std::string digits = std::to_string(magnitude);
-  for (std::size_t i = digits.size(); i > 3; i -= 3) digits.insert(i - 3, ",");
-  return value < 0 ? "-" + digits : digits;
+  const std::string digits = std::to_string(magnitude);
+  std::string out = value < 0 ? "-" : "";
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
 }
 
 /// `value` for people, never in scientific notation: from 1,000 on a whole number with thousands
