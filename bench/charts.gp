@@ -1,5 +1,5 @@
-# Charts of one suite run. Usage: gnuplot -e "dir='bench/results'" bench/charts.gp
-if (!exists("dir")) dir = "."
+# Charts of one suite run. Usage: gnuplot -c bench/charts.gp bench/results (or -e "dir='...'")
+if (!exists("dir")) dir = exists("ARG1") && ARG1 ne "" ? ARG1 : "."
 set terminal pngcairo size 900,420 font "sans,10"
 set key left top
 set termoption noenhanced

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -62,10 +64,16 @@ std::vector<bool> decide(const P& policy, const std::vector<std::int64_t>& times
 }
 
 /// The shortest wait from `now` after which a cost-1 request on `key` would pass if none came before it
-/// (binary search with `peek`, which writes nothing; admission only gets easier as time passes).
+/// (binary search with `peek`, which writes nothing; admission only gets easier as time passes). Throws
+/// `std::range_error` when none would pass before the clock's int64 nanoseconds end.
 template <class L>
 std::int64_t earliest_admission_ns(L& limiter, const std::string& key, std::int64_t now, std::int64_t upper) {
-  while (!limiter.peek(key, at(now + upper)).allowed) upper *= 2;
+  while (!limiter.peek(key, at(now + upper)).allowed) {
+    if (upper > (std::numeric_limits<std::int64_t>::max() - now) / 2) {
+      throw std::range_error("no admission within the clock's range: a shorter --period");
+    }
+    upper *= 2;
+  }
   std::int64_t lo = 0;  // denied at now + lo (the caller's denial)
   while (lo + 1 < upper) {
     const std::int64_t mid = lo + (upper - lo) / 2;
@@ -115,16 +123,25 @@ RetryCheck retry_after_check(const P& policy, const Parameters& p) {
   return r;
 }
 
+inline constexpr std::uint32_t kFairnessClients = 100;
+inline constexpr double kFairnessLoad = 1.5;  // the clients together, in limits per window
+
+/// Whether each fairness client sends at least one request per window on average (else its share is
+/// mostly chance).
+inline bool fairness_meaningful(const Parameters& p) {
+  return kFairnessLoad * static_cast<double>(p.limit) >= kFairnessClients;
+}
+
 /// 100 clients on one shared key at 1.5 times its limit together, for 50 windows: each client's admitted
 /// share of what it sent, their spread and Jain's index.
 template <ratelimit::Policy P>
 void fairness(const P& policy, const Parameters& p, Accuracy& a) {
-  constexpr std::uint32_t kClients = 100;
+  constexpr std::uint32_t kClients = kFairnessClients;
   Clock clock;
   ratelimit::MemoryLimiter limiter(policy, {}, clock);
   std::vector<std::int64_t> sent(kClients, 0);
   std::vector<std::int64_t> admitted(kClients, 0);
-  for (const Arrival& arrival : shared_trace(kClients, 1.5, p.limit, p.window_ns, 50, 1000)) {
+  for (const Arrival& arrival : shared_trace(kClients, kFairnessLoad, p.limit, p.window_ns, 50, 1000)) {
     clock.set(at(arrival.at));
     ++sent[arrival.client];
     if (limiter.allow("shared").allowed) ++admitted[arrival.client];

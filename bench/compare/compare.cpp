@@ -19,6 +19,7 @@
 #include "cost.hpp"
 #include "format.hpp"
 #include "options.hpp"
+#include "output.hpp"
 
 namespace {
 
@@ -37,6 +38,8 @@ struct Row {
   Accuracy accuracy;
   std::optional<RedisCost> redis;
 };
+
+constexpr std::int64_t kMaxLimit = 10'000;
 
 struct Run {
   Parameters parameters;
@@ -79,6 +82,13 @@ std::string retry_summary(const RetryCheck& r) {
   return out;
 }
 
+/// The 100 clients share 1.5 limits per window: below one request per client per window a client's share
+/// is mostly chance, so the cell says so instead of a number.
+std::string fairness_cell(const Accuracy& a, const Parameters& p) {
+  if (!fairness_meaningful(p)) return "n/a: fewer than 1 request per client per window";
+  return percent(a.min_share) + " to " + percent(a.max_share) + " (" + number(a.jain, 4) + ")";
+}
+
 std::vector<std::string> cells(const Row& r, const Parameters& p) {
   const Accuracy& a = r.accuracy;
   const auto redis = [&](double v, int precision) { return r.redis ? number(v, precision) : std::string("-"); };
@@ -92,28 +102,30 @@ std::vector<std::string> cells(const Row& r, const Parameters& p) {
           redis(r.redis ? r.redis->ns / 1e3 : 0, 3),
           redis(r.redis ? r.redis->cpu_us : 0, 3),
           redis(r.redis ? r.redis->round_trips : 0, 3),
-          std::to_string(a.boundary_max) + " (" + number(fraction(a.boundary_max, p.limit)) + "x)",
+          grouped(a.boundary_max) + " (" + number(fraction(a.boundary_max, p.limit)) + "x)",
           percent(a.steady_fraction),
           duration(a.readmit_ns),
           duration(a.burst_told_ns),
-          percent(a.min_share) + " to " + percent(a.max_share) + " (" + number(a.jain, 4) + ")",
+          fairness_cell(a, p),
           retry_summary(a.retry)};
 }
 
-const std::vector<std::string> kHeader{"policy",
-                                       "hot key, ns",
-                                       "1,000,000 keys, ns",
-                                       "2 threads, one key, ns",
-                                       "bytes per key",
-                                       "Redis, us per check",
-                                       "Redis CPU, us per check",
-                                       "Redis round trips per check",
-                                       "most in any window (x limit)",
-                                       "steady client at the limit: admitted",
-                                       "after a burst: passes again after",
-                                       "Retry-After then",
-                                       "100 clients, one key: admitted share (Jain)",
-                                       "Retry-After vs exact wait, client at 2x"};
+std::vector<std::string> header(std::size_t keys) {
+  return {"policy",
+          "hot key, ns",
+          grouped(static_cast<long long>(keys)) + " keys, ns",
+          "2 threads, one key, ns",
+          "bytes per key",
+          "Redis, us per check",
+          "Redis CPU, us per check",
+          "Redis round trips per check",
+          "most in any window (x limit)",
+          "steady client at the limit: admitted",
+          "after a burst: passes again after",
+          "Retry-After then",
+          "100 clients, one key: admitted share (Jain)",
+          "Retry-After vs exact wait, client at 2x"};
+}
 
 std::string markdown_row(const std::vector<std::string>& cells) {
   std::string out = "|";
@@ -121,9 +133,10 @@ std::string markdown_row(const std::vector<std::string>& cells) {
   return out + "\n";
 }
 
-std::string table(const std::vector<Row>& rows, const Parameters& p) {
-  std::string out = markdown_row(kHeader) + "|---|";
-  for (std::size_t i = 1; i < kHeader.size(); ++i) out += "---:|";
+std::string table(const std::vector<Row>& rows, const Parameters& p, std::size_t keys) {
+  const std::vector<std::string> names = header(keys);
+  std::string out = markdown_row(names) + "|---|";
+  for (std::size_t i = 1; i < names.size(); ++i) out += "---:|";
   out += "\n";
   for (const Row& r : rows) out += markdown_row(cells(r, p));
   return out;
@@ -155,22 +168,25 @@ std::string quoted(const std::string& text) {
 
 void write_markdown(const std::string& path, const std::vector<Row>& rows, const Run& run) {
   const Parameters& p = run.parameters;
-  std::ofstream out(path);
+  std::ostringstream out;
   out << "# The five policies side by side\n\n"
       << "Machine: " << run.machine << "; date: " << run.date << "; commit: " << run.commit << ".\n\n"
       << "Parameters: " << parameters_line(p) << ". Cost columns: parameters that admit every check "
-      << "(`bench/memory_cases.hpp`), wall time, median of three runs; bytes per key: heap bytes at " << run.keys
+      << "(`bench/memory_cases.hpp`), wall time, median of three runs; bytes per key: heap bytes at "
+      << grouped(static_cast<long long>(run.keys))
       << " keys; on a busy machine (load average above) the cost columns are for orientation only.";
   if (!run.redis_note.empty()) out << " Redis: " << run.redis_note << ".";
   out << "\n\n"
-      << table(rows, p) << "\n"
-      << "- **most in any window**: the most a client sending a full limit just before a window edge and "
-         "another just after (then a flood at 10x the limit) got admitted in any interval of one window.\n"
+      << table(rows, p, run.keys) << "\n"
+      << "- **most in any window**: the most a client sending max(limit, burst) requests just before a window "
+         "edge and as many just after (then a flood at 10x the limit) got admitted in any interval of one "
+         "window.\n"
       << "- **steady client at the limit**: one request every window/limit, 20 windows: the share admitted.\n"
       << "- **after a burst**: as many requests at once as pass, a quarter into a window: how long until one "
          "passes again (exact, by probing), and the Retry-After its first denial carried.\n"
       << "- **100 clients, one key**: Poisson clients at 1.5x the key's limit together, 50 windows: the "
-         "smallest and largest share of its requests a client got admitted, and Jain's index (1 = all equal).\n"
+         "smallest and largest share of its requests a client got admitted, and Jain's index (1 = all equal); "
+         "n/a below one request per client per window (a limit under 67).\n"
       << "- **Retry-After vs exact wait**: a Poisson client at 2x the limit, 20 windows: at every denial (the first "
          "2,000), "
          "Retry-After against the shortest wait that passes.\n\n";
@@ -178,31 +194,33 @@ void write_markdown(const std::string& path, const std::vector<Row>& rows, const
     out << "Which policy when (README, \"Which policy when\"):\n\n" << quoted(read_file(run.rules_file)) << "\n";
   }
   out << "![The five policies side by side](compare.png)\n";
+  write_text(path, out.str());
 }
 
 void write_csv(const std::string& path, const std::vector<Row>& rows, const Parameters& p) {
-  std::ofstream out(path);
+  std::ostringstream out;
   out << "policy,hot_key_ns,many_keys_ns,two_threads_ns,bytes_per_key,redis_ns,redis_cpu_us,redis_round_trips,"
          "limit,window_s,burst,boundary_max,steady_admitted,readmit_s,burst_retry_after_s,jain,min_share,max_share,"
          "retry_denials,retry_exact,retry_early,retry_worst_early_s,retry_worst_late_s\n";
   for (const Row& r : rows) {
     const Accuracy& a = r.accuracy;
-    const auto opt = [&](double v) { return r.redis ? number(v, 6) : std::string(); };
-    out << r.name << ',' << number(r.cost.hot_key_ns, 6) << ',' << number(r.cost.many_keys_ns, 6) << ','
-        << number(r.cost.two_threads_ns, 6) << ',' << number(r.cost.bytes_per_key, 6) << ','
+    const auto opt = [&](double v) { return r.redis ? decimal(v) : std::string(); };
+    out << r.name << ',' << decimal(r.cost.hot_key_ns) << ',' << decimal(r.cost.many_keys_ns) << ','
+        << decimal(r.cost.two_threads_ns) << ',' << decimal(r.cost.bytes_per_key) << ','
         << opt(r.redis ? r.redis->ns : 0) << ',' << opt(r.redis ? r.redis->cpu_us : 0) << ','
-        << opt(r.redis ? r.redis->round_trips : 0) << ',' << p.limit << ',' << number(seconds(p.window_ns), 9) << ','
-        << p.burst << ',' << a.boundary_max << ',' << number(a.steady_fraction, 6) << ','
-        << number(seconds(a.readmit_ns), 9) << ',' << number(seconds(a.burst_told_ns), 9) << ',' << number(a.jain, 6)
-        << ',' << number(a.min_share, 6) << ',' << number(a.max_share, 6) << ',' << a.retry.denials << ','
-        << a.retry.exact << ',' << a.retry.early << ',' << number(seconds(a.retry.worst_early_ns), 9) << ','
-        << number(seconds(a.retry.worst_late_ns), 9) << '\n';
+        << opt(r.redis ? r.redis->round_trips : 0) << ',' << p.limit << ',' << decimal(seconds(p.window_ns)) << ','
+        << p.burst << ',' << a.boundary_max << ',' << decimal(a.steady_fraction) << ','
+        << decimal(seconds(a.readmit_ns)) << ',' << decimal(seconds(a.burst_told_ns)) << ',' << decimal(a.jain) << ','
+        << decimal(a.min_share) << ',' << decimal(a.max_share) << ',' << a.retry.denials << ',' << a.retry.exact << ','
+        << a.retry.early << ',' << decimal(seconds(a.retry.worst_early_ns)) << ','
+        << decimal(seconds(a.retry.worst_late_ns)) << '\n';
   }
+  write_text(path, out.str());
 }
 
 /// Whitespace-separated columns for bench/compare/compare.gp (times in windows, counts against the limit).
 void write_chart_data(const std::string& path, const std::vector<Row>& rows, const Parameters& p) {
-  std::ofstream out(path);
+  std::ostringstream out;
   out << "# policy hot_key_ns many_keys_ns two_threads_ns bytes_per_key most_in_window_x steady_admitted "
          "readmit_windows retry_after_windows\n";
   const double w = static_cast<double>(p.window_ns);
@@ -212,6 +230,7 @@ void write_chart_data(const std::string& path, const std::vector<Row>& rows, con
         << ' ' << r.cost.bytes_per_key << ' ' << fraction(a.boundary_max, p.limit) << ' ' << a.steady_fraction << ' '
         << static_cast<double>(a.readmit_ns) / w << ' ' << static_cast<double>(a.burst_told_ns) / w << '\n';
   }
+  write_text(path, out.str());
 }
 
 /// policy,ns_per_check,redis_cpu_us_per_check,round_trips_per_check (bench_compare_redis's output).
@@ -236,9 +255,13 @@ Run parse(int argc, char** argv) {
                   {"--out", "--limit", "--period", "--burst", "--keys", "--machine", "--date", "--commit", "--rules",
                    "--redis-csv", "--redis-note", "--hot-checks"});
   Run run;
-  run.parameters.limit = o.integer("--limit", 100, 1, 1'000'000);
+  // The accuracy traces grow with the limit and the burst (the fairness trace: 75 requests per unit).
+  run.parameters.limit = o.integer("--limit", 100, 1, kMaxLimit);
   run.parameters.window_ns = o.period_ns("--period", 1.0);
-  run.parameters.burst = o.integer("--burst", run.parameters.limit, 1, 1'000'000);
+  run.parameters.burst = o.integer("--burst", run.parameters.limit, 1, kMaxLimit);
+  if (run.parameters.window_ns < run.parameters.limit) {
+    throw std::invalid_argument("--period: must hold --limit nanoseconds at least (one request per ns at most)");
+  }
   run.keys = static_cast<std::size_t>(o.integer("--keys", 1'000'000, 0, 100'000'000));
   run.hot_checks = o.integer("--hot-checks", 2'000'000, 1000, 1'000'000'000);
   run.out = o.text("--out", ".");
@@ -257,11 +280,12 @@ int main(int argc, char** argv) {
   return guarded_main("bench_compare", [&] {
     const Run run = parse(argc, argv);
     const std::string& out = run.out;
+    require_directory(out);
     const std::vector<Row> rows = measure(run);
     write_markdown(out + "/compare.md", rows, run);
     write_csv(out + "/compare.csv", rows, run.parameters);
     write_chart_data(out + "/compare.dat", rows, run.parameters);
-    std::cout << table(rows, run.parameters);
+    std::cout << table(rows, run.parameters, run.keys);
     return 0;
   });
 }

@@ -14,7 +14,9 @@
 
 #include "accuracy.hpp"
 #include "endpoint.hpp"
+#include "format.hpp"
 #include "metrics.hpp"
+#include "options.hpp"
 
 namespace {
 
@@ -175,6 +177,17 @@ TEST(CompareArithmetic, JainIndex) {
   EXPECT_DOUBLE_EQ(jain_index({1.0, 0.5}), 2.25 / 2.5);
 }
 
+/// `text` is refused with a "--redis: " message that does not quote `secret`.
+void expect_refused_quietly(const char* text, const char* secret) {
+  try {
+    parse_endpoint(text);
+    ADD_FAILURE() << text << " was accepted";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_EQ(std::string(error.what()).rfind("--redis: ", 0), 0u) << error.what();
+    EXPECT_EQ(std::string(error.what()).find(secret), std::string::npos) << error.what();
+  }
+}
+
 TEST(CompareEndpoint, UrlsAndHostPortAndNoPasswordShown) {
   const Endpoint e = parse_endpoint("redis://app:p%40ss:word@cache.example:6380/3");
   EXPECT_EQ(e.host, "cache.example");
@@ -195,13 +208,92 @@ TEST(CompareEndpoint, UrlsAndHostPortAndNoPasswordShown) {
   EXPECT_EQ(plain.shown(), "redis://127.0.0.1:7000");
   for (const char* bad :
        {"localhost", "redis://:pw@host:99999", "redis://u:secret@:6379", "redis://h:1/x", "redis://u:%zz@h:1"}) {
+    expect_refused_quietly(bad, "secret");
+  }
+}
+
+/// Plain numbers for people: no scientific notation, thousands separated, three significant digits below
+/// 1,000.
+TEST(CompareFormat, PlainNumbersWithThousandsSeparators) {
+  EXPECT_EQ(number(1140.0), "1,140");
+  EXPECT_EQ(number(75'000'000.0), "75,000,000");
+  EXPECT_EQ(number(-1234567.4), "-1,234,567");
+  EXPECT_EQ(number(11.62), "11.6");
+  EXPECT_EQ(number(2.0), "2");
+  EXPECT_EQ(number(0.01234), "0.0123");
+  EXPECT_EQ(number(0.0), "0");
+  EXPECT_EQ(number(0.99321, 4), "0.9932");
+  EXPECT_EQ(duration(75'000'000'000'000'000), "75,000,000 s");
+  EXPECT_EQ(duration(1'500'000'000), "1.5 s");
+  EXPECT_EQ(duration(750'000'000), "750 ms");
+  EXPECT_EQ(decimal(1140.5), "1140.5");
+  EXPECT_EQ(decimal(7.5e16), "75000000000000000");
+  EXPECT_EQ(decimal(0.000000001), "0.000000001");
+}
+
+TEST(CompareFormat, MarkdownCellEscapesThePipe) {
+  EXPECT_EQ(markdown_cell("curl|wget"), "curl\\|wget");
+  EXPECT_EQ(markdown_cell("plain"), "plain");
+}
+
+/// A URL's scheme in any case is a URL (never a HOST:PORT whose "host" holds the password); other schemes
+/// and a HOST:PORT holding '@' are refused, and no message quotes the password.
+TEST(CompareEndpoint, SchemeInAnyCaseOtherSchemesRefusedPasswordNeverQuoted) {
+  const Endpoint upper = parse_endpoint("REDIS://u:TopSecret@127.0.0.1:6380");
+  EXPECT_EQ(upper.host, "127.0.0.1");
+  EXPECT_EQ(upper.password, "TopSecret");
+  EXPECT_FALSE(upper.tls);
+  EXPECT_EQ(upper.shown().find("TopSecret"), std::string::npos) << upper.shown();
+  const Endpoint at_sign = parse_endpoint("Rediss://benchu:Wr0ng@TopSecret@127.0.0.1:6380");
+  EXPECT_TRUE(at_sign.tls);
+  EXPECT_EQ(at_sign.password, "Wr0ng@TopSecret");
+  EXPECT_EQ(at_sign.shown(), "rediss://benchu:***@127.0.0.1:6380");
+  for (const char* bad : {"http://u:TopSecret@host:1", "bogus-redis://u:TopSecret@h:1", "u:TopSecret@127.0.0.1:1",
+                          "redis://benchu:Wr0ng@TopSecret@127.0.0.1:99999", "redis://", "redis://[::1"}) {
+    expect_refused_quietly(bad, "TopSecret");
+  }
+}
+
+Options options_of(std::vector<std::string> args) {
+  std::vector<char*> argv{const_cast<char*>("bench_compare")};
+  for (std::string& a : args) argv.push_back(a.data());
+  return Options(static_cast<int>(argv.size()), argv.data(), {"--period"});
+}
+
+/// Periods past 1,000,000 s would overflow the traces' nanoseconds (hangs, wrong numbers, crashes): the
+/// flag refuses them, naming itself; the edges of the range parse.
+TEST(CompareAccuracy, PeriodRangeEndsWhereTheTracesStillFit) {
+  for (const char* bad : {"5e8", "9e8", "1e9", "1000001", "0", "4e-10"}) {
+    std::vector<std::string> args{"--period", bad};
     try {
-      parse_endpoint(bad);
-      ADD_FAILURE() << bad << " was accepted";
+      (void)options_of(args).period_ns("--period", 1.0);
+      ADD_FAILURE() << "--period " << bad << " was accepted";
     } catch (const std::invalid_argument& error) {
-      EXPECT_EQ(std::string(error.what()).rfind("--redis: ", 0), 0u) << error.what();
-      EXPECT_EQ(std::string(error.what()).find("secret"), std::string::npos) << error.what();
+      EXPECT_EQ(std::string(error.what()).rfind("--period: ", 0), 0u) << error.what();
     }
+  }
+  EXPECT_EQ(options_of({"--period", "1e6"}).period_ns("--period", 1.0), 1'000'000'000'000'000);
+  EXPECT_EQ(options_of({"--period", "1e-9"}).period_ns("--period", 1.0), 1);
+}
+
+/// At both ends of the period range (1 ns holds one request at most) every figure is what the policy's
+/// formula says.
+TEST(CompareAccuracy, FiguresAtTheEdgesOfThePeriodRange) {
+  for (const std::int64_t w : {std::int64_t{1'000'000'000'000'000}, std::int64_t{1}}) {
+    const std::int64_t limit = w == 1 ? 1 : 100;
+    const Parameters p{.limit = limit, .window_ns = w, .burst = limit};
+    const nanoseconds window(w);
+    const Accuracy log = measure_accuracy(ratelimit::SlidingWindowLog{p.limit, window}, p);
+    EXPECT_EQ(log.boundary_max, p.limit) << w;
+    EXPECT_EQ(log.steady_fraction, 1.0) << w;
+    EXPECT_EQ(log.readmit_ns, w) << w;
+    const Accuracy fixed = measure_accuracy(ratelimit::FixedWindow{p.limit, window}, p);
+    EXPECT_EQ(fixed.boundary_max, w == 1 ? p.limit : 2 * p.limit) << w;
+    EXPECT_EQ(fixed.readmit_ns, w - w / 4) << w;
+    const Accuracy gcra = measure_accuracy(ratelimit::Gcra{p.limit, window, p.burst}, p);
+    EXPECT_EQ(gcra.readmit_ns, (w + p.limit - 1) / p.limit) << w;
+    EXPECT_LE(gcra.boundary_max, 2 * p.limit) << w;
+    EXPECT_GE(gcra.steady_fraction, 0.99) << w;
   }
 }
 

@@ -62,15 +62,23 @@ inline int bounded(std::string_view text, int min, int max, const char* what) {
 
 }  // namespace detail
 
-/// Parses `HOST:PORT`, `redis://...` or `rediss://...`. Throws `std::invalid_argument` ("--redis: ...",
-/// never quoting the password) for anything else.
+/// Parses `HOST:PORT`, `redis://...` or `rediss://...` (the scheme in any case). Throws
+/// `std::invalid_argument` ("--redis: ...", never quoting the value: it may hold a password) for another
+/// scheme, a HOST:PORT holding '@' or '/', and anything malformed. bench/run.sh's check_redis applies the
+/// same rules before anything is built.
 inline Endpoint parse_endpoint(std::string_view text) {
   Endpoint e;
   std::string_view rest = text;
-  const bool url = rest.starts_with("redis://") || rest.starts_with("rediss://");
+  const auto separator = rest.find("://");
+  const bool url = separator != std::string_view::npos;
   if (url) {
-    e.tls = rest.starts_with("rediss://");
-    rest.remove_prefix(e.tls ? 9 : 8);
+    std::string scheme(rest.substr(0, separator));
+    for (char& c : scheme) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    if (scheme != "redis" && scheme != "rediss") {
+      throw std::invalid_argument("--redis: a URL must start with redis:// or rediss://");
+    }
+    e.tls = scheme == "rediss";
+    rest.remove_prefix(separator + 3);
     if (const auto at = rest.rfind('@'); at != std::string_view::npos) {
       const std::string_view credentials = rest.substr(0, at);
       const auto colon = credentials.find(':');
@@ -83,6 +91,9 @@ inline Endpoint parse_endpoint(std::string_view text) {
       if (!db.empty()) e.database = detail::bounded(db, 0, 1'000'000, "database");
       rest = rest.substr(0, slash);
     }
+  }
+  if (!url && rest.find_first_of("@/") != std::string_view::npos) {
+    throw std::invalid_argument("--redis: HOST:PORT holds '@' or '/' (a URL starts with redis://)");
   }
   std::string_view port;
   if (rest.starts_with('[')) {  // [IPv6]:port

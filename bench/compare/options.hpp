@@ -54,7 +54,11 @@ class Options {
     return v;
   }
 
-  /// A period in seconds as whole nanoseconds, at least 1 ns and at most ~292 years.
+  /// The longest period the compare programs take: the traces span up to ~55 periods, and the probes for
+  /// the earliest admission double from there, all in int64 nanoseconds.
+  static constexpr double kMaxPeriodSeconds = 1e6;
+
+  /// A period in seconds as whole nanoseconds, in [1 ns, kMaxPeriodSeconds].
   [[nodiscard]] std::int64_t period_ns(const std::string& name, double fallback_seconds) const {
     const auto it = values_.find(name);
     double seconds = fallback_seconds;
@@ -68,8 +72,8 @@ class Options {
       if (used != it->second.size() || used == 0) seconds = std::nan("");
     }
     const double ns = std::round(seconds * 1e9);
-    if (!std::isfinite(seconds) || ns < 1 || ns > 9.2e18) {
-      throw std::invalid_argument(name + ": must be a number of seconds in [1e-9, 9.2e9], got '" +
+    if (!std::isfinite(seconds) || ns < 1 || seconds > kMaxPeriodSeconds) {
+      throw std::invalid_argument(name + ": must be a number of seconds in [1e-9, 1000000], got '" +
                                   (it == values_.end() ? std::to_string(fallback_seconds) : it->second) + "'");
     }
     return static_cast<std::int64_t>(ns);

@@ -14,6 +14,7 @@
 #include <exception>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "endpoint.hpp"
 #include "format.hpp"
 #include "options.hpp"
+#include "output.hpp"
 
 namespace {
 
@@ -119,8 +121,8 @@ int run(const Options& o) {
   const std::int64_t checks = o.integer("--checks", 20'000, 100, 100'000'000);
   const std::string prefix = own_prefix();
   rr::Connection admin = rr::Connection::open(c);
-  std::ofstream out(o.text("--out", ".") + "/redis.csv");
-  out << "policy,ns_per_check,redis_cpu_us_per_check,round_trips_per_check\n";
+  const std::string dir = o.text("--out", ".");
+  require_directory(dir);
   std::vector<std::pair<std::string, Measured>> rows;
   try {  // Every check admitted: the admitting path, as in memory (Redis ticks are microseconds).
     rows.emplace_back("fixed window", measure(ratelimit::FixedWindow{1'000'000'000, 1s}, c, prefix, checks, admin));
@@ -136,9 +138,12 @@ int run(const Options& o) {
     throw;
   }
   const std::int64_t deleted = delete_prefix(admin, prefix);
+  std::ostringstream out;
+  out << "policy,ns_per_check,redis_cpu_us_per_check,round_trips_per_check\n";
   for (const auto& [name, m] : rows) {
-    out << name << ',' << number(m.ns, 6) << ',' << number(m.cpu_us, 6) << ',' << number(m.round_trips, 6) << '\n';
+    out << name << ',' << decimal(m.ns) << ',' << decimal(m.cpu_us) << ',' << decimal(m.round_trips) << '\n';
   }
+  write_text(dir + "/redis.csv", out.str());
   std::printf("redis: %s, %lld checks per policy on one key; deleted the run's %lld keys (prefix %s)\n",
               e.shown().c_str(), static_cast<long long>(checks), static_cast<long long>(deleted), prefix.c_str());
   return 0;

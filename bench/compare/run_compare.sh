@@ -1,6 +1,7 @@
 # shellcheck shell=bash disable=SC2154  # the variables are bench/run.sh's
 # Sourced by bench/run.sh: the compare mode. Uses run.sh's variables (root, build, out, jobs, no_redis,
-# redis_target, traffic, compare_args, traffic_args) and functions (die, redacted, publish).
+# redis_target, keys, traffic, compare_args, traffic_args, local_redis_pid) and functions (die, has,
+# redacted, publish).
 
 # Configures the small build (no tests, examples or Google Benchmark) and builds those of the targets
 # named that CMake defined (bench_compare_redis needs hiredis).
@@ -32,16 +33,22 @@ describe_run() {
   fi
 }
 
-# The chart, or a line saying why there is none.
+# draw SCRIPT [ARG...]: the chart, or a line saying why there is none. Paths and titles reach gnuplot as
+# ARG1.. of `gnuplot -c` (no quoting inside a gnuplot command).
 draw() {
-  if command -v gnuplot >/dev/null; then
-    gnuplot -e "dir='$out'; title='$machine, $run_date, $commit'" "$root/bench/compare/$1"
-  else
+  if ! command -v gnuplot >/dev/null; then
     echo "bench: no chart: gnuplot not found (apt-get install gnuplot-nox)"
+    return
   fi
+  local script=$1
+  shift
+  gnuplot -c "$root/bench/compare/$script" "$out" "$machine, $run_date, $commit" "$@" ||
+    { echo "bench/run.sh: gnuplot failed on $script" >&2; exit 1; }
 }
 
-local_redis_pid=''
+# 1234567 as 1,234,567.
+thousands() { sed -E ':a; s/([0-9])([0-9]{3})($|,)/\1,\2\3/; ta' <<<"$1"; }
+
 stop_local_redis() { [[ -z $local_redis_pid ]] || kill "$local_redis_pid" 2>/dev/null || true; }
 
 # A loopback port nobody listens on now.
@@ -66,7 +73,6 @@ start_local_redis() {
   redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
     --dir "$out" --logfile "$out/redis-server.log" &
   local_redis_pid=$!
-  trap stop_local_redis EXIT
   for _ in $(seq 50); do
     if (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
       redis_target="127.0.0.1:$port"
@@ -78,7 +84,8 @@ start_local_redis() {
   return 1
 }
 
-# Fills $out/redis.csv from the server, or sets redis_skip to the reason there is none.
+# Fills $out/redis.csv from the server, or sets redis_skip to the reason there is none. A server the user
+# named (--redis, RATELIMIT_BENCH_REDIS) that fails stops the run (exit 1) after saying why.
 redis_columns() {
   redis_skip=''
   if ((no_redis)); then
@@ -91,6 +98,10 @@ redis_columns() {
     if ! RATELIMIT_COMPARE_REDIS=$redis_target "$build/bench/compare/bench_compare_redis" --out "$out" \
       >"$out/redis.log" 2>&1; then
       redis_skip="skipped: the server at $shown failed: $(tail -1 "$out/redis.log")"
+      if has --redis; then
+        echo "bench/run.sh: --redis: the server at $shown failed: $(tail -1 "$out/redis.log")" >&2
+        exit 1
+      fi
     else
       redis_skip="$(cat "$out/redis.log")"
       redis_skip=${redis_skip#redis: }
@@ -120,33 +131,34 @@ run_compare() {
   "$build/bench/compare/bench_compare" --out "$out" --machine "$machine" --date "$run_date" --commit "$commit" \
     --rules "$out/rules.txt" --redis-note "$redis_skip" "${redis_csv[@]}" "${compare_args[@]}"
   printf '\nWhich policy when (README):\n%s\n\n' "$(cat "$out/rules.txt")"
-  draw compare.gp
+  draw compare.gp "${keys:-1000000}" "$(thousands "${keys:-1000000}")"
   publish compare.md compare.csv compare.png
   echo "bench: results in $out (compare.md, compare.csv, compare.png)"
 }
 
-# The log to replay: LOG itself, or the one file a .tar.xz/.tar.gz/.gz holds, unpacked into $out.
-unpacked_log() {
+# Sets log to the file to replay: LOG itself, or the one file a .tar.xz/.tar.gz/.gz holds, unpacked into
+# $out; a broken archive stops the run (exit 2).
+unpack_log() {
   case $traffic in
     *.tar.xz | *.tar.gz | *.tgz)
       mkdir -p "$out/log"
-      tar -xf "$traffic" -C "$out/log"
-      find "$out/log" -type f | head -1 ;;
+      tar -xf "$traffic" -C "$out/log" 2>/dev/null || die "--traffic: cannot unpack the archive (tar failed)"
+      log=$(find "$out/log" -type f | head -1)
+      [[ -n $log ]] || die "--traffic: the archive holds no file" ;;
     *.gz)
-      zcat "$traffic" >"$out/$(basename "${traffic%.gz}")"
-      echo "$out/$(basename "${traffic%.gz}")" ;;
-    *) echo "$traffic" ;;
+      log=$out/$(basename "${traffic%.gz}")
+      zcat "$traffic" >"$log" 2>/dev/null || die "--traffic: cannot unpack the .gz file (not gzip, or corrupt)" ;;
+    *) log=$traffic ;;
   esac
 }
 
 run_traffic() {
-  [[ -r $traffic ]] || die "--traffic: cannot read '$traffic'"
+  local log
+  unpack_log
   build_only bench_compare_traffic
   describe_run
-  local log
-  log=$(unpacked_log)
   "$build/bench/compare/bench_compare_traffic" --out "$out" "${traffic_args[@]}" "$log"
-  draw traffic.gp
+  draw traffic.gp "$(($(wc -l <"$out/traffic_clients.dat") - 1))"
   publish traffic.md traffic.csv traffic_clients.csv traffic.png
   echo "bench: results in $out (traffic.md, traffic.csv, traffic_clients.csv, traffic.png)"
 }

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <iostream>
 #include <map>
 #include <numeric>
@@ -20,6 +22,7 @@
 #include "format.hpp"
 #include "metrics.hpp"
 #include "options.hpp"
+#include "output.hpp"
 
 namespace {
 
@@ -88,7 +91,7 @@ std::string policy_table(const std::vector<replay::PolicyRun>& runs, const repla
     out += "| " + kNames[p] + " | " + std::to_string(r.admitted) + " | " + std::to_string(r.denied) + " | " +
            percent(fraction(r.denied, r.admitted + r.denied)) + " | " + std::to_string(r.limited_clients()) + " | " +
            (any ? std::to_string(*worst) + " (" +
-                      t.clients[static_cast<std::size_t>(worst - r.denied_by_client.begin())] + ")"
+                      markdown_cell(t.clients[static_cast<std::size_t>(worst - r.denied_by_client.begin())]) + ")"
                 : std::string("0")) +
            " | " + std::to_string(r.worst_burst()) + " |\n";
   }
@@ -102,7 +105,7 @@ std::string clients_table(const std::vector<replay::PolicyRun>& runs, const repl
   for (const std::string& n : kNames) out += " denied: " + n + " |";
   out += "\n|---|---:|---:|---:|---:|---:|---:|\n";
   for (const std::size_t c : clients) {
-    out += "| " + t.clients[c] + " | " + std::to_string(sent[c]) + " |";
+    out += "| " + markdown_cell(t.clients[c]) + " | " + std::to_string(sent[c]) + " |";
     for (const replay::PolicyRun& r : runs) out.append(" ").append(std::to_string(r.denied_by_client[c])).append(" |");
     out += "\n";
   }
@@ -139,14 +142,15 @@ std::string disagreement(const std::vector<replay::PolicyRun>& runs, const repla
 }
 
 void write_csv(const Settings& s, const std::vector<replay::PolicyRun>& runs, const replay::Traffic& t) {
-  std::ofstream out(s.out + "/traffic.csv");
+  std::ostringstream out;
   out << "policy,admitted,denied,clients_denied,most_admitted_in_window,limit,period_s,burst\n";
   for (std::size_t p = 0; p < runs.size(); ++p) {
     out << kNames[p] << ',' << runs[p].admitted << ',' << runs[p].denied << ',' << runs[p].limited_clients() << ','
-        << runs[p].worst_burst() << ',' << s.limit << ',' << number(static_cast<double>(s.period_ns) / 1e9, 9) << ','
+        << runs[p].worst_burst() << ',' << s.limit << ',' << decimal(static_cast<double>(s.period_ns) / 1e9) << ','
         << s.burst << '\n';
   }
-  std::ofstream clients(s.out + "/traffic_clients.csv");
+  write_text(s.out + "/traffic.csv", out.str());
+  std::ostringstream clients;
   clients << "client,requests";
   for (const std::string& n : kNames) clients << ",denied " << n;
   clients << '\n';
@@ -156,17 +160,19 @@ void write_csv(const Settings& s, const std::vector<replay::PolicyRun>& runs, co
     for (const replay::PolicyRun& r : runs) clients << ',' << r.denied_by_client[c];
     clients << '\n';
   }
+  write_text(s.out + "/traffic_clients.csv", clients.str());
 }
 
 /// Gnuplot data (bench/compare/traffic.gp): per policy, and the top clients' denials under each policy.
 void write_chart_data(const Settings& s, const std::vector<replay::PolicyRun>& runs, const replay::Traffic& t,
                       const std::vector<std::size_t>& top) {
-  std::ofstream policies(s.out + "/traffic_policies.dat");
+  std::ostringstream policies;
   policies << "# policy denied clients_denied\n";
   for (std::size_t p = 0; p < runs.size(); ++p) {
     policies << '"' << kNames[p] << "\" " << runs[p].denied << ' ' << runs[p].limited_clients() << '\n';
   }
-  std::ofstream clients(s.out + "/traffic_clients.dat");
+  write_text(s.out + "/traffic_policies.dat", policies.str());
+  std::ostringstream clients;
   clients << "client";
   for (const std::string& n : kNames) clients << " \"" << n << '"';
   clients << '\n';
@@ -177,6 +183,7 @@ void write_chart_data(const Settings& s, const std::vector<replay::PolicyRun>& r
     for (const replay::PolicyRun& r : runs) clients << ' ' << r.denied_by_client[c];
     clients << '\n';
   }
+  write_text(s.out + "/traffic_clients.dat", clients.str());
 }
 
 std::string report(const Settings& s, const std::vector<replay::PolicyRun>& runs, const replay::Traffic& t,
@@ -200,6 +207,9 @@ Settings parse(int argc, char** argv) {
   s.limit = o.integer("--limit", 60, 1, 1'000'000'000);
   s.period_ns = o.period_ns("--period", 60.0);
   s.burst = o.integer("--burst", 20, 1, 1'000'000'000);
+  if (s.period_ns < s.limit) {
+    throw std::invalid_argument("--period: must hold --limit nanoseconds at least (one request per ns at most)");
+  }
   s.key = o.text("--key", "client");
   if (s.key != "client" && s.key != "user_agent" && s.key != "path") {
     throw std::invalid_argument("--key: must be client, user_agent or path, got '" + s.key + "'");
@@ -216,17 +226,23 @@ Settings parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   return guarded_main("bench_compare_traffic", [&] {
     const Settings s = parse(argc, argv);
+    require_directory(s.out);
+    if (std::filesystem::is_directory(s.file)) throw std::invalid_argument("LOG: " + s.file + " is a directory");
     std::ifstream log(s.file);
-    if (!log) throw std::runtime_error("cannot open " + s.file);
+    if (!log) throw std::invalid_argument("LOG: cannot open " + s.file);
     const std::map<std::string, replay::KeyField> fields{{"client", replay::KeyField::client},
                                                          {"user_agent", replay::KeyField::user_agent},
                                                          {"path", replay::KeyField::target}};
     const replay::Traffic t = replay::read_traffic(log, fields.at(s.key));
+    if (t.time_ns.empty()) {
+      throw std::invalid_argument("LOG: no line in Common or Combined Log Format in " + s.file + " (" +
+                                  std::to_string(t.lines) + " lines read)");
+    }
     const std::vector<replay::PolicyRun> runs = run_all(s, t);
     std::vector<std::size_t> top = most_denied(runs, t);
     if (top.size() > s.top) top.resize(s.top);
     const std::string text = report(s, runs, t, top);
-    std::ofstream(s.out + "/traffic.md") << text;
+    write_text(s.out + "/traffic.md", text);
     write_csv(s, runs, t);
     write_chart_data(s, runs, t, top);
     std::cout << text;
