@@ -122,13 +122,12 @@ class ClusterRouter final : public Route {
       if (groups.size() == 1 && std::none_of(groups[0].calls.begin(), groups[0].calls.end(),
                                              [&state](std::size_t i) { return state[i].ask != nullptr; })) {
         Group& g = groups[0];
-        auto ticket = g.node->pool->breaker().admit();  // per node, as below: README "Circuit breaker"
-        std::vector<RouteCall> part(ticket ? g.calls.size() : 0);
-        if (!ticket) fail_group(calls, g, detail::circuit_open(g.node->endpoint));
+        std::vector<RouteCall> part(g.calls.size());
         for (std::size_t k = 0; k < part.size(); ++k) part[k].args = calls[g.calls[k]].args;
-        if (ticket) {
-          g.node->pool->pipeline().execute(std::span<RouteCall>(part));
-          detail::settle(ticket, part);
+        // Per node, as below (README "Circuit breaker"); an open breaker sends nothing and asks for no refresh.
+        if (!detail::execute_gated(*g.node->pool, part)) {
+          fail_group(calls, g, *part.front().error);
+          part.clear();
         }
         for (std::size_t k = 0; k < part.size(); ++k) {
           const std::size_t i = g.calls[k];

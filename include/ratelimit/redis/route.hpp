@@ -87,6 +87,29 @@ inline std::string endpoint(const ConnectionOptions& o) {
   return o.unix_socket.empty() ? o.host + ":" + std::to_string(o.port) : "unix:" + o.unix_socket;
 }
 
+/// Sets every call of `calls` to the error `e` (none was sent).
+inline void fail_unsent(std::span<RouteCall> calls, const BackendError& e) {
+  for (RouteCall& c : calls) {
+    c.reply.reset();
+    c.error = e;
+    c.sent = false;
+  }
+}
+
+/// Runs `calls` on `pool`'s shared connection as one round trip gated by the server's breaker (README
+/// "Circuit breaker"): refused while open (cause `circuit_open`, nothing sent; returns false), else settled by
+/// the outcomes. A local refusal (`max_in_flight` commands outstanding) never reached the server and tells
+/// the breaker nothing, as for async calls.
+inline bool execute_gated(ConnectionPool& pool, std::span<RouteCall> calls) {
+  auto ticket = pool.breaker().admit();
+  if (!ticket) {
+    fail_unsent(calls, circuit_open(endpoint(pool.options())));
+    return false;
+  }
+  if (pool.pipeline().execute(calls)) settle(ticket, calls);
+  return true;
+}
+
 /// Starts async `op` on `pool`, gated by the server's breaker as a sync round trip is (README "Circuit
 /// breaker"): one ticket per call, settled by its outcome on the pipeline. Refused (open, or half-open with
 /// the probe out), `op` completes with cause `circuit_open` on the pipeline's I/O thread, nothing sent. A
@@ -158,11 +181,7 @@ class ServerRoute final : public Route {
   }
 
   void execute(std::span<RouteCall> calls) override {
-    if (calls.empty()) return;
-    auto ticket = pool_->breaker().admit();  // README "Circuit breaker": no I/O while open
-    if (!ticket) return fail(calls, detail::circuit_open(server()));
-    pool_->pipeline().execute(calls);
-    detail::settle(ticket, calls);
+    if (!calls.empty()) (void)detail::execute_gated(*pool_, calls);
   }
   /// Gated by the server's breaker per call (`detail::submit_gated`, README "Circuit breaker").
   void submit(PipelineOp& op) override { detail::submit_gated(*pool_, op); }
@@ -183,14 +202,6 @@ class ServerRoute final : public Route {
   [[nodiscard]] const std::shared_ptr<ConnectionPool>& pool() const noexcept { return pool_; }
 
  private:
-  static void fail(std::span<RouteCall> calls, const BackendError& e) {
-    for (RouteCall& c : calls) {
-      c.reply.reset();
-      c.error = e;
-    }
-  }
-  [[nodiscard]] std::string server() const { return detail::endpoint(pool_->options()); }
-
   std::shared_ptr<ConnectionPool> pool_;
 };
 

@@ -61,10 +61,10 @@ class SentinelRoute final : public Route {
     try {
       pool = master();
     } catch (const BackendError& e) {
-      fail(calls, e);
+      detail::fail_unsent(calls, e);
       return;
     }
-    run(*pool, calls);
+    (void)detail::execute_gated(*pool, calls);
     if (!suspect(calls)) return;
     std::shared_ptr<ConnectionPool> now;
     try {
@@ -85,7 +85,7 @@ class SentinelRoute final : public Route {
       part[k].key = calls[again[k]].key;
       part[k].args = calls[again[k]].args;
     }
-    run(*now, part);
+    (void)detail::execute_gated(*now, part);
     for (std::size_t k = 0; k < again.size(); ++k) {
       calls[again[k]].reply = std::move(part[k].reply);
       calls[again[k]].error = std::move(part[k].error);
@@ -174,22 +174,6 @@ class SentinelRoute final : public Route {
     o.unix_socket.clear();
     (void)ConnectionPool(o);  // validates the master's connection fields (connects nothing)
     return o;
-  }
-
-  static void fail(std::span<RouteCall> calls, const BackendError& e) {
-    for (RouteCall& c : calls) {
-      c.reply.reset();
-      c.error = e;
-      c.sent = false;
-    }
-  }
-
-  /// As `ServerRoute::execute` on `pool`.
-  static void run(ConnectionPool& pool, std::span<RouteCall> calls) {
-    auto ticket = pool.breaker().admit();
-    if (!ticket) return fail(calls, detail::circuit_open(detail::endpoint(pool.options())));
-    pool.pipeline().execute(calls);
-    detail::settle(ticket, calls);
   }
 
   static bool did_not_run(const RouteCall& c) {
