@@ -3,11 +3,13 @@
 /// @file
 /// `SentinelRoute`: one Redis server found through Redis Sentinel, and followed across failovers.
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -39,8 +41,9 @@ namespace ratelimit::redis {
 /// not know the name; `io` when none could be reached), and the failure policy decides.
 ///
 /// Async calls (`submit`) go straight to the master's pipeline, gated per call by its breaker; while no
-/// master is known or a check is due they go through a worker thread that asks the sentinels first, so
-/// `submit` never blocks.
+/// master is known, a check is due, or an async call on the master failed as a failover explains (as
+/// above), they go through a worker thread that asks the sentinels first, so `submit` never blocks. An
+/// async call that met `READONLY` is not sent again: it gets its outcome.
 /// Thread-safe.
 class SentinelRoute final : public Route {
  public:
@@ -97,12 +100,12 @@ class SentinelRoute final : public Route {
     std::shared_ptr<ConnectionPool> pool;
     {
       const std::lock_guard lock(mutex_);
-      if (pool_ && std::chrono::steady_clock::now() < next_check_) pool = pool_;
+      if (pool_ && std::chrono::steady_clock::now() < next_check_ && failed_on_ != pool_.get()) pool = pool_;
     }
     if (pool) {
-      detail::submit_gated(*pool, op);  // per call, as on a `ServerRoute` (README "Circuit breaker")
+      send(*pool, op);
     } else {
-      worker_.submit(op);  // its thread runs `execute`, which asks the sentinels first
+      worker_.submit(op);  // its thread asks the sentinels first
     }
   }
 
@@ -179,27 +182,77 @@ class SentinelRoute final : public Route {
   static bool did_not_run(const RouteCall& c) {
     return (c.reply && is_error(*c.reply, "READONLY")) || (c.error && !c.sent);
   }
-  /// Failures that a failover explains: the server gone, or demoted.
+  /// An outcome that a failover explains: the server gone, or demoted.
+  static bool suspect(const Reply& reply, const std::optional<BackendError>& error) noexcept {
+    return (reply && is_error(*reply, "READONLY")) || (error && error->cause() != BackendErrorCause::reply);
+  }
   static bool suspect(std::span<const RouteCall> calls) {
-    for (const RouteCall& c : calls) {
-      if (c.reply && is_error(*c.reply, "READONLY")) return true;
-      if (c.error && c.error->cause() != BackendErrorCause::reply) return true;
-    }
-    return false;
+    return std::any_of(calls.begin(), calls.end(), [](const RouteCall& c) { return suspect(c.reply, c.error); });
   }
 
-  /// The worker's batch: find the master (asking the sentinels when due), then hand the calls to its
-  /// pipeline; when none is found, each call fails with why.
+  /// An async call on the master's pipeline, seen by the route on its way back: an outcome a failover
+  /// explains sends the next calls through the worker, which asks the sentinels first (as a failed sync
+  /// call does). Deletes itself when done.
+  class Watched final : public PipelineOp {
+   public:
+    Watched(SentinelRoute& route, PipelineOp& call, const ConnectionPool& pool) noexcept
+        : route_(route), call_(call), pool_(pool) {
+      command.swap(call.command);
+      deadline = call.deadline;
+    }
+    void complete(Reply reply, std::optional<BackendError> error) noexcept override {
+      SentinelRoute& route = route_;
+      PipelineOp& call = call_;
+      if (suspect(reply, error)) route.failed_on(pool_);
+      call.command.swap(command);
+      PipelineOpAccess::set_sink(call, &route.entry_);  // a re-send from `complete` comes back here
+      delete this;
+      call.complete(std::move(reply), std::move(error));
+    }
+
+   private:
+    ~Watched() = default;
+    SentinelRoute& route_;
+    PipelineOp& call_;
+    const ConnectionPool& pool_;
+  };
+  /// The sink of the calls this route sends (`PipelineOp::sink`): the route itself.
+  struct Entry final : AsyncSink {
+    explicit Entry(SentinelRoute& r) noexcept : route(r) {}
+    void submit(PipelineOp& op) override { route.submit(op); }
+    SentinelRoute& route;
+  };
+
+  /// Sends async `op` to `pool`, gated per call by its breaker as on a `ServerRoute` (README "Circuit
+  /// breaker"), watched on its way back.
+  void send(ConnectionPool& pool, PipelineOp& op) { detail::submit_gated(pool, *new Watched(*this, op, pool)); }
+  /// An async call on `pool` failed as a failover explains (called on its I/O thread: no I/O here).
+  void failed_on(const ConnectionPool& pool) noexcept {
+    const std::lock_guard lock(mutex_);
+    if (pool_.get() == &pool) failed_on_ = &pool;
+  }
+
+  /// The worker's batch: find the master (asking the sentinels when due, or at once after an async call
+  /// failed as a failover explains), then send the calls there; when none is found, each fails with why.
   void start(const std::vector<PipelineOp*>& batch) {
     std::shared_ptr<ConnectionPool> pool;
+    const ConnectionPool* failed = nullptr;
+    {
+      const std::lock_guard lock(mutex_);
+      failed = std::exchange(failed_on_, nullptr);
+    }
     try {
-      pool = master();
+      if (failed != nullptr) pool = rediscover(Why::failed, failed);
+    } catch (const BackendError&) {  // the sentinels unreachable: the master may be fine
+    }
+    try {
+      if (!pool) pool = master();
     } catch (const BackendError& e) {
       const detail::CompletionScope completions;
       for (PipelineOp* op : batch) op->complete(nullptr, e);
       return;
     }
-    for (PipelineOp* op : batch) detail::submit_gated(*pool, *op);
+    for (PipelineOp* op : batch) send(*pool, *op);
   }
 
   /// The current master's pool, after asking the sentinels when none is known or a check is due. A
@@ -328,7 +381,9 @@ class SentinelRoute final : public Route {
   const LimiterOptions limiter_defaults_;
   mutable std::mutex mutex_;    // the fields below
   std::mutex discovery_mutex_;  // one discovery at a time
+  Entry entry_{*this};
   std::shared_ptr<ConnectionPool> pool_;
+  const ConnectionPool* failed_on_ = nullptr;  // an async call on this pool failed: the next ones rediscover
   std::vector<std::shared_ptr<ConnectionPool>> retired_;
   std::string address_;
   std::size_t preferred_ = 0;  // the sentinel that answered last
