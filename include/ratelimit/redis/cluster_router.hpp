@@ -69,9 +69,11 @@ class ClusterRouter final : public Route {
   ClusterRouter& operator=(const ClusterRouter&) = delete;
 
   /// Runs every call on the master owning its slot; outcomes land in each call's `reply` / `error`.
-  /// Never throws `BackendError` (failures are per call); may throw `std::bad_alloc`.
+  /// Never throws `BackendError` (failures are per call); may throw `std::bad_alloc`, and
+  /// `std::logic_error` in a process forked after the router was made (touching nothing).
   void execute(std::span<RouteCall> calls) override {
     if (calls.empty()) return;
+    check_not_forked();
     if (!map_loaded_.load(std::memory_order_acquire) && !refresh_now(Refresh::initial)) {
       for (RouteCall& c : calls)
         c.error = BackendError(BackendErrorCause::io, "no cluster slot map: " + last_refresh_error());
@@ -243,8 +245,12 @@ class ClusterRouter final : public Route {
   [[nodiscard]] ClusterRouter* cluster_router() noexcept override { return this; }
 
   /// Reloads the slot map with `CLUSTER SLOTS` from the first known node that answers. Returns false
-  /// (keeping the old map) when none does. Thread-safe; concurrent refreshes run one at a time.
-  bool refresh() { return refresh_now(Refresh::forced); }
+  /// (keeping the old map) when none does. Thread-safe; concurrent refreshes run one at a time. Throws
+  /// `std::logic_error` in a process forked after the router was made.
+  bool refresh() {
+    check_not_forked();
+    return refresh_now(Refresh::forced);
+  }
 
   /// "host:port" of the master currently believed to own `slot` (empty when none is known). Thread-safe.
   [[nodiscard]] std::string owner_of(std::uint16_t slot) const {

@@ -135,7 +135,8 @@ class Route {
 
   /// Runs every call on the server owning its key, pipelined (per node); outcomes land in each call's
   /// `reply` / `error`, and a call is sent at most once per `execute` (redirections aside). Never throws
-  /// `BackendError` (failures are per call); may throw `std::bad_alloc`.
+  /// `BackendError` (failures are per call); may throw `std::bad_alloc`, and `std::logic_error` in a
+  /// process forked after the route was made (touching nothing).
   virtual void execute(std::span<RouteCall> calls) = 0;
   /// Starts one async call (`op.command`, `op.args`, `op.slot`, `op.deadline` set); never blocks.
   /// `op.complete` runs exactly once, on the route's I/O thread (README "Redis engine"), also when the
@@ -166,8 +167,20 @@ class Route {
   /// such command): every later script of this route goes as `EVALSHA`. Thread-safe.
   void refuse_functions() noexcept { functions_refused_.store(true, std::memory_order_relaxed); }
 
+ protected:
+  /// Throws `std::logic_error` in a process forked after the route was made: the route's connections,
+  /// threads and slot map are the parent's, and such a call touches nothing (README "Redis engine", fork).
+  void check_not_forked() const {
+    if (detail::fork_generation().load(std::memory_order_relaxed) != generation_) {
+      throw std::logic_error(
+          "ratelimit: a Redis limiter or route made before fork() is used in the child; make a new one in the "
+          "child (README \"Redis engine\", fork)");
+    }
+  }
+
  private:
   std::atomic<bool> functions_refused_{false};
+  const unsigned generation_ = detail::fork_generation().load(std::memory_order_relaxed);
 };
 
 /// A single server: every call on the pool's least loaded shared connection (`Pipeline`), pipelined

@@ -60,6 +60,7 @@ class SentinelRoute final : public Route {
 
   void execute(std::span<RouteCall> calls) override {
     if (calls.empty()) return;
+    check_not_forked();
     std::shared_ptr<ConnectionPool> pool;
     try {
       pool = master();
@@ -97,6 +98,7 @@ class SentinelRoute final : public Route {
   }
 
   void submit(PipelineOp& op) override {
+    check_not_forked();
     std::shared_ptr<ConnectionPool> pool;
     {
       const std::lock_guard lock(mutex_);
@@ -141,8 +143,10 @@ class SentinelRoute final : public Route {
   }
 
   /// Asks the sentinels now and follows the master they name; returns its address (`host:port`).
-  /// Thread-safe. Throws `BackendError` when no sentinel names a master that confirms its role.
+  /// Thread-safe. Throws `BackendError` when no sentinel names a master that confirms its role;
+  /// `std::logic_error` in a process forked after the route was made.
   std::string refresh() {
+    check_not_forked();
     (void)rediscover(Why::asked);
     return master_address();
   }
