@@ -2,7 +2,8 @@
 // sentinel; `SENTINEL FAILOVER` promotes the replica. Async checks follow the new master as sync ones do:
 // once the old master is demoted, its first READONLY makes the route ask the sentinels at once (not at
 // its next periodic check); and while the old master is still writable (the sentinels reconfigure it only
-// at their next INFO, up to 10 s later), checks follow the new master within `sentinel.check_interval`.
+// at their next INFO, up to 10 s later), checks follow the new master within `sentinel.check_interval`;
+// the replaced master's connections close once nothing uses them.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <exception>
 #include <future>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -106,6 +108,18 @@ class SentinelAfterFailover : public testing::Test {
     return f.wait_for(5s) == std::future_status::ready ? f.get() : Met::other;
   }
 
+  /// Clients of the server behind `admin` with no name, but `admin` itself: the route's connections (the
+  /// sentinels name theirs).
+  static int clients_of(ratelimit::redis::Connection& admin) {
+    const std::string me = "id=" + std::to_string(admin.command({"CLIENT", "ID"})->integer) + " ";
+    std::istringstream lines{std::string(text(*admin.command({"CLIENT", "LIST"})))};
+    int n = 0;
+    for (std::string line; std::getline(lines, line);) {
+      if (!line.starts_with(me) && line.find(" name= ") != std::string::npos) ++n;
+    }
+    return n;
+  }
+
   std::unique_ptr<ratelimit_test::RedisServer> master_;
   std::unique_ptr<ratelimit_test::RedisServer> replica_;
   std::unique_ptr<ratelimit_test::SentinelProcess> sentinel_;
@@ -164,6 +178,36 @@ TEST_F(SentinelAfterFailover, ChecksFollowTheNewMasterWithinTheCheckInterval) {
   // The switch is seen by polling (20 ms), the follow by polling (20 ms): some slack for a loaded machine.
   EXPECT_LE(after, interval + 300ms) << std::chrono::duration_cast<std::chrono::milliseconds>(after).count() << " ms";
   EXPECT_EQ(check_async(l), Met::decided);
+}
+
+// The replaced master's pool goes once nothing uses it: its connections close (and its I/O threads end),
+// instead of living as long as the route.
+TEST_F(SentinelAfterFailover, AReplacedMastersConnectionsClose) {
+  RedisLimiter<FixedWindow> l(FixedWindow{.limit = 5, .window = 1h}, options(200ms));
+  auto* route = static_cast<SentinelRoute*>(l.route().get());
+  ASSERT_EQ(check_async(l), Met::decided);
+  ASSERT_TRUE(l.allow("sync").allowed);
+  auto old_master = master_->admin();
+  ASSERT_GT(clients_of(old_master), 0);
+  (void)fail_over();
+  const std::string replica = "127.0.0.1:" + std::to_string(replica_->port());
+  ASSERT_TRUE(wait_for(
+      [&] {
+        (void)check_async(l);
+        return route->master_address() == replica;
+      },
+      3s));
+  // Checks on the new master meanwhile; the route asks the sentinels every 200 ms.
+  const bool closed = wait_for(
+      [&] {
+        (void)check_async(l);
+        (void)l.allow("sync");
+        return clients_of(old_master) == 0;
+      },
+      3s);
+  EXPECT_TRUE(closed) << clients_of(old_master) << " connections of the route still open on the old master";
+  EXPECT_EQ(l.stats().master_changes, 1u);
+  EXPECT_GE(l.stats().connects, 2u) << "the counters of the freed pool are kept";
 }
 
 }  // namespace

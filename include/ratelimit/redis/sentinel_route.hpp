@@ -117,18 +117,10 @@ class SentinelRoute final : public Route {
   [[nodiscard]] const ConnectionOptions& options() const noexcept override { return options_; }
   [[nodiscard]] const LimiterOptions& limiter_defaults() const noexcept override { return limiter_defaults_; }
   [[nodiscard]] RouteCounters counters() const override {
-    RouteCounters c;
     const std::lock_guard lock(mutex_);
-    auto add = [&c](ConnectionPool& p) {
-      c.connects += p.connects();
-      c.dropped_connections += p.drops();
-      c.refused_calls += p.refused();
-      const BreakerCounters b = p.breaker().counters();
-      c.breaker_opens += b.opens;
-      c.breaker_probes += b.probes;
-    };
-    if (pool_) add(*pool_);
-    for (const auto& p : retired_) add(*p);
+    RouteCounters c = freed_;
+    if (pool_) add(c, *pool_);
+    for (const auto& p : retired_) add(c, *p);
     c.refused_calls += worker_.refused();
     c.master_discoveries = discoveries_;
     c.master_changes = changes_;
@@ -276,11 +268,42 @@ class SentinelRoute final : public Route {
     }
   }
 
+  /// Adds the counters of `p` to `c`.
+  static void add(RouteCounters& c, ConnectionPool& p) {
+    c.connects += p.connects();
+    c.dropped_connections += p.drops();
+    c.refused_calls += p.refused();
+    const BreakerCounters b = p.breaker().counters();
+    c.breaker_opens += b.opens;
+    c.breaker_probes += b.probes;
+  }
+
+  /// Takes the replaced masters' pools that nothing uses any more (no caller holds one, no call is
+  /// outstanding on it), for the caller to destroy with no lock held (a completion they still run may
+  /// take one): their connections and I/O threads go, their counters stay in `counters`. None on an I/O
+  /// thread, which must not destroy its own pool.
+  std::vector<std::shared_ptr<ConnectionPool>> take_unused() {
+    std::vector<std::shared_ptr<ConnectionPool>> unused;
+    if (detail::on_io_thread()) return unused;
+    const std::lock_guard lock(mutex_);
+    for (auto it = retired_.begin(); it != retired_.end();) {
+      if (it->use_count() == 1 && (*it)->load() == 0) {
+        add(freed_, **it);
+        unused.push_back(std::move(*it));
+        it = retired_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return unused;
+  }
+
   /// Asks the sentinels and moves to the master they name, unless the discovery another thread just ran
   /// answers `why` already: a check no longer due; after a failed call on `seen`, a pool other than
   /// `seen`, or a discovery less than 100 ms ago. Throws `BackendError` when no master is found.
   std::shared_ptr<ConnectionPool> rediscover(Why why, const ConnectionPool* seen = nullptr) {
-    const std::lock_guard one(discovery_mutex_);  // one discovery at a time; the others wait for it
+    std::vector<std::shared_ptr<ConnectionPool>> unused;  // destroyed last, with no lock held
+    const std::lock_guard one(discovery_mutex_);          // one discovery at a time; the others wait for it
     const auto now = std::chrono::steady_clock::now();
     {
       const std::lock_guard lock(mutex_);
@@ -292,6 +315,7 @@ class SentinelRoute final : public Route {
       last_discovery_ = now;
       ++discoveries_;
     }
+    unused = take_unused();  // at most one check_interval after a replaced master's last call
     const Address a = discover();
     const std::string address = a.host + ":" + std::to_string(a.port);
     const std::lock_guard lock(mutex_);
@@ -302,7 +326,7 @@ class SentinelRoute final : public Route {
     o.port = a.port;
     if (pool_) {
       ++changes_;
-      retired_.push_back(std::move(pool_));  // kept: an I/O thread must never destroy its own pool
+      retired_.push_back(std::move(pool_));  // until idle (`free_retired`): calls may be outstanding on it
     }
     pool_ = std::make_shared<ConnectionPool>(std::move(o), limiter_defaults_);
     address_ = address;
@@ -387,8 +411,9 @@ class SentinelRoute final : public Route {
   std::mutex discovery_mutex_;  // one discovery at a time
   Entry entry_{*this};
   std::shared_ptr<ConnectionPool> pool_;
-  const ConnectionPool* failed_on_ = nullptr;  // an async call on this pool failed: the next ones rediscover
-  std::vector<std::shared_ptr<ConnectionPool>> retired_;
+  const ConnectionPool* failed_on_ = nullptr;             // an async call on this pool failed: the next ones rediscover
+  std::vector<std::shared_ptr<ConnectionPool>> retired_;  // replaced masters' pools, until unused
+  RouteCounters freed_;                                   // the counters of the retired pools freed
   std::string address_;
   std::size_t preferred_ = 0;  // the sentinel that answered last
   std::chrono::steady_clock::time_point next_check_{};
