@@ -4,7 +4,9 @@
 /// `Connection`: one connection to a Redis server, owned, that knows when it is broken: plain TCP (or a
 /// Unix socket) through hiredis, or TLS through OpenSSL with hiredis as the RESP codec.
 
+#include <fcntl.h>
 #include <hiredis/hiredis.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <signal.h>
@@ -100,10 +102,12 @@ class SigpipeGuard {
 class Connection {
  public:
   /// Connects (with TLS: and completes the handshake, verifying the server's certificate and name),
-  /// sets the command timeout, authenticates and selects the database. Throws `BackendError` (io, timeout,
-  /// or reply for a refused `AUTH` / `SELECT`); a TLS failure is io, its message naming what failed
+  /// authenticates and selects the database, all within `connect_timeout` (one deadline: a peer that
+  /// trickles its bytes holds no step past it), then sets the command timeout. Throws `BackendError` (io,
+  /// timeout, or reply for a refused `AUTH` / `SELECT`); a TLS failure is io, its message naming what failed
   /// (e.g. "certificate verify failed: certificate has expired", "hostname mismatch").
   static Connection open(const ConnectionOptions& options) {
+    const auto deadline = std::chrono::steady_clock::now() + options.connect_timeout;
     const timeval connect_tv = to_timeval(options.connect_timeout);
     redisContext* raw = options.unix_socket.empty()
                             ? redisConnectWithTimeout(options.host.c_str(), options.port, connect_tv)
@@ -114,31 +118,16 @@ class Connection {
     if (raw->err != 0) {
       throw BackendError(cause_of(*raw, saved_errno), "connect to " + endpoint(options) + ": " + raw->errstr);
     }
-    if (options.tls.enabled) {  // the handshake is part of connecting: bounded by connect_timeout
-      if (redisSetTimeout(raw, connect_tv) != REDIS_OK) {
-        throw BackendError(BackendErrorCause::io, "cannot set the connect timeout on " + endpoint(options));
-      }
-      c.start_tls(options);
-    }
+    c.command_timeout_ = options.command_timeout;
+    // Until logged in, every wait is a poll bounded by `deadline`. TLS stays non-blocking (its reads wait in
+    // poll, so a record trickling in holds no read past the command timeout); plain sockets block again,
+    // each read bounded by the command timeout (SO_RCVTIMEO).
+    c.set_nonblocking(true, endpoint(options));
+    if (options.tls.enabled) c.start_tls(options, deadline);
+    c.log_in(options, deadline);
+    if (!c.tls()) c.set_nonblocking(false, endpoint(options));
     if (redisSetTimeout(raw, to_timeval(options.command_timeout)) != REDIS_OK) {
       throw BackendError(BackendErrorCause::io, "cannot set the command timeout on " + endpoint(options));
-    }
-    // A user without a password still authenticates: Redis accepts any password (the empty one too)
-    // for a `nopass` user and refuses a user that has one; skipping AUTH would run as `default`.
-    if (!options.password.empty() || !options.user.empty()) {
-      const Reply r = options.user.empty() ? c.command({"AUTH", options.password})
-                                           : c.command({"AUTH", options.user, options.password});
-      if (r->type == REDIS_REPLY_ERROR) {
-        throw BackendError(BackendErrorCause::reply,
-                           "AUTH refused by " + endpoint(options) + ": " + std::string(text(*r)));
-      }
-    }
-    if (options.database != 0) {
-      const std::string db = std::to_string(options.database);
-      const Reply r = c.command({"SELECT", db});
-      if (r->type == REDIS_REPLY_ERROR) {
-        throw BackendError(BackendErrorCause::reply, "SELECT " + db + ": " + std::string(text(*r)));
-      }
     }
     return c;
   }
@@ -183,11 +172,7 @@ class Connection {
     check_usable();
     prepare(args);
     if (tls()) {
-      char* cmd = nullptr;
-      const int n = redisFormatCommandArgv(&cmd, static_cast<int>(argv_.size()), argv_.data(), lens_.data());
-      if (n < 0 || cmd == nullptr) throw BackendError(BackendErrorCause::io, "cannot format the command");
-      pending_.append(cmd, static_cast<std::size_t>(n));
-      redisFreeCommand(cmd);
+      append_formatted(pending_);
       return;
     }
     if (redisAppendCommandArgv(ctx_.get(), static_cast<int>(argv_.size()), argv_.data(), lens_.data()) != REDIS_OK) {
@@ -260,21 +245,16 @@ class Connection {
     }
   }
 
-  /// Reads what the socket has (blocking up to the command timeout when it has nothing) into the reply
-  /// parser. Throws `BackendError` and marks the connection broken on failure or end of stream.
+  /// Reads what the socket has (waiting up to the command timeout when it has nothing) into the reply
+  /// parser; with TLS, part of a record adds nothing yet. Throws `BackendError` and marks the connection
+  /// broken on failure, end of stream or when nothing came within the command timeout.
   void read_some() {
     check_usable();
     if (tls()) return tls_read();
     char buf[16 * 1024];
     for (;;) {
       const ssize_t n = ::recv(ctx_->fd, buf, sizeof buf, 0);
-      if (n > 0) {
-        if (redisReaderFeed(ctx_->reader, buf, static_cast<std::size_t>(n)) != REDIS_OK) {
-          broken_ = true;
-          throw BackendError(BackendErrorCause::protocol, "reply parser refused the input");
-        }
-        return;
-      }
+      if (n > 0) return feed(buf, static_cast<std::size_t>(n));
       if (n == 0) {
         broken_ = true;
         throw BackendError(BackendErrorCause::io, "server closed the connection");
@@ -300,6 +280,113 @@ class Connection {
     void operator()(redisContext* c) const noexcept { redisFree(c); }
   };
 
+  using Clock = std::chrono::steady_clock;
+
+  /// The prepared arguments (`prepare`) as one RESP command, appended to `out`.
+  void append_formatted(std::string& out) {
+    char* cmd = nullptr;
+    const int n = redisFormatCommandArgv(&cmd, static_cast<int>(argv_.size()), argv_.data(), lens_.data());
+    if (n < 0 || cmd == nullptr) throw BackendError(BackendErrorCause::io, "cannot format the command");
+    out.append(cmd, static_cast<std::size_t>(n));
+    redisFreeCommand(cmd);
+  }
+
+  void set_nonblocking(bool on, const std::string& where) const {
+    const int flags = ::fcntl(ctx_->fd, F_GETFL);
+    if (flags < 0 || ::fcntl(ctx_->fd, F_SETFL, on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK) != 0) {
+      throw BackendError(BackendErrorCause::io, "cannot set the socket mode on " + where);
+    }
+  }
+
+  /// Waits in poll until the socket has `events` (or an error), failing with cause timeout and `what` when
+  /// `deadline` passes first.
+  void await(short events, Clock::time_point deadline, const std::string& what) {
+    for (;;) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) {
+        broken_ = true;
+        throw BackendError(BackendErrorCause::timeout, what);
+      }
+      pollfd p{ctx_->fd, events, 0};
+      const int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1'000'000'000)));
+      if (n > 0) return;  // ready, or an error the next read or write reports
+      if (n < 0 && errno != EINTR) fail_raw(errno, "poll");
+    }
+  }
+
+  /// AUTH and SELECT as configured, within `deadline`.
+  void log_in(const ConnectionOptions& options, Clock::time_point deadline) {
+    // A user without a password still authenticates: Redis accepts any password (the empty one too)
+    // for a `nopass` user and refuses a user that has one; skipping AUTH would run as `default`.
+    if (!options.password.empty() || !options.user.empty()) {
+      const Reply r = options.user.empty() ? exchange({"AUTH", options.password}, deadline)
+                                           : exchange({"AUTH", options.user, options.password}, deadline);
+      if (r->type == REDIS_REPLY_ERROR) {
+        throw BackendError(BackendErrorCause::reply,
+                           "AUTH refused by " + endpoint(options) + ": " + std::string(text(*r)));
+      }
+    }
+    if (options.database != 0) {
+      const std::string db = std::to_string(options.database);
+      const Reply r = exchange({"SELECT", db}, deadline);
+      if (r->type == REDIS_REPLY_ERROR) {
+        throw BackendError(BackendErrorCause::reply, "SELECT " + db + ": " + std::string(text(*r)));
+      }
+    }
+  }
+
+  /// One command and its reply on the non-blocking socket, within `deadline` (cause timeout past it).
+  Reply exchange(std::initializer_list<std::string_view> args, Clock::time_point deadline) {
+    prepare(std::span<const std::string_view>(args.begin(), args.size()));
+    std::string bytes;
+    append_formatted(bytes);
+    const std::string what = std::string(*args.begin()) + ": no reply within connect_timeout";
+    send_within(bytes, deadline, what);
+    for (;;) {
+      if (Reply r = next_buffered_reply()) return r;
+      if (!tls_pending()) await(POLLIN, deadline, what);
+      receive_available();
+    }
+  }
+
+  /// Writes `bytes` on the non-blocking socket within `deadline`.
+  void send_within(std::string_view bytes, Clock::time_point deadline, const std::string& what) {
+    if (tls()) return tls_send(bytes, deadline, what);
+    while (!bytes.empty()) {
+      const ssize_t n = ::send(ctx_->fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n >= 0) {
+        bytes.remove_prefix(static_cast<std::size_t>(n));
+      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        await(POLLOUT, deadline, what);
+      } else if (errno != EINTR) {
+        fail_raw(errno, "write");
+      }
+    }
+  }
+
+  /// Feeds what the non-blocking socket has now (maybe nothing) to the reply parser.
+  void receive_available() {
+    if (tls()) return tls_receive();
+    char buf[16 * 1024];
+    for (;;) {
+      const ssize_t n = ::recv(ctx_->fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (n > 0) return feed(buf, static_cast<std::size_t>(n));
+      if (n == 0) {
+        broken_ = true;
+        throw BackendError(BackendErrorCause::io, "server closed the connection");
+      }
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      if (errno != EINTR) fail_raw(errno, "read");
+    }
+  }
+
+  void feed(const char* bytes, std::size_t n) {
+    if (redisReaderFeed(ctx_->reader, bytes, n) != REDIS_OK) {
+      broken_ = true;
+      throw BackendError(BackendErrorCause::protocol, "reply parser refused the input");
+    }
+  }
+
 #if defined(RATELIMIT_TLS)
   struct SslDeleter {
     void operator()(SSL* s) const noexcept { SSL_free(s); }
@@ -321,10 +408,8 @@ class Connection {
     return s.empty() ? std::string("no detail from OpenSSL") : s;
   }
 
-  /// The TLS handshake on the connected socket: CAs, optional client certificate, SNI and name check.
-  void start_tls(const ConnectionOptions& o) {
-    const TlsOptions& t = o.tls;
-    const std::string where = "TLS to " + endpoint(o) + ": ";
+  /// The TLS settings of a connection: CAs, optional client certificate.
+  static std::unique_ptr<SSL_CTX, SslCtxDeleter> tls_context(const TlsOptions& t, const std::string& where) {
     ERR_clear_error();
     std::unique_ptr<SSL_CTX, SslCtxDeleter> ctx(SSL_CTX_new(TLS_client_method()));
     if (!ctx) throw BackendError(BackendErrorCause::io, where + "SSL_CTX_new: " + openssl_errors());
@@ -351,6 +436,14 @@ class Connection {
                                                       " with key " + t.key_file + ": " + openssl_errors());
       }
     }
+    return ctx;
+  }
+
+  /// The TLS handshake on the connected (non-blocking) socket within `deadline`: SNI and name check.
+  void start_tls(const ConnectionOptions& o, Clock::time_point deadline) {
+    const TlsOptions& t = o.tls;
+    const std::string where = "TLS to " + endpoint(o) + ": ";
+    std::unique_ptr<SSL_CTX, SslCtxDeleter> ctx = tls_context(t, where);
     std::unique_ptr<SSL, SslDeleter> ssl(SSL_new(ctx.get()));
     if (!ssl || SSL_set_fd(ssl.get(), ctx_->fd) != 1) {
       throw BackendError(BackendErrorCause::io, where + "SSL_new: " + openssl_errors());
@@ -367,17 +460,15 @@ class Connection {
     }
     for (;;) {
       errno = 0;
+      ERR_clear_error();
       const int r = SSL_connect(ssl.get());
       if (r == 1) break;
       const int saved_errno = errno;
       const int e = SSL_get_error(ssl.get(), r);
-      if ((e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) && saved_errno != EAGAIN &&
-          saved_errno != EWOULDBLOCK) {
-        continue;
-      }
       if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-        throw BackendError(BackendErrorCause::timeout,
-                           where + "handshake timed out (is the port the server's tls-port?)");
+        await(e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline,
+              where + "handshake timed out (is the port the server's tls-port?)");
+        continue;
       }
       const long verify = SSL_get_verify_result(ssl.get());
       if (verify != X509_V_OK) {
@@ -408,7 +499,10 @@ class Connection {
     throw BackendError(BackendErrorCause::io, std::string("TLS ") + what + ": " + detail);
   }
 
-  void tls_write(std::string_view bytes) {
+  /// Writes `bytes` within the command timeout (the socket is non-blocking).
+  void tls_write(std::string_view bytes) { tls_send(bytes, Clock::now() + command_timeout_, "write: timed out"); }
+
+  void tls_send(std::string_view bytes, Clock::time_point deadline, const std::string& what) {
     while (!bytes.empty()) {
       int r = 0;
       int saved_errno = 0;
@@ -420,50 +514,55 @@ class Connection {
                       static_cast<int>(bytes.size() < (1u << 30) ? bytes.size() : (1u << 30)));
         saved_errno = errno;
       }
-      if (r <= 0) {
-        const int e = SSL_get_error(ssl_.get(), r);
-        if ((e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) && saved_errno != EAGAIN &&
-            saved_errno != EWOULDBLOCK) {
-          continue;
-        }
-        fail_tls(r, saved_errno, "write");
+      if (r > 0) {
+        bytes.remove_prefix(static_cast<std::size_t>(r));
+        continue;
       }
-      bytes.remove_prefix(static_cast<std::size_t>(r));
+      const int e = SSL_get_error(ssl_.get(), r);
+      if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) fail_tls(r, saved_errno, "write");
+      await(e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline, what);  // the same bytes again, then
     }
   }
 
-  /// One `SSL_read` (blocking up to the command timeout), then what the session already decrypted:
-  /// the engine polls the socket next, which does not show bytes OpenSSL holds.
+  /// Waits up to the command timeout for bytes (unless the session holds decrypted ones), then takes what
+  /// has come: a record trickling in is read piecewise, each piece within the timeout, so the engine's
+  /// deadlines stay in charge.
   void tls_read() {
+    if (!tls_pending()) await(POLLIN, Clock::now() + command_timeout_, "read: timed out");
+    tls_receive();
+  }
+
+  [[nodiscard]] bool tls_pending() const noexcept { return ssl_ && SSL_pending(ssl_.get()) > 0; }
+
+  /// What the non-blocking socket and the session have now (maybe nothing), decrypted into the parser.
+  void tls_receive() {
     char buf[16 * 1024];
-    for (bool first = true;; first = false) {
-      if (!first && SSL_pending(ssl_.get()) <= 0) return;
+    for (;;) {
       errno = 0;
       ERR_clear_error();
       const int r = SSL_read(ssl_.get(), buf, sizeof buf);
       const int saved_errno = errno;
       if (r > 0) {
-        if (redisReaderFeed(ctx_->reader, buf, static_cast<std::size_t>(r)) != REDIS_OK) {
-          broken_ = true;
-          throw BackendError(BackendErrorCause::protocol, "reply parser refused the input");
-        }
+        feed(buf, static_cast<std::size_t>(r));
         continue;
       }
       const int e = SSL_get_error(ssl_.get(), r);
-      if ((e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) && saved_errno != EAGAIN &&
-          saved_errno != EWOULDBLOCK) {
-        return;  // a record without data (a session ticket): nothing for the parser yet
-      }
+      if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return;  // nothing more for now
       fail_tls(r, saved_errno, "read");
     }
   }
 #else
   [[nodiscard]] static constexpr bool tls() noexcept { return false; }
-  [[noreturn]] static void start_tls(const ConnectionOptions&) {
+  [[noreturn]] static void start_tls(const ConnectionOptions&, Clock::time_point) {
     throw BackendError(BackendErrorCause::io, "TLS requested, but this build has no TLS (built without OpenSSL)");
   }
   [[noreturn]] static void tls_write(std::string_view) { throw BackendError(BackendErrorCause::io, "no TLS"); }
   [[noreturn]] static void tls_read() { throw BackendError(BackendErrorCause::io, "no TLS"); }
+  [[noreturn]] static void tls_send(std::string_view, Clock::time_point, const std::string&) {
+    throw BackendError(BackendErrorCause::io, "no TLS");
+  }
+  [[noreturn]] static void tls_receive() { throw BackendError(BackendErrorCause::io, "no TLS"); }
+  [[nodiscard]] static constexpr bool tls_pending() noexcept { return false; }
 #endif
 
   explicit Connection(redisContext* raw) : ctx_(raw) {}
@@ -531,7 +630,8 @@ class Connection {
   std::unique_ptr<SSL_CTX, SslCtxDeleter> tls_ctx_;
   std::unique_ptr<SSL, SslDeleter> ssl_;
 #endif
-  std::string pending_;  // TLS: commands appended and not yet written
+  std::string pending_;                           // TLS: commands appended and not yet written
+  std::chrono::milliseconds command_timeout_{0};  // TLS: bounds each wait for the socket
   bool broken_ = false;
   // Reused argument arrays: a pooled connection serves many calls without allocating.
   std::vector<const char*> argv_;

@@ -250,7 +250,9 @@ class Pipeline final : public AsyncSink {
       // Its condition variable may count the parent's waiting I/O thread: destroying it would wait forever.
       (void)conn_.release();
       (void)io_cv_.release();
+      (void)connect_cv_.release();
       if (io_.joinable()) new std::thread(std::move(io_));  // never joined nor destroyed: it does not exist
+      if (connector_.joinable()) new std::thread(std::move(connector_));
       return;
     }
     {
@@ -261,6 +263,7 @@ class Pipeline final : public AsyncSink {
       unlock_posting(lock);
     }
     if (io_.joinable()) io_.join();
+    if (connector_.joinable()) connector_.join();  // a connect ends by connect_timeout
     if (wake_fd_ >= 0) ::close(wake_fd_);
   }
 
@@ -353,6 +356,8 @@ class Pipeline final : public AsyncSink {
       driving_ = true;
       io_drive_ = true;
       wake_io();
+    } else if (connecting_) {
+      connect_cv_->notify_all();  // the driver waiting for the connect takes up this call's deadline
     }
   }
 
@@ -414,6 +419,7 @@ class Pipeline final : public AsyncSink {
   // Lock held.
   void wake_io() {
     io_cv_->notify_one();
+    if (connecting_) connect_cv_->notify_all();  // e.g. completions for an I/O thread waiting for a connect
     if (wake_fd_ >= 0) {
       const std::uint64_t one = 1;
       [[maybe_unused]] const auto n = ::write(wake_fd_, &one, sizeof one);
@@ -517,8 +523,9 @@ class Pipeline final : public AsyncSink {
   // Lock held. Calls past their deadline fail: queued ones are dropped unsent; unanswered ones leave a
   // hole in `inflight_` whose reply is discarded.
   void expire(std::chrono::steady_clock::time_point now, std::vector<PipelineOp*>* ready) {
-    // Unsent behind replies that did not come: the server's fault (a sync caller's ticket counts it too).
-    const Verdict unsent = inflight_.empty() ? Verdict::none : Verdict::failed;
+    // Unsent behind replies that did not come, or behind a connect that did not end: the server's fault (a
+    // sync caller's ticket counts it too).
+    const Verdict unsent = inflight_.empty() && !connecting_ ? Verdict::none : Verdict::failed;
     for (auto it = queued_.begin(); it != queued_.end();) {
       if ((*it)->deadline <= now) {
         finish(*it, nullptr, BackendError(BackendErrorCause::timeout, "deadline passed before the call was sent"),
@@ -562,24 +569,8 @@ class Pipeline final : public AsyncSink {
       }
       if (!queued_.empty()) {
         if (!conn_) {
-          unlock_posting(lock);
-          std::unique_ptr<Connection> c;
-          std::optional<BackendError> failed;
-          try {
-            c = open_();
-          } catch (const BackendError& e) {
-            failed = e;
-          }
-          lock.lock();
-          if (failed) {
-            // Nothing was sent: every queued call fails now (the pool backs off further connects).
-            for (PipelineOp* op : queued_) finish(op, nullptr, *failed, ready_ptr, Verdict::failed);
-            queued_.clear();
-            update_load();
-            continue;
-          }
-          conn_ = std::move(c);
-          continue;  // calls may have expired or joined meanwhile
+          await_connect(lock, self);
+          continue;  // connected or not, calls may have expired or joined meanwhile
         }
         out.clear();
         if (inflight_.empty()) last_progress_ = now;
@@ -664,6 +655,54 @@ class Pipeline final : public AsyncSink {
       }
     }
     hand_off(self);
+  }
+
+  // Lock held; no connection. Starts a connect unless one runs, then waits for it until the driver's
+  // deadline (`self`'s, or for the I/O thread the nearest queued call's), so that no wait for a connect
+  // outlasts a call's deadline: the connect goes on without the calls that left (README "Redis engine").
+  void await_connect(std::unique_lock<std::mutex>& lock, detail::Waiter* self) {
+    if (!connecting_) start_connect();
+    auto until = std::chrono::steady_clock::time_point::max();
+    if (self != nullptr) {
+      until = self->deadline;
+    } else {
+      for (const PipelineOp* op : queued_) until = std::min(until, op->deadline);
+    }
+    connect_cv_->wait_until(lock, until,
+                            [&] { return !connecting_ || stopping_ || (self == nullptr && !completions_.empty()); });
+  }
+
+  // Lock held. Opens the connection on a thread of its own (bounded by connect_timeout), which then hands it
+  // to the pipeline, or fails every call still queued (nothing was sent; the pool backs off further connects).
+  void start_connect() {
+    if (connector_.joinable()) connector_.join();  // the last connect has ended (connecting_ is false)
+    connecting_ = true;
+    connector_ = std::thread([this] {
+      std::unique_ptr<Connection> c;
+      std::optional<BackendError> failed;
+      try {
+        c = open_();
+      } catch (const BackendError& e) {
+        failed = e;
+      }
+      std::unique_lock lock(mutex_);
+      connecting_ = false;
+      if (failed) {
+        for (PipelineOp* op : queued_) finish(op, nullptr, *failed, nullptr, Verdict::failed);
+        queued_.clear();
+        update_load();
+      } else {
+        conn_ = std::move(c);
+        if (!driving_ && !queued_.empty()) {  // every driver left meanwhile: the I/O thread writes the calls
+          driving_ = true;
+          io_drive_ = true;
+          start_io_thread();
+          wake_io();
+        }
+      }
+      connect_cv_->notify_all();
+      unlock_posting(lock);
+    });
   }
 
   // Runs async completions with the lock released (they may submit again).
@@ -774,6 +813,9 @@ class Pipeline final : public AsyncSink {
   bool stopping_ = false;
   std::unique_ptr<std::condition_variable> io_cv_ = std::make_unique<std::condition_variable>();
   std::thread io_;
+  bool connecting_ = false;  // the connector thread is opening the connection
+  std::unique_ptr<std::condition_variable> connect_cv_ = std::make_unique<std::condition_variable>();
+  std::thread connector_;
   int wake_fd_ = -1;
   std::atomic<std::size_t> load_{0};
   std::atomic<std::uint64_t> refused_{0};
