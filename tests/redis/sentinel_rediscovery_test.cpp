@@ -125,8 +125,8 @@ class SentinelAfterFailover : public testing::Test {
   std::unique_ptr<ratelimit_test::SentinelProcess> sentinel_;
 };
 
-// The old master demoted (as the sentinels do at their next INFO): async checks leave it after its first
-// READONLY, although the route's periodic check is 30 s away.
+// The old master demoted (as the sentinels do at their next INFO): async checks leave it once its first
+// READONLY made the route ask the sentinels, although the route's periodic check is 30 s away.
 TEST_F(SentinelAfterFailover, AsyncChecksLeaveADemotedMasterAtOnce) {
   RedisLimiter<FixedWindow> l(FixedWindow{.limit = 5, .window = 1h}, options(30s));
   auto* route = static_cast<SentinelRoute*>(l.route().get());
@@ -149,8 +149,8 @@ TEST_F(SentinelAfterFailover, AsyncChecksLeaveADemotedMasterAtOnce) {
     }
   }
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(last_readonly - demoted).count();
-  EXPECT_LE(readonly, 3) << "async checks kept meeting READONLY for " << ms << " ms after the demotion";
-  EXPECT_LT(ms, 500);
+  // The discovery runs in the background: the calls made meanwhile still meet READONLY, for milliseconds.
+  EXPECT_LT(ms, 200) << readonly << " async checks met READONLY, the last " << ms << " ms after the demotion";
   EXPECT_GT(decided, 10);
   EXPECT_EQ(other, 0);
   EXPECT_EQ(route->master_address(), "127.0.0.1:" + std::to_string(replica_->port()));

@@ -4,7 +4,9 @@
 /// `SentinelRoute`: one Redis server found through Redis Sentinel, and followed across failovers.
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -34,16 +36,18 @@ namespace ratelimit::redis {
 /// down or does not know the name is skipped, the last one that answered is asked first), and the
 /// server named is confirmed with `ROLE` (a sentinel that has not yet seen a failover may name a
 /// replica). It runs at the first call, every `sentinel.check_interval`, and at once (at most every
-/// 100 ms) when a call fails (io, timeout, open breaker) or meets `READONLY` (the master was demoted):
-/// when the master changed, the calls that did not run on the old one (`READONLY`, or not sent) go to
-/// the new one, once. A call that may have run is never sent again. While no master is found, calls
-/// fail with the sentinels' answers in the error (cause `reply` when a sentinel answered, e.g. it does
-/// not know the name; `io` when none could be reached), and the failure policy decides.
+/// 100 ms) when a call fails (io, timeout, open breaker) or meets `READONLY` (the master was demoted).
+/// While a master is known, discovery runs on the route's worker thread and calls go on to the known
+/// master meanwhile, so a slow or dead sentinel delays no call: only the first calls (no master known
+/// yet) wait for it. A sync call that failed as a failover explains waits for that discovery until its
+/// own deadline: when the master changed, its calls that did not run on the old one (`READONLY`, or not
+/// sent) go to the new one, once. A call that may have run is never sent again. While no master is
+/// found, calls fail with the sentinels' answers in the error (cause `reply` when a sentinel answered,
+/// e.g. it does not know the name; `io` when none could be reached), and the failure policy decides.
 ///
 /// Async calls (`submit`) go straight to the master's pipeline, gated per call by its breaker; while no
-/// master is known, a check is due, or an async call on the master failed as a failover explains (as
-/// above), they go through a worker thread that asks the sentinels first, so `submit` never blocks. An
-/// async call that met `READONLY` is not sent again: it gets its outcome.
+/// master is known they go through the worker thread, which asks the sentinels first, so `submit` never
+/// blocks. An async call that met `READONLY` is not sent again: it gets its outcome.
 /// Thread-safe.
 class SentinelRoute final : public Route {
  public:
@@ -61,6 +65,7 @@ class SentinelRoute final : public Route {
   void execute(std::span<RouteCall> calls) override {
     if (calls.empty()) return;
     check_not_forked();
+    const auto deadline = std::chrono::steady_clock::now() + options_.command_timeout;
     std::shared_ptr<ConnectionPool> pool;
     try {
       pool = master();
@@ -70,13 +75,8 @@ class SentinelRoute final : public Route {
     }
     (void)detail::execute_gated(*pool, calls);
     if (!suspect(calls)) return;
-    std::shared_ptr<ConnectionPool> now;
-    try {
-      now = rediscover(Why::failed, pool.get());
-    } catch (const BackendError&) {
-      return;  // the calls keep their own failures
-    }
-    if (now == pool) return;
+    const std::shared_ptr<ConnectionPool> now = after_failure(*pool, deadline);
+    if (!now || now == pool) return;  // the calls keep their own failures
     // A new master: what did not run on the old one runs there (once).
     std::vector<std::size_t> again;
     for (std::size_t i = 0; i < calls.size(); ++i) {
@@ -99,16 +99,11 @@ class SentinelRoute final : public Route {
 
   void submit(PipelineOp& op) override {
     check_not_forked();
-    std::shared_ptr<ConnectionPool> pool;
-    {
-      const std::lock_guard lock(mutex_);
-      if (pool_ && std::chrono::steady_clock::now() < next_check_ && failed_on_ != pool_.get()) pool = pool_;
-    }
-    if (pool) {
-      send(*pool, op);
-    } else {
-      worker_.submit(op);  // its thread asks the sentinels first
-    }
+    bool due = false;
+    std::shared_ptr<ConnectionPool> pool = known(due);
+    if (!pool) return worker_.submit(op);  // its thread asks the sentinels first
+    if (due) ask_in_background();
+    send(*pool, op);
   }
 
   [[nodiscard]] bool sharded() const noexcept override { return false; }
@@ -228,44 +223,96 @@ class SentinelRoute final : public Route {
     if (pool_.get() == &pool) failed_on_ = &pool;
   }
 
-  /// The worker's batch: find the master (asking the sentinels when due, or at once after an async call
-  /// failed as a failover explains), then send the calls there; when none is found, each fails with why.
-  void start(const std::vector<PipelineOp*>& batch) {
-    std::shared_ptr<ConnectionPool> pool;
+  /// The op that asks the worker for a discovery in the background; never sent anywhere. Completed only
+  /// when the worker refuses it (queue full, shutting down): then the next due call asks again.
+  struct Ask final : PipelineOp {
+    explicit Ask(SentinelRoute& r) noexcept : route(r) {}
+    void complete(Reply, std::optional<BackendError>) noexcept override {
+      route.asked_.store(false, std::memory_order_relaxed);
+    }
+    SentinelRoute& route;
+  };
+
+  /// The known master's pool (null when none is known yet); `due`: a check is due, or a call on it failed.
+  std::shared_ptr<ConnectionPool> known(bool& due) {
+    const std::lock_guard lock(mutex_);
+    due = pool_ && (std::chrono::steady_clock::now() >= next_check_ || failed_on_ == pool_.get());
+    return pool_;
+  }
+  /// Has the worker ask the sentinels (once, however many calls ask meanwhile). Never blocks.
+  void ask_in_background() {
+    if (asked_.exchange(true, std::memory_order_relaxed)) return;
+    ask_.deadline = std::chrono::steady_clock::time_point::max();
+    worker_.submit(ask_);
+  }
+  /// The worker's discovery: after a failed call (at most every 100 ms), or because a check is due. A
+  /// failed one keeps the master known (the sentinels may be down while it is fine) and is tried again
+  /// in 100 ms. Wakes the sync callers waiting for it.
+  void discover_in_background() {
+    asked_.store(false, std::memory_order_relaxed);
     const ConnectionPool* failed = nullptr;
     {
       const std::lock_guard lock(mutex_);
       failed = std::exchange(failed_on_, nullptr);
     }
     try {
-      if (failed != nullptr) pool = rediscover(Why::failed, failed);
-    } catch (const BackendError&) {  // the sentinels unreachable: the master may be fine
-    }
-    try {
-      if (!pool) pool = master();
-    } catch (const BackendError& e) {
-      const detail::CompletionScope completions;
-      for (PipelineOp* op : batch) op->complete(nullptr, e);
-      return;
-    }
-    for (PipelineOp* op : batch) send(*pool, *op);
-  }
-
-  /// The current master's pool, after asking the sentinels when none is known or a check is due. A
-  /// failed check keeps the pool it has (the sentinels may be down while the master is fine).
-  std::shared_ptr<ConnectionPool> master() {
-    {
-      const std::lock_guard lock(mutex_);
-      if (pool_ && std::chrono::steady_clock::now() < next_check_) return pool_;
-    }
-    try {
-      return rediscover(Why::due);
+      (void)(failed != nullptr ? rediscover(Why::failed, failed) : rediscover(Why::due));
     } catch (const BackendError&) {
       const std::lock_guard lock(mutex_);
-      if (!pool_) throw;
       next_check_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
-      return pool_;
     }
+    {
+      const std::lock_guard lock(mutex_);
+      ++background_discoveries_;
+    }
+    discovered_.notify_all();
+  }
+  /// A sync call on `failed` failed as a failover explains: asks the sentinels in the background and waits
+  /// for that until `deadline`. Returns the master's pool then (`failed`'s, unless it changed).
+  std::shared_ptr<ConnectionPool> after_failure(const ConnectionPool& failed,
+                                                std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock lock(mutex_);
+    if (pool_.get() == &failed) failed_on_ = &failed;
+    const std::uint64_t seen = background_discoveries_;
+    lock.unlock();
+    ask_in_background();
+    lock.lock();
+    discovered_.wait_until(lock, deadline, [&] { return background_discoveries_ != seen; });
+    return pool_;
+  }
+
+  /// The worker's batch: a background discovery (`ask_`), or async calls made while no master was known:
+  /// find it, then send them there; when none is found, each fails with why.
+  void start(const std::vector<PipelineOp*>& batch) {
+    std::vector<PipelineOp*> calls;
+    for (PipelineOp* op : batch) {
+      if (op == &ask_) {
+        discover_in_background();
+      } else {
+        calls.push_back(op);
+      }
+    }
+    if (calls.empty()) return;
+    std::shared_ptr<ConnectionPool> pool;
+    try {
+      pool = master();
+    } catch (const BackendError& e) {
+      const detail::CompletionScope completions;
+      for (PipelineOp* op : calls) op->complete(nullptr, e);
+      return;
+    }
+    for (PipelineOp* op : calls) send(*pool, *op);
+  }
+
+  /// The master's pool: the known one (asking the sentinels in the background when due), else the one
+  /// the sentinels name now. Throws `BackendError` when none is known and none is found.
+  std::shared_ptr<ConnectionPool> master() {
+    bool due = false;
+    if (std::shared_ptr<ConnectionPool> pool = known(due)) {
+      if (due) ask_in_background();
+      return pool;
+    }
+    return rediscover(Why::due);
   }
 
   /// Adds the counters of `p` to `c`.
@@ -410,6 +457,10 @@ class SentinelRoute final : public Route {
   mutable std::mutex mutex_;    // the fields below
   std::mutex discovery_mutex_;  // one discovery at a time
   Entry entry_{*this};
+  Ask ask_{*this};
+  std::atomic<bool> asked_{false};  // `ask_` is with the worker
+  std::condition_variable discovered_;
+  std::uint64_t background_discoveries_ = 0;
   std::shared_ptr<ConnectionPool> pool_;
   const ConnectionPool* failed_on_ = nullptr;             // an async call on this pool failed: the next ones rediscover
   std::vector<std::shared_ptr<ConnectionPool>> retired_;  // replaced masters' pools, until unused
