@@ -24,7 +24,9 @@
 #include "sentinel_support.hpp"
 #include "test_support.hpp"
 
+// Named inside the anonymous namespace: a unity build puts several test files in one unit.
 namespace {
+namespace fault_proxy_routes {
 
 using namespace std::chrono_literals;
 using Steady = std::chrono::steady_clock;
@@ -253,38 +255,31 @@ class FaultProxySentinel : public testing::Test {
   std::unique_ptr<Limiter> limiter_;
 };
 
-/// The master stalled mid-reply, then reset: checks end by their deadlines, open the breaker, recover.
+/// `fault` between the route and the master, found through the sentinel: checks end by their deadlines,
+/// open the master's breaker, and recover once it is lifted.
+void expect_master_fault(Limiter& l, FaultProxy& proxy, FaultSpec fault, bool async) {
+  ASSERT_EQ(checks(l, "k", async, 1, proxy).decided, 1) << "the healthy proxy did not forward";
+  proxy.set(Direction::to_client, fault);
+  EXPECT_EQ(checks(l, "k", async, 5, proxy).decided, 0);
+  EXPECT_GE(l.stats().breaker_opens, 1u) << "the master's fault did not open its breaker";
+  expect_recovers(l, "k", proxy);
+}
+// The master's replies stalled mid-reply, or reset mid-reply.
 TEST_F(FaultProxySentinel, StalledMasterSync) {
   start(false);
-  ASSERT_EQ(checks(*limiter_, "k", false, 1, *proxy_).decided, 1);
-  proxy_->set(Direction::to_client, FaultSpec::stall(3));
-  EXPECT_EQ(checks(*limiter_, "k", false, 5, *proxy_).decided, 0);
-  EXPECT_GE(limiter_->stats().breaker_opens, 1u);
-  expect_recovers(*limiter_, "k", *proxy_);
+  expect_master_fault(*limiter_, *proxy_, FaultSpec::stall(3), false);
 }
 TEST_F(FaultProxySentinel, StalledMasterAsync) {
   start(false);
-  ASSERT_EQ(checks(*limiter_, "k", true, 1, *proxy_).decided, 1);
-  proxy_->set(Direction::to_client, FaultSpec::stall(3));
-  EXPECT_EQ(checks(*limiter_, "k", true, 5, *proxy_).decided, 0);
-  EXPECT_GE(limiter_->stats().breaker_opens, 1u);
-  expect_recovers(*limiter_, "k", *proxy_);
+  expect_master_fault(*limiter_, *proxy_, FaultSpec::stall(3), true);
 }
 TEST_F(FaultProxySentinel, ResetMasterSync) {
   start(false);
-  ASSERT_EQ(checks(*limiter_, "k", false, 1, *proxy_).decided, 1);
-  proxy_->set(Direction::to_client, FaultSpec::reset(3));
-  EXPECT_EQ(checks(*limiter_, "k", false, 5, *proxy_).decided, 0);
-  EXPECT_GE(limiter_->stats().breaker_opens, 1u);
-  expect_recovers(*limiter_, "k", *proxy_);
+  expect_master_fault(*limiter_, *proxy_, FaultSpec::reset(3), false);
 }
 TEST_F(FaultProxySentinel, ResetMasterAsync) {
   start(false);
-  ASSERT_EQ(checks(*limiter_, "k", true, 1, *proxy_).decided, 1);
-  proxy_->set(Direction::to_client, FaultSpec::reset(3));
-  EXPECT_EQ(checks(*limiter_, "k", true, 5, *proxy_).decided, 0);
-  EXPECT_GE(limiter_->stats().breaker_opens, 1u);
-  expect_recovers(*limiter_, "k", *proxy_);
+  expect_master_fault(*limiter_, *proxy_, FaultSpec::reset(3), true);
 }
 
 /// The sentinel blackholed (its connections accepted, never answered) and reset once the master is known:
@@ -313,4 +308,5 @@ TEST_F(FaultProxySentinel, BlackholedSentinelAsync) {
   expect_master_serves_without_its_sentinel(*limiter_, *proxy_, true);
 }
 
+}  // namespace fault_proxy_routes
 }  // namespace

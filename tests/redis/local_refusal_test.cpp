@@ -20,7 +20,9 @@
 #include "sentinel_support.hpp"
 #include "test_support.hpp"
 
+// Named inside the anonymous namespace: a unity build puts several test files in one unit.
 namespace {
+namespace local_refusal {
 
 using namespace std::chrono_literals;
 using ratelimit::BackendError;
@@ -155,8 +157,7 @@ TEST(LocalRefusal, SentinelRouteBreakerStaysClosed) {
   RATELIMIT_REQUIRE_REDIS();
   ratelimit_test::RedisServer master(ratelimit_test::redis_server_binary());
   ratelimit_test::SentinelProcess sentinel(ratelimit_test::redis_server_binary(), master.port());
-  ratelimit::redis::RedisOptions o;
-  o = ratelimit_test::sentinel_options({sentinel.port()}, "mymaster", o);
+  const auto o = ratelimit_test::sentinel_options({sentinel.port()}, "mymaster", {});
   auto route = ratelimit::redis::make_route(crowded(o.connection()));
   expect_refusals_leave_the_breaker_closed(*route);
 }
@@ -167,4 +168,5 @@ TEST(ClusterLocalRefusal, ClusterRouteBreakerStaysClosed) {
   expect_refusals_leave_the_breaker_closed(*route);
 }
 
+}  // namespace local_refusal
 }  // namespace

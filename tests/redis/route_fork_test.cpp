@@ -21,7 +21,9 @@
 #include "sentinel_support.hpp"
 #include "test_support.hpp"
 
+// Named inside the anonymous namespace: a unity build puts several test files in one unit.
 namespace {
+namespace route_fork {
 
 using ratelimit::redis::PipelineOp;
 using ratelimit::redis::Reply;
@@ -45,7 +47,7 @@ class Accepted {
   explicit Accepted(std::vector<int> ports) : ports_(std::move(ports)), start_(total()) {}
   /// Connections accepted since construction, not counting the readings'.
   [[nodiscard]] std::int64_t since() {
-    return total() - start_ - static_cast<std::int64_t>(++readings_ * ports_.size());
+    return total() - start_ - ++readings_ * static_cast<std::int64_t>(ports_.size());
   }
 
  private:
@@ -99,8 +101,7 @@ TEST(RouteFork, SentinelRouteTouchesNothingInAChild) {
   RATELIMIT_REQUIRE_REDIS();
   ratelimit_test::RedisServer master(ratelimit_test::redis_server_binary());
   ratelimit_test::SentinelProcess sentinel(ratelimit_test::redis_server_binary(), master.port());
-  ratelimit::redis::RedisOptions o;
-  o = ratelimit_test::sentinel_options({sentinel.port()}, "mymaster", o);
+  const auto o = ratelimit_test::sentinel_options({sentinel.port()}, "mymaster", {});
   auto route = ratelimit::redis::make_route(o.connection());
   Accepted accepted({sentinel.port(), master.port()});
   EXPECT_EQ(use_in_child(*route), 0);
@@ -117,4 +118,5 @@ TEST(ClusterRouteFork, TouchesNothingInAChild) {
   EXPECT_EQ(accepted.since(), 0) << "the child connected to a cluster node";
 }
 
+}  // namespace route_fork
 }  // namespace

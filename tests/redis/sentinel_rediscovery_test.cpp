@@ -21,7 +21,9 @@
 #include "sentinel_support.hpp"
 #include "test_support.hpp"
 
+// Named inside the anonymous namespace: a unity build puts several test files in one unit.
 namespace {
+namespace sentinel_rediscovery {
 
 using namespace std::chrono_literals;
 using Steady = std::chrono::steady_clock;
@@ -29,17 +31,7 @@ using ratelimit::FixedWindow;
 using ratelimit::redis::RedisLimiter;
 using ratelimit::redis::SentinelRoute;
 using ratelimit::redis::text;
-
-/// Polls `done` every 20 ms until it holds or `limit` passes; false on timeout.
-template <class F>
-bool wait_for(F done, std::chrono::milliseconds limit) {
-  const auto deadline = Steady::now() + limit;
-  while (Steady::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return false;
-}
+using ratelimit_test::wait_for;
 
 /// What one async check met.
 enum class Met { decided, readonly, other };
@@ -210,4 +202,5 @@ TEST_F(SentinelAfterFailover, AReplacedMastersConnectionsClose) {
   EXPECT_GE(l.stats().connects, 2u) << "the counters of the freed pool are kept";
 }
 
+}  // namespace sentinel_rediscovery
 }  // namespace
