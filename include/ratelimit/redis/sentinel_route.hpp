@@ -182,8 +182,8 @@ class SentinelRoute final : public Route {
   }
 
   /// An async call on the master's pipeline, seen by the route on its way back: an outcome a failover
-  /// explains sends the next calls through the worker, which asks the sentinels first (as a failed sync
-  /// call does). Deletes itself when done.
+  /// explains makes the next call have the sentinels asked (as a failed sync call does). Deletes itself
+  /// when done.
   class Watched final : public PipelineOp {
    public:
     Watched(SentinelRoute& route, PipelineOp& call, const ConnectionPool& pool) noexcept
@@ -226,9 +226,9 @@ class SentinelRoute final : public Route {
   /// The op that asks the worker for a discovery in the background; never sent anywhere. Completed only
   /// when the worker refuses it (queue full, shutting down): then the next due call asks again.
   struct Ask final : PipelineOp {
-    explicit Ask(SentinelRoute& r) noexcept : route(r) {}
+    explicit Ask(SentinelRoute& r) noexcept : route(r) { deadline = std::chrono::steady_clock::time_point::max(); }
     void complete(Reply, std::optional<BackendError>) noexcept override {
-      route.asked_.store(false, std::memory_order_relaxed);
+      route.asked_.store(false, std::memory_order_release);
     }
     SentinelRoute& route;
   };
@@ -241,15 +241,15 @@ class SentinelRoute final : public Route {
   }
   /// Has the worker ask the sentinels (once, however many calls ask meanwhile). Never blocks.
   void ask_in_background() {
-    if (asked_.exchange(true, std::memory_order_relaxed)) return;
-    ask_.deadline = std::chrono::steady_clock::time_point::max();
+    // Acquire: the last thread that handed `ask_` over is done with it (the worker released it).
+    if (asked_.exchange(true, std::memory_order_acq_rel)) return;
     worker_.submit(ask_);
   }
   /// The worker's discovery: after a failed call (at most every 100 ms), or because a check is due. A
   /// failed one keeps the master known (the sentinels may be down while it is fine) and is tried again
   /// in 100 ms. Wakes the sync callers waiting for it.
   void discover_in_background() {
-    asked_.store(false, std::memory_order_relaxed);
+    asked_.store(false, std::memory_order_release);
     const ConnectionPool* failed = nullptr;
     {
       const std::lock_guard lock(mutex_);
