@@ -127,7 +127,7 @@ class ClusterRouter final : public Route {
         std::vector<RouteCall> part(g.calls.size());
         for (std::size_t k = 0; k < part.size(); ++k) part[k].args = calls[g.calls[k]].args;
         // Per node, as below (README "Circuit breaker"); an open breaker sends nothing and asks for no refresh.
-        if (!detail::execute_gated(*g.node->pool, part)) {
+        if (detail::execute_gated(*g.node->pool, part) == detail::Gated::circuit_open) {
           fail_group(calls, g, *part.front().error);
           part.clear();
         }

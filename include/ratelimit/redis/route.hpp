@@ -96,18 +96,28 @@ inline void fail_unsent(std::span<RouteCall> calls, const BackendError& e) {
   }
 }
 
+/// How `execute_gated` ended.
+enum class Gated {
+  /// The calls were queued and have their outcomes.
+  ran,
+  /// The server's breaker refused them: cause `circuit_open`, nothing sent.
+  circuit_open,
+  /// Refused locally (`max_in_flight` commands outstanding): nothing sent, the server not asked.
+  queue_full,
+};
+
 /// Runs `calls` on `pool`'s shared connection as one round trip gated by the server's breaker (README
-/// "Circuit breaker"): refused while open (cause `circuit_open`, nothing sent; returns false), else settled by
-/// the outcomes. A local refusal (`max_in_flight` commands outstanding) never reached the server and tells
-/// the breaker nothing, as for async calls.
-inline bool execute_gated(ConnectionPool& pool, std::span<RouteCall> calls) {
+/// "Circuit breaker"): refused while open, else settled by the outcomes. A local refusal never reached the
+/// server and tells the breaker nothing, as for async calls.
+inline Gated execute_gated(ConnectionPool& pool, std::span<RouteCall> calls) {
   auto ticket = pool.breaker().admit();
   if (!ticket) {
     fail_unsent(calls, circuit_open(endpoint(pool.options())));
-    return false;
+    return Gated::circuit_open;
   }
-  if (pool.pipeline().execute(calls)) settle(ticket, calls);
-  return true;
+  if (!pool.pipeline().execute(calls)) return Gated::queue_full;
+  settle(ticket, calls);
+  return Gated::ran;
 }
 
 /// Starts async `op` on `pool`, gated by the server's breaker as a sync round trip is (README "Circuit

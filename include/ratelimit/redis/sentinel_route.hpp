@@ -73,8 +73,8 @@ class SentinelRoute final : public Route {
       detail::fail_unsent(calls, e);
       return;
     }
-    (void)detail::execute_gated(*pool, calls);
-    if (!suspect(calls)) return;
+    // A local refusal says nothing of the master either.
+    if (detail::execute_gated(*pool, calls) == detail::Gated::queue_full || !suspect(calls)) return;
     const std::shared_ptr<ConnectionPool> now = after_failure(*pool, deadline);
     if (!now || now == pool) return;  // the calls keep their own failures
     // A new master: what did not run on the old one runs there (once).
