@@ -25,21 +25,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
+using ratelimit_test::wait_for;
 
 [[noreturn]] void fail(const std::string& why) {
   std::fprintf(stderr, "SentinelFailover: FAILED: %s\n", why.c_str());
   std::exit(1);
-}
-
-// Waits until `done` or `limit` passes; false on timeout.
-template <class F>
-bool wait_for(F done, std::chrono::milliseconds limit) {
-  const auto deadline = Clock::now() + limit;
-  while (Clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return false;
 }
 
 // True when `c`'s INFO replication says its link to the master is up.

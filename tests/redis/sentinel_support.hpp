@@ -62,6 +62,17 @@ class SentinelProcess {
   RedisServer server_;
 };
 
+/// Polls `done` every 20 ms until it holds or `limit` passes; false on timeout (waits for real servers).
+template <class F>
+bool wait_for(F done, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
 /// Options of a limiter on the master that the sentinels on `ports` name `name`: client time, raising
 /// errors, a fresh key prefix (as `client_options`).
 inline ratelimit::redis::RedisOptions sentinel_options(const std::vector<int>& ports, const std::string& name,

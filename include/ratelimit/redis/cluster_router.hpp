@@ -71,9 +71,11 @@ class ClusterRouter final : public Route {
   ClusterRouter& operator=(const ClusterRouter&) = delete;
 
   /// Runs every call on the master owning its slot; outcomes land in each call's `reply` / `error`.
-  /// Never throws `BackendError` (failures are per call); may throw `std::bad_alloc`.
+  /// Never throws `BackendError` (failures are per call); may throw `std::bad_alloc`, and
+  /// `std::logic_error` in a process forked after the router was made (touching nothing).
   void execute(std::span<RouteCall> calls) override {
     if (calls.empty()) return;
+    check_not_forked();
     if (!map_loaded_.load(std::memory_order_acquire) && !refresh_now(Refresh::initial)) {
       for (RouteCall& c : calls)
         c.error = BackendError(BackendErrorCause::io, "no cluster slot map: " + last_refresh_error());
@@ -124,13 +126,12 @@ class ClusterRouter final : public Route {
       if (groups.size() == 1 && std::none_of(groups[0].calls.begin(), groups[0].calls.end(),
                                              [&state](std::size_t i) { return state[i].ask != nullptr; })) {
         Group& g = groups[0];
-        auto ticket = g.node->pool->breaker().admit();  // per node, as below: README "Circuit breaker"
-        std::vector<RouteCall> part(ticket ? g.calls.size() : 0);
-        if (!ticket) fail_group(calls, g, detail::circuit_open(g.node->endpoint));
+        std::vector<RouteCall> part(g.calls.size());
         for (std::size_t k = 0; k < part.size(); ++k) part[k].args = calls[g.calls[k]].args;
-        if (ticket) {
-          g.node->pool->pipeline().execute(std::span<RouteCall>(part));
-          detail::settle(ticket, part);
+        // Per node, as below (README "Circuit breaker"); an open breaker sends nothing and asks for no refresh.
+        if (detail::execute_gated(*g.node->pool, part) == detail::Gated::circuit_open) {
+          fail_group(calls, g, *part.front().error);
+          part.clear();
         }
         for (std::size_t k = 0; k < part.size(); ++k) {
           const std::size_t i = g.calls[k];
@@ -246,8 +247,12 @@ class ClusterRouter final : public Route {
   [[nodiscard]] ClusterRouter* cluster_router() noexcept override { return this; }
 
   /// Reloads the slot map with `CLUSTER SLOTS` from the first known node that answers. Returns false
-  /// (keeping the old map) when none does. Thread-safe; concurrent refreshes run one at a time.
-  bool refresh() { return refresh_now(Refresh::forced); }
+  /// (keeping the old map) when none does. Thread-safe; concurrent refreshes run one at a time. Throws
+  /// `std::logic_error` in a process forked after the router was made.
+  bool refresh() {
+    check_not_forked();
+    return refresh_now(Refresh::forced);
+  }
 
   /// "host:port" of the master currently believed to own `slot` (empty when none is known). Thread-safe.
   [[nodiscard]] std::string owner_of(std::uint16_t slot) const {

@@ -271,11 +271,13 @@ class Pipeline final : public AsyncSink {
   }
 
   /// Runs every call (pipelined with whatever else is queued) and blocks until each has its outcome in
-  /// `reply` / `error` (within `command_timeout`). Never throws `BackendError`; throws `std::logic_error`
-  /// from an async completion or in a forked child.
+  /// `reply` / `error` (within `command_timeout`). Returns false when the calls were refused at once, never
+  /// queued (`max_in_flight` commands outstanding, or shutting down): each has that error, and the server
+  /// was not asked. Never throws `BackendError`; throws `std::logic_error` from an async completion or in a
+  /// forked child.
   template <class Call>
-  void execute(std::span<Call> calls) {
-    if (calls.empty()) return;
+  bool execute(std::span<Call> calls) {
+    if (calls.empty()) return true;
     if (detail::on_io_thread()) {
       throw std::logic_error("ratelimit: a blocking Redis call from an async completion (use the async API there)");
     }
@@ -305,7 +307,7 @@ class Pipeline final : public AsyncSink {
         c.reply.reset();
         c.error = e;
       }
-      return;
+      return false;
     }
     waiter.remaining = calls.size();
     for (SyncOp& op : ops) queued_.push_back(&op);
@@ -329,7 +331,7 @@ class Pipeline final : public AsyncSink {
       const bool finished = waiter.remaining == 0;  // only its post is due (or done)
       unlock_posting(lock);
       const std::uint32_t s = detail::await_post(waiter, finished ? nullptr : &deadline);
-      if (s == detail::Waiter::kDone) return;
+      if (s == detail::Waiter::kDone) return true;
       timed_out = s == detail::Waiter::kWaiting;
       lock.lock();
     }

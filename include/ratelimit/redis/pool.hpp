@@ -137,6 +137,13 @@ class ConnectionPool {
     return *best;
   }
 
+  /// Commands queued or awaiting a reply on the shared connections, summed (a snapshot). Thread-safe.
+  [[nodiscard]] std::size_t load() const noexcept {
+    std::size_t n = 0;
+    for (const auto& p : pipelines_) n += p->load();
+    return n;
+  }
+
   /// Opens one connection, under the reconnect backoff shared with `acquire` (fails at once with the
   /// last connect error while backing off). Counted in `connects()`. Thread-safe. Throws `BackendError`.
   std::unique_ptr<Connection> open_connection() {

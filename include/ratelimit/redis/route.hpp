@@ -86,6 +86,39 @@ inline std::string endpoint(const ConnectionOptions& o) {
   return o.unix_socket.empty() ? o.host + ":" + std::to_string(o.port) : "unix:" + o.unix_socket;
 }
 
+/// Sets every call of `calls` to the error `e` (none was sent).
+inline void fail_unsent(std::span<RouteCall> calls, const BackendError& e) {
+  for (RouteCall& c : calls) {
+    c.reply.reset();
+    c.error = e;
+    c.sent = false;
+  }
+}
+
+/// How `execute_gated` ended.
+enum class Gated {
+  /// The calls were queued and have their outcomes.
+  ran,
+  /// The server's breaker refused them: cause `circuit_open`, nothing sent.
+  circuit_open,
+  /// Refused locally (`max_in_flight` commands outstanding): nothing sent, the server not asked.
+  queue_full,
+};
+
+/// Runs `calls` on `pool`'s shared connection as one round trip gated by the server's breaker (README
+/// "Circuit breaker"): refused while open, else settled by the outcomes. A local refusal never reached the
+/// server and tells the breaker nothing, as for async calls.
+inline Gated execute_gated(ConnectionPool& pool, std::span<RouteCall> calls) {
+  auto ticket = pool.breaker().admit();
+  if (!ticket) {
+    fail_unsent(calls, circuit_open(endpoint(pool.options())));
+    return Gated::circuit_open;
+  }
+  if (!pool.pipeline().execute(calls)) return Gated::queue_full;
+  settle(ticket, calls);
+  return Gated::ran;
+}
+
 /// Starts async `op` on `pool`, gated by the server's breaker as a sync round trip is (README "Circuit
 /// breaker"): one ticket per call, settled by its outcome on the pipeline. Refused (open, or half-open with
 /// the probe out), `op` completes with cause `circuit_open` on the pipeline's I/O thread, nothing sent. A
@@ -111,7 +144,8 @@ class Route {
 
   /// Runs every call on the server owning its key, pipelined (per node); outcomes land in each call's
   /// `reply` / `error`, and a call is sent at most once per `execute` (redirections aside). Never throws
-  /// `BackendError` (failures are per call); may throw `std::bad_alloc`.
+  /// `BackendError` (failures are per call); may throw `std::bad_alloc`, and `std::logic_error` in a
+  /// process forked after the route was made (touching nothing).
   virtual void execute(std::span<RouteCall> calls) = 0;
   /// Starts one async call (`op.command`, `op.args`, `op.slot`, `op.deadline` set); never blocks.
   /// `op.complete` runs exactly once, on the route's I/O thread (README "Redis engine"), also when the
@@ -142,8 +176,20 @@ class Route {
   /// such command): every later script of this route goes as `EVALSHA`. Thread-safe.
   void refuse_functions() noexcept { functions_refused_.store(true, std::memory_order_relaxed); }
 
+ protected:
+  /// Throws `std::logic_error` in a process forked after the route was made: the route's connections,
+  /// threads and slot map are the parent's, and such a call touches nothing (README "Redis engine", fork).
+  void check_not_forked() const {
+    if (detail::fork_generation().load(std::memory_order_relaxed) != generation_) {
+      throw std::logic_error(
+          "ratelimit: a Redis limiter or route made before fork() is used in the child; make a new one in the "
+          "child (README \"Redis engine\", fork)");
+    }
+  }
+
  private:
   std::atomic<bool> functions_refused_{false};
+  const unsigned generation_ = detail::fork_generation().load(std::memory_order_relaxed);
 };
 
 /// A single server: every call on the pool's least loaded shared connection (`Pipeline`), pipelined
@@ -157,11 +203,7 @@ class ServerRoute final : public Route {
   }
 
   void execute(std::span<RouteCall> calls) override {
-    if (calls.empty()) return;
-    auto ticket = pool_->breaker().admit();  // README "Circuit breaker": no I/O while open
-    if (!ticket) return fail(calls, detail::circuit_open(server()));
-    pool_->pipeline().execute(calls);
-    detail::settle(ticket, calls);
+    if (!calls.empty()) (void)detail::execute_gated(*pool_, calls);
   }
   /// Gated by the server's breaker per call (`detail::submit_gated`, README "Circuit breaker").
   void submit(PipelineOp& op) override { detail::submit_gated(*pool_, op); }
@@ -182,14 +224,6 @@ class ServerRoute final : public Route {
   [[nodiscard]] const std::shared_ptr<ConnectionPool>& pool() const noexcept { return pool_; }
 
  private:
-  static void fail(std::span<RouteCall> calls, const BackendError& e) {
-    for (RouteCall& c : calls) {
-      c.reply.reset();
-      c.error = e;
-    }
-  }
-  [[nodiscard]] std::string server() const { return detail::endpoint(pool_->options()); }
-
   std::shared_ptr<ConnectionPool> pool_;
 };
 

@@ -3,11 +3,15 @@
 /// @file
 /// `SentinelRoute`: one Redis server found through Redis Sentinel, and followed across failovers.
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -34,15 +38,18 @@ inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 /// down or does not know the name is skipped, the last one that answered is asked first), and the
 /// server named is confirmed with `ROLE` (a sentinel that has not yet seen a failover may name a
 /// replica). It runs at the first call, every `sentinel.check_interval`, and at once (at most every
-/// 100 ms) when a call fails (io, timeout, open breaker) or meets `READONLY` (the master was demoted):
-/// when the master changed, the calls that did not run on the old one (`READONLY`, or not sent) go to
-/// the new one, once. A call that may have run is never sent again. While no master is found, calls
-/// fail with the sentinels' answers in the error (cause `reply` when a sentinel answered, e.g. it does
-/// not know the name; `io` when none could be reached), and the failure policy decides.
+/// 100 ms) when a call fails (io, timeout, open breaker) or meets `READONLY` (the master was demoted).
+/// While a master is known, discovery runs on the route's worker thread and calls go on to the known
+/// master meanwhile, so a slow or dead sentinel delays no call: only the first calls (no master known
+/// yet) wait for it. A sync call that failed as a failover explains waits for that discovery until its
+/// own deadline: when the master changed, its calls that did not run on the old one (`READONLY`, or not
+/// sent) go to the new one, once. A call that may have run is never sent again. While no master is
+/// found, calls fail with the sentinels' answers in the error (cause `reply` when a sentinel answered,
+/// e.g. it does not know the name; `io` when none could be reached), and the failure policy decides.
 ///
 /// Async calls (`submit`) go straight to the master's pipeline, gated per call by its breaker; while no
-/// master is known or a check is due they go through a worker thread that asks the sentinels first, so
-/// `submit` never blocks.
+/// master is known they go through the worker thread, which asks the sentinels first, so `submit` never
+/// blocks. An async call that met `READONLY` is not sent again: it gets its outcome.
 /// Thread-safe.
 class SentinelRoute final : public Route {
  public:
@@ -59,22 +66,19 @@ class SentinelRoute final : public Route {
 
   void execute(std::span<RouteCall> calls) override {
     if (calls.empty()) return;
+    check_not_forked();
+    const auto deadline = std::chrono::steady_clock::now() + options_.command_timeout;
     std::shared_ptr<ConnectionPool> pool;
     try {
       pool = master();
     } catch (const BackendError& e) {
-      fail(calls, e);
+      detail::fail_unsent(calls, e);
       return;
     }
-    run(*pool, calls);
-    if (!suspect(calls)) return;
-    std::shared_ptr<ConnectionPool> now;
-    try {
-      now = rediscover(Why::failed, pool.get());
-    } catch (const BackendError&) {
-      return;  // the calls keep their own failures
-    }
-    if (now == pool) return;
+    // A local refusal says nothing of the master either.
+    if (detail::execute_gated(*pool, calls) == detail::Gated::queue_full || !suspect(calls)) return;
+    const std::shared_ptr<ConnectionPool> now = after_failure(*pool, deadline);
+    if (!now || now == pool) return;  // the calls keep their own failures
     // A new master: what did not run on the old one runs there (once).
     std::vector<std::size_t> again;
     for (std::size_t i = 0; i < calls.size(); ++i) {
@@ -87,7 +91,7 @@ class SentinelRoute final : public Route {
       part[k].key = calls[again[k]].key;
       part[k].args = calls[again[k]].args;
     }
-    run(*now, part);
+    (void)detail::execute_gated(*now, part);
     for (std::size_t k = 0; k < again.size(); ++k) {
       calls[again[k]].reply = std::move(part[k].reply);
       calls[again[k]].error = std::move(part[k].error);
@@ -96,16 +100,12 @@ class SentinelRoute final : public Route {
   }
 
   void submit(PipelineOp& op) override {
-    std::shared_ptr<ConnectionPool> pool;
-    {
-      const std::lock_guard lock(mutex_);
-      if (pool_ && std::chrono::steady_clock::now() < next_check_) pool = pool_;
-    }
-    if (pool) {
-      detail::submit_gated(*pool, op);  // per call, as on a `ServerRoute` (README "Circuit breaker")
-    } else {
-      worker_.submit(op);  // its thread runs `execute`, which asks the sentinels first
-    }
+    check_not_forked();
+    bool due = false;
+    std::shared_ptr<ConnectionPool> pool = known(due);
+    if (!pool) return worker_.submit(op);  // its thread asks the sentinels first
+    if (due) ask_in_background();
+    send(*pool, op);
   }
 
   [[nodiscard]] bool sharded() const noexcept override { return false; }
@@ -114,18 +114,10 @@ class SentinelRoute final : public Route {
   [[nodiscard]] const ConnectionOptions& options() const noexcept override { return options_; }
   [[nodiscard]] const LimiterOptions& limiter_defaults() const noexcept override { return limiter_defaults_; }
   [[nodiscard]] RouteCounters counters() const override {
-    RouteCounters c;
     const std::lock_guard lock(mutex_);
-    auto add = [&c](ConnectionPool& p) {
-      c.connects += p.connects();
-      c.dropped_connections += p.drops();
-      c.refused_calls += p.refused();
-      const BreakerCounters b = p.breaker().counters();
-      c.breaker_opens += b.opens;
-      c.breaker_probes += b.probes;
-    };
-    if (pool_) add(*pool_);
-    for (const auto& p : retired_) add(*p);
+    RouteCounters c = freed_;
+    if (pool_) add(c, *pool_);
+    for (const auto& p : retired_) add(c, *p);
     c.refused_calls += worker_.refused();
     c.master_discoveries = discoveries_;
     c.master_changes = changes_;
@@ -140,8 +132,10 @@ class SentinelRoute final : public Route {
   }
 
   /// Asks the sentinels now and follows the master they name; returns its address (`host:port`).
-  /// Thread-safe. Throws `BackendError` when no sentinel names a master that confirms its role.
+  /// Thread-safe. Throws `BackendError` when no sentinel names a master that confirms its role;
+  /// `std::logic_error` in a process forked after the route was made.
   std::string refresh() {
+    check_not_forked();
     (void)rediscover(Why::asked);
     return master_address();
   }
@@ -180,70 +174,187 @@ class SentinelRoute final : public Route {
     return o;
   }
 
-  static void fail(std::span<RouteCall> calls, const BackendError& e) {
-    for (RouteCall& c : calls) {
-      c.reply.reset();
-      c.error = e;
-      c.sent = false;
-    }
-  }
-
-  /// As `ServerRoute::execute` on `pool`.
-  static void run(ConnectionPool& pool, std::span<RouteCall> calls) {
-    auto ticket = pool.breaker().admit();
-    if (!ticket) return fail(calls, detail::circuit_open(detail::endpoint(pool.options())));
-    pool.pipeline().execute(calls);
-    detail::settle(ticket, calls);
-  }
-
   static bool did_not_run(const RouteCall& c) {
     return (c.reply && is_error(*c.reply, "READONLY")) || (c.error && !c.sent);
   }
-  /// Failures that a failover explains: the server gone, or demoted.
+  /// An outcome that a failover explains: the server gone, or demoted.
+  static bool suspect(const Reply& reply, const std::optional<BackendError>& error) noexcept {
+    return (reply && is_error(*reply, "READONLY")) || (error && error->cause() != BackendErrorCause::reply);
+  }
   static bool suspect(std::span<const RouteCall> calls) {
-    for (const RouteCall& c : calls) {
-      if (c.reply && is_error(*c.reply, "READONLY")) return true;
-      if (c.error && c.error->cause() != BackendErrorCause::reply) return true;
-    }
-    return false;
+    return std::any_of(calls.begin(), calls.end(), [](const RouteCall& c) { return suspect(c.reply, c.error); });
   }
 
-  /// The worker's batch: find the master (asking the sentinels when due), then hand the calls to its
-  /// pipeline; when none is found, each call fails with why.
+  /// An async call on the master's pipeline, seen by the route on its way back: an outcome a failover
+  /// explains makes the next call have the sentinels asked (as a failed sync call does). Deletes itself
+  /// when done.
+  class Watched final : public PipelineOp {
+   public:
+    Watched(SentinelRoute& route, PipelineOp& call, const ConnectionPool& pool) noexcept
+        : route_(route), call_(call), pool_(pool) {
+      command.swap(call.command);
+      deadline = call.deadline;
+    }
+    void complete(Reply reply, std::optional<BackendError> error) noexcept override {
+      SentinelRoute& route = route_;
+      PipelineOp& call = call_;
+      if (suspect(reply, error)) route.failed_on(pool_);
+      call.command.swap(command);
+      PipelineOpAccess::set_sink(call, &route.entry_);  // a re-send from `complete` comes back here
+      delete this;
+      call.complete(std::move(reply), std::move(error));
+    }
+
+   private:
+    ~Watched() = default;
+    SentinelRoute& route_;
+    PipelineOp& call_;
+    const ConnectionPool& pool_;
+  };
+  /// The sink of the calls this route sends (`PipelineOp::sink`): the route itself.
+  struct Entry final : AsyncSink {
+    explicit Entry(SentinelRoute& r) noexcept : route(r) {}
+    void submit(PipelineOp& op) override { route.submit(op); }
+    SentinelRoute& route;
+  };
+
+  /// Sends async `op` to `pool`, gated per call by its breaker as on a `ServerRoute` (README "Circuit
+  /// breaker"), watched on its way back.
+  void send(ConnectionPool& pool, PipelineOp& op) { detail::submit_gated(pool, *new Watched(*this, op, pool)); }
+  /// An async call on `pool` failed as a failover explains (called on its I/O thread: no I/O here).
+  void failed_on(const ConnectionPool& pool) noexcept {
+    const std::lock_guard lock(mutex_);
+    if (pool_.get() == &pool) failed_on_ = &pool;
+  }
+
+  /// The op that asks the worker for a discovery in the background; never sent anywhere. Completed only
+  /// when the worker refuses it (queue full, shutting down): then the next due call asks again.
+  struct Ask final : PipelineOp {
+    explicit Ask(SentinelRoute& r) noexcept : route(r) { deadline = std::chrono::steady_clock::time_point::max(); }
+    void complete(Reply, std::optional<BackendError>) noexcept override {
+      route.asked_.store(false, std::memory_order_release);
+    }
+    SentinelRoute& route;
+  };
+
+  /// The known master's pool (null when none is known yet); `due`: a check is due, or a call on it failed.
+  std::shared_ptr<ConnectionPool> known(bool& due) {
+    const std::lock_guard lock(mutex_);
+    due = pool_ && (std::chrono::steady_clock::now() >= next_check_ || failed_on_ == pool_.get());
+    return pool_;
+  }
+  /// Has the worker ask the sentinels (once, however many calls ask meanwhile). Never blocks.
+  void ask_in_background() {
+    // Acquire: the last thread that handed `ask_` over is done with it (the worker released it).
+    if (asked_.exchange(true, std::memory_order_acq_rel)) return;
+    worker_.submit(ask_);
+  }
+  /// The worker's discovery: after a failed call (at most every 100 ms), or because a check is due. A
+  /// failed one keeps the master known (the sentinels may be down while it is fine) and is tried again
+  /// in 100 ms. Wakes the sync callers waiting for it.
+  void discover_in_background() {
+    asked_.store(false, std::memory_order_release);
+    const ConnectionPool* failed = nullptr;
+    {
+      const std::lock_guard lock(mutex_);
+      failed = std::exchange(failed_on_, nullptr);
+    }
+    try {
+      (void)(failed != nullptr ? rediscover(Why::failed, failed) : rediscover(Why::due));
+    } catch (const BackendError&) {
+      const std::lock_guard lock(mutex_);
+      next_check_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    }
+    {
+      const std::lock_guard lock(mutex_);
+      ++background_discoveries_;
+    }
+    discovered_.notify_all();
+  }
+  /// A sync call on `failed` failed as a failover explains: asks the sentinels in the background and waits
+  /// for that until `deadline`. Returns the master's pool then (`failed`'s, unless it changed).
+  std::shared_ptr<ConnectionPool> after_failure(const ConnectionPool& failed,
+                                                std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock lock(mutex_);
+    if (pool_.get() == &failed) failed_on_ = &failed;
+    const std::uint64_t seen = background_discoveries_;
+    lock.unlock();
+    ask_in_background();
+    lock.lock();
+    discovered_.wait_until(lock, deadline, [&] { return background_discoveries_ != seen; });
+    return pool_;
+  }
+
+  /// The worker's batch: a background discovery (`ask_`), or async calls made while no master was known:
+  /// find it, then send them there; when none is found, each fails with why.
   void start(const std::vector<PipelineOp*>& batch) {
+    std::vector<PipelineOp*> calls;
+    for (PipelineOp* op : batch) {
+      if (op == &ask_) {
+        discover_in_background();
+      } else {
+        calls.push_back(op);
+      }
+    }
+    if (calls.empty()) return;
     std::shared_ptr<ConnectionPool> pool;
     try {
       pool = master();
     } catch (const BackendError& e) {
       const detail::CompletionScope completions;
-      for (PipelineOp* op : batch) op->complete(nullptr, e);
+      for (PipelineOp* op : calls) op->complete(nullptr, e);
       return;
     }
-    for (PipelineOp* op : batch) detail::submit_gated(*pool, *op);
+    for (PipelineOp* op : calls) send(*pool, *op);
   }
 
-  /// The current master's pool, after asking the sentinels when none is known or a check is due. A
-  /// failed check keeps the pool it has (the sentinels may be down while the master is fine).
+  /// The master's pool: the known one (asking the sentinels in the background when due), else the one
+  /// the sentinels name now. Throws `BackendError` when none is known and none is found.
   std::shared_ptr<ConnectionPool> master() {
-    {
-      const std::lock_guard lock(mutex_);
-      if (pool_ && std::chrono::steady_clock::now() < next_check_) return pool_;
+    bool due = false;
+    if (std::shared_ptr<ConnectionPool> pool = known(due)) {
+      if (due) ask_in_background();
+      return pool;
     }
-    try {
-      return rediscover(Why::due);
-    } catch (const BackendError&) {
-      const std::lock_guard lock(mutex_);
-      if (!pool_) throw;
-      next_check_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
-      return pool_;
+    return rediscover(Why::due);
+  }
+
+  /// Adds the counters of `p` to `c`.
+  static void add(RouteCounters& c, ConnectionPool& p) {
+    c.connects += p.connects();
+    c.dropped_connections += p.drops();
+    c.refused_calls += p.refused();
+    const BreakerCounters b = p.breaker().counters();
+    c.breaker_opens += b.opens;
+    c.breaker_probes += b.probes;
+  }
+
+  /// Takes the replaced masters' pools that nothing uses any more (no caller holds one, no call is
+  /// outstanding on it), for the caller to destroy with no lock held (a completion they still run may
+  /// take one): their connections and I/O threads go, their counters stay in `counters`. None on an I/O
+  /// thread, which must not destroy its own pool.
+  std::vector<std::shared_ptr<ConnectionPool>> take_unused() {
+    std::vector<std::shared_ptr<ConnectionPool>> unused;
+    if (detail::on_io_thread()) return unused;
+    const std::lock_guard lock(mutex_);
+    for (auto it = retired_.begin(); it != retired_.end();) {
+      if (it->use_count() == 1 && (*it)->load() == 0) {
+        add(freed_, **it);
+        unused.push_back(std::move(*it));
+        it = retired_.erase(it);
+      } else {
+        ++it;
+      }
     }
+    return unused;
   }
 
   /// Asks the sentinels and moves to the master they name, unless the discovery another thread just ran
   /// answers `why` already: a check no longer due; after a failed call on `seen`, a pool other than
   /// `seen`, or a discovery less than 100 ms ago. Throws `BackendError` when no master is found.
   std::shared_ptr<ConnectionPool> rediscover(Why why, const ConnectionPool* seen = nullptr) {
-    const std::lock_guard one(discovery_mutex_);  // one discovery at a time; the others wait for it
+    std::vector<std::shared_ptr<ConnectionPool>> unused;  // destroyed last, with no lock held
+    const std::lock_guard one(discovery_mutex_);          // one discovery at a time; the others wait for it
     const auto now = std::chrono::steady_clock::now();
     {
       const std::lock_guard lock(mutex_);
@@ -255,6 +366,7 @@ class SentinelRoute final : public Route {
       last_discovery_ = now;
       ++discoveries_;
     }
+    unused = take_unused();  // at most one check_interval after a replaced master's last call
     const Address a = discover();
     const std::string address = a.host + ":" + std::to_string(a.port);
     const std::lock_guard lock(mutex_);
@@ -265,7 +377,7 @@ class SentinelRoute final : public Route {
     o.port = a.port;
     if (pool_) {
       ++changes_;
-      retired_.push_back(std::move(pool_));  // kept: an I/O thread must never destroy its own pool
+      retired_.push_back(std::move(pool_));  // until idle (`free_retired`): calls may be outstanding on it
     }
     pool_ = std::make_shared<ConnectionPool>(std::move(o), limiter_defaults_, ConnectionPool::Discovered{});
     address_ = address;
@@ -348,8 +460,15 @@ class SentinelRoute final : public Route {
   const LimiterOptions limiter_defaults_;
   mutable std::mutex mutex_;    // the fields below
   std::mutex discovery_mutex_;  // one discovery at a time
+  Entry entry_{*this};
+  Ask ask_{*this};
+  std::atomic<bool> asked_{false};  // `ask_` is with the worker
+  std::condition_variable discovered_;
+  std::uint64_t background_discoveries_ = 0;
   std::shared_ptr<ConnectionPool> pool_;
-  std::vector<std::shared_ptr<ConnectionPool>> retired_;
+  const ConnectionPool* failed_on_ = nullptr;             // an async call on this pool failed: the next ones rediscover
+  std::vector<std::shared_ptr<ConnectionPool>> retired_;  // replaced masters' pools, until unused
+  RouteCounters freed_;                                   // the counters of the retired pools freed
   std::string address_;
   std::size_t preferred_ = 0;  // the sentinel that answered last
   std::chrono::steady_clock::time_point next_check_{};
