@@ -26,11 +26,11 @@ using ratelimit::PermitResult;
 using ratelimit::redis::RedisConcurrencyLimiter;
 using ratelimit::redis::RedisConcurrencyOptions;
 
-ratelimit::redis::RedisOptions redis_options() {
+ratelimit::redis::RedisOptions on_lost_client_options() {
   return ratelimit_test::client_options(*ratelimit_test::shared_redis());
 }
 
-RedisConcurrencyOptions manual_renewal() {
+RedisConcurrencyOptions on_lost_manual_renewal() {
   RedisConcurrencyOptions o;
   o.permits = 10;
   o.expiry = 30s;
@@ -39,7 +39,7 @@ RedisConcurrencyOptions manual_renewal() {
 }
 
 // A flag one thread sets and another waits for, with a bound.
-class Signal {
+class OnLostSignal {
  public:
   void set() {
     {
@@ -63,7 +63,7 @@ class Signal {
 // callback must then not run.
 TEST(RedisConcurrencyOnLost, NeverRunsAfterItsPermitWasReleasedByAnotherCallback) {
   RATELIMIT_REQUIRE_REDIS();
-  RedisConcurrencyLimiter limiter(manual_renewal(), redis_options());
+  RedisConcurrencyLimiter limiter(on_lost_manual_renewal(), on_lost_client_options());
   auto admin = ratelimit_test::shared_redis()->admin();
   Permit a;
   Permit b;
@@ -93,7 +93,7 @@ TEST(RedisConcurrencyOnLost, NeverRunsAfterItsPermitWasReleasedByAnotherCallback
 // the rest of the round (B's own callback has not started).
 TEST(RedisConcurrencyOnLost, ReleaseWaitsOnlyForItsOwnPermitsCallback) {
   RATELIMIT_REQUIRE_REDIS();
-  RedisConcurrencyLimiter limiter(manual_renewal(), redis_options());
+  RedisConcurrencyLimiter limiter(on_lost_manual_renewal(), on_lost_client_options());
   auto admin = ratelimit_test::shared_redis()->admin();
   Permit a;
   Permit b;
@@ -103,7 +103,7 @@ TEST(RedisConcurrencyOnLost, ReleaseWaitsOnlyForItsOwnPermitsCallback) {
   auto on_lost = [&](Permit* other) {
     return [&, other] {
       if (first.fetch_add(1) != 0) return;
-      auto done = std::make_shared<Signal>();
+      auto done = std::make_shared<OnLostSignal>();
       releaser = std::thread([other, done] {
         other->release();
         done->set();
@@ -131,14 +131,14 @@ TEST(RedisConcurrencyOnLost, ReleaseWaitsOnlyForItsOwnPermitsCallback) {
 // once (the I/O thread must never wait); the permit is released once the callback has returned.
 TEST(RedisConcurrencyOnLost, ReleaseOnTheIoThreadNeverWaitsForOnLost) {
   RATELIMIT_REQUIRE_REDIS();
-  const auto options = redis_options();
+  const auto options = on_lost_client_options();
   auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(options.connection(), options.limiter());
-  RedisConcurrencyLimiter limiter(manual_renewal(), pool);
+  RedisConcurrencyLimiter limiter(on_lost_manual_renewal(), pool);
   ratelimit::redis::RedisLimiter<ratelimit::Gcra> async_limiter(
       ratelimit::Gcra{.limit = 1000, .period = 1s, .burst = 1000}, pool, options.limiter());
   auto admin = ratelimit_test::shared_redis()->admin();
-  Signal entered;
-  Signal released;
+  OnLostSignal entered;
+  OnLostSignal released;
   std::atomic<bool> released_during_on_lost{false};
   auto held = std::make_shared<PermitResult>();
   *held = limiter.try_acquire("k", 1, [&] {
@@ -164,7 +164,7 @@ TEST(RedisConcurrencyOnLost, ChildMayDestroyTheParentsLimiter) {
   RATELIMIT_REQUIRE_REDIS();
   RedisConcurrencyOptions o;
   o.expiry = 1s;  // renewed in the background
-  auto limiter = std::make_unique<RedisConcurrencyLimiter>(o, redis_options());
+  auto limiter = std::make_unique<RedisConcurrencyLimiter>(o, on_lost_client_options());
   PermitResult r = limiter->try_acquire("k");
   ASSERT_TRUE(r);
   const pid_t pid = fork();
