@@ -88,8 +88,10 @@ struct RedisConcurrencyOptions {
 class RedisConcurrencyLimiter final : public PermitSource {
  public:
   /// Called once, on the renewal thread (or a `renew_now` caller), when a held permit is lost (renewal failed or
-  /// expired); never after the permit's release. A release from another thread meanwhile waits until it has
-  /// returned, so it must not wait for that release (releasing the permit itself is fine). Must not throw.
+  /// expired); never after the permit's release (a callback of the same round may release it first). A release
+  /// of this permit from another thread meanwhile waits until it has returned, so it must not wait for that
+  /// release (releasing the permit itself, or another permit, is fine); on an async completion's I/O thread that
+  /// release returns at once and is done when the callback returns. Must not throw.
   using OnLost = std::function<void()>;
 
   /// Over `pool`'s server. Throws `std::invalid_argument` naming the field
@@ -123,11 +125,20 @@ class RedisConcurrencyLimiter final : public PermitSource {
 
   /// Stops the renewal thread (held permits then expire unless released).
   ~RedisConcurrencyLimiter() {
+    if (detail::fork_generation().load(std::memory_order_relaxed) != generation_) {
+      // A child's copy: the renewal thread exists only in the parent, and the condition variables may count
+      // the parent's waiting threads (destroying them would wait forever). Leave them.
+      (void)renew_cv_.release();
+      (void)release_cv_.release();
+      (void)told_cv_.release();
+      if (renewer_.joinable()) new std::thread(std::move(renewer_));  // never joined nor destroyed
+      return;
+    }
     {
       std::lock_guard lock(mutex_);
       stopping_ = true;
     }
-    renew_cv_.notify_all();
+    renew_cv_->notify_all();
     if (renewer_.joinable()) renewer_.join();
   }
 
@@ -171,7 +182,7 @@ class RedisConcurrencyLimiter final : public PermitSource {
       sleep = std::min<std::chrono::nanoseconds>(sleep, deadline - now);
       backoff = std::min<std::chrono::nanoseconds>(backoff * 2, options_.poll_max);
       std::unique_lock lock(mutex_);
-      release_cv_.wait_for(lock, sleep, [&] { return local_releases_.load(std::memory_order_acquire) != releases; });
+      release_cv_->wait_for(lock, sleep, [&] { return local_releases_.load(std::memory_order_acquire) != releases; });
     }
   }
 
@@ -213,7 +224,9 @@ class RedisConcurrencyLimiter final : public PermitSource {
 
   // PermitSource
   /// Gives the units back. A permit whose `on_lost` runs now on another thread is released once it has
-  /// returned, so nothing the callback captured is freed under it, and none runs after a release.
+  /// returned, so nothing the callback captured is freed under it, and none runs after a release; on an async
+  /// completion's I/O thread (which must never wait) this returns at once and the callback's thread releases it
+  /// when the callback returns.
   void release_permit(void* token, std::int64_t units) noexcept override {
     std::shared_ptr<Held> h;
     {
@@ -222,15 +235,14 @@ class RedisConcurrencyLimiter final : public PermitSource {
       if (it == held_.end()) return;
       h = it->second;
       const auto self = std::this_thread::get_id();
-      told_cv_.wait(lock, [&] { return h->teller == std::thread::id{} || h->teller == self; });
+      if (h->teller != std::thread::id{} && h->teller != self && detail::on_io_thread()) {
+        h->deferred_units = units;  // released by the callback's thread when it returns
+        return;
+      }
+      told_cv_->wait(lock, [&] { return h->teller == std::thread::id{} || h->teller == self; });
       if (held_.erase(static_cast<Held*>(token)) == 0) return;  // released by another thread meanwhile
     }
-    release_in_redis(*h, units, false);
-    {
-      std::lock_guard lock(mutex_);
-      local_releases_.fetch_add(1, std::memory_order_release);
-    }
-    release_cv_.notify_all();
+    finish_release(*h, units);
   }
   [[nodiscard]] bool permit_valid(const void* token) const noexcept override {
     std::lock_guard lock(mutex_);
@@ -249,7 +261,8 @@ class RedisConcurrencyLimiter final : public PermitSource {
     std::chrono::steady_clock::time_point valid_until;
     bool lost = false;  // under mutex_
     OnLost on_lost;
-    std::thread::id teller{};  // under mutex_: the thread running `on_lost` now
+    std::thread::id teller{};         // under mutex_: the thread running this permit's `on_lost` now
+    std::int64_t deferred_units = 0;  // under mutex_: released on an I/O thread while `on_lost` ran
   };
   struct Attempt {
     PermitResult result;
@@ -455,26 +468,48 @@ class RedisConcurrencyLimiter final : public PermitSource {
         } else if (!h.lost) {
           h.lost = true;
           ++lost;
-          if (h.on_lost) {
-            h.teller = std::this_thread::get_id();
-            tell.emplace_back(batch[i], std::move(h.on_lost));
-          }
+          if (h.on_lost) tell.emplace_back(batch[i], std::move(h.on_lost));
         }
       }
     }
-    for (auto& [h, f] : tell) {
-      f();
+    for (auto& [h, f] : tell) tell_lost(h, f);
+    return lost;
+  }
+
+  /// Runs `on_lost` of permit `h` unless it was released since its round began (an earlier callback of the
+  /// round may have released it); a release asked for on an I/O thread meanwhile is done once it returns.
+  void tell_lost(const std::shared_ptr<Held>& h, OnLost& on_lost) {
+    {
+      std::lock_guard lock(mutex_);
+      if (!held_.contains(h.get())) return;  // the round keeps `h` alive: no new permit has its address
+      h->teller = std::this_thread::get_id();
+    }
+    on_lost();
+    std::int64_t deferred = 0;
+    {
       std::lock_guard lock(mutex_);
       h->teller = {};
+      deferred = std::exchange(h->deferred_units, 0);
+      if (deferred != 0 && held_.erase(h.get()) == 0) deferred = 0;
     }
-    if (!tell.empty()) told_cv_.notify_all();
-    return lost;
+    told_cv_->notify_all();
+    if (deferred != 0) finish_release(*h, deferred);
+  }
+
+  /// After `h` left `held_`: its units back in Redis, and this process's waiters woken.
+  void finish_release(const Held& h, std::int64_t units) noexcept {
+    release_in_redis(h, units, false);
+    {
+      std::lock_guard lock(mutex_);
+      local_releases_.fetch_add(1, std::memory_order_release);
+    }
+    release_cv_->notify_all();
   }
 
   void renew_loop() {
     std::unique_lock lock(mutex_);
     while (!stopping_) {
-      renew_cv_.wait_for(lock, options_.renew_every, [this] { return stopping_; });
+      renew_cv_->wait_for(lock, options_.renew_every, [this] { return stopping_; });
       if (stopping_) break;
       lock.unlock();
       renew_all();
@@ -504,9 +539,11 @@ class RedisConcurrencyLimiter final : public PermitSource {
   mutable std::mutex mutex_;
   std::unordered_map<Held*, std::shared_ptr<Held>> held_;
   bool stopping_ = false;
-  std::condition_variable renew_cv_;
-  std::condition_variable release_cv_;
-  std::condition_variable told_cv_;  // an `on_lost` returned (a release may wait for it)
+  using CondVar = std::unique_ptr<std::condition_variable>;  // left undestroyed in a forked child
+  CondVar renew_cv_ = std::make_unique<std::condition_variable>();
+  CondVar release_cv_ = std::make_unique<std::condition_variable>();
+  CondVar told_cv_ = std::make_unique<std::condition_variable>();  // an `on_lost` returned (a release may wait)
+  unsigned generation_ = detail::fork_generation().load(std::memory_order_relaxed);
   std::atomic<std::uint64_t> local_releases_{0};
   std::atomic<std::uint64_t> polls_{0};
   std::atomic<std::uint64_t> renewals_{0};
