@@ -76,8 +76,9 @@ TEST(Refund, SlidingWindowCounterTable) {
   clock.set(ManualClock::time_point(12s));
   // window 1, r = 2 s: prev = 4, cur = 3 after; remaining floor((100 - 4*8) / 10) - 3 = 3.
   EXPECT_EQ(limiter.allow("k", 3).remaining, 3);
-  // cur = max(0, 3 - 5) = 0, prev stays: remaining 6, reset W - r = 8 s.
-  expect_state(limiter.refund("k", 5), 6, 8s);
+  // The refund takes the current window's 3, then 2 of the previous window's 4 (README "Refunds"):
+  // cur = 0, prev = 2: remaining floor((100 - 2*8) / 10) = 8, reset W - r = 8 s.
+  expect_state(limiter.refund("k", 5), 8, 8s);
   EXPECT_EQ(limiter.size(), 1u);  // prev still weighs: not full
 }
 
@@ -192,9 +193,12 @@ struct WindowCounterModel {
     count[k] += n;
     return true;
   }
+  // From the current window first, the rest from the previous one (README "Refunds").
   void refund(std::int64_t t, std::int64_t n) {
-    std::int64_t& c = count[floor_div(t, window)];
-    c = std::max<std::int64_t>(0, c - n);
+    const std::int64_t k = floor_div(t, window);
+    const std::int64_t from_current = std::min(n, count[k]);
+    count[k] -= from_current;
+    count[k - 1] = std::max<std::int64_t>(0, count[k - 1] - (n - from_current));
   }
   std::int64_t remaining(std::int64_t t) {
     const std::int64_t k = floor_div(t, window), r = t - k * window;
