@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cstdio>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <ratelimit/redis.hpp>
@@ -73,6 +74,44 @@ TEST(ConnectionOptionsHost, ARefusedHostNeverShowsAPassword) {
   const std::string message = refused_host("redis://admin:s3cret-pw@10.0.0.1:6379");
   EXPECT_PRED2(starts_with, message, "ConnectionOptions.host");
   EXPECT_EQ(message.find("s3cret-pw"), std::string::npos) << message;
+}
+
+// A host with a ':' that is no IPv6 address may be a pasted "user:password": nothing after the ':' is shown.
+TEST(ConnectionOptionsHost, NothingAfterAColonIsShown) {
+  for (const char* host : {"u:SECRETPW", "u:SECRET PW", "u:SECRET:PW", "u:SECRET/PW", "::SECRET"}) {
+    const std::string message = refused_host(host);
+    EXPECT_PRED2(starts_with, message, "ConnectionOptions.host: ") << host;
+    EXPECT_EQ(message.find("SECRET"), std::string::npos) << message;
+  }
+  EXPECT_NE(refused_host("u:SECRETPW").find("ConnectionOptions.port"), std::string::npos);
+  // An empty IPv6 zone is no address.
+  EXPECT_PRED2(starts_with, refused_host("::1%"), "ConnectionOptions.host: ");
+}
+
+// The Unix socket path must fit sockaddr_un (107 bytes and the NUL) and be absolute: connect would cut it
+// short or resolve it against the working directory.
+TEST(ConnectionOptionsUnixSocket, TooLongOrRelativeIsRefused) {
+  for (const std::string& path :
+       {std::string("redis.sock"), "/" + std::string(107, 'a'), std::string("/tmp/x\0y", 8)}) {
+    ConnectionOptions o;
+    o.unix_socket = path;
+    EXPECT_PRED2(starts_with, invalid_message([&] { ConnectionPool pool(o); }), "ConnectionOptions.unix_socket: ")
+        << path;
+  }
+  ConnectionOptions fits;
+  fits.unix_socket = "/" + std::string(106, 'a');
+  EXPECT_NO_THROW(ConnectionPool pool(fits));
+}
+
+// pool_size is bounded: every connection's pipeline is made up front.
+TEST(ConnectionOptionsPoolSize, IsBounded) {
+  ConnectionOptions o;
+  o.pool_size = 1'000'000'000;
+  EXPECT_PRED2(starts_with, invalid_message([&] { ConnectionPool pool(o); }), "ConnectionOptions.pool_size: ");
+  o.pool_size = 1025;
+  EXPECT_PRED2(starts_with, invalid_message([&] { ConnectionPool pool(o); }), "ConnectionOptions.pool_size: ");
+  o.pool_size = 1024;
+  EXPECT_NO_THROW(ConnectionPool pool(o));
 }
 
 TEST(ConnectionOptionsHost, ClusterAndSentinelNodesAreCheckedByIndex) {
@@ -235,12 +274,27 @@ TEST(ConnectionOptionsFromUrl, RefusesBadUrlsSayingWhatIsWrong) {
       {"unix:///s?db=x", "database"},
       {"unix:///s?timeout=1", "query"},
       {"unix:///s?db=1&db=2", "query"},
+      {"unix://u:p@/tmp/x%00y", "path"},
+      {"unix:///tmp/x%00", "path"},
+      {"redis://[::1%]:6379", "host"},
+      {"redis://[::1%25]:6379", "host"},
   };
   for (const auto& c : cases) {
     const std::string m = url_error(c.url);
     EXPECT_PRED2(starts_with, m, "ConnectionOptions::from_url: ") << c.url;
     EXPECT_NE(m.find(c.says), std::string::npos) << c.url << " -> " << m;
   }
+}
+
+// RFC 6874: the zone of an IPv6 literal follows an encoded '%' ("%25").
+TEST(ConnectionOptionsFromUrl, DecodesTheIpv6Zone) {
+  EXPECT_EQ(ConnectionOptions::from_url("redis://[fe80::1%25eth0]:6380").host, "fe80::1%eth0");
+  EXPECT_EQ(ConnectionOptions::from_url("redis://[::1]").host, "::1");
+}
+
+TEST(ConnectionOptionsFromUrl, ASocketPathLongerThanSunPathIsRefused) {
+  EXPECT_NO_THROW((void)ConnectionOptions::from_url("unix:///" + std::string(106, 'a')));
+  EXPECT_NE(url_error("unix:///" + std::string(107, 'a')).find("path"), std::string::npos);
 }
 
 TEST(ConnectionOptionsFromUrl, AnErrorNeverShowsThePassword) {
@@ -282,6 +336,15 @@ TEST(ConnectionOptionsTls, UnreadableFilesAreRefusedAtConstruction) {
   o.tls.key_file = "/etc/hostname";
   o.tls.ca_dir = "/tmp";
   EXPECT_NO_THROW(ConnectionPool pool(o));
+  // A FIFO is no file: opening it would block construction until a writer comes.
+  const std::string fifo = "/tmp/ratelimit-ca-fifo-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  o.tls.ca_file = fifo;
+  EXPECT_PRED2(starts_with, invalid_message([&] { ConnectionPool pool(o); }), "ConnectionOptions.tls.ca_file: ");
+  o.tls.ca_file.clear();
+  o.tls.ca_dir = fifo;
+  EXPECT_PRED2(starts_with, invalid_message([&] { ConnectionPool pool(o); }), "ConnectionOptions.tls.ca_dir: ");
+  ::unlink(fifo.c_str());
   // Without TLS the files are not used, and not checked.
   o.tls.enabled = false;
   o.tls.ca_file = missing;

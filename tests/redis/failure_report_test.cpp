@@ -116,3 +116,56 @@ TEST(FailureReport, LeasedLimiterReportsToo) {
 }
 
 }  // namespace
+
+namespace report_text {
+
+using ratelimit::BackendError;
+using ratelimit::BackendErrorCause;
+using ratelimit::FailurePolicy;
+using ratelimit::redis::ConnectionOptions;
+
+/// The report line for a failure of the server(s) `o` names.
+std::string line_for(const ConnectionOptions& o) {
+  const BackendError e(BackendErrorCause::io, "refused\r\nratelimit: forged\x1b[2J");
+  return ratelimit::redis::detail::report_line(ratelimit::redis::detail::servers_of(o), e, FailurePolicy::fail_open, 0);
+}
+
+/// True when `s` holds a control character other than its last newline.
+bool has_control(const std::string& s) {
+  return std::any_of(s.begin(), s.end() - 1, [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+}
+
+// A server name of the user's cannot forge a second line (or terminal escapes) in the report.
+TEST(FailureReport, UserTextIsPrintedWithoutControlCharacters) {
+  ConnectionOptions unix_socket;
+  unix_socket.unix_socket = "/tmp/x\nratelimit: all good";
+  ConnectionOptions sentinel;
+  sentinel.sentinel.master_name = "mymaster\nratelimit: all good";
+  sentinel.sentinel.nodes = {{"127.0.0.1", 26379}};
+  ConnectionOptions host;
+  host.host = "bad\thost\x7f";
+  ConnectionOptions cluster;
+  cluster.cluster_nodes = {{"seed\n", 7000}};
+  for (const ConnectionOptions* o : {&unix_socket, &sentinel, &host, &cluster}) {
+    const std::string line = line_for(*o);
+    EXPECT_EQ(line_count(line), 1) << line;
+    EXPECT_EQ(line.back(), '\n');
+    EXPECT_FALSE(has_control(line)) << line;
+  }
+  EXPECT_NE(line_for(unix_socket).find("unix:/tmp/x\\nratelimit: all good"), std::string::npos)
+      << line_for(unix_socket);
+}
+
+TEST(FailureReport, NamesTheSentinelMasterAndTheClusterOnce) {
+  ConnectionOptions sentinel;
+  sentinel.sentinel.master_name = "mymaster";
+  sentinel.sentinel.nodes = {{"127.0.0.1", 26379}};
+  EXPECT_NE(line_for(sentinel).find("ratelimit: Redis Sentinel master \"mymaster\" failed"), std::string::npos)
+      << line_for(sentinel);
+  ConnectionOptions cluster;
+  cluster.cluster_nodes = {{"127.0.0.1", 7000}};
+  EXPECT_NE(line_for(cluster).find("ratelimit: Redis Cluster (seed 127.0.0.1:7000) failed"), std::string::npos)
+      << line_for(cluster);
+}
+
+}  // namespace report_text

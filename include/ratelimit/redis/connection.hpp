@@ -28,7 +28,7 @@
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/reply.hpp"
 
-#if defined(RATELIMIT_TLS)
+#if RATELIMIT_REDIS_WITH_TLS
 #include <arpa/inet.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -38,9 +38,9 @@
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
-/// True when this build has TLS (`RATELIMIT_TLS`: the CMake target found OpenSSL).
+/// True when this build has TLS (`RATELIMIT_TLS` defined and not 0: the CMake target found OpenSSL).
 inline constexpr bool kTlsAvailable =
-#if defined(RATELIMIT_TLS)
+#if RATELIMIT_REDIS_WITH_TLS
     true;
 #else
     false;
@@ -389,7 +389,7 @@ class Connection {
     }
   }
 
-#if defined(RATELIMIT_TLS)
+#if RATELIMIT_REDIS_WITH_TLS
   struct SslDeleter {
     void operator()(SSL* s) const noexcept { SSL_free(s); }
   };
@@ -627,7 +627,7 @@ class Connection {
   }
 
   std::unique_ptr<redisContext, ContextDeleter> ctx_;
-#if defined(RATELIMIT_TLS)
+#if RATELIMIT_REDIS_WITH_TLS
   // After ctx_: the session goes before the socket closes (SSL_free does not close it).
   std::unique_ptr<SSL_CTX, SslCtxDeleter> tls_ctx_;
   std::unique_ptr<SSL, SslDeleter> ssl_;

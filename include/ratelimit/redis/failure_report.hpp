@@ -30,17 +30,44 @@ inline void ignore_backend_failure(const BackendError& /*error*/) noexcept {}
 
 namespace detail {
 
-/// The server(s) `o` names, for the report: "host:port", "unix:<path>", the first cluster seed, or the
-/// Sentinel master's name. Never the user or password.
+/// `text` with each control character (newline, escape, ...) written as `\n`, `\r`, `\t` or `\xHH`: text of
+/// the user's or of a server printed on one line cannot forge another line or drive the terminal.
+[[nodiscard]] inline std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u != 0x7f) {
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      constexpr std::string_view kHex = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 0xf];
+    }
+  }
+  return out;
+}
+
+/// The server(s) `o` names, for the report and `wait_ready`'s error: "host:port", "unix:<path>", "Cluster (seed
+/// host:port)" or "Sentinel master \"<name>\"", control characters escaped (`printable`). Never the user or
+/// password.
 [[nodiscard]] inline std::string servers_of(const ConnectionOptions& o) {
   auto at = [](const std::string& host, int port) {
-    return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+    return (host.find(':') != std::string::npos ? "[" + printable(host) + "]" : printable(host)) + ":" +
+           std::to_string(port);
   };
   if (!o.cluster_nodes.empty()) {
-    return "Redis Cluster (seed " + at(o.cluster_nodes.front().host, o.cluster_nodes.front().port) + ")";
+    return "Cluster (seed " + at(o.cluster_nodes.front().host, o.cluster_nodes.front().port) + ")";
   }
-  if (!o.sentinel.master_name.empty()) return "Redis Sentinel master \"" + o.sentinel.master_name + "\"";
-  return o.unix_socket.empty() ? at(o.host, o.port) : "unix:" + o.unix_socket;
+  if (!o.sentinel.master_name.empty()) return "Sentinel master \"" + printable(o.sentinel.master_name) + "\"";
+  return o.unix_socket.empty() ? at(o.host, o.port) : "unix:" + printable(o.unix_socket);
 }
 
 /// What `policy` answered the failed call, for the report.
@@ -91,13 +118,10 @@ class FailureReports {
   std::unordered_map<std::string, Server> servers_;
 };
 
-/// The one line of a report, newline-terminated; the error's text on one line.
+/// The one line of a report, newline-terminated; the error's text escaped onto one line (`printable`).
 [[nodiscard]] inline std::string report_line(std::string_view server, const BackendError& e, FailurePolicy policy,
                                              std::uint64_t skipped) {
-  std::string cause = e.what();
-  for (char& c : cause) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
+  const std::string cause = printable(e.what());
   std::string line = "ratelimit: Redis " + std::string(server) + " failed (" + cause + "); " +
                      std::string(answer_of(policy)) + ". At most one such line per server per 10 s";
   if (skipped > 0) line += " (" + std::to_string(skipped) + " more failures since the last)";

@@ -106,7 +106,8 @@ struct ConnectionOptions {
   std::string host = "127.0.0.1";
   /// TCP port, 1..65535.
   int port = 6379;
-  /// Path of a Unix domain socket; when non-empty it is used instead of host/port.
+  /// Path of a Unix domain socket; when non-empty it is used instead of host/port. Absolute, at most 107
+  /// bytes (`sockaddr_un`), no NUL byte.
   std::string unix_socket{};
   /// ACL user for `AUTH user password` (Redis 6+), also with an empty password (a `nopass` user; a user
   /// that has a password then refuses the connection: `BackendError`, cause `reply`). Empty: `AUTH
@@ -121,7 +122,7 @@ struct ConnectionOptions {
   /// Each call's deadline (sync calls; the default of async ones), and how long a connection may owe a
   /// reply without sending a byte before it is dropped; in (0, 24 h].
   std::chrono::milliseconds command_timeout{100};
-  /// Connections per server; >= 1. Every caller shares them (automatic pipelining, README "Redis
+  /// Connections per server; in 1..1024. Every caller shares them (automatic pipelining, README "Redis
   /// engine"): a call goes on the connection with the fewest commands outstanding.
   std::size_t pool_size = 4;
   /// Most commands queued or awaiting a reply on one connection; >= 1. A call beyond it fails at once

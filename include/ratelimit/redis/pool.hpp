@@ -12,6 +12,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -193,6 +194,8 @@ class ConnectionPool {
       throw std::invalid_argument(std::string("ConnectionOptions.") + field + ": " + what);
     };
     if (o.unix_socket.empty()) detail::check_host(o.host, "ConnectionOptions.host");
+    if (const auto problem = o.unix_socket.empty() ? std::nullopt : detail::unix_socket_problem(o.unix_socket))
+      bad("unix_socket", problem->c_str());
     if (o.unix_socket.empty() && (o.port < 1 || o.port > 65535)) bad("port", "must be in 1..65535");
     if (o.database < 0) bad("database", "must be >= 0");
     // Deadlines are steady_clock::now() plus these: a day bounds them far from overflow (and anything
@@ -200,7 +203,8 @@ class ConnectionPool {
     constexpr std::chrono::milliseconds kDay = std::chrono::hours(24);
     if (o.connect_timeout.count() <= 0 || o.connect_timeout > kDay) bad("connect_timeout", "must be in (0, 24 h]");
     if (o.command_timeout.count() <= 0 || o.command_timeout > kDay) bad("command_timeout", "must be in (0, 24 h]");
-    if (o.pool_size < 1) bad("pool_size", "must be >= 1");
+    // Each connection's pipeline is made up front: a huge pool_size would exhaust memory in the constructor.
+    if (o.pool_size < 1 || o.pool_size > 1024) bad("pool_size", "must be in 1..1024");
     if (o.max_in_flight < 1) bad("max_in_flight", "must be >= 1");
     if (o.reconnect_backoff_min.count() < 0) bad("reconnect_backoff_min", "must be >= 0");
     if (o.reconnect_backoff_max < o.reconnect_backoff_min)

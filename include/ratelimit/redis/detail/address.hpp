@@ -4,9 +4,10 @@
 /// Where a Redis server is, as text: the check of a host name (`ConnectionOptions.host` and the node
 /// addresses) and the parser of a Redis URL (`ConnectionOptions::from_url`, README "Connection options").
 /// No message here shows a password: a URL's parts are never echoed, and a host holding `@` is shown
-/// from after its last `@` only.
+/// from after its last `@` only, one holding a `:` (no IPv6 address) up to that `:` only.
 
 #include <arpa/inet.h>
+#include <sys/un.h>
 
 #include <cstddef>
 #include <optional>
@@ -20,11 +21,37 @@ namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 namespace detail {
 
-/// `host` quoted for an error text, without what precedes its last `@` (a user and password, mistakenly).
+/// True when `host` is an IPv6 address, with an optional `%zone` (not checked here).
+[[nodiscard]] inline bool is_ipv6(std::string_view host) {
+  const std::string address(host.substr(0, host.find('%')));
+  in6_addr parsed{};
+  return ::inet_pton(AF_INET6, address.c_str(), &parsed) == 1;
+}
+
+/// `host` quoted for an error text, without what precedes its last `@` (a user and password, mistakenly), and
+/// without what follows a first `:` unless it is an IPv6 address (a pasted "user:password").
 [[nodiscard]] inline std::string shown_host(std::string_view host) {
   const std::size_t at = host.rfind('@');
-  return at == std::string_view::npos ? "\"" + std::string(host) + "\""
-                                      : "\"...@" + std::string(host.substr(at + 1)) + "\"";
+  const std::string_view rest = at == std::string_view::npos ? host : host.substr(at + 1);
+  const std::size_t colon = rest.find(':');
+  const std::string shown = colon == std::string_view::npos || is_ipv6(rest)
+                                ? std::string(rest)
+                                : std::string(rest.substr(0, colon + 1)) + "...";
+  return at == std::string_view::npos ? "\"" + shown + "\"" : "\"...@" + shown + "\"";
+}
+
+/// The longest Unix socket path `sockaddr_un` holds (its `sun_path` less the terminating NUL).
+inline constexpr std::size_t kMaxUnixSocketPath = sizeof(sockaddr_un::sun_path) - 1;
+
+/// Why `path` is no Unix socket path connect can use as given (relative, too long for `sockaddr_un`, or
+/// holding a NUL that would cut it short), or nullopt when it is one. Never shows `path`.
+[[nodiscard]] inline std::optional<std::string> unix_socket_problem(std::string_view path) {
+  if (path.empty() || path.front() != '/') return "must be an absolute path, e.g. \"/run/redis/redis.sock\"";
+  if (path.size() > kMaxUnixSocketPath) {
+    return "must be at most " + std::to_string(kMaxUnixSocketPath) + " bytes (sockaddr_un's limit)";
+  }
+  if (path.find('\0') != std::string_view::npos) return "must not hold a NUL byte";
+  return std::nullopt;
 }
 
 /// Why `host` is no host name, IPv4 or IPv6 address (bare, `::1`, with an optional `%zone`), or nullopt
@@ -51,9 +78,8 @@ namespace detail {
            "): give it in ConnectionOptions.port, or read a URL with ConnectionOptions::from_url";
   }
   // Several colons: an IPv6 address, with an optional zone ("fe80::1%eth0").
-  const std::string address(host.substr(0, host.find('%')));
-  in6_addr parsed{};
-  if (::inet_pton(AF_INET6, address.c_str(), &parsed) != 1) return "is not a valid IPv6 address: " + shown_host(host);
+  if (!is_ipv6(host)) return "is not a valid IPv6 address: " + shown_host(host);
+  if (host.back() == '%') return "the IPv6 zone after '%' is empty: " + shown_host(host);
   return std::nullopt;
 }
 
@@ -140,6 +166,18 @@ inline void parse_userinfo(std::string_view info, RedisUrl& url) {
   url.password = percent_decoded(password, "password");
 }
 
+/// The host of a URL's `[...]`: RFC 6874 writes its zone after an encoded '%' ("fe80::1%25eth0", zone "eth0",
+/// itself percent-decoded); a bare '%' ("fe80::1%eth0") is read as the zone's start too.
+[[nodiscard]] inline std::string ipv6_host(std::string_view text) {
+  const std::size_t percent = text.find('%');
+  if (percent == std::string_view::npos) return std::string(text);
+  std::string_view zone = text.substr(percent + 1);
+  if (zone.substr(0, 2) == "25") zone.remove_prefix(2);
+  const std::string decoded = percent_decoded(zone, "host's IPv6 zone");
+  if (decoded.empty()) bad_url("the host's IPv6 zone (after %25) is empty");
+  return std::string(text.substr(0, percent)) + "%" + decoded;
+}
+
 /// Reads `host[:port]` or `[ipv6][:port]` into `url`.
 inline void parse_host_port(std::string_view text, RedisUrl& url) {
   std::string_view port;
@@ -147,7 +185,7 @@ inline void parse_host_port(std::string_view text, RedisUrl& url) {
   if (!text.empty() && text.front() == '[') {
     const std::size_t close = text.find(']');
     if (close == std::string_view::npos) bad_url("an IPv6 address has no closing ']'");
-    url.host = std::string(text.substr(1, close - 1));
+    url.host = ipv6_host(text.substr(1, close - 1));
     const std::string_view rest = text.substr(close + 1);
     if (!rest.empty() && rest.front() != ':') bad_url("unexpected text after the IPv6 address's ']'");
     has_port = !rest.empty();
@@ -188,6 +226,7 @@ inline void parse_unix(std::string_view rest, RedisUrl& url) {
   const std::size_t question = path_and_query.find('?');
   url.unix_socket = percent_decoded(path_and_query.substr(0, question), "socket path");
   if (url.unix_socket.size() < 2) bad_url("no socket path, e.g. unix:///run/redis/redis.sock");
+  if (const auto problem = unix_socket_problem(url.unix_socket)) bad_url("the socket path " + *problem);
   if (question == std::string_view::npos) return;
   const std::string_view query = path_and_query.substr(question + 1);
   if (query.rfind("db=", 0) != 0 || query.find('&') != std::string_view::npos) {

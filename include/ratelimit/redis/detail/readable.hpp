@@ -17,10 +17,15 @@ namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 namespace detail {
 
-/// Throws `std::invalid_argument` naming `field` unless `path` is empty or a file this process can read
-/// (opened, and its first byte read: a directory or an empty file is refused).
+/// Throws `std::invalid_argument` naming `field` unless `path` is empty or a regular file this process can
+/// read (opened, and its first byte read: a directory, an empty file, a FIFO or a device is refused; opening
+/// a FIFO would wait for a writer).
 inline void check_readable_file(const std::string& path, std::string_view field) {
   if (path.empty()) return;
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+    throw std::invalid_argument(std::string(field) + ": \"" + path + "\" is not a regular file, not a PEM file");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in.is_open()) {
     throw std::invalid_argument(std::string(field) + ": cannot open \"" + path + "\" for reading");
@@ -34,6 +39,9 @@ inline void check_readable_file(const std::string& path, std::string_view field)
 inline void check_readable_directory(const std::string& path, std::string_view field) {
   if (path.empty()) return;
   std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_directory(path, ec)) {
+    throw std::invalid_argument(std::string(field) + ": \"" + path + "\" is not a directory");
+  }
   const std::filesystem::directory_iterator it(path, ec);
   if (ec)
     throw std::invalid_argument(std::string(field) + ": cannot read the directory \"" + path + "\": " + ec.message());
