@@ -26,8 +26,8 @@
 
 namespace {
 
-const std::vector<std::string> kPolicies{"fixed_window", "sliding_window_log", "sliding_window_counter",
-                                         "token_bucket", "gcra"};
+const std::vector<std::string> kPolicies{"fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket",
+                                         "gcra"};
 
 struct Settings {
   std::string policy;  // empty: compare all five
@@ -85,33 +85,37 @@ double percent(std::int64_t part, std::int64_t whole) {
 }
 
 void print_traffic(const replay::Traffic& t, const Settings& s, std::chrono::nanoseconds period) {
-  std::printf("lines %lld, malformed %lld, long keys %lld (over 512 bytes, not replayed), out of order %lld "
-              "(replayed in time order)\n",
-              static_cast<long long>(t.lines), static_cast<long long>(t.malformed),
-              static_cast<long long>(t.long_keys), static_cast<long long>(t.out_of_order));
+  std::printf(
+      "lines %lld, malformed %lld, long keys %lld (over 512 bytes, not replayed), out of order %lld "
+      "(replayed in time order)\n",
+      static_cast<long long>(t.lines), static_cast<long long>(t.malformed), static_cast<long long>(t.long_keys),
+      static_cast<long long>(t.out_of_order));
   std::printf("requests %zu, clients %zu, keyed by %s\n", t.time_ns.size(), t.clients.size(), s.key.c_str());
   if (t.time_ns.size() > 1) {
     const replay::Coverage c = replay::coverage(t, period.count());
     const std::uint64_t spanned =
         replay::gap(t.time_ns.back(), t.time_ns.front()) / static_cast<std::uint64_t>(period.count()) + 1;
-    std::printf("traffic in %lld of the %llu windows of %s s from the first request to the last; %lld window "
-                "edges have traffic on both sides",
-                static_cast<long long>(c.active), static_cast<unsigned long long>(spanned),
-                seconds(period.count()).c_str(), static_cast<long long>(c.adjacent));
+    std::printf(
+        "traffic in %lld of the %llu windows of %s s from the first request to the last; %lld window "
+        "edges have traffic on both sides",
+        static_cast<long long>(c.active), static_cast<unsigned long long>(spanned), seconds(period.count()).c_str(),
+        static_cast<long long>(c.adjacent));
     if (c.adjacent * 10 < c.active) {
       std::printf(" (a sampled log?): bursts rarely span an edge, so the window policies can hardly differ");
     }
     std::printf("\n");
   }
   if (t.resolution_ns > 0 && t.resolution_ns >= period.count()) {
-    std::printf("warning: the log's timestamps are %s s apart, not finer than the %s s window: every request of "
-                "a window looks simultaneous and the policies cannot be told apart; use a longer --period\n",
-                seconds(t.resolution_ns).c_str(), seconds(period.count()).c_str());
+    std::printf(
+        "warning: the log's timestamps are %s s apart, not finer than the %s s window: every request of "
+        "a window looks simultaneous and the policies cannot be told apart; use a longer --period\n",
+        seconds(t.resolution_ns).c_str(), seconds(period.count()).c_str());
   } else if (t.resolution_ns > 0 && s.limit > 0 && t.resolution_ns > period.count() / s.limit) {
-    std::printf("note: timestamps have %s s resolution, coarser than the rate's interval (%s s): requests of one "
-                "second arrive at one instant (up to %lld of one client), so bursts look sharper than they were\n",
-                seconds(t.resolution_ns).c_str(), seconds(period.count() / s.limit).c_str(),
-                static_cast<long long>(t.most_at_one_instant));
+    std::printf(
+        "note: timestamps have %s s resolution, coarser than the rate's interval (%s s): requests of one "
+        "second arrive at one instant (up to %lld of one client), so bursts look sharper than they were\n",
+        seconds(t.resolution_ns).c_str(), seconds(period.count() / s.limit).c_str(),
+        static_cast<long long>(t.most_at_one_instant));
   }
 }
 
@@ -144,8 +148,8 @@ int single(const Settings& s, std::chrono::nanoseconds period, const replay::Tra
 /// Writes `<chart>.dat`, `<chart>.client.dat` and `<chart>.gp` and runs gnuplot on them to draw `chart`
 /// (PNG): on top the requests per time bin of all clients and the denials of each policy; below, the
 /// client with the highest peak rate around its busiest window, admitted so far by each policy.
-void write_chart(const std::string& chart, const Settings& s, std::chrono::nanoseconds period,
-                 const replay::Traffic& t, const std::vector<replay::PolicyRun>& runs) {
+void write_chart(const std::string& chart, const Settings& s, std::chrono::nanoseconds period, const replay::Traffic& t,
+                 const std::vector<replay::PolicyRun>& runs) {
   if (t.time_ns.empty()) return;
   constexpr std::int64_t kSecond = 1'000'000'000;
   const std::uint64_t span = replay::gap(t.time_ns.back(), t.time_ns.front());  // up to 2^64 - 1
@@ -258,9 +262,9 @@ int compare(const Settings& s, std::chrono::nanoseconds period, const replay::Tr
     const replay::PolicyRun& r = runs[p];
     std::printf("%-23s %9lld %8lld %6.2f%% %8zu %11lld %7lld %8ss %8ss\n", kPolicies[p].c_str(),
                 static_cast<long long>(r.admitted), static_cast<long long>(r.denied),
-                percent(r.denied, r.admitted + r.denied), r.limited_clients(),
-                static_cast<long long>(r.worst_burst()), static_cast<long long>(r.waits),
-                seconds(replay::quantile(r.wait_ns, 0.5)).c_str(), seconds(replay::quantile(r.wait_ns, 1.0)).c_str());
+                percent(r.denied, r.admitted + r.denied), r.limited_clients(), static_cast<long long>(r.worst_burst()),
+                static_cast<long long>(r.waits), seconds(replay::quantile(r.wait_ns, 0.5)).c_str(),
+                seconds(replay::quantile(r.wait_ns, 1.0)).c_str());
   }
 
   // Per-client peak rates: offered, and what each policy let through.
@@ -282,12 +286,13 @@ int compare(const Settings& s, std::chrono::nanoseconds period, const replay::Tr
     }
     std::printf("\n");
   }
-  std::printf("%-10s %8lld", "> limit", static_cast<long long>(std::count_if(
-                                           columns[0].begin(), columns[0].end(), [&](auto v) { return v > s.limit; })));
+  std::printf(
+      "%-10s %8lld", "> limit",
+      static_cast<long long>(std::count_if(columns[0].begin(), columns[0].end(), [&](auto v) { return v > s.limit; })));
   for (std::size_t p = 0; p < runs.size(); ++p) {
     std::printf(" %*lld", static_cast<int>(std::max<std::size_t>(kPolicies[p].size(), 8)),
-                static_cast<long long>(std::count_if(columns[p + 1].begin(), columns[p + 1].end(),
-                                                     [&](auto v) { return v > s.limit; })));
+                static_cast<long long>(
+                    std::count_if(columns[p + 1].begin(), columns[p + 1].end(), [&](auto v) { return v > s.limit; })));
   }
   std::printf("\n");
   if (!s.chart.empty()) write_chart(s.chart, s, period, t, runs);
@@ -298,8 +303,9 @@ int compare(const Settings& s, std::chrono::nanoseconds period, const replay::Tr
 
 int main(int argc, char** argv) {
   Settings s;
-  CLI::App app{"Replay an access log through rate-limiting policies (a dry run on recorded traffic). Without "
-               "--policy, all five are compared side by side."};
+  CLI::App app{
+      "Replay an access log through rate-limiting policies (a dry run on recorded traffic). Without "
+      "--policy, all five are compared side by side."};
   app.add_option("file", s.file, "access log in Common/Combined Log Format ('-' for standard input)")->required();
   app.add_option("--policy", s.policy, "replay only this policy (default: compare all five)")
       ->check(CLI::IsMember(kPolicies));
@@ -328,10 +334,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "replay: %s\n", e.what());
     return 2;
   }
-  const std::map<std::string, replay::KeyField> fields{
-      {"client", replay::KeyField::client},
-      {"user_agent", replay::KeyField::user_agent},
-      {"path", replay::KeyField::target}};
+  const std::map<std::string, replay::KeyField> fields{{"client", replay::KeyField::client},
+                                                       {"user_agent", replay::KeyField::user_agent},
+                                                       {"path", replay::KeyField::target}};
   replay::Traffic traffic;
   if (s.file == "-") {
     traffic = replay::read_traffic(std::cin, fields.at(s.key));

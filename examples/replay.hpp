@@ -63,9 +63,9 @@ inline std::chrono::nanoseconds period_from_seconds(double seconds) {
 struct Traffic {
   std::int64_t lines = 0;
   std::int64_t malformed = 0;
-  std::int64_t out_of_order = 0;  // lines earlier than the line before them
-  std::int64_t long_keys = 0;     // lines whose key is longer than the limiter takes: not replayed
-  std::vector<std::string> clients;  // distinct keys, numbered in order of first appearance
+  std::int64_t out_of_order = 0;      // lines earlier than the line before them
+  std::int64_t long_keys = 0;         // lines whose key is longer than the limiter takes: not replayed
+  std::vector<std::string> clients;   // distinct keys, numbered in order of first appearance
   std::vector<std::int64_t> time_ns;  // per request, ascending
   std::vector<std::uint32_t> client;  // per request, index into `clients`
   /// The finest step between distinct timestamps (the log's resolution; Common Log Format: >= 1 s); 0
@@ -188,8 +188,8 @@ struct PolicyRun {
   std::vector<std::int64_t> wait_ns;
 
   [[nodiscard]] std::size_t limited_clients() const {
-    return static_cast<std::size_t>(std::count_if(denied_by_client.begin(), denied_by_client.end(),
-                                                   [](std::int64_t d) { return d > 0; }));
+    return static_cast<std::size_t>(
+        std::count_if(denied_by_client.begin(), denied_by_client.end(), [](std::int64_t d) { return d > 0; }));
   }
   [[nodiscard]] std::int64_t worst_burst() const {
     return peak_admitted.empty() ? 0 : *std::max_element(peak_admitted.begin(), peak_admitted.end());
@@ -284,8 +284,13 @@ template <ratelimit::Limiter L>
 Report run(std::istream& log, L& limiter, ratelimit::ManualClock& clock, KeyField field = KeyField::client) {
   const Traffic t = read_traffic(log, field, max_key_bytes_of(limiter));
   const PolicyRun r = run(t, limiter, clock, 1);
-  Report report{.lines = t.lines, .malformed = t.malformed, .out_of_order = t.out_of_order,
-                .long_keys = t.long_keys, .admitted = r.admitted, .denied = r.denied, .clients = {}};
+  Report report{.lines = t.lines,
+                .malformed = t.malformed,
+                .out_of_order = t.out_of_order,
+                .long_keys = t.long_keys,
+                .admitted = r.admitted,
+                .denied = r.denied,
+                .clients = {}};
   for (std::size_t i = 0; i < t.time_ns.size(); ++i) ++report.clients[t.clients[t.client[i]]].requests;
   for (std::size_t c = 0; c < t.clients.size(); ++c) report.clients[t.clients[c]].denied = r.denied_by_client[c];
   return report;

@@ -12,8 +12,8 @@ namespace example {
 struct Config {
   std::string host = "127.0.0.1";
   int port = 8080;
-  std::string redis;  // a Redis URL or HOST[:PORT]; empty: the in-process backend
-  bool leases = false;                 // --leases: fixed-window and token-bucket layers lease budget (LeasedLimiter)
+  std::string redis;                    // a Redis URL or HOST[:PORT]; empty: the in-process backend
+  bool leases = false;                  // --leases: fixed-window and token-bucket layers lease budget (LeasedLimiter)
   std::string on_redis_error = "open";  // open | closed | fallback (README "Fallback during outages")
   std::int64_t fallback_instances = 1;  // with fallback: the server processes sharing the limits
   std::vector<std::string> trusted_proxies;
@@ -22,7 +22,8 @@ struct Config {
   bool no_limits = false;
   bool manual_clock = false;
   bool shadow = false;
-  std::string plans_file;  // JSON plan numbers, read at start and again on SIGHUP (limits.cpp)  // every layer in shadow (dry-run) mode: nothing is denied, would-be denials counted
+  std::string plans_file;  // JSON plan numbers, read at start and again on SIGHUP (limits.cpp)  // every layer in
+                           // shadow (dry-run) mode: nothing is denied, would-be denials counted
 };
 
 /// Parses the command line into `config`. Returns the exit status when the program should stop now

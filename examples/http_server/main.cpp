@@ -6,12 +6,13 @@
 //                                 pro 300/min, 50,000/day, burst 50; enterprise 3,000/min, 500,000/day, burst 200
 //                                 policies "<plan>-minute", "<plan>-day", "<plan>-burst"
 //   layer 3  endpoint             /search 10/min and /export 5/min per client (API key, else IP),
-//                                 /login 5 per 5 min per client IP, then blocked 15 min   policies "search", "export", "login"
+//                                 /login 5 per 5 min per client IP, then blocked 15 min   policies "search", "export",
+//                                 "login"
 //   in flight                     /export at most 2 at once per client (429 with Retry-After: 1 beyond)
 //                                                                                policy "export-concurrency"
 //
-// All layers and the concurrency limit are checked together, all or nothing. /health and /metrics are not limited. The client IP is
-// the socket peer; X-Forwarded-For is believed only when the peer is a --trusted-proxy. An X-API-Key over
+// All layers and the concurrency limit are checked together, all or nothing. /health and /metrics are not limited. The
+// client IP is the socket peer; X-Forwarded-For is believed only when the peer is a --trusted-proxy. An X-API-Key over
 // 256 bytes gets 431, a key no limiter accepts (e.g. a 600-byte forwarded address) 400; any other
 // exception 500; all with a short problem body and nothing of the exception's text.
 //

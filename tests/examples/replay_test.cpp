@@ -154,7 +154,7 @@ TEST(AccessLog, TimesANanosecondClockCannotHoldAreMalformed) {
   };
   ASSERT_TRUE(at("01/Jan/2262:00:00:00 +0000"));
   EXPECT_EQ(at("01/Jan/2262:00:00:00 +0000")->time, std::chrono::sys_days{std::chrono::year{2262} / 1 / 1});
-  EXPECT_TRUE(at("11/Apr/2262:23:47:16 +0000"));   // the last second INT64_MAX ns holds
+  EXPECT_TRUE(at("11/Apr/2262:23:47:16 +0000"));  // the last second INT64_MAX ns holds
   EXPECT_FALSE(at("11/Apr/2262:23:47:17 +0000"));
   EXPECT_FALSE(at("01/Jan/2263:00:00:00 +0000"));
   EXPECT_FALSE(at("01/Jan/9999:00:00:00 +0000"));
@@ -261,8 +261,8 @@ TEST(Replay, LongKeysAreCountedApartAndTheReplayGoesOn) {
 TEST(Replay, PeriodsOutsideInt64NanosecondsAreRefusedClearly) {
   // 1e30 and 1e10 s overflowed the conversion (undefined behaviour) and were reported as
   // "Gcra.period: must be > 0, got -9223372036854775808 ns".
-  for (const double bad : {1e30, 1e10, 9223372037.0, std::nan(""), std::numeric_limits<double>::infinity(), -1.0, 0.0,
-                           1e-12}) {
+  for (const double bad :
+       {1e30, 1e10, 9223372037.0, std::nan(""), std::numeric_limits<double>::infinity(), -1.0, 0.0, 1e-12}) {
     try {
       (void)replay::period_from_seconds(bad);
       ADD_FAILURE() << bad << " accepted";
@@ -280,8 +280,8 @@ TEST(Replay, PeriodsOutsideInt64NanosecondsAreRefusedClearly) {
 std::int64_t brute_peak(const std::vector<std::int64_t>& times, std::int64_t window) {
   std::int64_t best = 0;
   for (const std::int64_t t : times) {
-    best = std::max<std::int64_t>(best, std::count_if(times.begin(), times.end(),
-                                                      [&](std::int64_t s) { return s <= t && s > t - window; }));
+    best = std::max<std::int64_t>(
+        best, std::count_if(times.begin(), times.end(), [&](std::int64_t s) { return s <= t && s > t - window; }));
   }
   return best;
 }
