@@ -219,52 +219,18 @@ inline void skip_shadows_sharing_state(std::span<const LayerRequest> requests,
 
 }  // namespace detail
 
-/// Checks a request against every layer in `requests`, all or nothing.
-///
-/// 1. From memory, without touching any backend: a key on a layer's deny list is denied
-///    (`deny_listed`), a key in a layer's penalty is denied (`penalized`); a key on a layer's allow
-///    list skips that layer (`allow_listed`). If any is denied, no backend is checked.
-/// 2. If every remaining layer (at least two) has a `JointBackend` of one `joint_domain()`: one atomic
-///    `check_jointly` evaluates every layer and keeps the consumptions only if all admit. In memory
-///    (any `MemoryLimiter`s) the shard locks of all keys are taken in one global order, every layer
-///    consumes, and on a denial every consumption is given back under the same locks; on Redis (layers
-///    on one server's pool, or on Redis Cluster one router with every key in one slot) it is one Lua
-///    script over all keys. No other check sees a partial state, and no layer's count ever holds a
-///    request that another layer denied. Redis failures: each layer's `on_error` applies as for its
-///    single checks; if any layer's is `raise`, `BackendError` propagates (counted as a backend error
-///    on every remaining layer); otherwise `fail_open` layers admit and `fail_closed` layers deny, all
-///    or nothing.
-/// 3. Otherwise (mixed backends, keys in different cluster slots, one Redis key twice): layers are
-///    checked in order, stopping at the first denial, and the admitted ones are refunded. Between
-///    consume and refund, other requests see the consumption (they may be denied spuriously; never
-///    admitted extra): the documented window of inexactness.
-/// 4. After the checks: a layer that denied for quota (with a finite wait) and has a penalty blocks
-///    the key, and its decision's `retry_after` and `reset_after` become at least the penalty's rest
-///    (so the headers of this first denial already name the penalty's wait); counters are updated;
-///    `on_limited` runs for each denying layer.
-///
-/// Shadow mode (`LayerOptions::shadow`, `Layer::set_shadow`, or `options.shadow` for every layer; README
-/// "Shadow mode"): the enforcing layers decide the request; a shadow layer goes through every step above
-/// as it would enforcing (lists, penalty, the same joint or layer-by-layer check), consumes when the
-/// request passes and it admits, and when it would deny it records a would-be denial (`shadow_denied`)
-/// and causes no rollback and no denial. A shadow layer admitted in a request an enforcing layer denied
-/// is rolled back like any other. A shadow layer on the same state (limiter and key) as an enforcing
-/// layer of the check is not checked (`unchecked`): its consumption would count against the enforcing one.
-///
-/// The same (layer, key) twice in one request consumes both costs; each outcome is that check's own
-/// (the second sees the first's consumption), and a rolled-back one reports the state after the give-back. Thread-safe.
-/// Throws `std::invalid_argument` for a null layer, a negative cost or a key too long for a layer;
-/// backend exceptions propagate after the admitted layers are given back (each of them, even when
-/// another's refund throws; the check's own error wins, else the first refund's).
-inline LayeredDecision check_layers(std::span<const LayerRequest> requests, const CheckOptions& options = {}) {
-  LayeredDecision result;
-  result.layers.resize(requests.size());
+namespace detail {
+
+// Lists and penalties, before any backend is asked: fills the outcomes of listed and penalized layers
+// and says whether an enforcing one of them denies.
+inline bool screen_layers(std::span<const LayerRequest> requests, const CheckOptions& options,
+                          std::span<LayerOutcome> outcomes) {
   bool denied_early = false;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const LayerRequest& r = requests[i];
     if (r.layer == nullptr) detail::invalid("layer", "must not be null");
     detail::require_cost(r.cost);
-    LayerOutcome& o = result.layers[i];
+    LayerOutcome& o = outcomes[i];
     o.layer = r.layer;
     o.shadow = options.shadow || r.layer->shadow();  // read once: the whole check runs in one mode
     switch (r.layer->lists().lookup(r.key)) {
@@ -287,61 +253,62 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests, cons
       }
     }
   }
+  return denied_early;
+}
 
-  detail::StackArena arena;  // the check's working arrays (consumptions, reported decisions)
-  std::pmr::vector<char> skipped(requests.size(), 0, &arena.resource);
-  detail::skip_shadows_sharing_state(requests, result.layers, skipped);
-  auto active = [&](std::size_t i) { return result.layers[i].verdict == Verdict::unchecked && !skipped[i]; };
-  bool denied = denied_early;
-  if (!denied_early) {
-    if (!detail::check_jointly(requests, result.layers, skipped, denied)) {
-      std::pmr::vector<std::size_t> consumed(&arena.resource);
-      consumed.reserve(requests.size());
-      // Every admitted layer is given back even when one refund throws; the first refund error is kept.
-      auto give_back = [&] {
-        std::exception_ptr first_error;
-        for (auto it = consumed.rbegin(); it != consumed.rend(); ++it) {
-          const LayerRequest& r = requests[*it];
-          LayerOutcome& o = result.layers[*it];
-          if (!o.consumed()) {  // a failure policy's admission: nothing to give back
-            o.decision = detail::given_back(o.decision);
-            o.verdict = Verdict::rolled_back;
-            continue;
-          }
-          try {
-            o.decision = detail::given_back(r.layer->backend_refund(r.key, r.cost));
-            o.verdict = Verdict::rolled_back;
-          } catch (...) {
-            if (!first_error) first_error = std::current_exception();
-          }
-        }
-        return first_error;
-      };
-      try {
-        for (std::size_t i = 0; i < requests.size() && !denied; ++i) {
-          if (!active(i)) continue;
-          const LayerRequest& r = requests[i];
-          LayerOutcome& o = result.layers[i];
-          const CheckResult checked = r.layer->backend_allow(r.key, r.cost);
-          o.decision = checked.decision;
-          o.backend_failed = checked.failed();
-          o.verdict = o.decision.allowed ? Verdict::admitted : Verdict::limited;
-          if (!o.decision.allowed && !o.shadow) denied = true;
-          if (o.decision.allowed && r.cost > 0) consumed.push_back(i);
-        }
-      } catch (...) {
-        (void)give_back();  // the error that stopped the check is the one to report
-        throw;
+// The layers `active` selects, one by one in order, until an enforcing one denies (`denied`); then every
+// admitted layer is given back. Backend exceptions propagate after the give-back.
+template <class Active>
+void check_one_by_one(std::span<const LayerRequest> requests, std::span<LayerOutcome> outcomes, Active active,
+                      bool& denied, std::pmr::memory_resource* memory) {
+  std::pmr::vector<std::size_t> consumed(memory);
+  consumed.reserve(requests.size());
+  // Every admitted layer is given back even when one refund throws; the first refund error is kept.
+  auto give_back = [&] {
+    std::exception_ptr first_error;
+    for (auto it = consumed.rbegin(); it != consumed.rend(); ++it) {
+      const LayerRequest& r = requests[*it];
+      LayerOutcome& o = outcomes[*it];
+      if (!o.consumed()) {  // a failure policy's admission: nothing to give back
+        o.decision = detail::given_back(o.decision);
+        o.verdict = Verdict::rolled_back;
+        continue;
       }
-      if (denied) {
-        if (const std::exception_ptr e = give_back()) std::rethrow_exception(e);
+      try {
+        o.decision = detail::given_back(r.layer->backend_refund(r.key, r.cost));
+        o.verdict = Verdict::rolled_back;
+      } catch (...) {
+        if (!first_error) first_error = std::current_exception();
       }
     }
+    return first_error;
+  };
+  try {
+    for (std::size_t i = 0; i < requests.size() && !denied; ++i) {
+      if (!active(i)) continue;
+      const LayerRequest& r = requests[i];
+      LayerOutcome& o = outcomes[i];
+      const CheckResult checked = r.layer->backend_allow(r.key, r.cost);
+      o.decision = checked.decision;
+      o.backend_failed = checked.failed();
+      o.verdict = o.decision.allowed ? Verdict::admitted : Verdict::limited;
+      if (!o.decision.allowed && !o.shadow) denied = true;
+      if (o.decision.allowed && r.cost > 0) consumed.push_back(i);
+    }
+  } catch (...) {
+    (void)give_back();  // the error that stopped the check is the one to report
+    throw;
   }
+  if (denied) {
+    if (const std::exception_ptr e = give_back()) std::rethrow_exception(e);
+  }
+}
 
-  // Penalties, counters and callbacks, outside every lock.
-  std::pmr::vector<Decision> reported(&arena.resource);
-  std::pmr::vector<std::size_t> index(&arena.resource);
+// Penalties, counters and callbacks, outside every lock; the most restrictive reported decision.
+inline void report_layers(std::span<const LayerRequest> requests, LayeredDecision& result,
+                          std::pmr::memory_resource* memory) {
+  std::pmr::vector<Decision> reported(memory);
+  std::pmr::vector<std::size_t> index(memory);
   reported.reserve(requests.size());
   index.reserve(requests.size());
   for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -383,6 +350,60 @@ inline LayeredDecision check_layers(std::span<const LayerRequest> requests, cons
     result.decision = reported[best];
     result.reported_by = index[best];
   }
+}
+
+}  // namespace detail
+
+/// Checks a request against every layer in `requests`, all or nothing.
+///
+/// 1. From memory, without touching any backend: a key on a layer's deny list is denied
+///    (`deny_listed`), a key in a layer's penalty is denied (`penalized`); a key on a layer's allow
+///    list skips that layer (`allow_listed`). If any is denied, no backend is checked.
+/// 2. If every remaining layer (at least two) has a `JointBackend` of one `joint_domain()`: one atomic
+///    `check_jointly` evaluates every layer and keeps the consumptions only if all admit. In memory
+///    (any `MemoryLimiter`s) the shard locks of all keys are taken in one global order, every layer
+///    consumes, and on a denial every consumption is given back under the same locks; on Redis (layers
+///    on one server's pool, or on Redis Cluster one router with every key in one slot) it is one Lua
+///    script over all keys. No other check sees a partial state, and no layer's count ever holds a
+///    request that another layer denied. Redis failures: each layer's `on_error` applies as for its
+///    single checks; if any layer's is `raise`, `BackendError` propagates (counted as a backend error
+///    on every remaining layer); otherwise `fail_open` layers admit and `fail_closed` layers deny, all
+///    or nothing.
+/// 3. Otherwise (mixed backends, keys in different cluster slots, one Redis key twice): layers are
+///    checked in order, stopping at the first denial, and the admitted ones are refunded. Between
+///    consume and refund, other requests see the consumption (they may be denied spuriously; never
+///    admitted extra): the documented window of inexactness.
+/// 4. After the checks: a layer that denied for quota (with a finite wait) and has a penalty blocks
+///    the key, and its decision's `retry_after` and `reset_after` become at least the penalty's rest
+///    (so the headers of this first denial already name the penalty's wait); counters are updated;
+///    `on_limited` runs for each denying layer.
+///
+/// Shadow mode (`LayerOptions::shadow`, `Layer::set_shadow`, or `options.shadow` for every layer; README
+/// "Shadow mode"): the enforcing layers decide the request; a shadow layer goes through every step above
+/// as it would enforcing (lists, penalty, the same joint or layer-by-layer check), consumes when the
+/// request passes and it admits, and when it would deny it records a would-be denial (`shadow_denied`)
+/// and causes no rollback and no denial. A shadow layer admitted in a request an enforcing layer denied
+/// is rolled back like any other. A shadow layer on the same state (limiter and key) as an enforcing
+/// layer of the check is not checked (`unchecked`): its consumption would count against the enforcing one.
+///
+/// The same (layer, key) twice in one request consumes both costs; each outcome is that check's own
+/// (the second sees the first's consumption), and a rolled-back one reports the state after the give-back. Thread-safe.
+/// Throws `std::invalid_argument` for a null layer, a negative cost or a key too long for a layer;
+/// backend exceptions propagate after the admitted layers are given back (each of them, even when
+/// another's refund throws; the check's own error wins, else the first refund's).
+inline LayeredDecision check_layers(std::span<const LayerRequest> requests, const CheckOptions& options = {}) {
+  LayeredDecision result;
+  result.layers.resize(requests.size());
+  const bool denied_early = detail::screen_layers(requests, options, result.layers);
+  detail::StackArena arena;  // the check's working arrays (consumptions, reported decisions)
+  std::pmr::vector<char> skipped(requests.size(), 0, &arena.resource);
+  detail::skip_shadows_sharing_state(requests, result.layers, skipped);
+  auto active = [&](std::size_t i) { return result.layers[i].verdict == Verdict::unchecked && !skipped[i]; };
+  bool denied = denied_early;
+  if (!denied_early && !detail::check_jointly(requests, result.layers, skipped, denied)) {
+    detail::check_one_by_one(requests, result.layers, active, denied, &arena.resource);
+  }
+  detail::report_layers(requests, result, &arena.resource);
   return result;
 }
 
