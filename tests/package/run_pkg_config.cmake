@@ -30,7 +30,10 @@ if(NOT rc EQUAL 0 OR NOT version STREQUAL EXPECTED_VERSION)
   message(FATAL_ERROR "pkg-config --modversion ratelimit: '${version}' (${rc}), expected ${EXPECTED_VERSION}")
 endif()
 execute_process(COMMAND "${PKG_CONFIG}" --cflags ratelimit OUTPUT_VARIABLE cflags OUTPUT_STRIP_TRAILING_WHITESPACE)
-if(NOT cflags MATCHES "-I${prefix}/share/pkgconfig/\\.\\./\\.\\./include|-I${prefix}/include")
+# Literal searches: the prefix is a path, and build directories such as build/g++-Release hold regex characters.
+string(FIND "${cflags}" "-I${prefix}/share/pkgconfig/../../include" relative_at)
+string(FIND "${cflags}" "-I${prefix}/include" absolute_at)
+if(relative_at EQUAL -1 AND absolute_at EQUAL -1)
   message(FATAL_ERROR "pkg-config --cflags ratelimit does not name the installed headers: ${cflags}")
 endif()
 
