@@ -7,6 +7,7 @@
 
 namespace bench {
 /// Bytes this thread allocated through operator new minus those it freed (usable sizes, so allocator
-/// rounding counts); compare two readings taken on one thread.
+/// rounding counts); compare two readings taken on one thread. Under a sanitizer: the bytes the whole process
+/// holds, as its runtime counts them (no replacement there).
 std::size_t heap_bytes() noexcept;
 }  // namespace bench
