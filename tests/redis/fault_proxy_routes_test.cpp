@@ -308,5 +308,34 @@ TEST_F(FaultProxySentinel, BlackholedSentinelAsync) {
   expect_master_serves_without_its_sentinel(*limiter_, *proxy_, true);
 }
 
+/// The sentinel blackholed before any master is known: the first calls, made at once from several threads,
+/// each end by their own deadline with the failure policy's answer (none waits for another's discovery of
+/// the sentinels), and checks are decided within 2 s of the sentinel's return.
+TEST_F(FaultProxySentinel, BlackholedSentinelBeforeDiscoveryEndsEachCallByItsDeadline) {
+  start(true);
+  proxy_->set_admission(Admission::blackhole);
+  constexpr int kThreads = 4;
+  std::vector<std::future<std::pair<CheckResult, Steady::duration>>> calls;
+  for (int i = 0; i < kThreads; ++i) {
+    calls.push_back(std::async(std::launch::async, [this] {
+      const auto t0 = Steady::now();
+      const CheckResult r = limiter_->check("k");
+      return std::pair{r, Steady::now() - t0};
+    }));
+  }
+  for (int i = 0; i < kThreads; ++i) {
+    if (calls[i].wait_for(kHung) != std::future_status::ready) {
+      ADD_FAILURE() << "sync check " << i << " held for more than " << ms(kHung) << " ms";
+      proxy_->clear();
+      proxy_->drop_connections();
+    }
+    const auto [r, took] = calls[i].get();
+    EXPECT_EQ(r.outcome, Outcome::failure_policy) << "check " << i;
+    EXPECT_TRUE(r.decision.allowed) << "check " << i << ": fail_open admits";
+    EXPECT_LE(took, kCommandTimeout + kSlack) << "sync check " << i << " took " << ms(took) << " ms";
+  }
+  expect_recovers(*limiter_, "k", *proxy_);
+}
+
 }  // namespace fault_proxy_routes
 }  // namespace

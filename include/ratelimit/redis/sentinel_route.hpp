@@ -40,12 +40,12 @@ inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 /// replica). It runs at the first call, every `sentinel.check_interval`, and at once (at most every
 /// 100 ms) when a call fails (io, timeout, open breaker) or meets `READONLY` (the master was demoted).
 /// While a master is known, discovery runs on the route's worker thread and calls go on to the known
-/// master meanwhile, so a slow or dead sentinel delays no call: only the first calls (no master known
-/// yet) wait for it. A sync call that failed as a failover explains waits for that discovery until its
-/// own deadline: when the master changed, its calls that did not run on the old one (`READONLY`, or not
-/// sent) go to the new one, once. A call that may have run is never sent again. While no master is
-/// found, calls fail with the sentinels' answers in the error (cause `reply` when a sentinel answered,
-/// e.g. it does not know the name; `io` when none could be reached), and the failure policy decides.
+/// master meanwhile, so a slow or dead sentinel delays no call. The first calls (no master known yet)
+/// wait for the worker's discovery, each until its own deadline; one discovery serves them all. A sync call that failed
+/// as a failover explains waits for that discovery until its own deadline: when the master changed, its calls that did
+/// not run on the old one (`READONLY`, or not sent) go to the new one, once. A call that may have run is never sent
+/// again. While no master is found, calls fail with the sentinels' answers in the error (cause `reply` when a sentinel
+/// answered, e.g. it does not know the name; `io` when none could be reached), and the failure policy decides.
 ///
 /// Async calls (`submit`) go straight to the master's pipeline, gated per call by its breaker; while no
 /// master is known they go through the worker thread, which asks the sentinels first, so `submit` never
@@ -70,7 +70,7 @@ class SentinelRoute final : public Route {
     const auto deadline = std::chrono::steady_clock::now() + options_.command_timeout;
     std::shared_ptr<ConnectionPool> pool;
     try {
-      pool = master();
+      pool = master_by(deadline);
     } catch (const BackendError& e) {
       detail::fail_unsent(calls, e);
       return;
@@ -261,9 +261,10 @@ class SentinelRoute final : public Route {
     }
     try {
       (void)(failed != nullptr ? rediscover(Why::failed, failed) : rediscover(Why::due));
-    } catch (const BackendError&) {
+    } catch (const BackendError& e) {
       const std::lock_guard lock(mutex_);
       next_check_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+      discovery_error_ = e;
     }
     {
       const std::lock_guard lock(mutex_);
@@ -308,8 +309,37 @@ class SentinelRoute final : public Route {
     for (PipelineOp* op : calls) send(*pool, *op);
   }
 
+  /// The master's pool for a sync call: the known one (asking the sentinels in the background when due);
+  /// while none is known, the one the worker's discovery finds, waited for until `deadline`. One discovery
+  /// serves every waiting caller, and none asks the sentinels on its own thread, so a slow or blackholed
+  /// sentinel holds no call past its deadline. Throws `BackendError`: the discovery's failure (also for
+  /// 100 ms after it, without asking again), or cause `timeout` when it has not ended by `deadline`.
+  std::shared_ptr<ConnectionPool> master_by(std::chrono::steady_clock::time_point deadline) {
+    bool due = false;
+    if (std::shared_ptr<ConnectionPool> pool = known(due)) {
+      if (due) ask_in_background();
+      return pool;
+    }
+    std::unique_lock lock(mutex_);
+    if (discovery_error_ && !pool_ && std::chrono::steady_clock::now() < next_check_) throw *discovery_error_;
+    const std::uint64_t seen = background_discoveries_;
+    lock.unlock();
+    ask_in_background();
+    lock.lock();
+    if (!discovered_.wait_until(lock, deadline, [&] { return pool_ || background_discoveries_ != seen; })) {
+      throw BackendError(BackendErrorCause::timeout, "Redis Sentinel: no master '" + options_.sentinel.master_name +
+                                                         "' known yet: the sentinels did not answer by the call's "
+                                                         "deadline");
+    }
+    if (pool_) return pool_;
+    throw discovery_error_ ? *discovery_error_
+                           : BackendError(BackendErrorCause::io,
+                                          "Redis Sentinel: no master '" + options_.sentinel.master_name + "' found");
+  }
+
   /// The master's pool: the known one (asking the sentinels in the background when due), else the one
-  /// the sentinels name now. Throws `BackendError` when none is known and none is found.
+  /// the sentinels name now (on the worker's thread). Throws `BackendError` when none is known and none is
+  /// found.
   std::shared_ptr<ConnectionPool> master() {
     bool due = false;
     if (std::shared_ptr<ConnectionPool> pool = known(due)) {
@@ -381,6 +411,8 @@ class SentinelRoute final : public Route {
     }
     pool_ = std::make_shared<ConnectionPool>(std::move(o), limiter_defaults_, ConnectionPool::Discovered{});
     address_ = address;
+    discovery_error_.reset();
+    discovered_.notify_all();  // sync callers waiting for a first master (`master_by`)
     return pool_;
   }
 
@@ -465,6 +497,7 @@ class SentinelRoute final : public Route {
   std::atomic<bool> asked_{false};  // `ask_` is with the worker
   std::condition_variable discovered_;
   std::uint64_t background_discoveries_ = 0;
+  std::optional<BackendError> discovery_error_;  // why the last background discovery found no master
   std::shared_ptr<ConnectionPool> pool_;
   const ConnectionPool* failed_on_ = nullptr;             // an async call on this pool failed: the next ones rediscover
   std::vector<std::shared_ptr<ConnectionPool>> retired_;  // replaced masters' pools, until unused
