@@ -62,7 +62,17 @@ class BackendError : public std::runtime_error {
   /// The category of the failure.
   [[nodiscard]] BackendErrorCause cause() const noexcept { return cause_; }
 
+  /// A copy whose text shares no storage with this one. Copies of a `std::runtime_error` share their text
+  /// through a reference count kept inside libstdc++, where ThreadSanitizer cannot see it; an error handed
+  /// to other threads is copied this way, so that each thread frees only what it alone holds.
+  [[nodiscard]] BackendError unshared() const { return BackendError(cause_, Text{what()}); }
+
  private:
+  struct Text {
+    const char* what;
+  };
+  BackendError(BackendErrorCause cause, Text text) : std::runtime_error(std::string(text.what)), cause_(cause) {}
+
   BackendErrorCause cause_;
 };
 

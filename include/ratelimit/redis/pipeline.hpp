@@ -437,6 +437,7 @@ class Pipeline final : public AsyncSink {
   // thread: `ready`), after its breaker ticket got `verdict`.
   void finish(PipelineOp* op, Reply reply, std::optional<BackendError> error, std::vector<PipelineOp*>* ready,
               Verdict verdict = Verdict::none) {
+    if (error) error.emplace(error->unshared());  // one error often fails many calls, read on many threads
     if (op->ticket_) {
       if (verdict == Verdict::succeeded) op->ticket_->succeeded();
       if (verdict == Verdict::failed) op->ticket_->failed();
