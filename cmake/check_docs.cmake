@@ -2,7 +2,9 @@
 #   cmake -DSOURCE_DIR=<repository> -DMODE=links|citations -P cmake/check_docs.cmake
 # links:     every relative link and #anchor of every Markdown file resolves (outside fenced code and code
 #            spans), with GitHub's anchors: lower case, punctuation but - and _ dropped, spaces to -, a
-#            repeated heading gets -1, -2, ...; and README.md stays at most 350 lines.
+#            repeated heading gets -1, -2, ...; and README.md stays at most 350 lines. Inline links only (the
+#            documents use no reference-style ones); letters outside ASCII, which GitHub keeps in an anchor, are
+#            dropped here, so a link to such a heading fails rather than passes unchecked.
 # citations: every citation `<path>/README.md "Section"` in the sources, scripts and Markdown names a file that
 #            exists and a section in it (a heading, or a bold lead-in, that starts with the name); the bare
 #            form `README "Section"` (no file) is refused.
@@ -22,8 +24,29 @@ string(ASCII 1 semi)
 string(ASCII 2 open)
 string(ASCII 3 close)
 
-# Markdown files of the repository: not build trees, not hidden folders (.git, .ci holds none).
+# Markdown files of the repository: those git tracks or would track (not ignored ones, such as build trees), or
+# outside a git checkout every one but those of build trees and hidden folders.
 function(markdown_files out)
+  find_program(git_program git)
+  if(git_program)
+    execute_process(
+      COMMAND "${git_program}" -C "${SOURCE_DIR}" ls-files --cached --others --exclude-standard -- "*.md"
+      OUTPUT_VARIABLE tracked
+      RESULT_VARIABLE rc ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(rc EQUAL 0 AND NOT tracked STREQUAL "")
+      string(REPLACE "\n" ";" tracked "${tracked}")
+      set(kept)
+      foreach(f IN LISTS tracked)
+        if(EXISTS "${SOURCE_DIR}/${f}")  # not one deleted but still in the index
+          list(APPEND kept "${f}")
+        endif()
+      endforeach()
+      list(REMOVE_DUPLICATES kept)
+      list(SORT kept)
+      set(${out} "${kept}" PARENT_SCOPE)
+      return()
+    endif()
+  endif()
   file(GLOB_RECURSE all RELATIVE "${SOURCE_DIR}" "${SOURCE_DIR}/*.md")
   set(kept)
   foreach(f IN LISTS all)
