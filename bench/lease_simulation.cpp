@@ -1,4 +1,5 @@
-// The fleet simulation's table (README "Budget leases", sizing): 10, 100 and 1,000 instances over 100,000 keys.
+// The fleet simulation's table (include/ratelimit/redis/README.md "Budget leases", sizing): 10, 100 and 1,000 instances
+// over 100,000 keys.
 #include <cstdio>
 #include <cstdlib>
 

@@ -1,8 +1,8 @@
 #pragma once
 
-// A deterministic fleet simulation (README "Budget leases", sizing): one process, one ManualClock, N real
-// LeasedLimiters against an in-memory stand-in for Redis (the lease arithmetic behind a Route) with a modelled
-// round trip, over many keys with Zipf demand. Reports fleet admissions against the bound, under-admission
+// A deterministic fleet simulation (include/ratelimit/redis/README.md "Budget leases", sizing): one process, one
+// ManualClock, N real LeasedLimiters against an in-memory stand-in for Redis (the lease arithmetic behind a Route) with
+// a modelled round trip, over many keys with Zipf demand. Reports fleet admissions against the bound, under-admission
 // against one exact limiter fed the same requests, and Redis calls per check.
 
 #include <hiredis/hiredis.h>

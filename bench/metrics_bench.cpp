@@ -1,10 +1,10 @@
-// Metrics on vs off (README "Metrics"): the hot-key layered check (two in-memory layers, one key), with a
-// MetricsCollector holding both layers and scraped every 10 ms by another thread ("on"), against the same
-// check with no collector ("off"). Paired: the two run in alternating blocks of the same length, and the
-// reported figure is the median over the pairs of (on / off - 1).
-// Then what a Redis call adds for its latency histogram (RedisStats::latency: two steady_clock readings and
-// two relaxed additions per backend call), in ns per call, paired against the same loop without it; a Redis
-// round trip is tens of microseconds, so that figure over a call's time is the histogram's added cost.
+// Metrics on vs off (include/ratelimit/http/README.md "Metrics"): the hot-key layered check (two in-memory layers, one
+// key), with a MetricsCollector holding both layers and scraped every 10 ms by another thread ("on"), against the same
+// check with no collector ("off"). Paired: the two run in alternating blocks of the same length, and the reported
+// figure is the median over the pairs of (on / off - 1). Then what a Redis call adds for its latency histogram
+// (RedisStats::latency: two steady_clock readings and two relaxed additions per backend call), in ns per call, paired
+// against the same loop without it; a Redis round trip is tens of microseconds, so that figure over a call's time is
+// the histogram's added cost.
 //
 //   bench_metrics [pairs=20] [checks per block=2000000]
 #include <ratelimit/http/prometheus.hpp>

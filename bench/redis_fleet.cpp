@@ -1,5 +1,5 @@
 // bench_redis_fleet: a fleet of processes (fork/exec of this program) sharing one hot key and many cold keys on
-// one redis-server, with LeasedLimiter or RedisLimiter (README "Budget leases").
+// one redis-server, with LeasedLimiter or RedisLimiter (include/ratelimit/redis/README.md "Budget leases").
 //
 // Paced phase: the hot key driven at --hot-factor (10) times its limit fleet-wide, plus cold keys; every served
 // hot unit is stamped (CLOCK_REALTIME, the clock Redis's TIME reads on this host) when served. The parent checks
@@ -9,9 +9,9 @@
 //
 // --kill-redis-at S --restart-after R: the parent SIGKILLs its own redis-server S seconds into the paced phase
 // and starts it again (same port, empty: no persistence) R seconds later. Intervals over the normal bound are
-// reported apart, each against the outage bound (README "Fallback during outages"): the normal bound plus every
-// process's fallback burst, the leases outstanding (one slice per process) and the restarted server's fresh
-// burst. Use it with --on-error fallback.
+// reported apart, each against the outage bound (include/ratelimit/redis/README.md "Fallback during outages"): the
+// normal bound plus every process's fallback burst, the leases outstanding (one slice per process) and the restarted
+// server's fresh burst. Use it with --on-error fallback.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -157,7 +157,7 @@ ratelimit::redis::RedisOptions redis_options(const Args& a) {
                : a.on_error == "open"   ? ratelimit::FailurePolicy::fail_open
                                         : ratelimit::FailurePolicy::fail_closed;
   o.fallback.instances = a.processes;
-  o.reconnect_backoff_max = 200ms;  // README "Fallback during outages": <= breaker.open_max
+  o.reconnect_backoff_max = 200ms;  // include/ratelimit/redis/README.md "Fallback during outages": <= breaker.open_max
   o.pool_size = static_cast<std::size_t>(a.threads) + 1;
   o.command_timeout = 1000ms;
   o.connect_timeout = 1000ms;
@@ -454,9 +454,9 @@ int run_parent(Args a, const char* self) {
   std::int64_t over = 0;
   double bound_total = 0;
   const std::int64_t T = emission_us(a);
-  // The outage allowance over the normal bound (README "Fallback during outages"): each process's fallback
-  // burst (its share's), the slice each may still hold from before the kill, and the restarted (empty)
-  // server's fresh burst.
+  // The outage allowance over the normal bound (include/ratelimit/redis/README.md "Fallback during outages"): each
+  // process's fallback burst (its share's), the slice each may still hold from before the kill, and the restarted
+  // (empty) server's fresh burst.
   const std::int64_t base = a.policy == "fixed_window" ? a.limit : a.burst;
   const std::int64_t share_burst = std::max<std::int64_t>(1, base / a.processes);
   // A slice: max_fraction (0.1) of the lease-mode limit (GCRA / token bucket: the burst less L / T), at most 1000.

@@ -15,7 +15,8 @@ Modes:
                (boundary burst, a steady client at the limit, the wait after a burst, fairness among 100
                clients, Retry-After against the exact wait). Builds only bench_compare (and
                bench_compare_redis for the Redis columns) in build/bench-compare. Writes compare.md,
-               compare.csv and compare.png, with README's "which policy when" rules beside the table.
+               compare.csv and compare.png, with the rules of include/ratelimit/README.md
+               "Which policy when" beside the table.
   compare --traffic LOG
                an access log (Common or Combined Log Format; .log, or a .tar.xz/.tar.gz/.gz holding one)
                through the five policies with the same parameters, side by side: admitted and denied per

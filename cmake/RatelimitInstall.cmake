@@ -14,7 +14,8 @@ include(CMakePackageConfigHelpers)
 set(RATELIMIT_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/ratelimit")
 
 install(TARGETS ratelimit EXPORT ratelimitTargets)
-install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
+# The folder READMEs document the source tree (their links lead into it); the headers document themselves.
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}" PATTERN "*.md" EXCLUDE)
 install(EXPORT ratelimitTargets
   NAMESPACE ratelimit::
   DESTINATION "${RATELIMIT_INSTALL_CMAKEDIR}")

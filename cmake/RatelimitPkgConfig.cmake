@@ -1,4 +1,4 @@
-# pkg-config files, for builds without CMake (Make, Meson, a plain compiler line; README "Using it from
+# pkg-config files, for builds without CMake (Make, Meson, a plain compiler line; README.md "Using it from
 # pkg-config"): ratelimit.pc (the core) and, with the Redis backend, ratelimit-redis.pc (hiredis, and OpenSSL
 # with -DRATELIMIT_TLS=1 when built with TLS). Installed to <datadir>/pkgconfig (the package is
 # architecture-independent: headers only), with paths relative to the file so the tree can be moved.

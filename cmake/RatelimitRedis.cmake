@@ -95,8 +95,8 @@ set_target_properties(ratelimit_redis PROPERTIES EXPORT_NAME redis)
 target_include_directories(ratelimit_redis INTERFACE $<BUILD_INTERFACE:${_rl_gen_dir}>)
 target_link_libraries(ratelimit_redis INTERFACE ratelimit::ratelimit ratelimit::hiredis)
 
-# TLS (README "TLS"): OpenSSL does TLS on the sockets the connections own, hiredis stays the RESP codec.
-# Optional: on when OpenSSL is found (Debian: libssl-dev); without it `ConnectionOptions::tls` is refused.
+# TLS (include/ratelimit/redis/README.md "TLS"): OpenSSL does TLS on the sockets the connections own, hiredis stays the
+# RESP codec. Optional: on when OpenSSL is found (Debian: libssl-dev); without it `ConnectionOptions::tls` is refused.
 find_package(OpenSSL QUIET)
 option(RATELIMIT_TLS "TLS for the Redis backend (needs OpenSSL)" ${OPENSSL_FOUND})
 if(RATELIMIT_TLS)

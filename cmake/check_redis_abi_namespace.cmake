@@ -1,8 +1,9 @@
 # Every header of the Redis backend declares its names inside the inline namespace of <ratelimit/redis/abi.hpp>
-# (README "TLS"): a declaration outside it would have one name for the builds with and without RATELIMIT_TLS.
-# Each `namespace ratelimit::redis {` must be followed by `inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {`, and
-# no header opens a namespace nested in ratelimit::redis in one line (ratelimit::redis::detail).
-# Script mode: cmake -DINCLUDE_DIR=<source>/include -P check_redis_abi_namespace.cmake; fails naming the files.
+# (include/ratelimit/redis/README.md "TLS"): a declaration outside it would have one name for the builds with and
+# without RATELIMIT_TLS. Each `namespace ratelimit::redis {` must be followed by `inline namespace
+# RATELIMIT_REDIS_ABI_NAMESPACE {`, and no header opens a namespace nested in ratelimit::redis in one line
+# (ratelimit::redis::detail). Script mode: cmake -DINCLUDE_DIR=<source>/include -P check_redis_abi_namespace.cmake;
+# fails naming the files.
 file(GLOB_RECURSE headers "${INCLUDE_DIR}/ratelimit/redis/*.hpp")
 set(bad "")
 foreach(header IN LISTS headers)

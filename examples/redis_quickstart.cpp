@@ -1,6 +1,6 @@
 // Shared rate limiting through Redis: every process using the same server and key prefix shares each
 // key's limit. Usage: redis_quickstart [URL]   (default redis://127.0.0.1:6379; also rediss://...,
-// unix:///path?db=N, or HOST[:PORT]; README "Connection options")
+// unix:///path?db=N, or HOST[:PORT]; include/ratelimit/redis/README.md "Connection options")
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>

@@ -1,7 +1,8 @@
 #pragma once
 
-// Where the examples' Redis is, from their command lines: a Redis URL (ConnectionOptions::from_url, README
-// "Connection options"), or HOST[:PORT] as short for redis://HOST[:PORT] (IPv6 as [::1]:6379, or bare ::1).
+// Where the examples' Redis is, from their command lines: a Redis URL (ConnectionOptions::from_url,
+// include/ratelimit/redis/README.md "Connection options"), or HOST[:PORT] as short for redis://HOST[:PORT] (IPv6 as
+// [::1]:6379, or bare ::1).
 
 #include <stdexcept>
 #include <string>

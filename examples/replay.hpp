@@ -198,8 +198,8 @@ struct PolicyRun {
 
 /// How far `run` moves the limiter's clock back from the log's times: a multiple of `window_ns` (so
 /// windows stay aligned as in the log) that brings times near either end of int64 nanoseconds (1677,
-/// 2262), where a limiter's clock stands still (README "Behaviour decisions"), close to 0. 0 when the
-/// times need no move, span more than 2^61 ns (~73 years), or `window_ns` is over 2^61 ns.
+/// 2262), where a limiter's clock stands still (include/ratelimit/README.md "Behaviour decisions"), close to 0. 0 when
+/// the times need no move, span more than 2^61 ns (~73 years), or `window_ns` is over 2^61 ns.
 inline std::int64_t clock_shift(const Traffic& t, std::int64_t window_ns) {
   constexpr std::int64_t kSafe = std::int64_t{1} << 61;  // inside the clock range of every valid policy
   if (t.time_ns.empty() || window_ns > kSafe) return 0;

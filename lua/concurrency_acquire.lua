@@ -1,4 +1,5 @@
--- ratelimit: take units of a concurrency limit, one atomic step (README "Concurrency limits", Redis).
+-- ratelimit: take units of a concurrency limit, one atomic step (include/ratelimit/concurrency/README.md "Concurrency
+-- limits", Redis).
 --
 -- KEYS[1]  the permits' sorted set (see parts/permits.lua)
 -- KEYS[2]  the given-up ids' sorted set (see concurrency_release.lua), in KEYS[1]'s slot

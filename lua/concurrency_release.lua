@@ -1,4 +1,5 @@
--- ratelimit: give back a permit's units, one atomic step (README "Concurrency limits", Redis).
+-- ratelimit: give back a permit's units, one atomic step (include/ratelimit/concurrency/README.md "Concurrency limits",
+-- Redis).
 --
 -- KEYS[1]  the permits' sorted set (see parts/permits.lua)
 -- KEYS[2]  the given-up ids' sorted set, in KEYS[1]'s slot: member the id, score when it may go (as a unit's)

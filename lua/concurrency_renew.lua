@@ -1,4 +1,5 @@
--- ratelimit: extend the expiry of a held permit, one atomic step (README "Concurrency limits", Redis).
+-- ratelimit: extend the expiry of a held permit, one atomic step (include/ratelimit/concurrency/README.md "Concurrency
+-- limits", Redis).
 --
 -- KEYS[1]  the permits' sorted set (see parts/permits.lua)
 -- ARGV[1]  units of the permit: integer >= 1

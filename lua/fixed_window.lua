@@ -1,12 +1,12 @@
--- ratelimit: fixed window check, one atomic step (README "Policy formulas", FixedWindow; must decide exactly as
--- ratelimit::FixedWindow::Rules evaluated at a 1 us tick).
+-- ratelimit: fixed window check, one atomic step (include/ratelimit/README.md "Policy formulas", FixedWindow; must
+-- decide exactly as ratelimit::FixedWindow::Rules evaluated at a 1 us tick).
 --
 -- KEYS[1]  struct.pack("<dd", w, c): latest write time (us) and the count of w's window (two little-endian
 --          doubles, exact below 2^53)
 -- ARGV[1]  now: integer microseconds since the epoch, or "" to read the server's TIME
 -- ARGV[2]  cost: integer >= 0 (ignored when peeking)
 -- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,
---          "2" = refund ARGV[2] units (README "Refunds"; the part says how);
+--          "2" = refund ARGV[2] units (include/ratelimit/README.md "Refunds"; the part says how);
 --          "3" = dry check: decides as "0" and writes only a conversion (the layered script's first pass)
 -- ARGV[4]  limit L: integer in [1, 2^53)
 -- ARGV[5]  window W: microseconds, integer >= 1

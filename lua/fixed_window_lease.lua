@@ -1,4 +1,4 @@
--- ratelimit: a lease step for the fixed window (README "Budget leases"; computes exactly as
+-- ratelimit: a lease step for the fixed window (include/ratelimit/redis/README.md "Budget leases"; computes exactly as
 -- ratelimit::lease::FixedWindowLease at a 1 us tick). Used by LeasedLimiter for every check of its keys.
 --
 -- KEYS[1]  hash {w = latest write time (us), c = count of w's window, r = resets so far (absent: 0)}

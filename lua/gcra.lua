@@ -1,14 +1,14 @@
--- ratelimit: GCRA check, one atomic step (README "Policy formulas", Gcra; must decide exactly as
+-- ratelimit: GCRA check, one atomic step (include/ratelimit/README.md "Policy formulas", Gcra; must decide exactly as
 -- ratelimit::Gcra::Rules evaluated at a 1 us tick). Virtual scheduling form, ITU-T I.371.
 --
 -- KEYS[1]  struct.pack("<dddd", tat, w, T, B): theoretical arrival time and latest write time, integer
 --          microseconds, and the parameters it was written under (little-endian doubles, exact below 2^53;
 --          one value, so one GET and one SET with its TTL); a state of other parameters is converted
---          (README "Changing a policy at run time"), an older 16-byte "<dd" one read as the caller's
--- ARGV[1]  now: integer microseconds since the epoch, or "" to read the server's TIME
--- ARGV[2]  cost: integer >= 0 (ignored when peeking)
--- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,
---          "2" = refund ARGV[2] units (README "Refunds"; the part says how);
+-- (include/ratelimit/README.md "Changing a policy at run time"), an older 16-byte "<dd" one read as the caller's
+-- ARGV[1] now: integer microseconds since the epoch, or "" to read the server's TIME ARGV[2] cost: integer >= 0
+-- (ignored when peeking) ARGV[3] "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" =
+-- check,
+--          "2" = refund ARGV[2] units (include/ratelimit/README.md "Refunds"; the part says how);
 --          "3" = dry check: decides as "0" and writes only a conversion (the layered script's first pass)
 -- ARGV[4]  burst B (the decision's limit): integer >= 1
 -- ARGV[5]  emission interval T = ceil(period / limit): microseconds, integer >= 1; the tolerance is

@@ -1,5 +1,6 @@
--- ratelimit: a lease step for GCRA and the token bucket (README "Budget leases"; computes exactly as
--- ratelimit::lease::GcraLease at a 1 us tick). Used by LeasedLimiter for every check of its keys, leased or not.
+-- ratelimit: a lease step for GCRA and the token bucket (include/ratelimit/redis/README.md "Budget leases"; computes
+-- exactly as ratelimit::lease::GcraLease at a 1 us tick). Used by LeasedLimiter for every check of its keys, leased or
+-- not.
 --
 -- KEYS[1]  struct.pack("<dddd", tat, written, granted, horizon), integer microseconds and units
 -- ARGV[1]  now: integer microseconds since the epoch, or "" to read the server's TIME

@@ -21,7 +21,7 @@
 -- Writes       only when every enforcing layer admits: then each admitting layer runs as its per-policy
 --              check (mode "0"), which decides again exactly as the first, dry pass (mode "3") did, and
 --              keeps the cost; a shadow layer that denied writes nothing. Except, in the first pass, the
---              conversion of a state written under other parameters (README "Changing a policy at run
+-- conversion of a state written under other parameters (include/ratelimit/README.md "Changing a policy at run
 --              time") and a sliding log's longer TTL: a layer denied here keeps its usage in the new units
 --              and must not expire at the old parameters' TTL.
 -- Parts        time write text fixed_window sliding_window_log sliding_window_counter gcra

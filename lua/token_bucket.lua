@@ -1,16 +1,16 @@
--- ratelimit: token bucket check, one atomic step (README "Policy formulas", TokenBucket; must decide exactly as
--- ratelimit::TokenBucket::Rules, which are GCRA's, evaluated at a 1 us tick).
+-- ratelimit: token bucket check, one atomic step (include/ratelimit/README.md "Policy formulas", TokenBucket; must
+-- decide exactly as ratelimit::TokenBucket::Rules, which are GCRA's, evaluated at a 1 us tick).
 --
 -- The bucket is stored as the time it will be full again (`full_at`), not as a token count: tokens at t
 -- are floor((t + C*T - max(full_at, t)) / T), exact in integers, with no drift after any number of calls.
 --
 -- KEYS[1]  struct.pack("<dddd", full_at, w, T, C): time the bucket is full again, latest write time, integer
 --          microseconds, and the parameters it was written under (little-endian doubles, exact below 2^53);
---          a state of other parameters is converted (README "Changing a policy at run time")
+--          a state of other parameters is converted (include/ratelimit/README.md "Changing a policy at run time")
 -- ARGV[1]  now: integer microseconds since the epoch, or "" to read the server's TIME
 -- ARGV[2]  cost (tokens): integer >= 0 (ignored when peeking)
 -- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,
---          "2" = refund ARGV[2] units (README "Refunds"; the part says how);
+--          "2" = refund ARGV[2] units (include/ratelimit/README.md "Refunds"; the part says how);
 --          "3" = dry check: decides as "0" and writes only a conversion (the layered script's first pass)
 -- ARGV[4]  capacity C (the decision's limit): integer >= 1
 -- ARGV[5]  refill interval T = ceil(refill_period / refill_tokens): microseconds per token, integer >= 1

@@ -191,7 +191,8 @@ void write_markdown(const std::string& path, const std::vector<Row>& rows, const
          "2,000), "
          "Retry-After against the shortest wait that passes.\n\n";
   if (!run.rules_file.empty()) {
-    out << "Which policy when (README, \"Which policy when\"):\n\n" << quoted(read_file(run.rules_file)) << "\n";
+    out << "Which policy when (include/ratelimit/README.md \"Which policy when\"):\n\n"
+        << quoted(read_file(run.rules_file)) << "\n";
   }
   out << "![The five policies side by side](compare.png)\n";
   write_text(path, out.str());

@@ -1,6 +1,6 @@
 // The comparison table's arithmetic (bench/compare/metrics.hpp, accuracy.hpp) against brute force on
-// small traces: every interval counted one by one, and every policy's decisions recomputed from README
-// "Policy formulas" by a plain reference model.
+// small traces: every interval counted one by one, and every policy's decisions recomputed from
+// include/ratelimit/README.md "Policy formulas" by a plain reference model.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -66,7 +66,7 @@ TEST(CompareArithmetic, SteadyTraceIsExactlyAtTheLimit) {
   }
 }
 
-// Plain models of README "Policy formulas" (cost 1), one state per trace.
+// Plain models of include/ratelimit/README.md "Policy formulas" (cost 1), one state per trace.
 struct FixedWindowModel {
   std::int64_t limit, w, k = INT64_MIN, c = 0;
   bool allow(std::int64_t t) {

@@ -114,9 +114,11 @@ redis_columns() {
   echo "bench: Redis: $redis_skip"
 }
 
-# README's rules of thumb, quoted beside the table (the paragraph that starts "Rules of thumb").
+# The rules of thumb of include/ratelimit/README.md "Which policy when", quoted beside the table (the paragraph
+# that starts "Rules of thumb").
 readme_rules() {
-  awk '/^Rules of thumb/ { on = 1 } on && /^$/ { exit } on { print }' "$root/README.md" >"$out/rules.txt"
+  awk '/^Rules of thumb/ { on = 1 } on && /^$/ { exit } on { print }' "$root/include/ratelimit/README.md" \
+    >"$out/rules.txt"
 }
 
 run_compare() {
@@ -130,7 +132,7 @@ run_compare() {
   [[ -s $out/redis.csv ]] && redis_csv=(--redis-csv "$out/redis.csv")
   "$build/bench/compare/bench_compare" --out "$out" --machine "$machine" --date "$run_date" --commit "$commit" \
     --rules "$out/rules.txt" --redis-note "$redis_skip" "${redis_csv[@]}" "${compare_args[@]}"
-  printf '\nWhich policy when (README):\n%s\n\n' "$(cat "$out/rules.txt")"
+  printf '\nWhich policy when (include/ratelimit/README.md):\n%s\n\n' "$(cat "$out/rules.txt")"
   draw compare.gp "${keys:-1000000}" "$(thousands "${keys:-1000000}")"
   publish compare.md compare.csv compare.png
   echo "bench: results in $out (compare.md, compare.csv, compare.png)"

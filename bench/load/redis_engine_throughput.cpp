@@ -1,5 +1,5 @@
-// The Redis engine against raw hiredis, in one run on one redis-server it starts itself (README "Redis
-// engine", measured): checks per second of
+// The Redis engine against raw hiredis, in one run on one redis-server it starts itself
+// (include/ratelimit/redis/README.md "Redis engine", measured): checks per second of
 //   raw hiredis EVALSHA, synchronous                      (the sync floor)
 //   raw hiredis, 16-deep and 64-deep pipelines            (the pipeline floors)
 //   RedisLimiter::allow, 1 thread                         vs the sync floor

@@ -1,8 +1,8 @@
 // Checks per second over TLS against plain TCP, on one redis-server that listens on both (certificates
-// made with the `openssl` command, README "TLS"), in one run: for each of a synchronous check per
-// thread (1 and 8 threads: each check one round trip, pipelined with the other threads') and
-// allow_many batches of 64, TCP and TLS alternate, and the median of the repetitions is printed with
-// the TLS/TCP ratio. Not a test.
+// made with the `openssl` command, include/ratelimit/redis/README.md "TLS"), in one run: for each of a synchronous
+// check per thread (1 and 8 threads: each check one round trip, pipelined with the other threads') and allow_many
+// batches of 64, TCP and TLS alternate, and the median of the repetitions is printed with the TLS/TCP ratio. Not a
+// test.
 //
 // Usage: ratelimit_redis_tls_throughput [seconds per run] [repetitions]
 #include <algorithm>

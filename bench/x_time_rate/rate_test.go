@@ -1,5 +1,5 @@
 // Go's golang.org/x/time/rate Limiter.Allow, one unkeyed token bucket with its own clock read per call: the
-// reference a hot-key check of ours is compared with (README "Benchmarks"). Run by bench/x_time_rate.sh.
+// reference a hot-key check of ours is compared with (bench/README.md "Results"). Run by bench/x_time_rate.sh.
 package xtimerate
 
 import (

@@ -27,8 +27,8 @@ std::optional<int> parse_command_line(int argc, char** argv, Config& config) {
         }
       });
   app.add_flag("--leases", config.leases,
-               "with --redis: the ip and plan layers lease slices of budget from Redis (LeasedLimiter, README "
-               "\"Budget leases\"); the sliding-log layers stay per request");
+               "with --redis: the ip and plan layers lease slices of budget from Redis (LeasedLimiter, "
+               "include/ratelimit/redis/README.md \"Budget leases\"); the sliding-log layers stay per request");
   app.add_option("--on-redis-error", config.on_redis_error,
                  "with --redis, when Redis fails: open (admit), closed (deny) or fallback (each process its share "
                  "of every limit in memory until Redis is back)")

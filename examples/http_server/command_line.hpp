@@ -12,9 +12,10 @@ namespace example {
 struct Config {
   std::string host = "127.0.0.1";
   int port = 8080;
-  std::string redis;                    // a Redis URL or HOST[:PORT]; empty: the in-process backend
-  bool leases = false;                  // --leases: fixed-window and token-bucket layers lease budget (LeasedLimiter)
-  std::string on_redis_error = "open";  // open | closed | fallback (README "Fallback during outages")
+  std::string redis;    // a Redis URL or HOST[:PORT]; empty: the in-process backend
+  bool leases = false;  // --leases: fixed-window and token-bucket layers lease budget (LeasedLimiter)
+  std::string on_redis_error =
+      "open";  // open | closed | fallback (include/ratelimit/redis/README.md "Fallback during outages")
   std::int64_t fallback_instances = 1;  // with fallback: the server processes sharing the limits
   std::vector<std::string> trusted_proxies;
   std::map<std::string, std::string, std::less<>> api_keys;  // --api-key KEY=PLAN, added to the key directory

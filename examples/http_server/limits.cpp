@@ -58,10 +58,10 @@ struct MemoryBackend {
 
 #if RATELIMIT_EXAMPLE_REDIS
 /// Makes Redis limiters sharing one connection pool, so several server processes share every limit.
-/// Each limiter is named after its layer (`LimiterOptions::name`, README "Which limiters share state"):
-/// the name, not the parameters, is its identity, so each layer has keys of its own and editing a plan's
-/// numbers keeps its usage. Layered checks over them consume in order and refund on a denial.
-/// With `Leased` (--leases), the fixed-window, GCRA and token-bucket layers are `LeasedLimiter`s (README "Budget
+/// Each limiter is named after its layer (`LimiterOptions::name`, include/ratelimit/redis/README.md "Which limiters
+/// share state"): the name, not the parameters, is its identity, so each layer has keys of its own and editing a plan's
+/// numbers keeps its usage. Layered checks over them consume in order and refund on a denial. With `Leased` (--leases),
+/// the fixed-window, GCRA and token-bucket layers are `LeasedLimiter`s (include/ratelimit/redis/README.md "Budget
 /// leases"): a hot key costs one Redis call per slice, not per request; they are checked layer by layer.
 template <bool Leased>
 struct RedisBackend {
@@ -182,8 +182,9 @@ class BackendLimits final : public Limits {
         std::vector<std::string> names;
         for (std::size_t i = 0; i < tiers_.plan_count(); ++i) names.push_back(tiers_.plan_at(i).plan.name);
         const std::map<std::string, PlanNumbers> plans = read_plan_file(path, names);
-        // The same layers as TierOptions builds (README "Tiers"). Every new policy is checked first, by a
-        // throwaway limiter of the backend (it refuses what set_policy would), so a bad number changes no plan.
+        // The same layers as TierOptions builds (include/ratelimit/layers/README.md "Tiers"). Every new policy is
+        // checked first, by a throwaway limiter of the backend (it refuses what set_policy would), so a bad number
+        // changes no plan.
         struct Change {
           std::size_t plan;
           ratelimit::FixedWindow minute, day;
@@ -200,7 +201,8 @@ class BackendLimits final : public Limits {
           (void)make_(c.burst, names[i] + "-burst");
           changes.push_back(c);
         }
-        for (const Change& c : changes) {  // usage carried (README "Changing a policy at run time")
+        for (const Change& c :
+             changes) {  // usage carried (include/ratelimit/README.md "Changing a policy at run time")
           auto& p = tiers_.plan_at(c.plan);
           p.minute->set_policy(c.minute);
           p.day->set_policy(c.day);
@@ -254,14 +256,15 @@ std::unique_ptr<Limits> make_limits(const Config& config, const ServerClock& clo
 #if RATELIMIT_EXAMPLE_REDIS
   ratelimit::redis::RedisOptions options;
   options.connection() = redis_connection(config.redis, "--redis");  // checked by the command line
-  // Connections are shared and pipelined (README "Redis engine"): every worker thread's checks join the
-  // same writes, so two carry them all; more would only split the batches.
+  // Connections are shared and pipelined (include/ratelimit/redis/README.md "Redis engine"): every worker thread's
+  // checks join the same writes, so two carry them all; more would only split the batches.
   options.pool_size = 2;
   options.key_prefix = "ratelimit:example:";
   // With --manual-clock every process runs on the test's time; otherwise Redis's TIME is the clock.
   options.time_source = clock.manual() ? ratelimit::redis::TimeSource::client : ratelimit::redis::TimeSource::server;
-  // --on-redis-error: fail open (the default), closed, or each process's share in memory (README "Fallback
-  // during outages"); every failure is logged either way, so an outage answered by admitting is never silent.
+  // --on-redis-error: fail open (the default), closed, or each process's share in memory
+  // (include/ratelimit/redis/README.md "Fallback during outages"); every failure is logged either way, so an outage
+  // answered by admitting is never silent.
   options.on_error = config.on_redis_error == "closed"     ? ratelimit::FailurePolicy::fail_closed
                      : config.on_redis_error == "fallback" ? ratelimit::FailurePolicy::fallback
                                                            : ratelimit::FailurePolicy::fail_open;

@@ -15,7 +15,7 @@
 
 namespace example {
 
-/// One plan's numbers (README "Tiers": per minute, per day, burst).
+/// One plan's numbers (include/ratelimit/layers/README.md "Tiers": per minute, per day, burst).
 struct PlanNumbers {
   std::int64_t per_minute = 0;
   std::int64_t per_day = 0;

@@ -1,9 +1,9 @@
 #pragma once
 
 /// @file
-/// Asio completion tokens for the Redis limiter's async API (README "Redis engine", Asio): callbacks,
-/// `asio::use_future`, `asio::use_awaitable` (C++20 coroutines), or any other token. Standalone Asio
-/// (Debian `libasio-dev`); CMake target `ratelimit::asio`.
+/// Asio completion tokens for the Redis limiter's async API (include/ratelimit/redis/README.md "Redis engine", Asio):
+/// callbacks, `asio::use_future`, `asio::use_awaitable` (C++20 coroutines), or any other token. Standalone Asio (Debian
+/// `libasio-dev`); CMake target `ratelimit::asio`.
 
 #include <asio/associated_cancellation_slot.hpp>
 #include <asio/associated_executor.hpp>

@@ -32,9 +32,9 @@ namespace detail {
   throw_negative_cost(r.cost, field + ".cost");
 }
 
-/// Checks every request of a batch before any is checked against a limit (README "Batches"): throws
-/// `std::invalid_argument` naming the first bad one, `"requests[i].key: N bytes exceeds max_key_bytes (M)"`
-/// or `"requests[i].cost: must be >= 0, got C"`.
+/// Checks every request of a batch before any is checked against a limit (include/ratelimit/README.md "Batches"):
+/// throws `std::invalid_argument` naming the first bad one, `"requests[i].key: N bytes exceeds max_key_bytes (M)"` or
+/// `"requests[i].cost: must be >= 0, got C"`.
 inline void validate_batch(std::span<const BatchRequest> requests, std::size_t max_key_bytes) {
   for (std::size_t i = 0; i < requests.size(); ++i) {
     if (requests[i].key.size() > max_key_bytes || requests[i].cost < 0) [[unlikely]]

@@ -13,7 +13,7 @@ namespace ratelimit {
 
 /// A source of time: `clock.now()` returns a `std::chrono::time_point` whose duration converts to
 /// nanoseconds. `std::chrono::steady_clock`, `system_clock` and `ManualClock` all qualify.
-/// Windows are aligned to the clock's epoch (README "Policy formulas").
+/// Windows are aligned to the clock's epoch (include/ratelimit/README.md "Policy formulas").
 template <class C>
 concept Clock = std::copy_constructible<C> && requires(C& clock) {
   typename C::time_point;

@@ -12,7 +12,7 @@ namespace ratelimit {
 
 /// The outcome of one check (`allow` or `peek`) against a key.
 ///
-/// Field meanings are fixed by README "Decisions" and identical on every backend.
+/// Field meanings are fixed by include/ratelimit/README.md "Decisions" and identical on every backend.
 struct Decision {
   /// The `retry_after` of a request that can never pass (its cost exceeds `limit`).
   static constexpr std::chrono::nanoseconds never = std::chrono::nanoseconds::max();

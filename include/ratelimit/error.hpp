@@ -20,7 +20,8 @@ enum class FailurePolicy {
   /// Throw `ratelimit::BackendError` with the cause.
   raise,
   /// Answer from an in-memory limiter holding this process's share of the quota (the policy divided by the
-  /// number of processes sharing it), until the backend answers again: the Redis rate limiters (README
+  /// number of processes sharing it), until the backend answers again: the Redis rate limiters
+  /// (include/ratelimit/redis/README.md
   /// "Fallback during outages"). Backends without a fallback answer as for `fail_open`.
   fallback,
 };
@@ -35,7 +36,8 @@ enum class BackendErrorCause {
   protocol,
   /// The server answered with an error reply (e.g. Redis `OOM`, `WRONGTYPE`, `NOAUTH`, a script error).
   reply,
-  /// Not sent: the backend's circuit breaker is open after consecutive failures (README "Circuit breaker").
+  /// Not sent: the backend's circuit breaker is open after consecutive failures (include/ratelimit/redis/README.md
+  /// "Circuit breaker").
   circuit_open,
 };
 

@@ -24,7 +24,7 @@ struct JointRequest {
   /// Cost units; >= 0.
   std::int64_t cost = 1;
   /// A shadow (dry-run) request: it is decided and consumes like the others, but its denial does not
-  /// deny the joint step (README "Shadow mode").
+  /// deny the joint step (include/ratelimit/layers/README.md "Shadow mode").
   bool shadow = false;
 };
 

@@ -11,7 +11,7 @@
 
 namespace ratelimit {
 
-/// A policy bound to a store of per-key state (README "Decisions").
+/// A policy bound to a store of per-key state (include/ratelimit/README.md "Decisions").
 ///
 /// - `allow(key)` / `allow(key, cost)`: check and, if admitted with cost >= 1, consume.
 /// - `peek(key)`: what a cost-1 request would see; consumes nothing.

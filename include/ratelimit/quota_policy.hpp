@@ -21,7 +21,8 @@ namespace ratelimit {
 
 /// A policy as a quota: `quota` units per `window`, under a name.
 ///
-/// Build it with `quota_policy(name, policy)`, which maps each policy as follows (README "Header fields"):
+/// Build it with `quota_policy(name, policy)`, which maps each policy as follows (include/ratelimit/http/README.md
+/// "Header fields"):
 /// - windowed policies (`FixedWindow`, `SlidingWindowLog`, `SlidingWindowCounter`): `q = limit`,
 ///   `w = window`;
 /// - `Gcra{limit, period, burst}`: `q = burst`, `w = burst * T` with `T = ceil(period / limit)`, i.e.

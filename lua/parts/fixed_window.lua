@@ -1,10 +1,9 @@
--- part: fixed_window (README "Policy formulas", FixedWindow; decides exactly as ratelimit::FixedWindow::Rules at a
--- 1 us tick). The key holds struct.pack("<dd", w, c): the latest write time (us) and the count of w's
--- window (two little-endian doubles, exact below 2^53); limit L, window W (us). Effective
--- t = max(now, w): a clock that steps back sees time stand still at the latest write. Windows are
--- epoch-aligned: the one holding t starts at t - t % W.
--- TTL: the first write of a window sets it (ceil(reset_after / 1 ms) + 1000 ms: the window's end plus
--- 1 s); later writes of that window keep it (KEEPTTL), since the window's end does not move.
+-- part: fixed_window (include/ratelimit/README.md "Policy formulas", FixedWindow; decides exactly as
+-- ratelimit::FixedWindow::Rules at a 1 us tick). The key holds struct.pack("<dd", w, c): the latest write time (us) and
+-- the count of w's window (two little-endian doubles, exact below 2^53); limit L, window W (us). Effective t = max(now,
+-- w): a clock that steps back sees time stand still at the latest write. Windows are epoch-aligned: the one holding t
+-- starts at t - t % W. TTL: the first write of a window sets it (ceil(reset_after / 1 ms) + 1000 ms: the window's end
+-- plus 1 s); later writes of that window keep it (KEEPTTL), since the window's end does not move.
 
 -- One step on `key` at `now` (integer microseconds) for cost n >= 0: mode "0" check (keeps an admitted
 -- cost), "1" peek, "2" refund n, "3" dry check (decides as "0", writes only a conversion: the layered script's first
@@ -20,10 +19,10 @@ local function fixed_window(key, now, cost, mode, L, W)
     if written > t then t = written end
     start = t - t % W
     if W0 and W0 ~= W then
-      -- Written under another window (README "Changing a policy at run time"): the count of the old
-      -- window that holds t becomes the count of the new window that holds t. A check (a dry one too: a
-      -- joint check this layer denies must not leave the old window's TTL) or refund writes it at once,
-      -- with the new window's TTL (its own write then keeps that TTL).
+      -- Written under another window (include/ratelimit/README.md "Changing a policy at run time"): the count of the
+      -- old window that holds t becomes the count of the new window that holds t. A check (a dry one too: a joint check
+      -- this layer denies must not leave the old window's TTL) or refund writes it at once, with the new window's TTL
+      -- (its own write then keeps that TTL).
       if written - written % W0 == t - t % W0 then c = stored end
       if mode ~= "1" then
         if c > 0 then
@@ -41,7 +40,7 @@ local function fixed_window(key, now, cost, mode, L, W)
   end
   local left = W - (t - start)                               -- until the window ends: its reset_after
 
-  -- Refund (mode "2"; README "Refunds"): c = max(0, c - n) in the current window only; the
+  -- Refund (mode "2"; include/ratelimit/README.md "Refunds"): c = max(0, c - n) in the current window only; the
   -- reply is the state afterwards as a cost-0 check sees it. Never past full; the TTL stays (reset_after
   -- does not grow).
   if mode == "2" then

@@ -1,6 +1,6 @@
--- part: fixed_window_lease (README "Budget leases"; computes exactly as ratelimit::lease::FixedWindowLease at a
--- 1 us tick). The key is the fixed window's hash {w = latest write time (us), c = count of w's window, r = resets
--- of the key so far (absent: 0)}. Effective t = max(now, w).
+-- part: fixed_window_lease (include/ratelimit/redis/README.md "Budget leases"; computes exactly as
+-- ratelimit::lease::FixedWindowLease at a 1 us tick). The key is the fixed window's hash {w = latest write time (us), c
+-- = count of w's window, r = resets of the key so far (absent: 0)}. Effective t = max(now, w).
 
 -- mode "0": grant between a (need) and b (want) units of the current window; "1": peek; "2": give back a units
 -- of the grant made in the window starting at b after e resets; "3": reset (count 0, one more reset: returns of

@@ -1,13 +1,12 @@
--- part: gcra (README "Policy formulas", Gcra, and TokenBucket, which decides exactly as GCRA; decides exactly as
--- ratelimit::Gcra::Rules at a 1 us tick). Virtual scheduling form, ITU-T I.371. The key holds
--- struct.pack("<dddd", tat, w, T, B): theoretical arrival time and latest write time, integer microseconds,
--- and the parameters it was written under (little-endian doubles, exact below 2^53; one value, so one GET
--- and one SET with its TTL; a 16-byte "<dd" state of an older version counts as written under the
--- caller's parameters). A state of other parameters (a named limiter's policy changed) is converted. A token
--- bucket's TAT is the time it is full again (full_at), its tau the time to refill it (C * T).
--- Burst B (the decision's limit), emission interval T (us); tolerance tau = B * T (us; 2 * tau stays
--- below 2^52, checked in C++). Effective t = max(now, w): a clock that steps back sees time stand still.
--- Speed: one GET, at most one SET, no table, no number formatting: this runs on every request.
+-- part: gcra (include/ratelimit/README.md "Policy formulas", Gcra, and TokenBucket, which decides exactly as GCRA;
+-- decides exactly as ratelimit::Gcra::Rules at a 1 us tick). Virtual scheduling form, ITU-T I.371. The key holds
+-- struct.pack("<dddd", tat, w, T, B): theoretical arrival time and latest write time, integer microseconds, and the
+-- parameters it was written under (little-endian doubles, exact below 2^53; one value, so one GET and one SET with its
+-- TTL; a 16-byte "<dd" state of an older version counts as written under the caller's parameters). A state of other
+-- parameters (a named limiter's policy changed) is converted. A token bucket's TAT is the time it is full again
+-- (full_at), its tau the time to refill it (C * T). Burst B (the decision's limit), emission interval T (us); tolerance
+-- tau = B * T (us; 2 * tau stays below 2^52, checked in C++). Effective t = max(now, w): a clock that steps back sees
+-- time stand still. Speed: one GET, at most one SET, no table, no number formatting: this runs on every request.
 
 -- One step on `key` at `now` (integer microseconds) for cost n >= 0: mode "0" check (keeps an admitted
 -- cost), "1" peek, "2" refund n, "3" dry check (decides as "0", writes only a conversion: the layered script's first
@@ -22,7 +21,7 @@ local function gcra(key, now, cost, mode, B, T)
     if written > t then t = written end
     if tat > t then backlog = tat - t end
     if T0 and (T0 ~= T or B0 ~= B) then
-      -- Written under other parameters (README "Changing a policy at run time"): the used units
+      -- Written under other parameters (include/ratelimit/README.md "Changing a policy at run time"): the used units
       -- ceil(backlog / T_old) stay used, clamped to B. A check (a dry one too: a joint check this layer
       -- denies must not leave the old, shorter TTL) or refund writes the converted state at once, its TTL
       -- from the new backlog (its own write, if any, then keeps that TTL or sets its own).
@@ -44,7 +43,7 @@ local function gcra(key, now, cost, mode, B, T)
     end
   end
 
-  -- Refund (mode "2"; README "Refunds"): TAT = max(TAT - n*T, t): the backlog shrinks by n*T,
+  -- Refund (mode "2"; include/ratelimit/README.md "Refunds"): TAT = max(TAT - n*T, t): the backlog shrinks by n*T,
   -- never past full. The TTL stays (no wait grows). Reply: the state afterwards as a cost-0 check sees it.
   if mode == "2" then
     if backlog > 0 and cost > 0 then

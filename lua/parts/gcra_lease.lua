@@ -1,9 +1,9 @@
--- part: gcra_lease (README "Budget leases"; computes exactly as ratelimit::lease::GcraLease at a 1 us tick, for
--- GCRA and the token bucket). The key holds struct.pack("<dddd", tat, written, granted, horizon): the TAT, the
--- latest write time, the units granted so far (a counter that never decreases) and the largest TAT any grant
--- left (the TTL keeps the key until then + 1 s, so a return never meets a newer incarnation of the key).
--- T: emission interval (us); tol: the reduced tolerance tau - L (us), T <= tol, 2 * tau below 2^52.
--- Effective t = max(now, written): a clock that steps back sees time stand still.
+-- part: gcra_lease (include/ratelimit/redis/README.md "Budget leases"; computes exactly as ratelimit::lease::GcraLease
+-- at a 1 us tick, for GCRA and the token bucket). The key holds struct.pack("<dddd", tat, written, granted, horizon):
+-- the TAT, the latest write time, the units granted so far (a counter that never decreases) and the largest TAT any
+-- grant left (the TTL keeps the key until then + 1 s, so a return never meets a newer incarnation of the key). T:
+-- emission interval (us); tol: the reduced tolerance tau - L (us), T <= tol, 2 * tau below 2^52. Effective t = max(now,
+-- written): a clock that steps back sees time stand still.
 
 -- mode "0": grant between a (need) and b (want) units; "1": peek; "2": give back a units of the grant that
 -- left TAT b and counter c; "3": reset (a fresh budget; returns of grants made before it give it nothing).

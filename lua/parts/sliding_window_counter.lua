@@ -1,4 +1,4 @@
--- part: sliding_window_counter (README "Policy formulas", SlidingWindowCounter; decides exactly as
+-- part: sliding_window_counter (include/ratelimit/README.md "Policy formulas", SlidingWindowCounter; decides exactly as
 -- ratelimit::SlidingWindowCounter::Rules at a 1 us tick). The key holds struct.pack("<ddd", w, c, p): the
 -- latest write time (us), the count of w's window and the count of the window before (little-endian
 -- doubles, exact below 2^53); limit L, window W (us), epoch-aligned (the one holding t starts at
@@ -56,10 +56,10 @@ local function sliding_window_counter(key, now, cost, mode, L, W)
       prev = c
     end
     if w ~= W and mode ~= "1" then
-      -- Written under another window (README "Changing a policy at run time"): the counts of the old
-      -- current and previous windows at t become the new ones'. A check (a dry one too: a joint check this
-      -- layer denies must not leave the old TTL) or refund writes them at once, with the new windows' TTL
-      -- (its own write then keeps that TTL).
+      -- Written under another window (include/ratelimit/README.md "Changing a policy at run time"): the counts of the
+      -- old current and previous windows at t become the new ones'. A check (a dry one too: a joint check this layer
+      -- denies must not leave the old TTL) or refund writes them at once, with the new windows' TTL (its own write then
+      -- keeps that TTL).
       if cur > 0 or prev > 0 then
         local r = t - start
         redis.call("SET", key, struct.pack("<dddd", t, cur, prev, W), "PX", ttl_ms(cur > 0 and 2 * W - r or W - r))
@@ -74,9 +74,9 @@ local function sliding_window_counter(key, now, cost, mode, L, W)
   local r = t - start
   local decide = sliding_window_counter_decide
 
-  -- Refund (mode "2"; README "Refunds"): cur = max(0, cur - n), then what is left of n from prev (its
-  -- units still weigh (W - r) / W). The reply is the state afterwards as a cost-0 check sees it; the TTL
-  -- stays (the previous window's first write set it to this window's end plus 1 s).
+  -- Refund (mode "2"; include/ratelimit/README.md "Refunds"): cur = max(0, cur - n), then what is left of n from prev
+  -- (its units still weigh (W - r) / W). The reply is the state afterwards as a cost-0 check sees it; the TTL stays
+  -- (the previous window's first write set it to this window's end plus 1 s).
   if mode == "2" then
     if (cur > 0 or prev > 0) and cost > 0 then
       local from_cur = cur < cost and cur or cost

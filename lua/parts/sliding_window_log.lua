@@ -1,12 +1,12 @@
--- part: sliding_window_log (README "Policy formulas", SlidingWindowLog; decides exactly as
+-- part: sliding_window_log (include/ratelimit/README.md "Policy formulas", SlidingWindowLog; decides exactly as
 -- ratelimit::SlidingWindowLog::Rules at a 1 us tick). The key is a sorted set of admitted requests:
 -- score = timestamp (us), member = struct.pack("<dd", timestamp, cost) (two little-endian doubles, exact
 -- below 2^53, read back without parsing text). Requests admitted at the same timestamp are merged into
 -- one member (their costs summed; they expire together), so members are unique without randomness. A
 -- refund that leaves live members older than its time adds a member of cost 0 at its time t (its write
--- time, README "Refunds"): always the newest member, replaced by the next write. After every write all
--- members are live with costs summing to at most L, and only writes change the set: at most L + 1
--- members. Limit L, window W (us; the window is (t - W, t]).
+-- time, include/ratelimit/README.md "Refunds"): always the newest member, replaced by the next write. After every write
+-- all members are live with costs summing to at most L, and only writes change the set: at most L + 1 members. Limit L,
+-- window W (us; the window is (t - W, t]).
 
 -- The decision for cost n >= 0 against the members at[i], costs[i] (oldest first, live from first_live,
 -- count units in all; newest_cost: the newest member holding units): allowed (a boolean), remaining,
@@ -53,7 +53,7 @@ local function sliding_window_log(key, now, cost, mode, L, W)
   if #at > 1 and costs[#at] == 0 then newest_cost = at[#at - 1] end
   local decide = sliding_window_log_decide
 
-  -- Refund (mode "2"; README "Refunds"): n units are taken off the newest live members (a
+  -- Refund (mode "2"; include/ratelimit/README.md "Refunds"): n units are taken off the newest live members (a
   -- member shrinks or goes); expired members are dropped. Reply: the state afterwards as a cost-0 check
   -- sees it; the TTL stays (the newest timestamp holding units does not grow).
   if mode == "2" then
@@ -88,9 +88,9 @@ local function sliding_window_log(key, now, cost, mode, L, W)
 
   local allowed, remaining, retry, reset = decide(cost, at, costs, first_live, count, newest_cost, L, W, t)
   if count > 0 and not (allowed and cost > 0 and mode == "0") then
-    -- The TTL was set for the window of the latest write (README "Changing a policy at run time"): after a
-    -- change to a longer one, a check that writes nothing (a denial, a joint check's dry pass) extends it
-    -- while the units count, so the key does not expire with them. One PTTL; 1 s of slack for clock skew.
+    -- The TTL was set for the window of the latest write (include/ratelimit/README.md "Changing a policy at run time"):
+    -- after a change to a longer one, a check that writes nothing (a denial, a joint check's dry pass) extends it while
+    -- the units count, so the key does not expire with them. One PTTL; 1 s of slack for clock skew.
     local need = ttl_ms(newest_cost + W - t)
     if redis.call("PTTL", key) < need - 1000 then redis.call("PEXPIRE", key, need) end
   end

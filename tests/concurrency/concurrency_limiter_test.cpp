@@ -1,5 +1,5 @@
-// ConcurrencyLimiter (README "Concurrency limits"): never more than `permits` units in flight, waiters
-// served in queue order, deadlines on the injected clock, bounded keys, bad input refused by name.
+// ConcurrencyLimiter (include/ratelimit/concurrency/README.md "Concurrency limits"): never more than `permits` units in
+// flight, waiters served in queue order, deadlines on the injected clock, bounded keys, bad input refused by name.
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -1,5 +1,5 @@
-// ConcurrencyLimiter at the ends of int64 (README "Concurrency limits"): units, permits and queue_limit
-// up to INT64_MAX never wrap a count, so a huge request never switches a key's limit off and an
+// ConcurrencyLimiter at the ends of int64 (include/ratelimit/concurrency/README.md "Concurrency limits"): units,
+// permits and queue_limit up to INT64_MAX never wrap a count, so a huge request never switches a key's limit off and an
 // "unlimited" permits or queue_limit still counts exactly.
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // A duration that is not positive is refused naming the field; a negative one almost always wrapped in the
-// caller's conversion to nanoseconds (1,000 years do), and the message says so (README "Keys, costs and
-// validation").
+// caller's conversion to nanoseconds (1,000 years do), and the message says so (include/ratelimit/README.md "Keys,
+// costs and validation").
 #include <gtest/gtest.h>
 
 #include <chrono>

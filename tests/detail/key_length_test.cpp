@@ -1,5 +1,5 @@
-// One key-length check (README "Keys, costs and validation"): every limiter, layer and penalty box in
-// memory refuses a key over its max_key_bytes with the same message, and accepts one at the bound.
+// One key-length check (include/ratelimit/README.md "Keys, costs and validation"): every limiter, layer and penalty box
+// in memory refuses a key over its max_key_bytes with the same message, and accepts one at the bound.
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -1,7 +1,7 @@
-// libFuzzer target: the Redis key encoding (README "Redis contract"). For two arbitrary byte strings a and b:
-// encode is injective (encode(a) == encode(b) only when a == b), decode inverts it, decode accepts only
-// what encode produces, and every Redis key of one limiter key (each policy, each suffix, any
-// brace-free prefix) hashes to the one cluster slot of its encoded key.
+// libFuzzer target: the Redis key encoding (include/ratelimit/README.md "Redis contract"). For two arbitrary byte
+// strings a and b: encode is injective (encode(a) == encode(b) only when a == b), decode inverts it, decode accepts
+// only what encode produces, and every Redis key of one limiter key (each policy, each suffix, any brace-free prefix)
+// hashes to the one cluster slot of its encoded key.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // libFuzzer target: policy arithmetic. Random parameters (zero, negative, near int64's ends), random times
 // (steps back, huge jumps, the ends of int64) and costs (negative, 0, around the limit, int64 max) against
-// every policy's Rules, checked against a deliberately simple reference model written from README "Policy
-// formulas" (plain formulas, 128-bit where a product may overflow, an unmerged entry list for the log).
+// every policy's Rules, checked against a deliberately simple reference model written from include/ratelimit/README.md
+// "Policy formulas" (plain formulas, 128-bit where a product may overflow, an unmerged entry list for the log).
 //
 // Fails (abort) on: UB (built with -fsanitize=undefined, no recovery), an exception other than
 // std::invalid_argument naming the field, a broken invariant, or a decision that differs from the model.
@@ -36,7 +36,8 @@ void check(bool ok, const char* what, long long a = 0, long long b = 0) {
   if (!ok) fail(what, a, b);
 }
 
-// --- The reference model (README "Policy formulas", "Guarantees", "Clock readings near the ends of int64") ---
+// --- The reference model (include/ratelimit/README.md "Policy formulas", "Guarantees", "Clock readings near the ends
+// of int64") ---
 
 std::int64_t floor_div(std::int64_t a, std::int64_t b) {
   const i128 q = i128{a} / b;

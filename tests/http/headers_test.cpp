@@ -1,4 +1,5 @@
-// Header fields and problem bodies: expected values worked by hand from README "Header fields" and the draft.
+// Header fields and problem bodies: expected values worked by hand from include/ratelimit/http/README.md "Header
+// fields" and the draft.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -240,7 +241,8 @@ TEST(HttpProblem, QuotaExceededBodyHasTheDraftTypeAndViolatedPolicies) {
 
   const auto never = nlohmann::json::parse(http::quota_exceeded_json(violated, denial(30, Decision::never, 0s)));
   EXPECT_FALSE(never.contains("retry-after"));
-  EXPECT_FALSE(never.contains("detail"));  // README: left out for never (no wait helps, cause unknown)
+  // include/ratelimit/http/README.md "Header fields": left out for never (no wait helps, cause unknown).
+  EXPECT_FALSE(never.contains("detail"));
   EXPECT_FALSE(never.contains("instance"));
   EXPECT_EQ(never.at("violated-policies").size(), 2u);
 

@@ -1,4 +1,4 @@
-// Refunds (README "Refunds"): exact tables worked by hand, then random sequences against
+// Refunds (include/ratelimit/README.md "Refunds"): exact tables worked by hand, then random sequences against
 // deliberately simple reference models written differently from the library (a credit bucket instead
 // of a TAT, per-window count maps, an unmerged request log).
 #include <gtest/gtest.h>
@@ -76,7 +76,7 @@ TEST(Refund, SlidingWindowCounterTable) {
   clock.set(ManualClock::time_point(12s));
   // window 1, r = 2 s: prev = 4, cur = 3 after; remaining floor((100 - 4*8) / 10) - 3 = 3.
   EXPECT_EQ(limiter.allow("k", 3).remaining, 3);
-  // The refund takes the current window's 3, then 2 of the previous window's 4 (README "Refunds"):
+  // The refund takes the current window's 3, then 2 of the previous window's 4 (include/ratelimit/README.md "Refunds"):
   // cur = 0, prev = 2: remaining floor((100 - 2*8) / 10) = 8, reset W - r = 8 s.
   expect_state(limiter.refund("k", 5), 8, 8s);
   EXPECT_EQ(limiter.size(), 1u);  // prev still weighs: not full
@@ -101,7 +101,7 @@ TEST(Refund, SlidingWindowLogTable) {
   EXPECT_EQ(limiter.size(), 0u);
 }
 
-// A refund writes the state at its time t (README "Refunds"): when the clock then steps back, time
+// A refund writes the state at its time t (include/ratelimit/README.md "Refunds"): when the clock then steps back, time
 // stands at t, not at the newest entry left, as for a fixed window.
 TEST(Refund, SlidingWindowLogRefundRecordsItsWriteTime) {
   ManualClock clock;
@@ -193,7 +193,7 @@ struct WindowCounterModel {
     count[k] += n;
     return true;
   }
-  // From the current window first, the rest from the previous one (README "Refunds").
+  // From the current window first, the rest from the previous one (include/ratelimit/README.md "Refunds").
   void refund(std::int64_t t, std::int64_t n) {
     const std::int64_t k = floor_div(t, window);
     const std::int64_t from_current = std::min(n, count[k]);

@@ -1,5 +1,5 @@
-// Rate and concurrency together (README "Concurrency limits"): a request passes only if every rate
-// layer admits and every concurrency limit has room; otherwise nothing is consumed and nothing is held.
+// Rate and concurrency together (include/ratelimit/concurrency/README.md "Concurrency limits"): a request passes only
+// if every rate layer admits and every concurrency limit has room; otherwise nothing is consumed and nothing is held.
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -102,7 +102,8 @@ TEST(LayeredRollback, ThrowingRefundAfterADenialStillGivesTheOthersBack) {
 
 // A layer its failure policy admitted consumed nothing: neither the rollback after a denial nor the one
 // after an error refunds it (a refund reaching the recovered backend would admit one request too many;
-// README "Layered limits, all or nothing"), and refund_layers(requests, passed) skips it the same way.
+// include/ratelimit/layers/README.md "Layered limits, all or nothing"), and refund_layers(requests, passed) skips it
+// the same way.
 TEST(LayeredRollback, AFailurePolicyAdmissionIsNeverRefunded) {
   ManualClock clock;
   FlakyLimiter open(ratelimit::FixedWindow{1, 1min}, clock, "open");

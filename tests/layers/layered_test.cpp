@@ -64,7 +64,8 @@ struct ThreeLayers {
 
 // A layered check of keys that are present allocates only its answer's vector of outcomes: its own
 // arrays (the joint requests, handles, locks, consumptions, reported decisions) live on the stack, on the
-// joint path, on its rollback and on the consume-then-refund path (README "Layered limits, all or nothing").
+// joint path, on its rollback and on the consume-then-refund path (include/ratelimit/layers/README.md "Layered limits,
+// all or nothing").
 TEST(LayeredAllocations, PresentKeysAllocateOnlyTheAnswer) {
   if (!test_support::can_count_new) GTEST_SKIP() << "operator new cannot be replaced under ThreadSanitizer";
   ManualClock clock;
@@ -476,8 +477,8 @@ TEST(Layered, TwoLayersOverOneLimiterAndKeyAreOneState) {
   EXPECT_EQ(shared.peek("k").remaining, 0);
 }
 
-// A layer advertises its limiter's quota after set_policy (README "Changing a policy at run time"), in
-// its decisions' limit and in the header fields; a policy decision taken before the change keeps the old
+// A layer advertises its limiter's quota after set_policy (include/ratelimit/README.md "Changing a policy at run
+// time"), in its decisions' limit and in the header fields; a policy decision taken before the change keeps the old
 // quota (its reference stays valid), and going back to a former policy reuses that quota.
 TEST(SetPolicyLayer, AdvertisesTheNewQuota) {
   ManualClock clock;

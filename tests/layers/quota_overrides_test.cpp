@@ -1,7 +1,7 @@
-// Per-key quota overrides in memory (README "Per-key quota overrides"): a cached resolver gives some keys their
-// own policy; a key whose policy changes keeps its usage in units; the cache is bounded and refuses over-long
-// keys before the resolver runs; a throwing resolver or a bad override consumes nothing; checks racing with
-// changing answers see one policy or the other and lose no usage.
+// Per-key quota overrides in memory (include/ratelimit/layers/README.md "Per-key quota overrides"): a cached resolver
+// gives some keys their own policy; a key whose policy changes keeps its usage in units; the cache is bounded and
+// refuses over-long keys before the resolver runs; a throwing resolver or a bad override consumes nothing; checks
+// racing with changing answers see one policy or the other and lose no usage.
 #include <gtest/gtest.h>
 
 #include <ratelimit/layers.hpp>
@@ -61,8 +61,8 @@ TEST(QuotaOverrideMemory, OverriddenKeysUseTheirPolicyOthersTheLimiters) {
   EXPECT_EQ(overrides.policy().burst, 8);
 }
 
-// The cache's TTL picks up a changed answer; the key's usage is converted in units (README "Changing a policy
-// at run time": u = ceil((TAT - t) / T_old), TAT = t + min(u, B_new) * T_new), exactly.
+// The cache's TTL picks up a changed answer; the key's usage is converted in units (include/ratelimit/README.md
+// "Changing a policy at run time": u = ceil((TAT - t) / T_old), TAT = t + min(u, B_new) * T_new), exactly.
 TEST(QuotaOverrideMemory, TtlExpiryPicksUpAChangedOverrideKeepingUsage) {
   ManualClock clock;
   clock.advance(1000s);

@@ -1,6 +1,6 @@
-// Shadow (dry-run) mode of layers (README "Shadow mode"): the twin test per policy (a shadow layer's
-// would-be denials are exactly an enforcing one's), and the mixed rules by hand: enforcing layers decide,
-// a shadow layer consumes only when the request passes and it admits, never causes a rollback.
+// Shadow (dry-run) mode of layers (include/ratelimit/layers/README.md "Shadow mode"): the twin test per policy (a
+// shadow layer's would-be denials are exactly an enforcing one's), and the mixed rules by hand: enforcing layers
+// decide, a shadow layer consumes only when the request passes and it admits, never causes a rollback.
 #include <gtest/gtest.h>
 
 #include <ratelimit/layers.hpp>

@@ -1,9 +1,9 @@
 #pragma once
 
-// The shadow twin: the same random calls through an enforcing layer and through its shadow twin (README
-// "Shadow mode"). Each twin is a layered check of the layer under test plus an enforcing layer that never
-// denies, so the joint path (shard locks; on Redis one script) is the one exercised. The shadow twin's
-// would-be denials must be exactly the enforcing twin's denials, call by call, with equal decisions.
+// The shadow twin: the same random calls through an enforcing layer and through its shadow twin
+// (include/ratelimit/layers/README.md "Shadow mode"). Each twin is a layered check of the layer under test plus an
+// enforcing layer that never denies, so the joint path (shard locks; on Redis one script) is the one exercised. The
+// shadow twin's would-be denials must be exactly the enforcing twin's denials, call by call, with equal decisions.
 
 #include <gtest/gtest.h>
 

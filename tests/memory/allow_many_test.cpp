@@ -1,5 +1,6 @@
-// MemoryLimiter::allow_many (README "Batches"): the decisions of one `allow` per request at the batch's time, in
-// order, for every policy; bad input refused before anything is checked; the key cap kept; exact under threads.
+// MemoryLimiter::allow_many (include/ratelimit/README.md "Batches"): the decisions of one `allow` per request at the
+// batch's time, in order, for every policy; bad input refused before anything is checked; the key cap kept; exact under
+// threads.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -272,8 +273,9 @@ TEST(AllowManyThreads, RacesTableGrowthSweepAndSetPolicy) {
   EXPECT_EQ(limiter.table_bytes(), limiter.recount_table_bytes());
 }
 
-/// README "Batches", as written there, against the limiter of the README snippet just before it (a `ManualClock`):
-/// both forms compile and decide in order; the caller's time is the limiter's clock's, whatever that clock is.
+/// include/ratelimit/README.md "Batches", as written there, against the limiter of the snippet just before it (a
+/// `ManualClock`): both forms compile and decide in order; the caller's time is the limiter's clock's, whatever that
+/// clock is.
 TEST(AllowManyReadme, BatchSnippetCompilesAndDecides) {
   ratelimit::ManualClock clock;
   ratelimit::MemoryLimiter limiter(ratelimit::FixedWindow{.limit = 5, .window = 1s}, {}, clock);

@@ -1,5 +1,5 @@
-// Atomic per key (README "Guarantees"): threads racing on one fresh key admit exactly the quota, with the
-// `remaining` values of a serial execution; distinct keys never interfere. Run under TSan too.
+// Atomic per key (include/ratelimit/README.md "Guarantees"): threads racing on one fresh key admit exactly the quota,
+// with the `remaining` values of a serial execution; distinct keys never interfere. Run under TSan too.
 #include <gtest/gtest.h>
 
 #include <algorithm>

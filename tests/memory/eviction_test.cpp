@@ -1,5 +1,5 @@
-// Bounded memory (README "Guarantees"): max_keys is a hard cap under a flood of distinct keys, full keys
-// are reclaimed (by sweep, on touch, as new keys arrive), a hot key survives a flood (LRU), reset forgets.
+// Bounded memory (include/ratelimit/README.md "Guarantees"): max_keys is a hard cap under a flood of distinct keys,
+// full keys are reclaimed (by sweep, on touch, as new keys arrive), a hot key survives a flood (LRU), reset forgets.
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -1,6 +1,6 @@
-// A hash-flooding attack (README "Hostile input and faults"): an attacker who knows the store's hash
-// computes keys that share one shard and one home slot, so every check walks one long probe run. The
-// store's random seed defeats it; a store whose seed is known (as an unseeded hash is) does not.
+// A hash-flooding attack (include/ratelimit/README.md "Hostile input and faults"): an attacker who knows the store's
+// hash computes keys that share one shard and one home slot, so every check walks one long probe run. The store's
+// random seed defeats it; a store whose seed is known (as an unseeded hash is) does not.
 #include <gtest/gtest.h>
 
 #include <algorithm>

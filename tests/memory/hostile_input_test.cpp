@@ -1,6 +1,6 @@
-// Hostile input against MemoryLimiter: each row of README's "Hostile input" table has a test here (the
-// Redis rows are in tests/redis/hostile_input_test.cpp). Expected values are worked by hand from README
-// "Behaviour contract".
+// Hostile input against MemoryLimiter: each row of include/ratelimit/README.md's "Hostile input" table has a test here
+// (the Redis rows are in tests/redis/hostile_input_test.cpp). Expected values are worked by hand from
+// include/ratelimit/README.md "Behaviour contract".
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -150,7 +150,8 @@ TYPED_TEST(HostileInput, CostAboveLimitIsNeverAllowedAndConsumesNothing) {
 
 TYPED_TEST(HostileInput, ClockAtTheEndsOfInt64IsClampedNotWrapped) {
   auto l = this->limiter();
-  // Far in the future: time stands still at the edge (README, "Clock readings near the ends of int64").
+  // Far in the future: time stands still at the edge (include/ratelimit/README.md "Clock readings near the ends of
+  // int64").
   this->clock_.set(ManualClock::time_point(ManualClock::duration(kMax)));
   expect_three_then_denied(l, "k");
   const Decision d = l.allow("k");
@@ -161,7 +162,8 @@ TYPED_TEST(HostileInput, ClockAtTheEndsOfInt64IsClampedNotWrapped) {
   EXPECT_FALSE(l.allow("k").allowed);
 }
 
-// Clock stepping back (README "Guarantees"), worked by hand for GCRA 1/s, burst 3 (T = 1 s, tau = 3 s).
+// Clock stepping back (include/ratelimit/README.md "Guarantees"), worked by hand for GCRA 1/s, burst 3 (T = 1 s, tau =
+// 3 s).
 TEST(HostileClock, SteppingBackNeverAdmitsMoreAndCountsFromTheLatestWrite) {
   ManualClock clock;
   MemoryLimiter l(ratelimit::Gcra{.limit = 1, .period = 1s, .burst = 3}, {}, clock);
@@ -245,7 +247,7 @@ TEST(HostileParameters, OverflowingProductsAreRefused) {
 // when count and cost were both near its top.
 TEST(HostileParameters, SlidingLogDenialNearInt64TopDoesNotOverflow) {
   ManualClock clock;
-  // An unbounded byte budget: one key's log at limit kMax fits no other (README "Bounded memory").
+  // An unbounded byte budget: one key's log at limit kMax fits no other (include/ratelimit/README.md "Bounded memory").
   MemoryLimiter l(ratelimit::SlidingWindowLog{.limit = kMax, .window = 1s},
                   {.max_bytes = std::numeric_limits<std::size_t>::max()}, clock);
   EXPECT_TRUE(l.allow("k", kMax - 2).allowed);

@@ -1,5 +1,5 @@
-// Sliding window log memory (README "Bounded memory"): table_bytes() counts the logs' entries, kept as a
-// running count that matches a recount after any mix of operations, and MemoryOptions::max_bytes bounds them.
+// Sliding window log memory (include/ratelimit/README.md "Bounded memory"): table_bytes() counts the logs' entries,
+// kept as a running count that matches a recount after any mix of operations, and MemoryOptions::max_bytes bounds them.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -233,7 +233,7 @@ TEST(LogMemory, ABudgetBelowOneKeysLongestLogIsRefused) {
 // A limit whose longest log does not fit in a size_t (2 * (limit + 1) * 16 bytes from limit 2^59 - 1 up) is
 // refused under any budget, in the constructor and in set_policy: the byte bound once wrapped around and
 // let such a limiter hold a log far beyond max_bytes. Only max_bytes = SIZE_MAX, no budget, accepts it
-// (README "Which policy when"), and the refusal says so rather than naming a saturated byte count.
+// (include/ratelimit/README.md "Which policy when"), and the refusal says so rather than naming a saturated byte count.
 TEST(LogMemory, ALimitWhoseLogCannotBeCountedIsRefusedUnderAnyBudget) {
   ManualClock clock;
   for (const std::int64_t limit :
@@ -255,9 +255,9 @@ TEST(LogMemory, ALimitWhoseLogCannotBeCountedIsRefusedUnderAnyBudget) {
   EXPECT_EQ(l.policy().limit, 10);
 }
 
-// max_bytes = SIZE_MAX turns the byte budget off (README "Which policy when"), so no limit is refused for a
-// shard's share of it: set_policy to a limit whose log exceeds any size_t once refused on a limiter of 64 shards
-// what its constructor accepted, and the constructor gave such a limit one shard.
+// max_bytes = SIZE_MAX turns the byte budget off (include/ratelimit/README.md "Which policy when"), so no limit is
+// refused for a shard's share of it: set_policy to a limit whose log exceeds any size_t once refused on a limiter of 64
+// shards what its constructor accepted, and the constructor gave such a limit one shard.
 TEST(LogMemory, WithoutAByteBudgetNoShardShareRefusesALimit) {
   ManualClock clock;
   const ratelimit::MemoryOptions unbounded{.max_bytes = std::numeric_limits<std::size_t>::max()};

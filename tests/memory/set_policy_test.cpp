@@ -1,5 +1,5 @@
-// MemoryLimiter::set_policy (README "Changing a policy at run time"): usage carried in units, exactly as
-// documented, per policy (ManualClock), and a race of checks against policy changes (never a mix).
+// MemoryLimiter::set_policy (include/ratelimit/README.md "Changing a policy at run time"): usage carried in units,
+// exactly as documented, per policy (ManualClock), and a race of checks against policy changes (never a mix).
 #include <gtest/gtest.h>
 
 #include <ratelimit/ratelimit.hpp>

@@ -1,5 +1,5 @@
 // The store's table under keys that become full between visits (windows roll over, TATs pass): Robin Hood
-// runs stay short and memory follows the live keys (README "Bounded memory").
+// runs stay short and memory follows the live keys (include/ratelimit/README.md "Bounded memory").
 #include <gtest/gtest.h>
 
 #include <cstdint>

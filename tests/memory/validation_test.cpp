@@ -1,5 +1,5 @@
-// Bad input gets std::invalid_argument whose message starts with the field name (README "Keys, costs and validation");
-// every byte string up to max_key_bytes is a valid, distinct key.
+// Bad input gets std::invalid_argument whose message starts with the field name (include/ratelimit/README.md "Keys,
+// costs and validation"); every byte string up to max_key_bytes is a valid, distinct key.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -111,7 +111,8 @@ TEST(Validation, GcraFields) {
   for (auto bad : {0ns, -1ns, kMinNs}) {
     EXPECT_INVALID(construct(Gcra{.limit = 1, .period = bad, .burst = 1}), "Gcra.period");
   }
-  // A rate above one per tick cannot be enforced (README "Policy formulas": P / L before rounding must be >= one tick).
+  // A rate above one per tick cannot be enforced (include/ratelimit/README.md "Policy formulas": P / L before rounding
+  // must be >= one tick).
   EXPECT_INVALID(construct(Gcra{.limit = 11, .period = 10ns, .burst = 1}), "Gcra.period", "Gcra.limit");
   EXPECT_INVALID(construct(Gcra{.limit = kMax, .period = 1s, .burst = 1}), "Gcra.period", "Gcra.limit");
   EXPECT_NO_THROW(construct(Gcra{.limit = 10, .period = 10ns, .burst = 1}));  // exactly one per tick

@@ -1,5 +1,5 @@
 # Installs this build to a fresh prefix and builds the consumers with a plain compiler line, the flags from
-# `pkg-config --cflags --libs` (README "Using it from pkg-config"), then runs them. Script mode (cmake -P):
+# `pkg-config --cflags --libs` (README.md "Using it from pkg-config"), then runs them. Script mode (cmake -P):
 #   RATELIMIT_BINARY_DIR, CONSUMER_SOURCE_DIR, WORK_DIR (wiped first), EXPECTED_VERSION, CXX_COMPILER,
 #   CXX_FLAGS, CONFIG, PKG_CONFIG (the program), WITH_REDIS (ON: ratelimit-redis.pc too), WITH_TLS
 cmake_minimum_required(VERSION 3.20)

@@ -15,7 +15,7 @@ namespace gcra_arithmetic {  // named: the unity build joins this file with othe
 
 using State = ratelimit::Gcra::Rules::State;
 
-// The remaining units as README "Policy formulas" states them, with a plain division.
+// The remaining units as include/ratelimit/README.md "Policy formulas" states them, with a plain division.
 std::int64_t reference_remaining(std::int64_t burst, std::int64_t interval, const State& s, std::int64_t t,
                                  std::int64_t cost) {
   const std::int64_t tau = burst * interval;

@@ -1,5 +1,5 @@
-// The lease arithmetic (README "Budget leases"): the two traps, the worked examples, and a randomized fleet whose
-// served units are checked against the policy's bound in every interval.
+// The lease arithmetic (include/ratelimit/redis/README.md "Budget leases"): the two traps, the worked examples, and a
+// randomized fleet whose served units are checked against the policy's bound in every interval.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -74,7 +74,7 @@ TEST(LeaseArithmetic, TrapA_EveryCheckOfALeasedKeyUsesTheReducedTolerance) {
 // them at 740, P1 returns its 3 at 400, P3 leases 6 at 740. A naive refund (TAT -= 3T) admits 12 at 740.
 TEST(LeaseArithmetic, TrapB_ReturnsNeverGiveBackBudgetTimeAlreadyRefilled) {
   const GcraLease lease(rules_t100_b10(), 400);
-  // Naive: the refund formula of README "Refunds" applied to the returned units.
+  // Naive: the refund formula of include/ratelimit/README.md "Refunds" applied to the returned units.
   {
     GcraLease::State s;
     ASSERT_EQ(lease.grant(s, 0, 3, 3).units, 3);

@@ -1,5 +1,5 @@
-// Properties every decision must have (README "Decisions", "Policy formulas" and "Guarantees"), checked on
-// random traffic: no drift, token bucket == GCRA, rate bounds, and the meaning of each Decision field
+// Properties every decision must have (include/ratelimit/README.md "Decisions", "Policy formulas" and "Guarantees"),
+// checked on random traffic: no drift, token bucket == GCRA, rate bounds, and the meaning of each Decision field
 // (remaining, retry_after and reset_after are exact: the shortest wait, the largest count).
 #include <gtest/gtest.h>
 
@@ -36,8 +36,8 @@ std::int64_t drain(L& limiter, std::string_view key) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// No drift (README "Guarantees"): polled every few ns or once in a long while, a bucket admits the same,
-// and exactly C + floor(t / T) by time t when it is drained from t = 0 and never refills to full.
+// No drift (include/ratelimit/README.md "Guarantees"): polled every few ns or once in a long while, a bucket admits the
+// same, and exactly C + floor(t / T) by time t when it is drained from t = 0 and never refills to full.
 
 template <ratelimit::Policy P>
 void expect_no_drift(P policy, std::int64_t capacity, std::int64_t T, std::int64_t fine_step, std::int64_t coarse_step,
@@ -79,9 +79,8 @@ TEST(NoDrift, GcraPolledEveryFewNanosecondsOrRarely) {
   expect_no_drift(ratelimit::Gcra{.limit = 3, .period = 1000ns, .burst = 50}, 50, 334, 7, 14'000, 2'100'000);
 }
 
-// T = ceil(P / L) (README "Policy formulas"): 3 per 10 ns is T = 4 ns, never 3 ns (which would exceed
-// the rate).
-// Hand-worked: B = 2 at t = 0 (TAT 8), then one at t = 4 and t = 8: 4 admitted in [0, 10].
+// T = ceil(P / L) (include/ratelimit/README.md "Policy formulas"): 3 per 10 ns is T = 4 ns, never 3 ns (which would
+// exceed the rate). Hand-worked: B = 2 at t = 0 (TAT 8), then one at t = 4 and t = 8: 4 admitted in [0, 10].
 TEST(Ceiling, EmissionIntervalIsRoundedUp) {
   ManualClock clock;
   MemoryLimiter<ratelimit::Gcra, ManualClock> gcra({.limit = 3, .period = 10ns, .burst = 2}, {}, clock);
@@ -104,7 +103,8 @@ TEST(Ceiling, EmissionIntervalIsRoundedUp) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// TokenBucket{C, R, P} decides exactly as Gcra{R, P, C} (README "Policy formulas"), field by field.
+// TokenBucket{C, R, P} decides exactly as Gcra{R, P, C} (include/ratelimit/README.md "Policy formulas"), field by
+// field.
 
 TEST(Equivalence, TokenBucketDecidesAsGcra) {
   struct Params {
@@ -126,8 +126,8 @@ TEST(Equivalence, TokenBucketDecidesAsGcra) {
         t += uniform(rng, 0, 3) == 0 ? 0 : uniform(rng, 1, 2 * T);
         if (uniform(rng, 0, 19) == 0) {
           // Steps back too. Either store may already have reclaimed a full key (which forgets its latest
-          // write, README "Forgotten state"), and which ones depends on its random hash key: reclaim
-          // every full key in both first, so both step back from the same states.
+          // write, include/ratelimit/README.md "Forgotten state"), and which ones depends on its random hash key:
+          // reclaim every full key in both first, so both step back from the same states.
           bucket.sweep();
           gcra.sweep();
           t -= uniform(rng, 1, 3 * T);
@@ -170,8 +170,8 @@ std::vector<Admission> random_admissions(P policy, std::int64_t limit, std::int6
 }
 
 TEST(RateBound, GcraNeverExceedsRate) {
-  // Over any [a, b]: admitted <= B + (b - a) * L / P (README "Policy formulas": T is rounded up so the rate
-  // is never exceeded).
+  // Over any [a, b]: admitted <= B + (b - a) * L / P (include/ratelimit/README.md "Policy formulas": T is rounded up so
+  // the rate is never exceeded).
   struct Params {
     std::int64_t limit, period, burst;
   };
@@ -221,14 +221,14 @@ TEST(RateBound, FixedWindowNeverExceedsLimitInAnAlignedWindow) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// The meaning of each field (README "Decisions"), on the policies' pure rules and random states:
+// The meaning of each field (include/ratelimit/README.md "Decisions"), on the policies' pure rules and random states:
 // - 0 <= remaining <= limit; remaining == limit exactly when reset_after == 0;
 // - cost 0 is allowed; allowed => retry_after == 0; denied => retry_after > 0;
 //   retry_after == never exactly when cost > limit; a denial's retry_after <= reset_after;
 // - retry_after is the shortest wait: the same request passes at t + retry_after, not one tick earlier;
 // - remaining is exact: that many cost-1 requests pass in a row now, one more does not;
 // - reset_after is exact: full at t + reset_after, not one tick earlier.
-// t is the effective time max(t, latest write) of README "Guarantees".
+// t is the effective time max(t, latest write) of include/ratelimit/README.md "Guarantees".
 
 template <ratelimit::Policy P>
 void check_field_meanings(P policy, std::int64_t scale, std::uint64_t seed) {

@@ -87,7 +87,8 @@ void run_trace(const P& policy, const Algo& algo, Shape shape, std::uint64_t see
   SCOPED_TRACE(::testing::Message() << P::kind << " seed " << seed);
   std::mt19937_64 rng(seed);
   ManualClock clock;
-  // An unbounded byte budget: the sliding log's limits near kMax fit no other (README "Bounded memory").
+  // An unbounded byte budget: the sliding log's limits near kMax fit no other (include/ratelimit/README.md "Bounded
+  // memory").
   ratelimit::MemoryLimiter<P, ManualClock> limiter(policy, {.max_bytes = std::numeric_limits<std::size_t>::max()},
                                                    clock);
   model::Keyed<Algo> reference(algo);

@@ -1,4 +1,5 @@
-// share_of: one process's share of a policy when n processes split it (README "Fallback during outages").
+// share_of: one process's share of a policy when n processes split it (include/ratelimit/redis/README.md "Fallback
+// during outages").
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -1,6 +1,6 @@
 // SlidingWindowCounter computes in 64 bits when the previous window's weight fits and in 128 bits otherwise:
-// both paths give exactly the decision of the formula of README "Policy formulas" computed in 128 bits with
-// plain divisions, for counts, costs, limits, windows and times at and around every edge.
+// both paths give exactly the decision of the formula of include/ratelimit/README.md "Policy formulas" computed in 128
+// bits with plain divisions, for counts, costs, limits, windows and times at and around every edge.
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -1,6 +1,6 @@
-// <ratelimit/asio.hpp> at the edges of a call's life (README "Redis engine", Asio): the io_context destroyed
-// with a check in flight, and cancellation through the handler's cancellation slot, against a redis-server
-// the test stalls with SIGSTOP so that the check stays in flight.
+// <ratelimit/asio.hpp> at the edges of a call's life (include/ratelimit/redis/README.md "Redis engine", Asio): the
+// io_context destroyed with a check in flight, and cancellation through the handler's cancellation slot, against a
+// redis-server the test stalls with SIGSTOP so that the check stays in flight.
 #include <gtest/gtest.h>
 
 #include <asio/bind_cancellation_slot.hpp>

@@ -1,6 +1,6 @@
-// The Redis engine (README "Redis engine"): automatic pipelining of concurrent callers, the async API,
-// its bounded queue and deadlines, exactly-once completion across faults (SIGKILL + restart, CLIENT
-// PAUSE, SCRIPT FLUSH, destruction with calls in flight) with no double count on the server, and forks.
+// The Redis engine (include/ratelimit/redis/README.md "Redis engine"): automatic pipelining of concurrent callers, the
+// async API, its bounded queue and deadlines, exactly-once completion across faults (SIGKILL + restart, CLIENT PAUSE,
+// SCRIPT FLUSH, destruction with calls in flight) with no double count on the server, and forks.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>

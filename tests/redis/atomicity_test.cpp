@@ -1,5 +1,5 @@
-// Cross-process atomicity (README "Guarantees"): 8 processes x 500 requests racing on one fresh key with
-// limit L admit exactly L, for every policy, repeated.
+// Cross-process atomicity (include/ratelimit/README.md "Guarantees"): 8 processes x 500 requests racing on one fresh
+// key with limit L admit exactly L, for every policy, repeated.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>

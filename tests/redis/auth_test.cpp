@@ -1,6 +1,6 @@
-// ACL users (README "Redis backend", options): a `user` without `password` authenticates as that user
-// (Redis accepts any password, the empty one too, for a `nopass` user); a user that has a password is
-// refused clearly when none is given. Never silently the `default` user.
+// ACL users (include/ratelimit/redis/README.md "Redis backend", options): a `user` without `password` authenticates as
+// that user (Redis accepts any password, the empty one too, for a `nopass` user); a user that has a password is refused
+// clearly when none is given. Never silently the `default` user.
 #include <gtest/gtest.h>
 
 #include <chrono>

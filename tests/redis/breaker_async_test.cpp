@@ -1,7 +1,7 @@
-// The circuit breaker gates async calls as it gates sync ones (README "Circuit breaker"): a stalled server
-// (SIGSTOP) opens it after a few failed async calls; while open, async calls complete at once, without I/O,
-// with the failure policy, on the I/O thread, each exactly once; one probe per open period; after SIGCONT
-// they are back on Redis within about one open period plus a round trip, and nothing is counted twice.
+// The circuit breaker gates async calls as it gates sync ones (include/ratelimit/redis/README.md "Circuit breaker"): a
+// stalled server (SIGSTOP) opens it after a few failed async calls; while open, async calls complete at once, without
+// I/O, with the failure policy, on the I/O thread, each exactly once; one probe per open period; after SIGCONT they are
+// back on Redis within about one open period plus a round trip, and nothing is counted twice.
 #include <gtest/gtest.h>
 
 #include <signal.h>

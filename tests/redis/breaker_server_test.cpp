@@ -1,7 +1,7 @@
-// The circuit breaker against a real redis-server (README "Circuit breaker"): a stalled server (SIGSTOP)
-// or paused clients (CLIENT PAUSE) open it after a few timeouts; while open, checks are answered by the
-// failure policy at once, without I/O; once the server is back, checks are on Redis again within 1 s.
-// Each test has its own server (a stopped shared one would stall the other tests) and takes < 3 s.
+// The circuit breaker against a real redis-server (include/ratelimit/redis/README.md "Circuit breaker"): a stalled
+// server (SIGSTOP) or paused clients (CLIENT PAUSE) open it after a few timeouts; while open, checks are answered by
+// the failure policy at once, without I/O; once the server is back, checks are on Redis again within 1 s. Each test has
+// its own server (a stopped shared one would stall the other tests) and takes < 3 s.
 #include <gtest/gtest.h>
 
 #include <signal.h>

@@ -1,10 +1,10 @@
-// Measures a stalled Redis under load (README "Circuit breaker"): 16 threads check at full speed through one
-// RedisLimiter (default options: pool of 4, command timeout 100 ms, fail_open) against a redis-server of its
-// own; the server is stopped (SIGSTOP) for 1.5 s and continued (SIGCONT). Printed for the breaker off
-// (failure_threshold = 0, as before it existed) and on (defaults): checks/s healthy and during the stall,
-// connections opened during the stall, and the time from SIGCONT until checks are decided by Redis again.
-// Exits 1 when, with the breaker on, the stall's throughput is below 0.5x the healthy one or checks are
-// not back on Redis within 1 s of SIGCONT. Registered as a heavy test (BreakerStall).
+// Measures a stalled Redis under load (include/ratelimit/redis/README.md "Circuit breaker"): 16 threads check at full
+// speed through one RedisLimiter (default options: pool of 4, command timeout 100 ms, fail_open) against a redis-server
+// of its own; the server is stopped (SIGSTOP) for 1.5 s and continued (SIGCONT). Printed for the breaker off
+// (failure_threshold = 0, as before it existed) and on (defaults): checks/s healthy and during the stall, connections
+// opened during the stall, and the time from SIGCONT until checks are decided by Redis again. Exits 1 when, with the
+// breaker on, the stall's throughput is below 0.5x the healthy one or checks are not back on Redis within 1 s of
+// SIGCONT. Registered as a heavy test (BreakerStall).
 #include <signal.h>
 
 #include <atomic>

@@ -1,4 +1,5 @@
-// The circuit breaker's state machine (README "Circuit breaker"), on a ManualClock: no Redis, no sleeps.
+// The circuit breaker's state machine (include/ratelimit/redis/README.md "Circuit breaker"), on a ManualClock: no
+// Redis, no sleeps.
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -1,6 +1,6 @@
-// What ConnectionOptions accepts (README "Connection options"): a host that is no host (a port or a scheme in
-// it, nothing at all) and TLS files that cannot be read are refused at construction, naming the field; and
-// ConnectionOptions::from_url reads a Redis URL, never echoing its password.
+// What ConnectionOptions accepts (include/ratelimit/redis/README.md "Connection options"): a host that is no host (a
+// port or a scheme in it, nothing at all) and TLS files that cannot be read are refused at construction, naming the
+// field; and ConnectionOptions::from_url reads a Redis URL, never echoing its password.
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -1,6 +1,6 @@
-// RedisLimiter's denial cache against its own refunds, resets and policy changes (README "Denial cache"): a denial
-// and a refund (or reset) of one key in flight together are settled in the order Redis ran them, not the order
-// their threads woke, so once the refund has returned the cache never denies what Redis admits.
+// RedisLimiter's denial cache against its own refunds, resets and policy changes (include/ratelimit/redis/README.md
+// "Denial cache"): a denial and a refund (or reset) of one key in flight together are settled in the order Redis ran
+// them, not the order their threads woke, so once the refund has returned the cache never denies what Redis admits.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -105,8 +105,8 @@ TEST(DenialCacheOrder, AsyncRefundRacingADenialLeavesNoStaleDenial) {
   EXPECT_EQ(stale, 0) << "denied from the cache what Redis admits, after the limiter's own refund completed";
 }
 
-// set_policy voids every cached denial (README "Denial cache"), also when it returns to a policy given before: a
-// denial remembered under it must not come back with it.
+// set_policy voids every cached denial (include/ratelimit/redis/README.md "Denial cache"), also when it returns to a
+// policy given before: a denial remembered under it must not come back with it.
 TEST(DenialCacheOrder, ReturningToAnEarlierPolicyBringsNoDenialBack) {
   RATELIMIT_REQUIRE_REDIS();
   ManualClock clock;

@@ -1,6 +1,6 @@
-// RedisLimiter's local denial cache (README "Denial cache"): after Redis denies cost n with retry_after R, that
-// key's requests of cost >= n are denied without Redis until R has passed; bounded; a refund through the
-// limiter forgets; another process's refund is the documented case where it denies what Redis would admit.
+// RedisLimiter's local denial cache (include/ratelimit/redis/README.md "Denial cache"): after Redis denies cost n with
+// retry_after R, that key's requests of cost >= n are denied without Redis until R has passed; bounded; a refund
+// through the limiter forgets; another process's refund is the documented case where it denies what Redis would admit.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -108,8 +108,9 @@ TEST(DenialCache, RefundsElsewhereCanBeMissedForAtMostTheWait) {
 }
 
 // This limiter's own set_policy makes its cached denials void: they were Redis's answers under the old
-// parameters, and a raised limit admits at once (README "Changing a policy at run time"), without waiting out
-// the old denial's retry_after. A call sent under the old policy and answered after the change is not cached.
+// parameters, and a raised limit admits at once (include/ratelimit/README.md "Changing a policy at run time"), without
+// waiting out the old denial's retry_after. A call sent under the old policy and answered after the change is not
+// cached.
 TEST(DenialCache, ForgetsDenialsOfAPolicyReplacedBySetPolicy) {
   RATELIMIT_REQUIRE_REDIS();
   ManualClock clock;

@@ -1,8 +1,8 @@
 #pragma once
 
-// Differential traces (README "Guarantees", "Backends agree"): thousands of random calls (time, key, cost,
-// peek, reset, batches) against MemoryLimiter and RedisLimiter (client time) must give identical
-// decisions on every field. Times, windows, periods and emission intervals are whole microseconds.
+// Differential traces (include/ratelimit/README.md "Guarantees", "Backends agree"): thousands of random calls (time,
+// key, cost, peek, reset, batches) against MemoryLimiter and RedisLimiter (client time) must give identical decisions
+// on every field. Times, windows, periods and emission intervals are whole microseconds.
 //
 // One legitimate difference is steered around: a key whose state is full again may be forgotten (memory
 // reclaims it on touch or while sweeping; Redis when its TTL ends), and forgetting also forgets the
@@ -259,7 +259,7 @@ inline void differential_sliding_window_counter(const TraceTarget& target) {
 }
 
 inline void differential_token_bucket(const TraceTarget& target) {
-  // T = 25 ms and T = 1013 us: whole microseconds, as README "Guarantees" requires for agreement.
+  // T = 25 ms and T = 1013 us: whole microseconds, as include/ratelimit/README.md "Guarantees" requires for agreement.
   int n = trace(target, ratelimit::TokenBucket{.capacity = 5, .refill_tokens = 4, .refill_period = 100ms}, 100'000,
                 kNearEpoch, 7);
   n += trace(target, ratelimit::TokenBucket{.capacity = 3, .refill_tokens = 1, .refill_period = 1013us}, 3039, kToday, 8);

@@ -1,5 +1,5 @@
-// A check says when its decision is the failure policy's and not a quota decision (README "Redis
-// backend", failures): single (`check`), batch (`check_many`) and joint (`check_jointly`) checks.
+// A check says when its decision is the failure policy's and not a quota decision (include/ratelimit/redis/README.md
+// "Redis backend", failures): single (`check`), batch (`check_many`) and joint (`check_jointly`) checks.
 #include <gtest/gtest.h>
 
 #include <array>

@@ -1,6 +1,7 @@
-// The default failure report (README "Failure policy and hook"): with no hook set, an outage is visible without
-// any code, as one line on stderr for a server's first failure and at most one more per server per 10 s, naming
-// the server (never a password), the cause and the failure policy's answer; a hook of the user's replaces it.
+// The default failure report (include/ratelimit/redis/README.md "Failure policy and hook"): with no hook set, an outage
+// is visible without any code, as one line on stderr for a server's first failure and at most one more per server per
+// 10 s, naming the server (never a password), the cause and the failure policy's answer; a hook of the user's replaces
+// it.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
-// The in-memory fallback during outages (README "Fallback during outages"): each limiter's share of the quota
-// while Redis fails, probes with backoff instead of a Redis call per request, back on Redis within 1 s of its
-// recovery, counted in stats, and the failure hook told.
+// The in-memory fallback during outages (include/ratelimit/redis/README.md "Fallback during outages"): each limiter's
+// share of the quota while Redis fails, probes with backoff instead of a Redis call per request, back on Redis within 1
+// s of its recovery, counted in stats, and the failure hook told.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -38,7 +38,8 @@ RedisOptions fallback_options(int port, std::int64_t instances) {
   o.fallback.instances = instances;
   o.connect_timeout = 200ms;
   o.command_timeout = 200ms;
-  o.reconnect_backoff_max = 200ms;  // README "Fallback during outages": keep it <= breaker.open_max
+  // include/ratelimit/redis/README.md "Fallback during outages": keep it <= breaker.open_max
+  o.reconnect_backoff_max = 200ms;
   o.key_prefix = ratelimit_test::unique_prefix();
   return o;
 }

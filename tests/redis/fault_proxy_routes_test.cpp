@@ -1,10 +1,10 @@
 // Socket-level faults (tests/support/fault_proxy.hpp) on the Redis Cluster and Redis Sentinel routes: one
 // cluster node, the Sentinel master, or the sentinel itself behind a proxy that stalls, resets or blackholes.
-// The engine's promises hold there as on one server (README "Redis engine", "Circuit breaker", "Redis
-// Cluster", "Redis Sentinel"): every call ends by its deadline, every callback runs exactly once, and only
-// the faulty server's breaker opens: calls to a healthy node, or to a healthy master while its sentinel is
-// gone, are decided as before. The servers announce the proxy's address (`cluster-announce-port`; the
-// sentinel monitors the master at the proxy), so the routes find the proxy as they would the server.
+// The engine's promises hold there as on one server (include/ratelimit/redis/README.md "Redis engine", "Circuit
+// breaker", "Redis Cluster", "Redis Sentinel"): every call ends by its deadline, every callback runs exactly once, and
+// only the faulty server's breaker opens: calls to a healthy node, or to a healthy master while its sentinel is gone,
+// are decided as before. The servers announce the proxy's address (`cluster-announce-port`; the sentinel monitors the
+// master at the proxy), so the routes find the proxy as they would the server.
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -1,11 +1,11 @@
 // Socket-level faults (tests/support/fault_proxy.hpp) between a RedisLimiter and a real redis-server, plain
 // and TLS: delay, trickle, stall, reset mid-reply, half-close, blackhole and refuse, each for sync and async
-// calls. Each test checks the engine's promises (README "Redis engine", "Circuit breaker"): every call ends by
-// its deadline, every callback runs exactly once, nothing is counted twice on the server (the key's units
-// consumed, read straight from the server, lie between the admitted calls and those plus the calls that
-// failed after they could have been sent), and the breaker opens while the server fails, not otherwise.
-// Connecting (TCP, TLS handshake, AUTH, SELECT) is bounded by `connect_timeout` in total, and a caller's own
-// deadline ends its call even while a connect goes on (README "Redis backend", "TLS").
+// calls. Each test checks the engine's promises (include/ratelimit/redis/README.md "Redis engine", "Circuit breaker"):
+// every call ends by its deadline, every callback runs exactly once, nothing is counted twice on the server (the key's
+// units consumed, read straight from the server, lie between the admitted calls and those plus the calls that failed
+// after they could have been sent), and the breaker opens while the server fails, not otherwise. Connecting (TCP, TLS
+// handshake, AUTH, SELECT) is bounded by `connect_timeout` in total, and a caller's own deadline ends its call even
+// while a connect goes on (include/ratelimit/redis/README.md "Redis backend", "TLS").
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -348,8 +348,8 @@ TEST_F(FaultProxyServer, QueueFullAsyncLeavesTheBreakerClosed) {
   EXPECT_EQ(consumed(), decided.load());
 }
 
-// Connecting is bounded in total (README "Redis backend", connect_timeout): AUTH and SELECT replies trickling
-// one byte every 80 ms (each read inside the per-read timeout, 800 ms for both) hold no call past its
+// Connecting is bounded in total (include/ratelimit/redis/README.md "Redis backend", connect_timeout): AUTH and SELECT
+// replies trickling one byte every 80 ms (each read inside the per-read timeout, 800 ms for both) hold no call past its
 // deadline, sync or async, and no connect past connect_timeout.
 class FaultProxyConnect : public FaultProxyServer {
  protected:

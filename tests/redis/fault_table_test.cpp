@@ -1,9 +1,9 @@
-// The fault table (README "Hostile input and faults"): each fault is injected into a real redis-server on
-// loopback while two threads check at full speed through one RedisLimiter (default timeouts and backoff,
-// on_error = fail_closed). Each row asserts: the fault was seen (or, for SCRIPT FLUSH, invisible); every
-// call returned within connect_timeout + command_timeout (so no thread hangs); checks succeed again within
-// 1 s after the fault ends; the limiter never holds more than pool_size connections and, once destroyed,
-// none (INFO clients). Memory leaks are LeakSanitizer's job in the ASan run. The table is printed.
+// The fault table (include/ratelimit/README.md "Hostile input and faults"): each fault is injected into a real
+// redis-server on loopback while two threads check at full speed through one RedisLimiter (default timeouts and
+// backoff, on_error = fail_closed). Each row asserts: the fault was seen (or, for SCRIPT FLUSH, invisible); every call
+// returned within connect_timeout + command_timeout (so no thread hangs); checks succeed again within 1 s after the
+// fault ends; the limiter never holds more than pool_size connections and, once destroyed, none (INFO clients). Memory
+// leaks are LeakSanitizer's job in the ASan run. The table is printed.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// Failure handling (README "Redis contract") under each on_error: SCRIPT FLUSH between calls, Redis restarted
-// mid-run, a command slowed past the timeout (CLIENT PAUSE), Redis down at start, reconnect backoff.
+// Failure handling (include/ratelimit/README.md "Redis contract") under each on_error: SCRIPT FLUSH between calls,
+// Redis restarted mid-run, a command slowed past the timeout (CLIENT PAUSE), Redis down at start, reconnect backoff.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -133,7 +133,8 @@ TEST_P(Fault, RedisDownAtStart) {
   auto o = options();
   o.port = port;
   // Without the circuit breaker: its four failures below would open it, and the first call after the
-  // start would then be answered by the failure policy (README "Circuit breaker"; BreakerServer tests).
+  // start would then be answered by the failure policy (include/ratelimit/redis/README.md "Circuit breaker";
+  // BreakerServer tests).
   o.breaker.failure_threshold = 0;
   RedisLimiter l(kPolicy, o, clock_);  // constructing connects nothing
   expect_failure([&] { return l.allow("k"); }, BackendErrorCause::io);

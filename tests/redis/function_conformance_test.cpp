@@ -1,5 +1,5 @@
 // The exact-value tables shared by every backend (tests/support/conformance.hpp), run on Redis with the
-// scripts sent as Redis Functions (FCALL of the loaded library; README "Redis Functions").
+// scripts sent as Redis Functions (FCALL of the loaded library; include/ratelimit/redis/README.md "Redis Functions").
 #include <memory>
 
 #include "../support/conformance.hpp"

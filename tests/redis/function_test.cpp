@@ -1,6 +1,6 @@
-// Scripts as Redis Functions (README "Redis Functions"): FCALL of one library loaded on first use, loaded
-// again when the server lost it, and EVALSHA where the server refuses Functions (ACL without +fcall or
-// +function, a server without the command), for single checks, batches, layered checks and async calls.
+// Scripts as Redis Functions (include/ratelimit/redis/README.md "Redis Functions"): FCALL of one library loaded on
+// first use, loaded again when the server lost it, and EVALSHA where the server refuses Functions (ACL without +fcall
+// or +function, a server without the command), for single checks, batches, layered checks and async calls.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// Hostile input against RedisLimiter (the Redis rows of README's "Hostile input" table): awkward and huge
-// keys, costs at the ends of int64, a client clock at the ends of int64. Negative costs and policies Redis
+// Hostile input against RedisLimiter (the Redis rows of include/ratelimit/README.md's "Hostile input" table): awkward
+// and huge keys, costs at the ends of int64, a client clock at the ends of int64. Negative costs and policies Redis
 // cannot run exactly are in validation_test.cpp; a clock stepping back in redis_limiter_test.cpp.
 #include <gtest/gtest.h>
 

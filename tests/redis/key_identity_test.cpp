@@ -1,5 +1,5 @@
-// Which limiters share state on Redis (README "Redis backend", key layout): without a name a limiter's
-// identity is its policy kind and parameters, with `LimiterOptions::name` it is the name.
+// Which limiters share state on Redis (include/ratelimit/redis/README.md "Redis backend", key layout): without a name a
+// limiter's identity is its policy kind and parameters, with `LimiterOptions::name` it is the name.
 #include <gtest/gtest.h>
 
 #include <array>

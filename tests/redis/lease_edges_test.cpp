@@ -1,6 +1,6 @@
-// LeasedLimiter's edges against a real redis-server (README "Budget leases"): the denial cache waits at most the
-// slice's units longer than Redis would, a sweep keeps the expiry queue of leases not yet expired, and a return after a
-// reset gives the fresh state nothing it never granted.
+// LeasedLimiter's edges against a real redis-server (include/ratelimit/redis/README.md "Budget leases"): the denial
+// cache waits at most the slice's units longer than Redis would, a sweep keeps the expiry queue of leases not yet
+// expired, and a return after a reset gives the fresh state nothing it never granted.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -44,8 +44,8 @@ class LeaseEdges : public testing::Test {
 };
 
 // A hot key asks for slices of up to 40. When Redis denies one unit with retry_after R, the cache waits until
-// the slice fits, R + (slice - 1) * T, at most (max_slice - 1) * T longer than Redis (README "Budget leases",
-// denial cache): meanwhile it may deny what Redis admits; then it asks Redis, which grants a slice.
+// the slice fits, R + (slice - 1) * T, at most (max_slice - 1) * T longer than Redis (include/ratelimit/redis/README.md
+// "Budget leases", denial cache): meanwhile it may deny what Redis admits; then it asks Redis, which grants a slice.
 TEST_F(LeaseEdges, DenialCacheWaitsForItsSliceAtMostMaxSliceUnitsLonger) {
   ManualClock clock;
   const auto options = client_options(*shared_redis());
@@ -72,8 +72,8 @@ TEST_F(LeaseEdges, DenialCacheWaitsForItsSliceAtMostMaxSliceUnitsLonger) {
 }
 
 // A sweep returns the expired leases and keeps the rest queued: once those expire too, the next Redis calls of
-// their shards give them back (README "Budget leases": unused units go back at expiry, by `sweep` or the next
-// Redis call of the shard). 400 cold keys reach every shard.
+// their shards give them back (include/ratelimit/redis/README.md "Budget leases": unused units go back at expiry, by
+// `sweep` or the next Redis call of the shard). 400 cold keys reach every shard.
 TEST_F(LeaseEdges, SweepKeepsLeasesNotYetExpiredQueued) {
   ManualClock clock;
   Leased<ratelimit::Gcra> limiter(kGcra, client_options(*shared_redis()), lease_options(), clock, clock);

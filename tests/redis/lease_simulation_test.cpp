@@ -1,4 +1,5 @@
-// The fleet simulation at a small size (README "Budget leases", sizing): no interval over the bound.
+// The fleet simulation at a small size (include/ratelimit/redis/README.md "Budget leases", sizing): no interval over
+// the bound.
 #include <gtest/gtest.h>
 
 #include "lease_simulation.hpp"

@@ -1,6 +1,6 @@
-// LeasedLimiter against a real redis-server (README "Budget leases"): the lease scripts compute exactly as the
-// lease arithmetic, hot keys cost few Redis calls, cold keys one per request, unused units go back, processes
-// share the bound exactly, the denial cache, and Redis Cluster unchanged.
+// LeasedLimiter against a real redis-server (include/ratelimit/redis/README.md "Budget leases"): the lease scripts
+// compute exactly as the lease arithmetic, hot keys cost few Redis calls, cold keys one per request, unused units go
+// back, processes share the bound exactly, the denial cache, and Redis Cluster unchanged.
 #include <gtest/gtest.h>
 
 #include <algorithm>

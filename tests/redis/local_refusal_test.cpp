@@ -1,9 +1,9 @@
-// Local refusals tell the circuit breaker nothing (README "Circuit breaker"): a sync call refused at once
-// because its connection already has `max_in_flight` commands outstanding never reached the server, so it
-// must not count as a failed round trip. One connection (pool_size 1), a small max_in_flight, async bursts
-// keeping it full and threads making sync calls against a healthy server: on every route (single server,
-// Sentinel, Cluster) the sync calls meet "queue full", and the breaker (opening at the first failure)
-// never opens, so no call is short-circuited.
+// Local refusals tell the circuit breaker nothing (include/ratelimit/redis/README.md "Circuit breaker"): a sync call
+// refused at once because its connection already has `max_in_flight` commands outstanding never reached the server, so
+// it must not count as a failed round trip. One connection (pool_size 1), a small max_in_flight, async bursts keeping
+// it full and threads making sync calls against a healthy server: on every route (single server, Sentinel, Cluster) the
+// sync calls meet "queue full", and the breaker (opening at the first failure) never opens, so no call is
+// short-circuited.
 #include <gtest/gtest.h>
 
 #include <atomic>

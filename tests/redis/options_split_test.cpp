@@ -1,5 +1,5 @@
 // The Redis options split into ConnectionOptions (connections, pool, cluster) and LimiterOptions (keys,
-// time, failures); RedisOptions holds both (README "Redis backend", options).
+// time, failures); RedisOptions holds both (include/ratelimit/redis/README.md "Redis backend", options).
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -1,10 +1,9 @@
-// Waiting for a pooled connection (README "Sizing the pool"): 256 threads check through one RedisLimiter
-// with a pool of 4 connections against a redis-server of its own, for 3 s. Prints checks/s, the latency
-// percentiles of every call (p50, p99, p99.9, max), how many calls failed because they were not sent
-// within command_timeout (100 ms) and how many calls ended past that deadline, plus the spread of checks
-// per thread (a fair queue serves every thread alike). Exits 1 when a call took longer than its deadline
-// (command_timeout from its start: waiting and round trip) plus 50 ms of scheduling slack. Registered as
-// a heavy test (PoolWait).
+// Waiting for a pooled connection (include/ratelimit/redis/README.md "Sizing the pool"): 256 threads check through one
+// RedisLimiter with a pool of 4 connections against a redis-server of its own, for 3 s. Prints checks/s, the latency
+// percentiles of every call (p50, p99, p99.9, max), how many calls failed because they were not sent within
+// command_timeout (100 ms) and how many calls ended past that deadline, plus the spread of checks per thread (a fair
+// queue serves every thread alike). Exits 1 when a call took longer than its deadline (command_timeout from its start:
+// waiting and round trip) plus 50 ms of scheduling slack. Registered as a heavy test (PoolWait).
 #include <algorithm>
 #include <atomic>
 #include <chrono>

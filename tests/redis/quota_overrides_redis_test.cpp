@@ -1,7 +1,7 @@
-// Per-key quota overrides on Redis (README "Per-key quota overrides"): a named RedisLimiter checks each key
-// under its resolved policy; the script converts a key's usage when its policy changes, exactly as the
-// in-memory OverridableMemoryLimiter does (a twin with changing overrides and a set_policy, ManualClock);
-// unnamed limiters refuse; failure decisions carry the override's limit; racing checks lose no usage.
+// Per-key quota overrides on Redis (include/ratelimit/layers/README.md "Per-key quota overrides"): a named RedisLimiter
+// checks each key under its resolved policy; the script converts a key's usage when its policy changes, exactly as the
+// in-memory OverridableMemoryLimiter does (a twin with changing overrides and a set_policy, ManualClock); unnamed
+// limiters refuse; failure decisions carry the override's limit; racing checks lose no usage.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -163,9 +163,9 @@ TEST_F(QuotaOverrideRedis, CostZeroIsAllowedOverALoweredLimit) {
                                                                 ratelimit::SlidingWindowLog{3, 1min});
 }
 
-// FailurePolicy::fallback answers an overridden key under its override's share (README "Fallback during
-// outages"): a tenant held low by an override stays low while Redis is down (the limiter's share would admit it
-// tenfold), a partner keeps its larger share; peeks, refunds and reset follow the override too.
+// FailurePolicy::fallback answers an overridden key under its override's share (include/ratelimit/redis/README.md
+// "Fallback during outages"): a tenant held low by an override stays low while Redis is down (the limiter's share would
+// admit it tenfold), a partner keeps its larger share; peeks, refunds and reset follow the override too.
 TEST_F(QuotaOverrideRedis, FallbackAnswersUnderTheKeysOverride) {
   ManualClock clock;
   clock.advance(1'700'000'000s);

@@ -1,6 +1,6 @@
-// The readiness call of a service's start-up (README "Readiness at start-up"): RedisLimiter::wait_ready connects,
-// logs in and runs the limiter's script once (so it is cached), retrying until Redis answers or the timeout
-// passes, and then says why not: the server and the last failure.
+// The readiness call of a service's start-up (include/ratelimit/redis/README.md "Readiness at start-up"):
+// RedisLimiter::wait_ready connects, logs in and runs the limiter's script once (so it is cached), retrying until Redis
+// answers or the timeout passes, and then says why not: the server and the last failure.
 #include <gtest/gtest.h>
 
 #include <chrono>

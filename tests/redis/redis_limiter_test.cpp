@@ -1,5 +1,5 @@
-// Exact decisions of every policy on Redis, worked by hand from README "Policy formulas" (client time, ManualClock),
-// plus peek, cost 0, denials writing nothing, TTLs, reset, allow_many and server time.
+// Exact decisions of every policy on Redis, worked by hand from include/ratelimit/README.md "Policy formulas" (client
+// time, ManualClock), plus peek, cost 0, denials writing nothing, TTLs, reset, allow_many and server time.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -182,7 +182,8 @@ TEST_F(RedisLimiterTest, TtlIsResetAfterPlusOneSecond) {
 }
 
 // The window policies set the TTL with the first write of a window (its end does not move) and keep it
-// for that window's later writes; the next window's first write sets it again (README "Redis backend").
+// for that window's later writes; the next window's first write sets it again (include/ratelimit/redis/README.md "Redis
+// backend").
 TEST_F(RedisLimiterTest, WindowTtlIsSetOncePerWindow) {
   ManualClock clock;
   const auto opts = client_options(*shared_redis());

@@ -1,7 +1,7 @@
 // A Sentinel or Cluster route made before fork() and used in the child throws std::logic_error touching
-// nothing (README "Redis engine", fork): no sentinel asked, no slot map loaded, no connection opened. The
-// servers count the connections they accepted (INFO stats), read by the parent before the fork and after
-// the child exited.
+// nothing (include/ratelimit/redis/README.md "Redis engine", fork): no sentinel asked, no slot map loaded, no
+// connection opened. The servers count the connections they accepted (INFO stats), read by the parent before the fork
+// and after the child exited.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>

@@ -1,6 +1,6 @@
-// How scripts reach Redis (README "Redis backend", failures): EVALSHA, and one EVAL per NOSCRIPT,
-// counted once per NOSCRIPT answered; batches keep each key's order while the script cache is flushed
-// under them; a locked-down server (no SCRIPT command or no script|load permission) still works.
+// How scripts reach Redis (include/ratelimit/redis/README.md "Redis backend", failures): EVALSHA, and one EVAL per
+// NOSCRIPT, counted once per NOSCRIPT answered; batches keep each key's order while the script cache is flushed under
+// them; a locked-down server (no SCRIPT command or no script|load permission) still works.
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -1,10 +1,10 @@
-// Sentinel failover under load (README "Redis Sentinel"): 1 master, 1 replica and 3 sentinels (quorum 2,
-// down-after 500 ms) on loopback; two threads check fresh keys (FixedWindow, limit 1 per hour: each key
-// is admitted once, ever) through a RedisLimiter in Sentinel mode; the master is killed (SIGKILL) under
-// that load. Measures the time from the kill until checks are decided by the new master, and, once it
-// serves, checks every key admitted before the kill again: a key admitted again lost its write (it
-// reached the old master but not the replica: replication is asynchronous). Fails when checks do not
-// recover within 30 s, a check crashes or hangs, or a key admitted more than 2 s before the kill is lost.
+// Sentinel failover under load (include/ratelimit/redis/README.md "Redis Sentinel"): 1 master, 1 replica and 3
+// sentinels (quorum 2, down-after 500 ms) on loopback; two threads check fresh keys (FixedWindow, limit 1 per hour:
+// each key is admitted once, ever) through a RedisLimiter in Sentinel mode; the master is killed (SIGKILL) under that
+// load. Measures the time from the kill until checks are decided by the new master, and, once it serves, checks every
+// key admitted before the kill again: a key admitted again lost its write (it reached the old master but not the
+// replica: replication is asynchronous). Fails when checks do not recover within 30 s, a check crashes or hangs, or a
+// key admitted more than 2 s before the kill is lost.
 //
 // Usage: ratelimit_sentinel_failover   (a heavy test: ctest -R SentinelFailover with RATELIMIT_HEAVY_TESTS)
 #include <atomic>

@@ -1,9 +1,9 @@
-// Redis Sentinel after a manual failover (README "Redis Sentinel"): a master with one replica and one
-// sentinel; `SENTINEL FAILOVER` promotes the replica. Async checks follow the new master as sync ones do:
-// once the old master is demoted, its first READONLY makes the route ask the sentinels at once (not at
-// its next periodic check); and while the old master is still writable (the sentinels reconfigure it only
-// at their next INFO, up to 10 s later), checks follow the new master within `sentinel.check_interval`;
-// the replaced master's connections close once nothing uses them.
+// Redis Sentinel after a manual failover (include/ratelimit/redis/README.md "Redis Sentinel"): a master with one
+// replica and one sentinel; `SENTINEL FAILOVER` promotes the replica. Async checks follow the new master as sync ones
+// do: once the old master is demoted, its first READONLY makes the route ask the sentinels at once (not at its next
+// periodic check); and while the old master is still writable (the sentinels reconfigure it only at their next INFO, up
+// to 10 s later), checks follow the new master within `sentinel.check_interval`; the replaced master's connections
+// close once nothing uses them.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -150,7 +150,8 @@ TEST_F(SentinelAfterFailover, AsyncChecksLeaveADemotedMasterAtOnce) {
 }
 
 // The old master still writable: nothing fails, so checks follow the new master at the route's next
-// periodic check, within `check_interval` of the sentinels' switch (README "Redis Sentinel").
+// periodic check, within `check_interval` of the sentinels' switch (include/ratelimit/redis/README.md "Redis
+// Sentinel").
 TEST_F(SentinelAfterFailover, ChecksFollowTheNewMasterWithinTheCheckInterval) {
   constexpr auto interval = 500ms;
   RedisLimiter<FixedWindow> l(FixedWindow{.limit = 5, .window = 1h}, options(interval));

@@ -1,6 +1,6 @@
-// Redis Sentinel (README "Redis Sentinel"): the limiter finds the master through the sentinels, skips a
-// sentinel that is down, and says clearly when no sentinel knows the master's name. The failover under
-// load is the heavy program sentinel_failover.cpp (ctest -R SentinelFailover, with the heavy tests on).
+// Redis Sentinel (include/ratelimit/redis/README.md "Redis Sentinel"): the limiter finds the master through the
+// sentinels, skips a sentinel that is down, and says clearly when no sentinel knows the master's name. The failover
+// under load is the heavy program sentinel_failover.cpp (ctest -R SentinelFailover, with the heavy tests on).
 #include <gtest/gtest.h>
 
 #include <chrono>

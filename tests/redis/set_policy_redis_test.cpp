@@ -1,8 +1,8 @@
-// RedisLimiter::set_policy (README "Changing a policy at run time", Redis): a named limiter keeps each
-// key's usage in units, converted on the key's next touch exactly as MemoryLimiter::set_policy converts
-// it (a twin over every policy, ManualClock); the processes of a rolling deploy (two limiters of one name
-// with different parameters) each decide wholly under their own policy; unnamed limiters refuse; checks
-// racing with changes see one policy or the other.
+// RedisLimiter::set_policy (include/ratelimit/README.md "Changing a policy at run time", Redis): a named limiter keeps
+// each key's usage in units, converted on the key's next touch exactly as MemoryLimiter::set_policy converts it (a twin
+// over every policy, ManualClock); the processes of a rolling deploy (two limiters of one name with different
+// parameters) each decide wholly under their own policy; unnamed limiters refuse; checks racing with changes see one
+// policy or the other.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -39,7 +39,7 @@ class SetPolicyRedis : public testing::Test {
 };
 
 // Durations at Redis's 1 us tick: memory's nanoseconds rounded up (a sliding counter's floor divisions
-// fall between microseconds; README "Backends agree").
+// fall between microseconds; include/ratelimit/README.md "Backends agree").
 std::chrono::nanoseconds at_redis_tick(std::chrono::nanoseconds d) {
   return d == Decision::never ? d : std::chrono::ceil<std::chrono::microseconds>(d);
 }
@@ -93,8 +93,9 @@ TEST_F(SetPolicyRedis, TwinOfMemoryForEveryPolicy) {
   set_policy_twin("log", ratelimit::SlidingWindowLog{8, 5s}, ratelimit::SlidingWindowLog{3, 2s});
 }
 
-// GCRA, the README example: 3 units used, T 1 s -> 0.5 s, burst 4: TAT = t + 1.5 s. The converted state
-// is written at once (a peek does not write: a second peek converts again, the same way).
+// GCRA (include/ratelimit/README.md "Changing a policy at run time"): 3 units used, T 1 s -> 0.5 s, burst 4:
+// TAT = t + 1.5 s. The converted state is written at once (a peek does not write: a second peek converts again, the
+// same way).
 TEST_F(SetPolicyRedis, GcraCarriesUsedUnitsAndLayersFollow) {
   ManualClock clock;
   clock.advance(1'700'000'000s);

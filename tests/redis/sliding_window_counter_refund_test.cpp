@@ -1,7 +1,7 @@
-// The sliding window counter's refund on Redis (README "Refunds"): a refund that finds units only in the
-// previous window gives them back and writes the key in the current window; the key then keeps a TTL that
-// covers the next window once it counts units of this one again (the exact values are in the conformance
-// tables, tests/support/conformance.hpp).
+// The sliding window counter's refund on Redis (include/ratelimit/README.md "Refunds"): a refund that finds units only
+// in the previous window gives them back and writes the key in the current window; the key then keeps a TTL that covers
+// the next window once it counts units of this one again (the exact values are in the conformance tables,
+// tests/support/conformance.hpp).
 #include <gtest/gtest.h>
 
 #include <ratelimit/ratelimit.hpp>

@@ -1,7 +1,7 @@
-// One program whose units use the Redis backend built with and without RATELIMIT_TLS (README "TLS"): a
-// consumer that compiles one file against the ratelimit::redis target and another without its definitions.
-// Each unit must get its own variant whichever unit the linker sees first (tests/redis/CMakeLists.txt builds
-// both orders, at -O0 so that no call is inlined away from the linker's choice).
+// One program whose units use the Redis backend built with and without RATELIMIT_TLS (include/ratelimit/redis/README.md
+// "TLS"): a consumer that compiles one file against the ratelimit::redis target and another without its definitions.
+// Each unit must get its own variant whichever unit the linker sees first (tests/redis/CMakeLists.txt builds both
+// orders, at -O0 so that no call is inlined away from the linker's choice).
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -1,8 +1,8 @@
-// TLS (README "TLS"): checks over TLS decide as over TCP (single, batch, async, layered through the
-// engine's pipeline), and each verification failure (wrong CA, expired certificate, wrong host name, a
-// missing client certificate, a plain server) fails the connection with a clear error and the failure
-// policy. Certificates are made at test time with the `openssl` command; the server is Debian's
-// redis-server with its `--tls-port`.
+// TLS (include/ratelimit/redis/README.md "TLS"): checks over TLS decide as over TCP (single, batch, async, layered
+// through the engine's pipeline), and each verification failure (wrong CA, expired certificate, wrong host name, a
+// missing client certificate, a plain server) fails the connection with a clear error and the failure policy.
+// Certificates are made at test time with the `openssl` command; the server is Debian's redis-server with its
+// `--tls-port`.
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -1,5 +1,5 @@
-// Built with -DRATELIMIT_TLS=0 (tests/redis/CMakeLists.txt): zero means no TLS (README "TLS"), the plain ABI
-// namespace and no OpenSSL, as a unit built without the macro.
+// Built with -DRATELIMIT_TLS=0 (tests/redis/CMakeLists.txt): zero means no TLS (include/ratelimit/redis/README.md
+// "TLS"), the plain ABI namespace and no OpenSSL, as a unit built without the macro.
 #include <ratelimit/redis.hpp>
 
 #if !defined(RATELIMIT_TLS) || RATELIMIT_TLS != 0

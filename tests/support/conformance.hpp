@@ -1,8 +1,8 @@
 #pragma once
 
 /// @file
-/// The backend conformance suite: table-driven exact-value tests of README "Decisions", "Policy formulas"
-/// and "Guarantees", run against any backend. Instantiate it with a Backend type:
+/// The backend conformance suite: table-driven exact-value tests of include/ratelimit/README.md "Decisions", "Policy
+/// formulas" and "Guarantees", run against any backend. Instantiate it with a Backend type:
 ///
 /// ```cpp
 /// struct MyBackend {
@@ -14,9 +14,9 @@
 ///
 /// Every time, window and period in the tables is a whole number of microseconds and every emission
 /// interval (and every floor(a*W/prev) of the sliding window counter) is exact in microseconds, so the
-/// in-memory (ns) and Redis (us) backends must give identical decisions (README "Guarantees"). Each test
-/// uses a fresh unique key, so a shared server never mixes state between tests or runs. Expected
-/// values were worked out by hand from README "Policy formulas"; the arithmetic is in the comments.
+/// in-memory (ns) and Redis (us) backends must give identical decisions (include/ratelimit/README.md "Guarantees").
+/// Each test uses a fresh unique key, so a shared server never mixes state between tests or runs. Expected values were
+/// worked out by hand from include/ratelimit/README.md "Policy formulas"; the arithmetic is in the comments.
 
 #include <gtest/gtest.h>
 
@@ -375,9 +375,9 @@ TYPED_TEST_P(Conformance, SlidingWindowCounterClockSteppingBack) {
       });
 }
 
-// A refund (README "Refunds") takes n from cur, then what is left of n from prev: a unit of the previous
-// window still weighs (W-r)/W, and the give-back is what the refunded request still costs. It records
-// its write time (the effective time then) like any write.
+// A refund (include/ratelimit/README.md "Refunds") takes n from cur, then what is left of n from prev: a unit of the
+// previous window still weighs (W-r)/W, and the give-back is what the refunded request still costs. It records its
+// write time (the effective time then) like any write.
 TYPED_TEST_P(Conformance, SlidingWindowCounterRefundReachesThePreviousWindow) {
   // L = 4, W = 1000 us.
   conformance::run_table<TypeParam>(
@@ -485,8 +485,9 @@ TYPED_TEST_P(Conformance, TokenBucketClockSteppingBack) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Peek (README "Decisions"): allowed and retry_after of a cost-1 request, remaining and reset_after as
-// now; nothing consumed, nothing written (so it never moves the effective time of README "Guarantees").
+// Peek (include/ratelimit/README.md "Decisions"): allowed and retry_after of a cost-1 request, remaining and
+// reset_after as now; nothing consumed, nothing written (so it never moves the effective time of
+// include/ratelimit/README.md "Guarantees").
 
 TYPED_TEST_P(Conformance, PeekConsumesAndWritesNothing) {
   // L = 10, P = 1000 us -> T = 100 us; B = 2 -> tau = 200 us.

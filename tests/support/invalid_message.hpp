@@ -1,5 +1,5 @@
-// The message of the std::invalid_argument a call throws (README "Keys, costs and validation": it starts with
-// the field's name), or a text that says what happened instead; and the prefix test the suites assert with.
+// The message of the std::invalid_argument a call throws (include/ratelimit/README.md "Keys, costs and validation": it
+// starts with the field's name), or a text that says what happened instead; and the prefix test the suites assert with.
 #pragma once
 
 #include <stdexcept>

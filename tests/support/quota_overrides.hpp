@@ -1,5 +1,5 @@
-// What the quota override suites share (README "Per-key quota overrides"): a directory of overrides whose
-// answers a test changes, and a race of 8 threads checking one key while its override flips.
+// What the quota override suites share (include/ratelimit/layers/README.md "Per-key quota overrides"): a directory of
+// overrides whose answers a test changes, and a race of 8 threads checking one key while its override flips.
 #pragma once
 
 #include <atomic>
@@ -111,10 +111,10 @@ void expect_exact_while_the_override_flips(L& limiter, ratelimit::ManualClock& c
   EXPECT_EQ(overrides.peek("k").remaining, 100 - race.admitted);
 }
 
-/// Cost 0 is always allowed (README "Keys, costs and validation"), also for key "k" of `limiter` once its
-/// usage (6 units under the override `big`) exceeds the lowered override `small` (limit 3): the check of cost 1
-/// is denied, cost 0 admitted with nothing left, and a refund's decision (the state as a cost-0 check sees it)
-/// admits too.
+/// Cost 0 is always allowed (include/ratelimit/README.md "Keys, costs and validation"), also for key "k" of `limiter`
+/// once its usage (6 units under the override `big`) exceeds the lowered override `small` (limit 3): the check of cost
+/// 1 is denied, cost 0 admitted with nothing left, and a refund's decision (the state as a cost-0 check sees it) admits
+/// too.
 template <class L, class P>
 void expect_cost_zero_allowed_over_a_lowered_limit(L& limiter, P big, P small) {
   using namespace std::chrono_literals;

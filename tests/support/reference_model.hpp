@@ -1,14 +1,13 @@
 #pragma once
 
 /// @file
-/// Deliberately simple reference models of README "Policy formulas", for tests only.
+/// Deliberately simple reference models of include/ratelimit/README.md "Policy formulas", for tests only.
 ///
-/// Written straight from the formulas of README "Policy formulas", in ticks, sharing no code with the
-/// library's policies: the sliding log is a plain vector of (t, cost) entries, windows use plain integer math
-/// in 128 bits, and the token bucket is modelled as an actual bucket of tokens (not as GCRA), so the
-/// contract's claim "TokenBucket decides exactly as Gcra" is checked, not assumed. An absent key is full.
-/// Clock stepping back (README "Guarantees"): the effective time is max(t, latest admitted write with cost >=
-/// 1).
+/// Written straight from the formulas of include/ratelimit/README.md "Policy formulas", in ticks, sharing no code with
+/// the library's policies: the sliding log is a plain vector of (t, cost) entries, windows use plain integer math in
+/// 128 bits, and the token bucket is modelled as an actual bucket of tokens (not as GCRA), so the contract's claim
+/// "TokenBucket decides exactly as Gcra" is checked, not assumed. An absent key is full. Clock stepping back
+/// (include/ratelimit/README.md "Guarantees"): the effective time is max(t, latest admitted write with cost >= 1).
 
 #include <algorithm>
 #include <cstddef>
@@ -249,8 +248,8 @@ struct TokenBucketModel {
   [[nodiscard]] bool full(const State& s, std::int64_t now) const { return check(&s, now, 0).outcome.remaining == C; }
 };
 
-/// Per-key state for one model: `allow`, `peek` (README "Decisions"), `reset`, and `sweep` (forget the
-/// keys that are full at `now`, as the in-memory backend may do at any time).
+/// Per-key state for one model: `allow`, `peek` (include/ratelimit/README.md "Decisions"), `reset`, and `sweep` (forget
+/// the keys that are full at `now`, as the in-memory backend may do at any time).
 template <class Algo>
 class Keyed {
  public:

@@ -2,7 +2,7 @@
 
 /// @file
 /// `ConcurrencyLimiter`: at most `permits` units in flight per key, in process, with a bounded wait
-/// queue per key (README "Concurrency limits").
+/// queue per key (include/ratelimit/concurrency/README.md "Concurrency limits").
 
 #include <algorithm>
 #include <atomic>
@@ -102,7 +102,7 @@ struct BlockingWait {
 /// At most `permits` units in flight per key (a bulkhead: nginx `limit_conn`, .NET `ConcurrencyLimiter`),
 /// in process. Algorithm: per key a count of units held and a queue of waiters; units are taken when
 /// they fit (and, oldest-first, nobody waits ahead), and each returned unit goes to the queue in
-/// `queue_order`, as many waiters as fit (README "Concurrency limits").
+/// `queue_order`, as many waiters as fit (include/ratelimit/concurrency/README.md "Concurrency limits").
 ///
 /// Thread-safe: every method may be called from any number of threads; one key's operations are
 /// linearizable under its shard's lock. Callbacks and wake-ups run after that lock is released.

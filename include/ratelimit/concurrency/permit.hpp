@@ -2,7 +2,7 @@
 
 /// @file
 /// `Permit`: the move-only handle of units held in a concurrency limiter (in memory or on Redis), and
-/// `PermitResult`, what an acquisition returns (README "Concurrency limits").
+/// `PermitResult`, what an acquisition returns (include/ratelimit/concurrency/README.md "Concurrency limits").
 
 #include <cstdint>
 #include <string_view>

@@ -1,7 +1,8 @@
 #pragma once
 
 /// @file
-/// The one key-length check of every limiter, layer and penalty box (README "Keys, costs and validation").
+/// The one key-length check of every limiter, layer and penalty box (include/ratelimit/README.md "Keys, costs and
+/// validation").
 
 #include <cstddef>
 #include <string>

@@ -6,7 +6,7 @@
 /// multiplications for a key of up to 16 bytes, against SipHash-1-3's six rounds: the store hashes every
 /// key of every check. Keyed, so an attacker who sends keys cannot compute keys that collide (unkeyed or
 /// fixed-seed hashes allow that); it is not a PRF as SipHash is, which a table does not need because it
-/// never reveals hashes (README "Hostile input and faults").
+/// never reveals hashes (include/ratelimit/README.md "Hostile input and faults").
 
 #include <cstddef>
 #include <cstdint>

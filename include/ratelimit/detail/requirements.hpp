@@ -1,10 +1,10 @@
 #pragma once
 
 /// @file
-/// What the library needs from the compiler, checked once with a clear message (README "Using it from CMake").
+/// What the library needs from the compiler, checked once with a clear message (README.md "Using it from CMake").
 
-// Bad input and backend faults are reported by exceptions (README "Thread safety and exceptions"), so
-// a build without them (-fno-exceptions) cannot work: say so instead of failing on the first `throw`.
+// Bad input and backend faults are reported by exceptions (include/ratelimit/README.md "Thread safety and exceptions"),
+// so a build without them (-fno-exceptions) cannot work: say so instead of failing on the first `throw`.
 #if !defined(__cpp_exceptions) && !defined(__EXCEPTIONS) && !defined(_CPPUNWIND)
 #error "ratelimit needs C++ exceptions: it reports bad input and backend failures by throwing; remove -fno-exceptions"
 #endif

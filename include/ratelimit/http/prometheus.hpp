@@ -27,10 +27,10 @@
 
 namespace ratelimit::http {
 
-/// Collects, at each scrape, the counters of the layers and limiters added to it (README "Metrics").
-/// Label values are the configured layer and limiter names, never keys, so the number of series is
-/// bounded by the configuration whatever the number of keys. Thread-safe: adding and collecting may
-/// happen from any threads; the layers and limiters added must outlive the collector.
+/// Collects, at each scrape, the counters of the layers and limiters added to it (include/ratelimit/http/README.md
+/// "Metrics"). Label values are the configured layer and limiter names, never keys, so the number of series is bounded
+/// by the configuration whatever the number of keys. Thread-safe: adding and collecting may happen from any threads;
+/// the layers and limiters added must outlive the collector.
 class MetricsCollector final : public ::prometheus::Collectable {
  public:
   /// Adds a layer: `ratelimit_decisions_total{layer, outcome}` (allowed, denied, shadow_denied,
@@ -54,8 +54,8 @@ class MetricsCollector final : public ::prometheus::Collectable {
   /// `ratelimit_dropped_connections_total{limiter}`, the gauge `ratelimit_pool_connections{limiter}`
   /// (open now) and the histogram `ratelimit_backend_call_duration_seconds{limiter}` (each backend call,
   /// buckets 100 us to 1 s); for one with an in-memory fallback in its `stats()`
-  /// (`redis::RedisLimiter`, `redis::LeasedLimiter`, README "Fallback during outages") the gauge
-  /// `ratelimit_fallback_active{limiter}` (1 while Redis is considered down) and the counter
+  /// (`redis::RedisLimiter`, `redis::LeasedLimiter`, include/ratelimit/redis/README.md "Fallback during outages") the
+  /// gauge `ratelimit_fallback_active{limiter}` (1 while Redis is considered down) and the counter
   /// `ratelimit_fallback_checks_total{limiter}`. `name` is a configured name (never a key): one series set
   /// per limiter. Throws `std::invalid_argument` naming `MetricsCollector.add_limiter` when `name` is not
   /// valid UTF-8 or was added already (as `add_layer`).

@@ -3,7 +3,7 @@
 /// @file
 /// Rate and concurrency together: a request passes only if every rate layer admits it and every
 /// concurrency limit has room; otherwise nothing is consumed and no permit is held
-/// (README "Concurrency limits", together with rate limits).
+/// (include/ratelimit/concurrency/README.md "Concurrency limits", together with rate limits).
 
 #include <cstddef>
 #include <cstdint>

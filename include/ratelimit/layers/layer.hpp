@@ -81,7 +81,8 @@ struct LayerOptions {
   std::function<void(const LimitedEvent&)> on_limited{};
   /// Shadow (dry-run) mode: the layer decides and keeps state exactly as if it enforced, but its
   /// denials do not deny the request; they are counted as `shadow_denied` and reported to `on_limited`
-  /// with `shadow = true` (README "Shadow mode"). Changeable at run time with `Layer::set_shadow`.
+  /// with `shadow = true` (include/ratelimit/layers/README.md "Shadow mode"). Changeable at run time with
+  /// `Layer::set_shadow`.
   bool shadow = false;
   /// In shadow mode, whether the layer's entry appears in the header fields (`policy_decisions()`),
   /// as an admitting entry with the layer's would-be `remaining` and `reset_after`. Default: no, a
@@ -112,10 +113,10 @@ class Layer {
   /// The policy name (for headers, problem bodies, counters).
   [[nodiscard]] std::string_view name() const noexcept { return first_quota_->name; }
   /// The advertised quota of the layer's policy now: a `LimiterLayer` follows its limiter's
-  /// `set_policy` (README "Changing a policy at run time"). The reference stays valid, and its value
-  /// unchanged, as long as the layer lives (each distinct quota is kept once), so `PolicyDecision`s
-  /// made from it stay valid too. Thread-safe; a relaxed load when nothing changed. Throws
-  /// `std::bad_alloc` only on the first call after a change to a quota not advertised before.
+  /// `set_policy` (include/ratelimit/README.md "Changing a policy at run time"). The reference stays valid, and its
+  /// value unchanged, as long as the layer lives (each distinct quota is kept once), so `PolicyDecision`s made from it
+  /// stay valid too. Thread-safe; a relaxed load when nothing changed. Throws `std::bad_alloc` only on the first call
+  /// after a change to a quota not advertised before.
   [[nodiscard]] const QuotaPolicy& quota() const {
     sync_quota();
     return *quota_.load(std::memory_order_acquire);

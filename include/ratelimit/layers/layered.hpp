@@ -53,7 +53,8 @@ struct LayerOutcome {
   /// `fail_closed` denies), not a quota decision: no penalty follows such a denial, and the layer
   /// counts a backend error.
   bool backend_failed = false;
-  /// True when the layer ran in shadow mode for this check (README "Shadow mode"): its denying verdict
+  /// True when the layer ran in shadow mode for this check (include/ratelimit/layers/README.md "Shadow mode"): its
+  /// denying verdict
   /// (`limited`, `penalized`, `deny_listed`) is a would-be denial that did not deny the request.
   bool shadow = false;
 
@@ -64,7 +65,7 @@ struct LayerOutcome {
   /// True when this outcome holds a consumption of its key: admitted by the backend's own decision. A
   /// failure policy's admission (`backend_failed`) consumed nothing there, so neither a rollback nor
   /// `refund_layers(requests, passed)` gives anything back for it: a refund that reached the recovered
-  /// backend would admit one request too many (README "Layered limits, all or nothing").
+  /// backend would admit one request too many (include/ratelimit/layers/README.md "Layered limits, all or nothing").
   [[nodiscard]] bool consumed() const noexcept { return verdict == Verdict::admitted && !backend_failed; }
   /// True when the outcome appears in header fields: checked (not allow-listed, not unchecked), and not
   /// in shadow mode unless its layer has `LayerOptions::shadow_headers`.
@@ -85,8 +86,8 @@ struct LayerOutcome {
 
 /// Options of one layered check.
 struct CheckOptions {
-  /// Every layer of this check in shadow mode, whatever its own setting (README "Shadow mode"): the
-  /// request always passes, and each layer decides and keeps state as if it enforced alone.
+  /// Every layer of this check in shadow mode, whatever its own setting (include/ratelimit/layers/README.md "Shadow
+  /// mode"): the request always passes, and each layer decides and keeps state as if it enforced alone.
   bool shadow = false;
 };
 
@@ -148,7 +149,8 @@ inline Decision penalty_denial(const Layer& layer, std::int64_t left_ns) {
 }
 
 /// The denial that starts (or extends) a penalty says the penalty's wait when it is longer than the
-/// quota's: a client obeying the first 429 must not be denied again for it (README "Penalties and lists").
+/// quota's: a client obeying the first 429 must not be denied again for it (include/ratelimit/layers/README.md
+/// "Penalties and lists").
 inline void carry_penalty(Decision& d, std::int64_t left_ns) {
   const std::chrono::nanoseconds left(left_ns);
   d.retry_after = std::max(d.retry_after, left);
@@ -204,7 +206,7 @@ inline bool check_jointly(std::span<const LayerRequest> requests, std::vector<La
 
 /// Marks (in `skipped`) each active shadow layer that shares its state (`Layer::state_holder()` and key)
 /// with an active enforcing layer of the check: its consumption would be the enforcing layer's too, and
-/// change what the client sees, so it is not checked (README "Shadow mode").
+/// change what the client sees, so it is not checked (include/ratelimit/layers/README.md "Shadow mode").
 inline void skip_shadows_sharing_state(std::span<const LayerRequest> requests,
                                        const std::vector<LayerOutcome>& outcomes, std::span<char> skipped) {
   auto active = [&](std::size_t i) { return outcomes[i].verdict == Verdict::unchecked; };
@@ -378,13 +380,13 @@ inline void report_layers(std::span<const LayerRequest> requests, LayeredDecisio
 ///    (so the headers of this first denial already name the penalty's wait); counters are updated;
 ///    `on_limited` runs for each denying layer.
 ///
-/// Shadow mode (`LayerOptions::shadow`, `Layer::set_shadow`, or `options.shadow` for every layer; README
-/// "Shadow mode"): the enforcing layers decide the request; a shadow layer goes through every step above
-/// as it would enforcing (lists, penalty, the same joint or layer-by-layer check), consumes when the
-/// request passes and it admits, and when it would deny it records a would-be denial (`shadow_denied`)
-/// and causes no rollback and no denial. A shadow layer admitted in a request an enforcing layer denied
-/// is rolled back like any other. A shadow layer on the same state (limiter and key) as an enforcing
-/// layer of the check is not checked (`unchecked`): its consumption would count against the enforcing one.
+/// Shadow mode (`LayerOptions::shadow`, `Layer::set_shadow`, or `options.shadow` for every layer;
+/// include/ratelimit/layers/README.md "Shadow mode"): the enforcing layers decide the request; a shadow layer goes
+/// through every step above as it would enforcing (lists, penalty, the same joint or layer-by-layer check), consumes
+/// when the request passes and it admits, and when it would deny it records a would-be denial (`shadow_denied`) and
+/// causes no rollback and no denial. A shadow layer admitted in a request an enforcing layer denied is rolled back like
+/// any other. A shadow layer on the same state (limiter and key) as an enforcing layer of the check is not checked
+/// (`unchecked`): its consumption would count against the enforcing one.
 ///
 /// The same (layer, key) twice in one request consumes both costs; each outcome is that check's own
 /// (the second sees the first's consumption), and a rolled-back one reports the state after the give-back. Thread-safe.
@@ -436,10 +438,10 @@ inline void refund_layers(std::initializer_list<LayerRequest> requests) {
 /// As `refund_layers(requests)`, for the request `passed` answered (`passed = check_layers(requests)`), giving
 /// back only what that request consumed: the layers whose outcome is `consumed()` (verdict `admitted`, backend
 /// not failed: a fail_open admission consumed nothing). A shadow layer's would-be denial consumed nothing either, so a
-/// shadow layer keeps exactly the state enforcement would keep (README "Shadow mode"); a denied request (every
-/// consumption rolled back) gives back nothing. Use this form whenever a layer may be in shadow mode. Throws
-/// `std::invalid_argument` naming `passed` when its outcomes are not one per request, for the same layers, or
-/// as `refund_layers(requests)`. Thread-safe.
+/// shadow layer keeps exactly the state enforcement would keep (include/ratelimit/layers/README.md "Shadow mode"); a
+/// denied request (every consumption rolled back) gives back nothing. Use this form whenever a layer may be in shadow
+/// mode. Throws `std::invalid_argument` naming `passed` when its outcomes are not one per request, for the same layers,
+/// or as `refund_layers(requests)`. Thread-safe.
 inline void refund_layers(std::span<const LayerRequest> requests, const LayeredDecision& passed) {
   if (passed.layers.size() != requests.size()) detail::invalid("passed", "must be the decision of these requests");
   for (std::size_t i = 0; i < requests.size(); ++i) {

@@ -2,7 +2,8 @@
 
 /// @file
 /// `QuotaOverrides`: per-key quota overrides in one limiter. A user callback resolves a key to its own policy
-/// (cached, like the plans of tiers); keys without one use the limiter's policy (README "Per-key quota overrides").
+/// (cached, like the plans of tiers); keys without one use the limiter's policy (include/ratelimit/layers/README.md
+/// "Per-key quota overrides").
 
 #include <chrono>
 #include <concepts>
@@ -61,13 +62,13 @@ concept OverridableLimiter = RefundableLimiter<L> &&
 /// an override is checked under it, a key without under the limiter's policy (so `set_policy` on the limiter
 /// changes those keys and never a key's override). Usage is kept in units when a key's policy changes (an
 /// override appears, changes or goes, or `set_policy` changes the limiter's): the key's state is converted
-/// with the formulas of README "Changing a policy at run time" on its next call, at that call's time.
-/// Decisions (`limit`, `remaining`, ...) are the key's own policy's, so header fields follow the override.
+/// with the formulas of include/ratelimit/README.md "Changing a policy at run time" on its next call, at that call's
+/// time. Decisions (`limit`, `remaining`, ...) are the key's own policy's, so header fields follow the override.
 ///
 /// A `RefundableLimiter` with `policy()` (the limiter's), `clock()` and `options()`: a `LimiterLayer` over it
-/// takes part in `check_layers` by consume-then-refund (README "Layered limits, all or nothing"), advertising
-/// the limiter's policy in `RateLimit-Policy`. Thread-safe; the resolver runs outside every lock, and the cache
-/// is split into independently locked shards by key.
+/// takes part in `check_layers` by consume-then-refund (include/ratelimit/layers/README.md "Layered limits, all or
+/// nothing"), advertising the limiter's policy in `RateLimit-Policy`. Thread-safe; the resolver runs outside every
+/// lock, and the cache is split into independently locked shards by key.
 template <OverridableLimiter L>
 class QuotaOverrides {
  public:

@@ -92,8 +92,8 @@ std::size_t memory_shards_for(const MemoryOptions& o, const R& rules) {
 /// linearizable (each runs under that key's shard lock); checks of keys in different shards run in
 /// parallel. A present key's check does not allocate (except a sliding log growing its entry list).
 /// Memory is bounded by `MemoryOptions::max_keys` and, for sliding window logs, `MemoryOptions::max_bytes`
-/// (README "Guarantees"): a key whose state is full again is reclaimed, and at either bound keys are
-/// evicted, approximately least recently used first.
+/// (include/ratelimit/README.md "Guarantees"): a key whose state is full again is reclaimed, and at either bound keys
+/// are evicted, approximately least recently used first.
 ///
 /// A `JointBackend`: any `MemoryLimiter`s (of any policies and clocks) check several keys as one atomic
 /// step (`check_jointly`, used by `check_layers`), under the shard locks of all the keys.
@@ -142,7 +142,7 @@ class MemoryLimiter final : public detail::LockedMember {
   /// order of `requests`, as `RedisLimiter::allow_many` does. Each request is atomic on its own (one `allow`),
   /// not the batch; the requests of one key run in their order. Over many keys a request costs less than one
   /// `allow`: the batch hashes the keys ahead and starts loading the slots of the next requests while it checks
-  /// one, so their cache misses overlap (README "Benchmarks"). Thread-safe. Validates every request first and
+  /// one, so their cache misses overlap (bench/README.md "Results"). Thread-safe. Validates every request first and
   /// throws `std::invalid_argument` naming the first bad request (`"requests[i].cost: ..."` for a negative cost,
   /// `"requests[i].key: ..."` for a key longer than `max_key_bytes`) before checking any;
   /// `std::bad_alloc` from inserting a new key leaves the requests before it applied.
@@ -209,7 +209,7 @@ class MemoryLimiter final : public detail::LockedMember {
     return to_decision(store_.update(key, store_.hash(key), refund_fn(t, cost), is_full_fn(t)), kTickNs);
   }
 
-  /// What a cost-1 request would see now, consuming nothing (README "Decisions"). Thread-safe.
+  /// What a cost-1 request would see now, consuming nothing (include/ratelimit/README.md "Decisions"). Thread-safe.
   /// Throws `std::invalid_argument` for a key longer than `max_key_bytes`.
   Decision peek(std::string_view key) { return peek(key, clock_.now()); }
 
@@ -259,7 +259,7 @@ class MemoryLimiter final : public detail::LockedMember {
     return store_.shard_index(store_.hash(key));
   }
 
-  /// Replaces the policy at run time, keeping every key's usage (README "Changing a policy at run
+  /// Replaces the policy at run time, keeping every key's usage (include/ratelimit/README.md "Changing a policy at run
   /// time"): each key's state is carried over in units (`Rules::carry`: GCRA and token bucket keep the
   /// used units `ceil((TAT - t) / T_old)`, `TAT = t + min(units, burst) * T_new`; windows keep their
   /// counts, compared with the new limit; a sliding log keeps its entries; rules equal to the current ones

@@ -2,7 +2,8 @@
 
 /// @file
 /// `OverridableMemoryLimiter`: an in-memory limiter whose calls may each name the policy of their key (per-key
-/// quota overrides, README "Per-key quota overrides"); every key's state remembers the rules it was written under.
+/// quota overrides, include/ratelimit/layers/README.md "Per-key quota overrides"); every key's state remembers the
+/// rules it was written under.
 
 #include <atomic>
 #include <chrono>
@@ -28,8 +29,8 @@ namespace ratelimit {
 /// The in-process backend of `QuotaOverrides`: per-key state for one policy `P`, as `MemoryLimiter`, except that
 /// each call may give another policy of `P`'s kind for its key (a `PreparedPolicy`), and each key's state keeps
 /// the rules it was written under. A call under other rules first converts the key's usage in units with the
-/// formulas of README "Changing a policy at run time", at the call's effective time (as Redis does on a key's
-/// next touch), so a key whose policy changes keeps its usage. Checks of one key are linearizable: the
+/// formulas of include/ratelimit/README.md "Changing a policy at run time", at the call's effective time (as Redis does
+/// on a key's next touch), so a key whose policy changes keeps its usage. Checks of one key are linearizable: the
 /// conversion and the decision run under the key's shard lock. Memory per key: a `MemoryLimiter`'s plus one copy
 /// of the rules (32 bytes for GCRA); bounds as `MemoryLimiter` (`MemoryOptions`), reclaiming a key when it
 /// is full under its own rules. Not a `JointBackend`: in `check_layers` it is checked by consume-then-refund.
@@ -143,9 +144,9 @@ class OverridableMemoryLimiter {
   std::size_t sweep() { return store_.sweep(is_full_fn(detail::now_ns(clock_))); }
 
   /// Replaces the limiter's policy (the one of calls that name none). Keys are converted lazily, on their next
-  /// call under it, at that call's effective time (as on Redis; README "Changing a policy at run time"); keys
-  /// last written under another policy (an override) keep their own until a call under this one. Thread-safe:
-  /// each call runs wholly under the policy current when it started. Every policy given is kept for the
+  /// call under it, at that call's effective time (as on Redis; include/ratelimit/README.md "Changing a policy at run
+  /// time"); keys last written under another policy (an override) keep their own until a call under this one.
+  /// Thread-safe: each call runs wholly under the policy current when it started. Every policy given is kept for the
   /// limiter's life, each once (one equal to one given before reuses it; one of the same rules in ticks converts
   /// nothing, as on Redis). Throws `std::invalid_argument` as `prepare`, changing nothing.
   void set_policy(P policy) {

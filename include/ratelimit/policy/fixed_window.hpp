@@ -13,7 +13,8 @@
 
 namespace ratelimit {
 
-/// Fixed window counter (README "Policy formulas"): a count per aligned window, reset at each window edge.
+/// Fixed window counter (include/ratelimit/README.md "Policy formulas"): a count per aligned window, reset at each
+/// window edge.
 ///
 /// Cheapest and simplest; allows up to `2 * limit` across a window edge (the boundary burst).
 /// Example: `FixedWindow{.limit = 100, .window = std::chrono::minutes(1)}`.
@@ -50,8 +51,8 @@ struct FixedWindow {
       return evaluate(s, now, 0);
     }
 
-    /// Carries a key's usage kept under `old` over to these rules at `now` (README "Changing a policy at
-    /// run time"): the count of the current (old) window is kept as the count of the current new window
+    /// Carries a key's usage kept under `old` over to these rules at `now` (include/ratelimit/README.md "Changing a
+    /// policy at run time"): the count of the current (old) window is kept as the count of the current new window
     /// (written at the effective time `t`) and compared with the new limit; a count of an earlier window
     /// is gone already.
     void carry(const Rules& old, State& s, std::int64_t now) const noexcept {
@@ -96,7 +97,7 @@ struct FixedWindow {
 
     [[nodiscard]] View view(const State& s, std::int64_t now) const noexcept {
       // The window's start from `now` alone unless the state was written later (a clock stepped back): the
-      // division then need not wait for the state to load (a hot key: about 2.5 ns less, README "Benchmarks").
+      // division then need not wait for the state to load (a hot key: about 2.5 ns less, bench/README.md "Results").
       std::int64_t t = effective_time(now, now);
       std::int64_t start = detail::floor_div(t, window_) * window_;
       if (s.written > now) [[unlikely]] {

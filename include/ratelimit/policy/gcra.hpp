@@ -14,8 +14,8 @@
 
 namespace ratelimit {
 
-/// Generic cell rate algorithm (README "Policy formulas"), from ATM traffic shaping (ITU-T I.371, the "virtual
-/// scheduling" form): one theoretical arrival time (TAT) per key.
+/// Generic cell rate algorithm (include/ratelimit/README.md "Policy formulas"), from ATM traffic shaping (ITU-T I.371,
+/// the "virtual scheduling" form): one theoretical arrival time (TAT) per key.
 ///
 /// `limit` requests per `period` on average, with up to `burst` at once from idle. Emission interval
 /// `T = ceil(period / limit)` ticks (rounded up so the rate is never exceeded), tolerance `tau = burst * T`.
@@ -66,8 +66,8 @@ struct Gcra {
       return evaluate_at(s, t, 0);
     }
 
-    /// Carries a key's usage kept under `old` over to these rules at `now` (README "Changing a policy at
-    /// run time"): the used units `ceil((TAT - t) / T_old)` stay used, `TAT = t + min(units, burst) * T`
+    /// Carries a key's usage kept under `old` over to these rules at `now` (include/ratelimit/README.md "Changing a
+    /// policy at run time"): the used units `ceil((TAT - t) / T_old)` stay used, `TAT = t + min(units, burst) * T`
     /// (clamped to the new tolerance), written at the effective time `t`. A full key stays full, also
     /// written at `t`: a check that read its clock before the change (an earlier `now`) must not see the
     /// old backlog that was left at its time, under the new rules.

@@ -2,8 +2,9 @@
 
 /// @file
 /// Budget leases: the arithmetic of granting a slice of a key's budget to one process for a bounded time and
-/// taking back what it did not use, exactly (README "Budget leases"). Pure functions of (state, now), like the
-/// policies; no backend, no clock. The Redis lease scripts (lua/parts/*_lease.lua) compute the same.
+/// taking back what it did not use, exactly (include/ratelimit/redis/README.md "Budget leases"). Pure functions of
+/// (state, now), like the policies; no backend, no clock. The Redis lease scripts (lua/parts/*_lease.lua) compute the
+/// same.
 
 #include <cstdint>
 #include <type_traits>
@@ -62,9 +63,9 @@ class LeaseQueries {
 /// Leases for GCRA and the token bucket (one TAT per key).
 ///
 /// With lease lifetime `L` (every leased unit is served at most `L` after the store granted it), every grant -
-/// a lease or a single request - is checked against the reduced tolerance `tau - L` (README "Budget leases",
-/// trap (a)), so units served up to `L` late still fit the policy's bound `B + floor(d / T)` in any interval
-/// of length d. A key whose tolerance cannot cover a lease (`B * T <= L`) is not leasable: `lifetime()` is
+/// a lease or a single request - is checked against the reduced tolerance `tau - L` (include/ratelimit/redis/README.md
+/// "Budget leases", trap (a)), so units served up to `L` late still fit the policy's bound `B + floor(d / T)` in any
+/// interval of length d. A key whose tolerance cannot cover a lease (`B * T <= L`) is not leasable: `lifetime()` is
 /// then 0, every grant uses the full tolerance, and the caller must serve at once (per-request checks).
 /// Thread-safety: immutable; the functions taking a `State&` must be serialized per state by the store.
 class GcraLease : public LeaseQueries<GcraLease> {
@@ -133,12 +134,12 @@ class GcraLease : public LeaseQueries<GcraLease> {
     return g;
   }
 
-  /// Gives back `unused` units of the grant that left TAT `mark` and counter `granted_after` (README "Budget
-  /// leases", trap (b)). With `t` the effective time and `A = max(TAT, t)` the TAT lowers to
-  /// `min(A, max(A - min(unused * T, mark - t), t + T * (units granted since), t))`: never below the slots of
-  /// units granted after the lease (which the lease's own slots may no longer lie under), and never by
-  /// budget the passing time has already refilled. Nothing when `mark <= t` or the counter shows the state
-  /// was forgotten since. Returns the state as a cost-0 check sees it.
+  /// Gives back `unused` units of the grant that left TAT `mark` and counter `granted_after`
+  /// (include/ratelimit/redis/README.md "Budget leases", trap (b)). With `t` the effective time and `A = max(TAT, t)`
+  /// the TAT lowers to `min(A, max(A - min(unused * T, mark - t), t + T * (units granted since), t))`: never below the
+  /// slots of units granted after the lease (which the lease's own slots may no longer lie under), and never by budget
+  /// the passing time has already refilled. Nothing when `mark <= t` or the counter shows the state was forgotten
+  /// since. Returns the state as a cost-0 check sees it.
   TickDecision give_back(State& s, std::int64_t now, std::int64_t unused, std::int64_t mark,
                          std::int64_t granted_after) const noexcept {
     const std::int64_t t = view(s, now);
@@ -258,7 +259,8 @@ struct LeaseFor {
                 "is served at an unknown time up to the lease lifetime after its grant; a sliding window counts "
                 "every unit at its own time and has no tolerance to absorb that delay (and the counter is an "
                 "estimate), so a fleet could exceed the limit in some window. Use Gcra, TokenBucket or "
-                "FixedWindow with LeasedLimiter, or RedisLimiter for sliding windows (README \"Budget leases\").");
+                "FixedWindow with LeasedLimiter, or RedisLimiter for sliding windows "
+                "(include/ratelimit/redis/README.md \"Budget leases\").");
   static_assert(std::is_same_v<P, Gcra> || std::is_same_v<P, TokenBucket> || std::is_same_v<P, FixedWindow> ||
                     std::is_same_v<P, SlidingWindowLog> || std::is_same_v<P, SlidingWindowCounter>,
                 "ratelimit leases: only Gcra, TokenBucket and FixedWindow can be leased");

@@ -71,8 +71,8 @@ namespace detail {
   invalid(field, "must be >= 0, got " + std::to_string(cost));
 }
 
-/// Throws `std::invalid_argument` for a negative cost (README "Keys, costs and validation"). The throw is
-/// out of line so the check costs one compare on the hot path.
+/// Throws `std::invalid_argument` for a negative cost (include/ratelimit/README.md "Keys, costs and validation"). The
+/// throw is out of line so the check costs one compare on the hot path.
 inline void require_cost(std::int64_t cost) {
   if (cost < 0) [[unlikely]]
     throw_negative_cost(cost);
@@ -96,7 +96,7 @@ TickDecision decide(const R& rules, typename R::State& state, std::int64_t now, 
 }
 
 /// What a cost-1 request would see, consuming nothing: `allowed` and `retry_after` of cost 1,
-/// `remaining` and `reset_after` as they are now (README "Decisions", `peek`).
+/// `remaining` and `reset_after` as they are now (include/ratelimit/README.md "Decisions", `peek`).
 template <PolicyRules R>
 TickDecision peek(const R& rules, const typename R::State& state, std::int64_t now) {
   TickDecision one = rules.evaluate(state, now, 1);
@@ -114,7 +114,7 @@ concept RefundableRules = PolicyRules<R> &&
 };
 
 /// Gives back up to `cost` units the key consumed (a request that failed or was cancelled), never
-/// past full: `remaining` stays <= `limit`. Exact formulas per policy (README "Refunds"):
+/// past full: `remaining` stays <= `limit`. Exact formulas per policy (include/ratelimit/README.md "Refunds"):
 /// fixed window `c = max(0, c - n)` in the current window; sliding window log removes `n` from the
 /// newest entries; sliding window counter `cur = max(0, cur - n)`, then the rest of `n` from `prev`;
 /// GCRA and token bucket `TAT = max(TAT - n*T, t)`. Returns the state afterwards as a cost-0 check sees it

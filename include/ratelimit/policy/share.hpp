@@ -2,7 +2,7 @@
 
 /// @file
 /// `share_of`: one process's share of a policy's quota when `n` processes split it (e.g. a Redis limiter's
-/// in-memory fallback during an outage, README "Fallback during outages").
+/// in-memory fallback during an outage, include/ratelimit/redis/README.md "Fallback during outages").
 
 #include <algorithm>
 #include <chrono>

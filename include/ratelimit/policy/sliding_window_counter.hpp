@@ -15,7 +15,7 @@
 
 namespace ratelimit {
 
-/// Sliding window counter (README "Policy formulas"), as popularised by Cloudflare: the estimate
+/// Sliding window counter (include/ratelimit/README.md "Policy formulas"), as popularised by Cloudflare: the estimate
 /// `prev * (W - r) / W + cur` smooths the fixed window's boundary burst with two counters per key.
 ///
 /// Approximate: it assumes the previous window's requests were spread evenly. Computed exactly in integers
@@ -58,8 +58,8 @@ struct SlidingWindowCounter {
       return evaluate(s, now, 0);
     }
 
-    /// Carries a key's usage kept under `old` over to these rules at `now` (README "Changing a policy at
-    /// run time"): the current and previous windows' counts (as the old windows see them at the effective
+    /// Carries a key's usage kept under `old` over to these rules at `now` (include/ratelimit/README.md "Changing a
+    /// policy at run time"): the current and previous windows' counts (as the old windows see them at the effective
     /// time `t`) become the counts of the new current and previous windows, written at `t`.
     void carry(const Rules& old, State& s, std::int64_t now) const noexcept {
       const View v = old.view(s, now);

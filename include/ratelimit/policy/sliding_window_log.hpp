@@ -16,8 +16,8 @@
 
 namespace ratelimit {
 
-/// Sliding window log (README "Policy formulas"): every admitted request is kept as a (timestamp, cost) entry
-/// until it leaves the window `(t - W, t]`.
+/// Sliding window log (include/ratelimit/README.md "Policy formulas"): every admitted request is kept as a (timestamp,
+/// cost) entry until it leaves the window `(t - W, t]`.
 ///
 /// Exact (never more than `limit` in any window of length `window`), at the price of memory that grows
 /// with the number of admitted requests per window (at most `limit` entries per key).
@@ -37,8 +37,8 @@ struct SlidingWindowLog {
    public:
     /// One admitted request, or several admitted at the same tick (their costs summed: they expire
     /// together, so this is exact and keeps at most `limit` entries). A refund that leaves live entries
-    /// older than its time adds a cost-0 entry at that time, its write time (README "Refunds"); it is
-    /// always the newest entry, and the next write replaces it: at most `limit + 1` entries.
+    /// older than its time adds a cost-0 entry at that time, its write time (include/ratelimit/README.md "Refunds"); it
+    /// is always the newest entry, and the next write replaces it: at most `limit + 1` entries.
     using Entry = detail::LogEntry;
 
     /// Per-key state: the entries oldest first, two inline and the rest in a heap ring (`detail::EntryLog`),
@@ -79,11 +79,11 @@ struct SlidingWindowLog {
       return evaluate(s, t, 0);
     }
 
-    /// Carries a key's usage kept under `old` over to these rules (README "Changing a policy at run
-    /// time"): the entries keep their times and costs, so the new window counts those inside it and
-    /// compares them with the new limit. Only at the clock's edge does a time move: a longer window's
-    /// time stands still earlier, and an entry written after that point moves to it (still inside the
-    /// window there, so every count stays), keeping every entry at or before the effective time.
+    /// Carries a key's usage kept under `old` over to these rules (include/ratelimit/README.md "Changing a policy at
+    /// run time"): the entries keep their times and costs, so the new window counts those inside it and compares them
+    /// with the new limit. Only at the clock's edge does a time move: a longer window's time stands still earlier, and
+    /// an entry written after that point moves to it (still inside the window there, so every count stays), keeping
+    /// every entry at or before the effective time.
     void carry(const Rules&, State& s, std::int64_t) const noexcept {
       const std::int64_t edge = detail::clamp_time(detail::kInt64Max, window_);
       for (std::size_t i = s.entries.size(); i > 0 && s.entries[i - 1].at > edge; --i) s.entries.set_at(i - 1, edge);

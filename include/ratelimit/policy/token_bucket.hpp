@@ -11,8 +11,8 @@
 
 namespace ratelimit {
 
-/// Token bucket (README "Policy formulas"): holds up to `capacity` tokens, starts full, and gains one token
-/// every `T = ceil(refill_period / refill_tokens)` ticks; a request of cost n takes n tokens.
+/// Token bucket (include/ratelimit/README.md "Policy formulas"): holds up to `capacity` tokens, starts full, and gains
+/// one token every `T = ceil(refill_period / refill_tokens)` ticks; a request of cost n takes n tokens.
 ///
 /// Stored as the time the bucket would be full again (a GCRA TAT), the same idea as folly's
 /// TokenBucket, but in integer ticks: no floating-point drift after any number of calls.

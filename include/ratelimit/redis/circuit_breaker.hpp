@@ -1,8 +1,9 @@
 #pragma once
 
 /// @file
-/// `CircuitBreaker`: stops sending to a server that keeps failing (README "Circuit breaker"). One per server
-/// (per cluster node: each node's `ConnectionPool` has one), so a bad node does not stop calls to healthy ones.
+/// `CircuitBreaker`: stops sending to a server that keeps failing (include/ratelimit/redis/README.md "Circuit
+/// breaker"). One per server (per cluster node: each node's `ConnectionPool` has one), so a bad node does not stop
+/// calls to healthy ones.
 
 #include <algorithm>
 #include <atomic>
@@ -20,7 +21,7 @@
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
-/// Where a breaker stands (README "Circuit breaker").
+/// Where a breaker stands (include/ratelimit/redis/README.md "Circuit breaker").
 enum class BreakerState {
   /// Calls go to the server; consecutive failures are counted.
   closed,

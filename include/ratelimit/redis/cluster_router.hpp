@@ -122,13 +122,14 @@ class ClusterRouter final : public Route {
         g->calls.push_back(i);
       }
       // One node and no ASK (the usual case: a single check): the node's shared pipelined connection, so
-      // concurrent callers' commands go in one write (README "Redis engine").
+      // concurrent callers' commands go in one write (include/ratelimit/redis/README.md "Redis engine").
       if (groups.size() == 1 && std::none_of(groups[0].calls.begin(), groups[0].calls.end(),
                                              [&state](std::size_t i) { return state[i].ask != nullptr; })) {
         Group& g = groups[0];
         std::vector<RouteCall> part(g.calls.size());
         for (std::size_t k = 0; k < part.size(); ++k) part[k].args = calls[g.calls[k]].args;
-        // Per node, as below (README "Circuit breaker"); an open breaker sends nothing and asks for no refresh.
+        // Per node, as below (include/ratelimit/redis/README.md "Circuit breaker"); an open breaker sends nothing and
+        // asks for no refresh.
         if (detail::execute_gated(*g.node->pool, part) == detail::Gated::circuit_open) {
           fail_group(calls, g, *part.front().error);
           part.clear();
@@ -155,7 +156,8 @@ class ClusterRouter final : public Route {
       // Write every group first, then read: the nodes run their parts of the batch at the same time.
       for (const std::size_t k : order) {
         Group& g = groups[k];
-        g.ticket.emplace(g.node->pool->breaker().admit());  // per node: README "Circuit breaker"
+        g.ticket.emplace(
+            g.node->pool->breaker().admit());  // per node: include/ratelimit/redis/README.md "Circuit breaker"
         if (!*g.ticket) {
           fail_group(calls, g, detail::circuit_open(g.node->endpoint));
           continue;
@@ -223,7 +225,8 @@ class ClusterRouter final : public Route {
   }
 
   /// Async calls go through a worker thread that runs them as batches of `execute` (see `RouteWorker`):
-  /// each batch takes one breaker ticket per node, as a sync batch does (README "Circuit breaker").
+  /// each batch takes one breaker ticket per node, as a sync batch does (include/ratelimit/redis/README.md "Circuit
+  /// breaker").
   void submit(PipelineOp& op) override { worker_.submit(op); }
 
   [[nodiscard]] bool sharded() const noexcept override { return true; }

@@ -3,7 +3,7 @@
 /// @file
 /// `RedisConcurrencyLimiter`: at most `permits` units in flight per key across every process sharing a
 /// Redis server (or cluster), with permits that expire, are renewed in the background, and come back by
-/// themselves when their holder crashes (README "Concurrency limits", Redis).
+/// themselves when their holder crashes (include/ratelimit/concurrency/README.md "Concurrency limits", Redis).
 
 #include <algorithm>
 #include <array>
@@ -66,7 +66,8 @@ struct RedisConcurrencyOptions {
   std::string name{};
 };
 
-/// At most `permits` units in flight per key across processes, on Redis (README "Concurrency limits").
+/// At most `permits` units in flight per key across processes, on Redis (include/ratelimit/concurrency/README.md
+/// "Concurrency limits").
 ///
 /// Each key is one sorted set: a member per unit held (`<permit id>:<unit>`, the id random per
 /// acquisition), scored by its expiry in server microseconds. One atomic script per acquire, renew and
@@ -74,7 +75,8 @@ struct RedisConcurrencyOptions {
 /// units first, so a crashed holder's units come back `expiry` after its last renewal. Release removes only
 /// its own members: idempotent, and a release after expiry never frees someone else's units. An acquire
 /// that failed once sent is released at once, its id kept so that it takes nothing if it runs later; a
-/// release on an async completion's thread is sent async (README "Concurrency limits", failures).
+/// release on an async completion's thread is sent async (include/ratelimit/concurrency/README.md "Concurrency limits",
+/// failures).
 ///
 /// In flight means "holding an unexpired permit". A background thread renews every held permit each
 /// `renew_every` (one pipelined round trip for all); when a renewal fails (Redis unreachable, or the

@@ -93,8 +93,8 @@ class SigpipeGuard {
 }  // namespace detail
 
 /// A blocking hiredis connection (hiredis 0.14 API) with the command timeout set on its socket. With
-/// `ConnectionOptions::tls` the socket that hiredis connected carries TLS (OpenSSL; README "TLS"): every
-/// byte goes through the TLS session, hiredis only formats commands (`redisFormatCommandArgv`) and parses
+/// `ConnectionOptions::tls` the socket that hiredis connected carries TLS (OpenSSL; include/ratelimit/redis/README.md
+/// "TLS"): every byte goes through the TLS session, hiredis only formats commands (`redisFormatCommandArgv`) and parses
 /// replies (its `redisReader`).
 ///
 /// Move-only; the context is freed with `redisFree`. After any I/O or protocol failure hiredis's context

@@ -1,9 +1,9 @@
 #pragma once
 
 /// @file
-/// The local denial cache of the Redis limiters (README "Denial cache"): after Redis denies cost n with
-/// retry_after R, requests of that key with cost >= n are denied in process memory until R has passed, counted
-/// from the send (so never longer than Redis would). `Denial` is the rule, kept per key by `LeasedLimiter`
+/// The local denial cache of the Redis limiters (include/ratelimit/redis/README.md "Denial cache"): after Redis denies
+/// cost n with retry_after R, requests of that key with cost >= n are denied in process memory until R has passed,
+/// counted from the send (so never longer than Redis would). `Denial` is the rule, kept per key by `LeasedLimiter`
 /// beside its lease (with a longer wait: until its slice fits); `DenialCache` is a bounded, sharded table of them
 /// for `RedisLimiter`.
 

@@ -1,10 +1,9 @@
 #pragma once
 
 /// @file
-/// The default failure report of the Redis limiters (README "Failure policy and hook"): with no
-/// `LimiterOptions::on_backend_failure` set, an outage is visible without any code, as one line on stderr
-/// for a server's first failure and at most one more per server per 10 s. `ignore_backend_failure` turns
-/// it off.
+/// The default failure report of the Redis limiters (include/ratelimit/redis/README.md "Failure policy and hook"): with
+/// no `LimiterOptions::on_backend_failure` set, an outage is visible without any code, as one line on stderr for a
+/// server's first failure and at most one more per server per 10 s. `ignore_backend_failure` turns it off.
 
 #include <chrono>
 #include <cstdint>

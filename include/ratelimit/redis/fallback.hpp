@@ -2,9 +2,9 @@
 
 /// @file
 /// What a Redis rate limiter does when Redis fails, beyond the plain failure decision: the failure hook
-/// (`LimiterOptions::on_backend_failure`) and the in-memory fallback (`FailurePolicy::fallback`, README
-/// "Fallback during outages"): a `MemoryLimiter` with this process's share of the quota, and a gate that lets
-/// one check per probe period go to Redis while it fails.
+/// (`LimiterOptions::on_backend_failure`) and the in-memory fallback (`FailurePolicy::fallback`,
+/// include/ratelimit/redis/README.md "Fallback during outages"): a `MemoryLimiter` with this process's share of the
+/// quota, and a gate that lets one check per probe period go to Redis while it fails.
 
 #include <atomic>
 #include <chrono>
@@ -115,8 +115,9 @@ class Fallback {
     if (memory_) memory_->set_policy(share_of(policy, instances_));
   }
 
-  /// This process's share of `policy`, a per-call policy (an override, README "Per-key quota overrides"), for
-  /// `serve`; null when not `enabled()`. Throws `std::invalid_argument` for a bad share. Thread-safe.
+  /// This process's share of `policy`, a per-call policy (an override, include/ratelimit/layers/README.md "Per-key
+  /// quota overrides"), for `serve`; null when not `enabled()`. Throws `std::invalid_argument` for a bad share.
+  /// Thread-safe.
   [[nodiscard]] std::shared_ptr<const Share> prepare_share(const P& policy) {
     if (!memory_) return nullptr;
     std::call_once(overridable_once_, [&] {

@@ -2,7 +2,7 @@
 
 /// @file
 /// `LeasedLimiter`: a Redis limiter that leases slices of a hot key's budget and serves them from process
-/// memory, exactly (README "Budget leases").
+/// memory, exactly (include/ratelimit/redis/README.md "Budget leases").
 
 #include <algorithm>
 #include <array>
@@ -64,7 +64,8 @@ struct LeaseOptions {
   /// Most keys kept in process memory (leases and denials); >= 1. A key beyond it is checked per request.
   std::size_t max_keys = 100'000;
   /// After Redis denies cost n with retry_after R, deny requests of that key with cost >= n locally until the
-  /// slice it asks for fits (GCRA: R + (slice - n) * T; README "Budget leases", denial cache).
+  /// slice it asks for fits (GCRA: R + (slice - n) * T; include/ratelimit/redis/README.md "Budget leases", denial
+  /// cache).
   bool deny_cache = true;
 };
 
@@ -88,16 +89,16 @@ struct LeaseStats : FallbackCounters {
   std::uint64_t failed_returns = 0;
 };
 
-/// A Redis limiter with budget leases (README "Budget leases"): per key it leases a slice of budget from
-/// Redis in one script call and serves requests from the slice in memory; when the slice runs out or its
+/// A Redis limiter with budget leases (include/ratelimit/redis/README.md "Budget leases"): per key it leases a slice of
+/// budget from Redis in one script call and serves requests from the slice in memory; when the slice runs out or its
 /// lifetime ends it leases again, and unused units go back when the lease expires (`sweep`, or the next Redis
 /// call of its shard) and when the limiter is destroyed. The slice follows the key's recent local demand
 /// (units per lease lifetime), bounded by `max_slice` and `max_fraction` of the limit: a cold key costs one
 /// Redis call per request, as `RedisLimiter`, a hot key one per slice.
 ///
-/// Never over-admits across any number of processes (README "Budget leases", with the proof): FixedWindow at
-/// most `limit` per window fleet-wide; GCRA and TokenBucket at most `B + floor(d / T)` units in any interval of
-/// length d, counting each unit when it is served. Every check of a leased key runs on Redis with the
+/// Never over-admits across any number of processes (include/ratelimit/redis/README.md "Budget leases", with the
+/// proof): FixedWindow at most `limit` per window fleet-wide; GCRA and TokenBucket at most `B + floor(d / T)` units in
+/// any interval of length d, counting each unit when it is served. Every check of a leased key runs on Redis with the
 /// tolerance reduced by the lifetime; a policy whose `B * T <= L` cannot lease and is checked per request.
 /// SlidingWindowLog and SlidingWindowCounter are refused at compile time.
 ///
@@ -107,7 +108,8 @@ struct LeaseStats : FallbackCounters {
 /// Redis's, minus the time since it answered. Thread-safe: every method may be called from any thread. Throws
 /// `std::invalid_argument` for bad options (naming the field), a negative cost or a key over
 /// `max_key_bytes`; `BackendError` under `FailurePolicy::raise`. With `FailurePolicy::fallback`, what would go to
-/// Redis while it fails goes to an in-memory share of the quota (README "Fallback during outages").
+/// Redis while it fails goes to an in-memory share of the quota (include/ratelimit/redis/README.md "Fallback during
+/// outages").
 ///
 /// @tparam P `Gcra`, `TokenBucket` or `FixedWindow` (durations whole microseconds, as for `RedisLimiter`).
 /// @tparam C the clock whose time is sent with `time_source = client` (tests: `ManualClock`).
@@ -284,9 +286,9 @@ class LeasedLimiter {
   }
 
   /// Gives nothing back, and returns `key`'s state as `peek` sees it: a unit put back into a lease could be served
-  /// after its grant's lifetime, which the bound does not allow (README "Budget leases"), so a refunded unit is
-  /// lost (the fleet admits less, never more). For layers that consume and refund (`check_layers`). Thread-safe.
-  /// Throws `std::invalid_argument` for a negative cost, and as `peek`.
+  /// after its grant's lifetime, which the bound does not allow (include/ratelimit/redis/README.md "Budget leases"), so
+  /// a refunded unit is lost (the fleet admits less, never more). For layers that consume and refund (`check_layers`).
+  /// Thread-safe. Throws `std::invalid_argument` for a negative cost, and as `peek`.
   Decision refund(std::string_view key, std::int64_t cost) {
     ratelimit::detail::require_cost(cost);
     return peek(key);

@@ -26,9 +26,9 @@ struct ClusterNode {
   int port = 6379;
 };
 
-/// TLS to the server (README "TLS"): OpenSSL does the TLS (the library built with `RATELIMIT_TLS`, on
-/// when CMake finds OpenSSL), with the server's certificate verified against the CAs below and its name
-/// against `server_name`. A plain aggregate; everything off by default (plain TCP).
+/// TLS to the server (include/ratelimit/redis/README.md "TLS"): OpenSSL does the TLS (the library built with
+/// `RATELIMIT_TLS`, on when CMake finds OpenSSL), with the server's certificate verified against the CAs below and its
+/// name against `server_name`. A plain aggregate; everything off by default (plain TCP).
 struct TlsOptions {
   /// Connect with TLS (the server's `tls-port`). A pool or router made with it in a build without TLS
   /// throws `std::invalid_argument` (`ConnectionOptions.tls`).
@@ -46,11 +46,11 @@ struct TlsOptions {
   std::string server_name{};
 };
 
-/// A sentinel's address (README "Redis Sentinel").
+/// A sentinel's address (include/ratelimit/redis/README.md "Redis Sentinel").
 using SentinelNode = ClusterNode;
 
-/// Redis Sentinel (README "Redis Sentinel"): the limiter asks the sentinels which server is the master
-/// of `master_name` (`SENTINEL get-master-addr-by-name`, confirmed with `ROLE`), and asks again when a call
+/// Redis Sentinel (include/ratelimit/redis/README.md "Redis Sentinel"): the limiter asks the sentinels which server is
+/// the master of `master_name` (`SENTINEL get-master-addr-by-name`, confirmed with `ROLE`), and asks again when a call
 /// fails or meets `READONLY` (the master was demoted), and every `check_interval`. A plain aggregate.
 struct SentinelOptions {
   /// The sentinels; any of them answers (tried in order, starting with the last that answered, so a
@@ -69,7 +69,7 @@ struct SentinelOptions {
   std::chrono::milliseconds check_interval{1000};
 };
 
-/// Where the time `t` of a check comes from (README "Redis contract").
+/// Where the time `t` of a check comes from (include/ratelimit/README.md "Redis contract").
 enum class TimeSource {
   /// The script reads Redis's `TIME`: every application server sees one clock (immune to their skew).
   server,
@@ -80,7 +80,7 @@ enum class TimeSource {
 /// The circuit breaker of each server (each cluster node): after `failure_threshold` consecutive round
 /// trips without a usable reply (io, timeout, protocol), calls on that server get the failure policy at
 /// once, without I/O, for an open period; then one probe goes through, and its success closes the breaker
-/// (README "Circuit breaker"). A plain aggregate with working defaults.
+/// (include/ratelimit/redis/README.md "Circuit breaker"). A plain aggregate with working defaults.
 struct CircuitBreakerOptions {
   /// Consecutive failed round trips that open the breaker; 0..1000, 0 turns the breaker off.
   int failure_threshold = 3;
@@ -122,8 +122,9 @@ struct ConnectionOptions {
   /// Each call's deadline (sync calls; the default of async ones), and how long a connection may owe a
   /// reply without sending a byte before it is dropped; in (0, 24 h].
   std::chrono::milliseconds command_timeout{100};
-  /// Connections per server; in 1..1024. Every caller shares them (automatic pipelining, README "Redis
-  /// engine"): a call goes on the connection with the fewest commands outstanding.
+  /// Connections per server; in 1..1024. Every caller shares them (automatic pipelining,
+  /// include/ratelimit/redis/README.md "Redis engine"): a call goes on the connection with the fewest commands
+  /// outstanding.
   std::size_t pool_size = 4;
   /// Most commands queued or awaiting a reply on one connection; >= 1. A call beyond it fails at once
   /// (cause `timeout`, "queue full") with the failure policy instead of waiting.
@@ -145,8 +146,8 @@ struct ConnectionOptions {
   std::chrono::milliseconds cluster_refresh_interval{100};
   /// The circuit breaker of the server (of each node on Redis Cluster).
   CircuitBreakerOptions breaker{};
-  /// Send scripts as Redis Functions (README "Redis Functions"; Redis >= 7): `FCALL` of the functions of
-  /// one library (`FUNCTION LOAD`ed on first use, then kept by the server across restarts with persistence
+  /// Send scripts as Redis Functions (include/ratelimit/redis/README.md "Redis Functions"; Redis >= 7): `FCALL` of the
+  /// functions of one library (`FUNCTION LOAD`ed on first use, then kept by the server across restarts with persistence
   /// and replicated to replicas), instead of `EVALSHA`. Where the server has no functions or refuses them
   /// (`NOPERM` for `FCALL` or `FUNCTION LOAD`, unknown command), scripts go as `EVALSHA` from then on.
   /// Off by default.
@@ -156,9 +157,9 @@ struct ConnectionOptions {
   /// TLS (off by default); on Redis Cluster for every node, with Sentinel for the sentinels too.
   TlsOptions tls{};
 
-  /// The options a Redis URL names (README "Connection options"), every other field at its default:
-  /// `redis://[user[:password]@]host[:port][/db]` (port 6379, database 0 by default; an IPv6 host in
-  /// brackets, `redis://[::1]:6379`), `rediss://...` the same over TLS (`tls.enabled`), and
+  /// The options a Redis URL names (include/ratelimit/redis/README.md "Connection options"), every other field at its
+  /// default: `redis://[user[:password]@]host[:port][/db]` (port 6379, database 0 by default; an IPv6 host in brackets,
+  /// `redis://[::1]:6379`), `rediss://...` the same over TLS (`tls.enabled`), and
   /// `unix://[user[:password]@]/path/to/socket[?db=N]`. The scheme is case-insensitive; user, password
   /// and socket path are percent-decoded (`p%40ss` is `p@ss`), and must percent-encode what a URL
   /// reserves. Throws `std::invalid_argument` ("ConnectionOptions::from_url: ...") saying what is wrong
@@ -180,10 +181,11 @@ struct ConnectionOptions {
   }
 };
 
-/// The in-memory fallback of a Redis rate limiter (`on_error = FailurePolicy::fallback`, README "Fallback during
-/// outages"): while Redis fails, checks go to a `MemoryLimiter` holding `1 / instances` of the policy's quota,
-/// and one check per probe period goes to Redis to find out whether it is back. A plain aggregate; the limiter
-/// validates it (`std::invalid_argument` naming the field, e.g. `LimiterOptions.fallback.instances`).
+/// The in-memory fallback of a Redis rate limiter (`on_error = FailurePolicy::fallback`,
+/// include/ratelimit/redis/README.md "Fallback during outages"): while Redis fails, checks go to a `MemoryLimiter`
+/// holding `1 / instances` of the policy's quota, and one check per probe period goes to Redis to find out whether it
+/// is back. A plain aggregate; the limiter validates it (`std::invalid_argument` naming the field, e.g.
+/// `LimiterOptions.fallback.instances`).
 struct FallbackOptions {
   /// The number of processes sharing the limit (each gets `1 / instances` of the quota); in [1, 1,000,000].
   /// Required (0, the default, is refused) when `on_error` is `fallback`.
@@ -192,14 +194,15 @@ struct FallbackOptions {
   /// doubles it, up to `probe_max`.
   std::chrono::milliseconds probe_min{50};
   /// The longest wait between two probes; in [`probe_min`, 10 s]. It bounds how late checks return to Redis
-  /// after it recovers (with the pool's reconnect backoff and breaker, README "Fallback during outages").
+  /// after it recovers (with the pool's reconnect backoff and breaker, include/ratelimit/redis/README.md "Fallback
+  /// during outages").
   std::chrono::milliseconds probe_max{250};
   /// Most keys the fallback holds (its `MemoryOptions::max_keys`, least recently used evicted); >= 1.
   std::size_t max_keys = 100'000;
 };
 
-/// The local denial cache of a `RedisLimiter` (README "Denial cache"; `LeasedLimiter` has its own,
-/// `LeaseOptions::deny_cache`): after Redis denies cost n with retry_after R, requests of that key with cost
+/// The local denial cache of a `RedisLimiter` (include/ratelimit/redis/README.md "Denial cache"; `LeasedLimiter` has
+/// its own, `LeaseOptions::deny_cache`): after Redis denies cost n with retry_after R, requests of that key with cost
 /// >= n are denied in process memory until R has passed. A plain aggregate.
 struct DenialCacheOptions {
   /// Off by default: a denial it repeats can be one Redis would no longer give (units refunded meanwhile).
@@ -212,13 +215,14 @@ struct DenialCacheOptions {
 /// comes from and what it does when Redis fails. A plain aggregate, every field has a working default;
 /// the limiter validates them (`std::invalid_argument` naming the field, e.g. `LimiterOptions.name`).
 struct LimiterOptions {
-  /// Prepended to every Redis key (README "Redis backend", key layout); must not contain `{` or `}`.
+  /// Prepended to every Redis key (include/ratelimit/redis/README.md "Redis backend", key layout); must not contain `{`
+  /// or `}`.
   std::string key_prefix = "ratelimit:";
   /// The limiter's identity in its Redis keys. Empty (the default): the policy's kind and parameters are
   /// its identity, so limiters with different parameters never share state and processes with the same
   /// policy do. Non-empty: the name is the identity, and every limiter of this kind and name shares one
-  /// state whatever its parameters (changing them is a policy change, see README). At most 256 bytes,
-  /// without `{` or `}`.
+  /// state whatever its parameters (changing them is a policy change: include/ratelimit/README.md "Changing a policy at
+  /// run time"). At most 256 bytes, without `{` or `}`.
   std::string name{};
   /// Where the time of a check comes from; `server` by default.
   TimeSource time_source = TimeSource::server;
@@ -238,7 +242,8 @@ struct LimiterOptions {
   /// thread, or for async calls on the I/O thread: it must be thread-safe, must not block and must not call
   /// the limiter; what it throws is ignored. Empty (the default): the default report, one line on stderr
   /// for a server's first failure and at most one more per server per 10 s, naming the server, the cause
-  /// and the failure policy's answer (README "Failure policy and hook"); `ignore_backend_failure`
+  /// and the failure policy's answer (include/ratelimit/redis/README.md "Failure policy and hook");
+  /// `ignore_backend_failure`
   /// (`<ratelimit/redis/failure_report.hpp>`) silences it.
   std::function<void(const BackendError&)> on_backend_failure{};
 };

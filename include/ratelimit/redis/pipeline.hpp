@@ -5,7 +5,7 @@
 /// when the connection is free goes out in one write; replies are matched in order. Sync callers do the
 /// I/O themselves (flat combining: the caller that finds the connection idle writes and reads, the
 /// others join its batch and are handed their replies); async calls are driven by the connection's I/O
-/// thread, which also runs their completions (README "Redis engine").
+/// thread, which also runs their completions (include/ratelimit/redis/README.md "Redis engine").
 
 #include <linux/futex.h>
 #include <poll.h>
@@ -56,7 +56,7 @@ class AsyncSink {
  public:
   /// Starts `op`; never blocks. `op.complete` is called exactly once, on the sink's I/O thread (also
   /// when the call is refused: queue full, shutting down). Throws `std::logic_error` when called in a
-  /// process forked after the sink was made (README "Redis engine", fork).
+  /// process forked after the sink was made (include/ratelimit/redis/README.md "Redis engine", fork).
   virtual void submit(PipelineOp& op) = 0;
 
  protected:
@@ -210,7 +210,8 @@ class CompletionScope {
 
 }  // namespace detail
 
-/// One connection to one Redis server, shared by any number of callers (README "Redis engine").
+/// One connection to one Redis server, shared by any number of callers (include/ratelimit/redis/README.md "Redis
+/// engine").
 ///
 /// Sync `execute`: the caller queues its commands; if nobody is doing I/O it writes everything queued
 /// (its own and others') in one write and reads replies until its own have come, then hands the
@@ -318,7 +319,7 @@ class Pipeline final : public AsyncSink {
     }
     // Waits until a driver finished every call (kDone), or handed this caller the connection, or the
     // deadline passed: then the calls not yet answered fail (timeout) and are withdrawn, so no wait
-    // outlasts its deadline (README "Redis engine").
+    // outlasts its deadline (include/ratelimit/redis/README.md "Redis engine").
     bool timed_out = false;
     for (;;) {  // lock held
       if (waiter.drive) {
@@ -364,11 +365,11 @@ class Pipeline final : public AsyncSink {
     }
   }
 
-  /// As `submit`, under `ticket` of the server's circuit breaker (README "Circuit breaker"), settled by the
-  /// call's outcome before its completion runs: a reply (error replies too) succeeds; no reply once written
-  /// (timeout, connection lost), a failed connect, or a deadline passing while queued behind replies that
-  /// do not come, fails; a call otherwise never sent (queue full, destruction) gives no verdict (an unsent
-  /// probe lets the next call probe).
+  /// As `submit`, under `ticket` of the server's circuit breaker (include/ratelimit/redis/README.md "Circuit breaker"),
+  /// settled by the call's outcome before its completion runs: a reply (error replies too) succeeds; no reply once
+  /// written (timeout, connection lost), a failed connect, or a deadline passing while queued behind replies that do
+  /// not come, fails; a call otherwise never sent (queue full, destruction) gives no verdict (an unsent probe lets the
+  /// next call probe).
   void submit(PipelineOp& op, CircuitBreaker<>::Ticket ticket) {
     op.ticket_.emplace(std::move(ticket));
     submit(op);
@@ -404,7 +405,7 @@ class Pipeline final : public AsyncSink {
     if (forked()) {
       throw std::logic_error(
           "ratelimit: a Redis limiter or pool made before fork() is used in the child; "
-          "make a new one in the child (README \"Redis engine\", fork)");
+          "make a new one in the child (include/ratelimit/redis/README.md \"Redis engine\", fork)");
     }
   }
   [[nodiscard]] BackendError refusal() const {
@@ -663,7 +664,8 @@ class Pipeline final : public AsyncSink {
 
   // Lock held; no connection. Starts a connect unless one runs, then waits for it until the driver's
   // deadline (`self`'s, or for the I/O thread the nearest queued call's), so that no wait for a connect
-  // outlasts a call's deadline: the connect goes on without the calls that left (README "Redis engine").
+  // outlasts a call's deadline: the connect goes on without the calls that left (include/ratelimit/redis/README.md
+  // "Redis engine").
   void await_connect(std::unique_lock<std::mutex>& lock, detail::Waiter* self) {
     if (!connecting_) start_connect();
     auto until = std::chrono::steady_clock::time_point::max();

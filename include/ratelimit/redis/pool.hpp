@@ -38,7 +38,8 @@ class PoolTimeout : public BackendError {
 };
 
 /// Connections to one Redis server, opened lazily: `pool_size` shared pipelined ones (`pipeline()`,
-/// what the limiter uses: README "Redis engine") and up to `pool_size` exclusive ones (`acquire()`).
+/// what the limiter uses: include/ratelimit/redis/README.md "Redis engine") and up to `pool_size` exclusive ones
+/// (`acquire()`).
 ///
 /// `acquire()` lends a connection through a `Lease` that gives it back when destroyed; a connection that
 /// broke is dropped instead and re-made by a later `acquire`. After a failed connect, new connects wait

@@ -1,9 +1,9 @@
 #pragma once
 
 /// @file
-/// The retry loop of the limiters' `wait_ready` (README "Readiness at start-up"): one attempt after
-/// another until one succeeds or the timeout passes, then a `BackendError` that names the server and
-/// says why.
+/// The retry loop of the limiters' `wait_ready` (include/ratelimit/redis/README.md "Readiness at start-up"): one
+/// attempt after another until one succeeds or the timeout passes, then a `BackendError` that names the server and says
+/// why.
 
 #include <algorithm>
 #include <chrono>

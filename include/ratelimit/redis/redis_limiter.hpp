@@ -56,16 +56,17 @@ inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 /// One check of a batch for `RedisLimiter::allow_many`: `ratelimit::BatchRequest`, which every backend's batch takes.
 using Request = ratelimit::BatchRequest;
 
-/// The Redis backend (README "Redis contract"): each check is one atomic Lua script run (`EVALSHA`) on the key's
-/// Redis key, so any number of threads and processes sharing the server share each key's limit exactly.
+/// The Redis backend (include/ratelimit/README.md "Redis contract"): each check is one atomic Lua script run
+/// (`EVALSHA`) on the key's Redis key, so any number of threads and processes sharing the server share each key's limit
+/// exactly.
 ///
 /// Decisions are those of the in-memory backend for the same calls when times and the policy's
-/// durations are whole microseconds (README "Guarantees", "Backends agree"); Redis keeps time in integer
-/// microseconds. Thread-safe: every method may be called from any thread; calls from every thread share
-/// the pool's `pool_size` pipelined connections (README "Redis engine"), and the `*_async` methods start
-/// a check without blocking. When Redis fails, `LimiterOptions::on_error` decides (and `stats()` counts it);
-/// with `FailurePolicy::fallback` an in-memory share of the quota answers until Redis is back (README "Fallback
-/// during outages"), and `on_backend_failure` hears of every failure.
+/// durations are whole microseconds (include/ratelimit/README.md "Guarantees", "Backends agree"); Redis keeps time in
+/// integer microseconds. Thread-safe: every method may be called from any thread; calls from every thread share the
+/// pool's `pool_size` pipelined connections (include/ratelimit/redis/README.md "Redis engine"), and the `*_async`
+/// methods start a check without blocking. When Redis fails, `LimiterOptions::on_error` decides (and `stats()` counts
+/// it); with `FailurePolicy::fallback` an in-memory share of the quota answers until Redis is back
+/// (include/ratelimit/redis/README.md "Fallback during outages"), and `on_backend_failure` hears of every failure.
 ///
 /// On Redis Cluster (`ConnectionOptions::cluster_nodes` set) each check runs on the master owning its key's
 /// slot, through a `ClusterRouter` (slot map, a pool per node, `MOVED` / `ASK` handling);
@@ -126,8 +127,8 @@ class RedisLimiter final : public detail::LayeredMember {
   RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, const LimiterOptions& limiter, C clock = {})
       : RedisLimiter(std::move(policy), std::shared_ptr<Route>(std::move(router)), std::move(clock), &limiter) {}
 
-  /// On the master Redis Sentinel names, sharing `route` (its pools and discovery; README "Redis
-  /// Sentinel") with other limiters, e.g. the layers of one layered check. Throws as above.
+  /// On the master Redis Sentinel names, sharing `route` (its pools and discovery; include/ratelimit/redis/README.md
+  /// "Redis Sentinel") with other limiters, e.g. the layers of one layered check. Throws as above.
   RedisLimiter(P policy, std::shared_ptr<SentinelRoute> route, const LimiterOptions& limiter, C clock = {})
       : RedisLimiter(std::move(policy), std::shared_ptr<Route>(std::move(route)), std::move(clock), &limiter) {}
 
@@ -149,11 +150,12 @@ class RedisLimiter final : public detail::LayeredMember {
   /// (`fail_open` or `fail_closed`) answered. Thread-safe. Throws as `allow`.
   CheckResult check(std::string_view key, std::int64_t cost = 1) { return run(key, cost, Mode::check, config()); }
 
-  /// What a cost-1 request would see, consuming nothing (README "Decisions"). Thread-safe. Throws as `allow`.
+  /// What a cost-1 request would see, consuming nothing (include/ratelimit/README.md "Decisions"). Thread-safe. Throws
+  /// as `allow`.
   Decision peek(std::string_view key) { return run(key, 1, Mode::peek, config()).decision; }
 
-  /// For a service's start-up (README "Readiness at start-up"): connects, logs in and runs this limiter's
-  /// script once (a peek, which writes nothing; the script stays cached on the server), retrying until
+  /// For a service's start-up (include/ratelimit/redis/README.md "Readiness at start-up"): connects, logs in and runs
+  /// this limiter's script once (a peek, which writes nothing; the script stays cached on the server), retrying until
   /// Redis answers or `timeout` has passed (may overrun it by one attempt: `connect_timeout` plus
   /// `command_timeout`). On Redis Cluster it reaches one master (and loads the slot map); on Sentinel, the
   /// master the sentinels name. Ignores the failure policy, the fallback and the denial cache; counts no
@@ -165,7 +167,7 @@ class RedisLimiter final : public detail::LayeredMember {
     detail::wait_until_ready(detail::servers_of(options_.connection()), timeout, [this] { return ready_once(); });
   }
 
-  /// Gives back up to `cost` units `key` consumed (README "Refunds", the same formulas as
+  /// Gives back up to `cost` units `key` consumed (include/ratelimit/README.md "Refunds", the same formulas as
   /// `ratelimit::refund`, run in the policy's script with `ARGV[3] = "2"`), never past full. Returns the
   /// key's state afterwards as a cost-0 check sees it. Thread-safe. Throws as `allow`; when Redis fails
   /// and `on_error` is not `raise`, nothing is given back and a fresh key's state is returned (the
@@ -173,14 +175,14 @@ class RedisLimiter final : public detail::LayeredMember {
   Decision refund(std::string_view key, std::int64_t cost) { return run(key, cost, Mode::refund, config()).decision; }
 
   /// A policy of this limiter's kind validated for Redis, for calls that name it (`QuotaOverrides`: per-key
-  /// quota overrides, README "Per-key quota overrides"). Immutable; made by `prepare`.
+  /// quota overrides, include/ratelimit/layers/README.md "Per-key quota overrides"). Immutable; made by `prepare`.
   class PreparedPolicy;
 
   /// Validates `policy` for Redis and binds its script parameters, for the calls below that name it. Only a
   /// named limiter (`LimiterOptions::name`), as for `set_policy`: its Redis keys do not depend on the
   /// parameters, so a key checked under another policy keeps its Redis key, and the script converts its
-  /// usage in units as `set_policy` does (README "Changing a policy at run time", Redis). Thread-safe.
-  /// Throws `std::invalid_argument` naming the field (e.g. `Gcra.burst`), or `LimiterOptions.name`.
+  /// usage in units as `set_policy` does (include/ratelimit/README.md "Changing a policy at run time", Redis).
+  /// Thread-safe. Throws `std::invalid_argument` naming the field (e.g. `Gcra.burst`), or `LimiterOptions.name`.
   [[nodiscard]] std::shared_ptr<const PreparedPolicy> prepare(P policy) const {
     if (options_.name.empty()) {
       ratelimit::detail::invalid("LimiterOptions.name",
@@ -211,18 +213,18 @@ class RedisLimiter final : public detail::LayeredMember {
     return run(key, cost, Mode::refund, policy.config_).decision;
   }
 
-  /// The async `check` (README "Redis engine"): starts the check and returns at once, never blocking.
-  /// `callback(std::exception_ptr error, CheckResult result)` runs exactly once, on the I/O thread of
-  /// the connection that carried the call (never inside this function): with Redis's decision, or when
-  /// Redis failed (no reply by the deadline, connection lost, queue full, limiter destroyed) with the
-  /// failure policy's decision (`Outcome::failure_policy`); under `FailurePolicy::raise` `error` then
-  /// holds the `BackendError` (and `result` a fail_closed-style denial). A call cut after it was written
-  /// may have run on the server; it is never re-sent. The callback must not throw (the process
-  /// terminates) and must not block: a sync call on a `RedisLimiter` from it throws `std::logic_error`;
-  /// async calls are fine. `timeout`: the call's deadline from now, in (0, 24 h]; by default
+  /// The async `check` (include/ratelimit/redis/README.md "Redis engine"): starts the check and returns at once, never
+  /// blocking. `callback(std::exception_ptr error, CheckResult result)` runs exactly once, on the I/O thread of the
+  /// connection that carried the call (never inside this function): with Redis's decision, or when Redis failed (no
+  /// reply by the deadline, connection lost, queue full, limiter destroyed) with the failure policy's decision
+  /// (`Outcome::failure_policy`); under `FailurePolicy::raise` `error` then holds the `BackendError` (and `result` a
+  /// fail_closed-style denial). A call cut after it was written may have run on the server; it is never re-sent. The
+  /// callback must not throw (the process terminates) and must not block: a sync call on a `RedisLimiter` from it
+  /// throws `std::logic_error`; async calls are fine. `timeout`: the call's deadline from now, in (0, 24 h]; by default
   /// `command_timeout`. The call keeps what it needs alive, so the limiter may be destroyed before it
-  /// completes (README "Redis engine", destruction). Thread-safe. Throws `std::invalid_argument` (key
-  /// length, negative cost, timeout) and `std::logic_error` (used in a forked child) with nothing started.
+  /// completes (include/ratelimit/redis/README.md "Redis engine", destruction). Thread-safe. Throws
+  /// `std::invalid_argument` (key length, negative cost, timeout) and `std::logic_error` (used in a forked child) with
+  /// nothing started.
   template <class F>
     requires std::invocable<F&, std::exception_ptr, CheckResult>
   void check_async(std::string_view key, std::int64_t cost, std::chrono::milliseconds timeout, F&& callback) {
@@ -342,7 +344,8 @@ class RedisLimiter final : public detail::LayeredMember {
   }
 
   /// The Redis key holding `key`'s state: `<prefix><identity>{<encoded key>}<suffix>`, the identity being
-  /// `<kind>:<parameters>` or, with `LimiterOptions::name`, `<kind>@<name>` (README "Redis backend").
+  /// `<kind>:<parameters>` or, with `LimiterOptions::name`, `<kind>@<name>` (include/ratelimit/redis/README.md "Redis
+  /// backend").
   [[nodiscard]] std::string redis_key(std::string_view key) const {
     return detail::redis_key(options_.key_prefix, identity_, key, config().binding.suffix);
   }
@@ -355,15 +358,14 @@ class RedisLimiter final : public detail::LayeredMember {
   /// The validated rules now, in ticks of 1 us (Redis's time unit). Thread-safe; valid as `policy()`.
   [[nodiscard]] const RulesOf<P>& rules() const noexcept { return config().rules; }
 
-  /// Replaces the policy at run time, keeping every key's usage (README "Changing a policy at run time",
-  /// Redis): only a named limiter (`LimiterOptions::name`), whose Redis keys do not depend on the
-  /// parameters. Each key's state carries the parameters it was written under, and the script converts
-  /// it to the caller's parameters on its next touch (the same formulas as `MemoryLimiter::set_policy`, at
-  /// that touch's time), so the processes of a fleet may change at different times. Thread-safe: a call
-  /// started before sends the old parameters, one started after the new ones; each call's decision is
-  /// wholly one policy's. Throws `std::invalid_argument` naming the field for a bad policy, or
-  /// `LimiterOptions.name` for an unnamed limiter (its identity is its parameters: changing them would
-  /// start fresh keys), changing nothing.
+  /// Replaces the policy at run time, keeping every key's usage (include/ratelimit/README.md "Changing a policy at run
+  /// time", Redis): only a named limiter (`LimiterOptions::name`), whose Redis keys do not depend on the parameters.
+  /// Each key's state carries the parameters it was written under, and the script converts it to the caller's
+  /// parameters on its next touch (the same formulas as `MemoryLimiter::set_policy`, at that touch's time), so the
+  /// processes of a fleet may change at different times. Thread-safe: a call started before sends the old parameters,
+  /// one started after the new ones; each call's decision is wholly one policy's. Throws `std::invalid_argument` naming
+  /// the field for a bad policy, or `LimiterOptions.name` for an unnamed limiter (its identity is its parameters:
+  /// changing them would start fresh keys), changing nothing.
   void set_policy(P policy) {
     if (options_.name.empty()) {
       ratelimit::detail::invalid("LimiterOptions.name",
@@ -747,7 +749,7 @@ class RedisLimiter final : public detail::LayeredMember {
     /// Feeds Redis's decision `d` of a call sent at `sent` (monotonic ns, with the key's denial `stamp`) under
     /// `c` to the denial cache: a denial of a check is remembered (valid while `c` is the policy: lookups pass
     /// the current one) unless a refund or reset returned since the send; an admission forgets the key's, a
-    /// refund also every denial sent before it (README "Denial cache").
+    /// refund also every denial sent before it (include/ratelimit/redis/README.md "Denial cache").
     void learn(std::string_view key, std::int64_t cost, Mode mode, const Decision& d, std::int64_t sent,
                const Config& c, detail::DenialCache::Stamp stamp) {
       if (!denials || mode == Mode::peek) return;
@@ -906,8 +908,8 @@ class RedisLimiter final : public detail::LayeredMember {
     if (core_->fallback.enabled() && !call->cached) {
       call->ticket.emplace(core_->fallback.admit());
       call->user_key = std::string(key);
-      // Redis is failing and no probe is due: never written (README "Redis engine", deadlines), answered by
-      // the fallback on the I/O thread, as every async callback runs.
+      // Redis is failing and no probe is due: never written (include/ratelimit/redis/README.md "Redis engine",
+      // deadlines), answered by the fallback on the I/O thread, as every async callback runs.
       if (!*call->ticket) call->deadline = std::chrono::steady_clock::time_point{};
     }
     const std::array<std::string_view, 3> head{"EVALSHA", config.binding.script->sha1, "1"};

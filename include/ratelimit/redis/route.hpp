@@ -105,9 +105,9 @@ enum class Gated {
   queue_full,
 };
 
-/// Runs `calls` on `pool`'s shared connection as one round trip gated by the server's breaker (README
-/// "Circuit breaker"): refused while open, else settled by the outcomes. A local refusal never reached the
-/// server and tells the breaker nothing, as for async calls.
+/// Runs `calls` on `pool`'s shared connection as one round trip gated by the server's breaker
+/// (include/ratelimit/redis/README.md "Circuit breaker"): refused while open, else settled by the outcomes. A local
+/// refusal never reached the server and tells the breaker nothing, as for async calls.
 inline Gated execute_gated(ConnectionPool& pool, std::span<RouteCall> calls) {
   auto ticket = pool.breaker().admit();
   if (!ticket) {
@@ -119,11 +119,11 @@ inline Gated execute_gated(ConnectionPool& pool, std::span<RouteCall> calls) {
   return Gated::ran;
 }
 
-/// Starts async `op` on `pool`, gated by the server's breaker as a sync round trip is (README "Circuit
-/// breaker"): one ticket per call, settled by its outcome on the pipeline. Refused (open, or half-open with
-/// the probe out), `op` completes with cause `circuit_open` on the pipeline's I/O thread, nothing sent. A
-/// call already past its deadline (never written, answered on the I/O thread: e.g. by the fallback or the
-/// denial cache) takes no ticket.
+/// Starts async `op` on `pool`, gated by the server's breaker as a sync round trip is
+/// (include/ratelimit/redis/README.md "Circuit breaker"): one ticket per call, settled by its outcome on the pipeline.
+/// Refused (open, or half-open with the probe out), `op` completes with cause `circuit_open` on the pipeline's I/O
+/// thread, nothing sent. A call already past its deadline (never written, answered on the I/O thread: e.g. by the
+/// fallback or the denial cache) takes no ticket.
 inline void submit_gated(ConnectionPool& pool, PipelineOp& op) {
   Pipeline& pipeline = pool.pipeline();
   if (op.deadline <= std::chrono::steady_clock::now()) return pipeline.submit(op);
@@ -148,9 +148,10 @@ class Route {
   /// process forked after the route was made (touching nothing).
   virtual void execute(std::span<RouteCall> calls) = 0;
   /// Starts one async call (`op.command`, `op.args`, `op.slot`, `op.deadline` set); never blocks.
-  /// `op.complete` runs exactly once, on the route's I/O thread (README "Redis engine"), also when the
-  /// server's circuit breaker refuses the call (cause `circuit_open`, nothing sent: README "Circuit
-  /// breaker"). Throws `std::logic_error` in a process forked after the route was made.
+  /// `op.complete` runs exactly once, on the route's I/O thread (include/ratelimit/redis/README.md "Redis engine"),
+  /// also when the server's circuit breaker refuses the call (cause `circuit_open`, nothing sent:
+  /// include/ratelimit/redis/README.md "Circuit breaker"). Throws `std::logic_error` in a process forked after the
+  /// route was made.
   virtual void submit(PipelineOp& op) = 0;
   /// True when keys of different slots may live on different servers (a multi-key script then needs
   /// its keys in one slot).
@@ -178,12 +179,13 @@ class Route {
 
  protected:
   /// Throws `std::logic_error` in a process forked after the route was made: the route's connections,
-  /// threads and slot map are the parent's, and such a call touches nothing (README "Redis engine", fork).
+  /// threads and slot map are the parent's, and such a call touches nothing (include/ratelimit/redis/README.md "Redis
+  /// engine", fork).
   void check_not_forked() const {
     if (detail::fork_generation().load(std::memory_order_relaxed) != generation_) {
       throw std::logic_error(
           "ratelimit: a Redis limiter or route made before fork() is used in the child; make a new one in the "
-          "child (README \"Redis engine\", fork)");
+          "child (include/ratelimit/redis/README.md \"Redis engine\", fork)");
     }
   }
 
@@ -205,7 +207,8 @@ class ServerRoute final : public Route {
   void execute(std::span<RouteCall> calls) override {
     if (!calls.empty()) (void)detail::execute_gated(*pool_, calls);
   }
-  /// Gated by the server's breaker per call (`detail::submit_gated`, README "Circuit breaker").
+  /// Gated by the server's breaker per call (`detail::submit_gated`, include/ratelimit/redis/README.md "Circuit
+  /// breaker").
   void submit(PipelineOp& op) override { detail::submit_gated(*pool_, op); }
   [[nodiscard]] bool sharded() const noexcept override { return false; }
   [[nodiscard]] const void* domain() const noexcept override { return pool_.get(); }

@@ -31,8 +31,9 @@
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
-/// The master that Redis Sentinel names for `ConnectionOptions::sentinel.master_name` (README "Redis
-/// Sentinel"): calls go to a `ConnectionPool` of that server, as on a `ServerRoute`.
+/// The master that Redis Sentinel names for `ConnectionOptions::sentinel.master_name`
+/// (include/ratelimit/redis/README.md "Redis Sentinel"): calls go to a `ConnectionPool` of that server, as on a
+/// `ServerRoute`.
 ///
 /// Discovery: the sentinels are asked in turn (`SENTINEL get-master-addr-by-name`; a sentinel that is
 /// down or does not know the name is skipped, the last one that answered is asked first), and the
@@ -218,8 +219,8 @@ class SentinelRoute final : public Route {
     SentinelRoute& route;
   };
 
-  /// Sends async `op` to `pool`, gated per call by its breaker as on a `ServerRoute` (README "Circuit
-  /// breaker"), watched on its way back.
+  /// Sends async `op` to `pool`, gated per call by its breaker as on a `ServerRoute` (include/ratelimit/redis/README.md
+  /// "Circuit breaker"), watched on its way back.
   void send(ConnectionPool& pool, PipelineOp& op) { detail::submit_gated(pool, *new Watched(*this, op, pool)); }
   /// An async call on `pool` failed as a failover explains (called on its I/O thread: no I/O here).
   void failed_on(const ConnectionPool& pool) noexcept {

@@ -23,7 +23,8 @@ struct RouteCounters {
   std::uint64_t moved_redirections = 0;
   std::uint64_t ask_redirections = 0;
   std::uint64_t slot_map_refreshes = 0;
-  /// Circuit breaker (README "Circuit breaker"): times a server's breaker opened, and probes it let through.
+  /// Circuit breaker (include/ratelimit/redis/README.md "Circuit breaker"): times a server's breaker opened, and probes
+  /// it let through.
   std::uint64_t breaker_opens = 0;
   std::uint64_t breaker_probes = 0;
   /// Calls refused at once because their connection had `max_in_flight` commands outstanding (also in
@@ -34,8 +35,8 @@ struct RouteCounters {
   std::uint64_t master_changes = 0;
 };
 
-/// Counters of a limiter's in-memory fallback (`FailurePolicy::fallback`, README "Fallback during outages"),
-/// each read atomically; all zero (and false) without it.
+/// Counters of a limiter's in-memory fallback (`FailurePolicy::fallback`, include/ratelimit/redis/README.md "Fallback
+/// during outages"), each read atomically; all zero (and false) without it.
 struct FallbackCounters {
   /// True while Redis is considered down: checks go to the fallback, but for one probe per probe period.
   bool fallback_active = false;
@@ -86,7 +87,7 @@ struct RedisStats : RouteCounters, FallbackCounters {
   /// restart, failover or `SCRIPT FLUSH`. With `use_functions`, also each call that found the Functions
   /// library missing and had it loaded (`FUNCTION LOAD`; the first use, `FUNCTION FLUSH`).
   std::uint64_t script_reloads = 0;
-  /// Latency of the backend calls (README "Metrics").
+  /// Latency of the backend calls (include/ratelimit/http/README.md "Metrics").
   BackendLatency latency{};
   /// Checks denied by the denial cache (`LimiterOptions::deny_cache`) without Redis (also in `calls`).
   std::uint64_t cached_denials = 0;

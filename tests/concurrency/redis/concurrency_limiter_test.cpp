@@ -1,6 +1,6 @@
-// RedisConcurrencyLimiter (README "Concurrency limits", Redis): never more than `permits` units in flight
-// across processes, a killed holder's permits back within expiry + 1 s, a release after expiry frees
-// nothing of anyone else's, renewal keeps long permits and reports a lost one at once.
+// RedisConcurrencyLimiter (include/ratelimit/concurrency/README.md "Concurrency limits", Redis): never more than
+// `permits` units in flight across processes, a killed holder's permits back within expiry + 1 s, a release after
+// expiry frees nothing of anyone else's, renewal keeps long permits and reports a lost one at once.
 #include <gtest/gtest.h>
 
 #include <signal.h>

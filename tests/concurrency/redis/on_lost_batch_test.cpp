@@ -1,7 +1,7 @@
-// RedisConcurrencyLimiter's on_lost callbacks of one renewal round against releases (README "Concurrency limits",
-// Redis): a callback never runs after its permit's release, a release waits only for its own permit's running
-// callback, a release on an async completion's I/O thread never waits, and a child process may destroy a
-// limiter its parent made.
+// RedisConcurrencyLimiter's on_lost callbacks of one renewal round against releases
+// (include/ratelimit/concurrency/README.md "Concurrency limits", Redis): a callback never runs after its permit's
+// release, a release waits only for its own permit's running callback, a release on an async completion's I/O thread
+// never waits, and a child process may destroy a limiter its parent made.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
-// RedisConcurrencyLimiter's releases where a blocking call cannot run, and acquires cut by their deadline (README
-// "Concurrency limits", Redis): the units come back at once, not at expiry.
+// RedisConcurrencyLimiter's releases where a blocking call cannot run, and acquires cut by their deadline
+// (include/ratelimit/concurrency/README.md "Concurrency limits", Redis): the units come back at once, not at expiry.
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -1,6 +1,6 @@
-// RedisConcurrencyLimiter's renewal against releases (README "Concurrency limits", Redis): `on_lost` runs only for
-// a permit still held when its renewal fails, never for one released while its renewal was in flight (the callback
-// usually cancels the request it captured, which is gone by then).
+// RedisConcurrencyLimiter's renewal against releases (include/ratelimit/concurrency/README.md "Concurrency limits",
+// Redis): `on_lost` runs only for a permit still held when its renewal fails, never for one released while its renewal
+// was in flight (the callback usually cancels the request it captured, which is gone by then).
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -1,6 +1,7 @@
 // End to end: the example server in a child process on a free loopback port, real HTTP requests through
-// cpp-httplib's client, every status, header value and body checked against README "Header fields". The server
-// runs with --manual-clock (time 0 at start, moved by the test), so every value is worked out by hand:
+// cpp-httplib's client, every status, header value and body checked against include/ratelimit/http/README.md "Header
+// fields". The server runs with --manual-clock (time 0 at start, moved by the test), so every value is worked out by
+// hand:
 //
 //   ip          FixedWindow{1000, 60 s}                    q=1000 w=60
 //   free-minute FixedWindow{30, 60 s}                      q=30   w=60
@@ -479,7 +480,7 @@ TEST(HttpServerE2E, SighupReloadsPlansAndKeepsUsage) {
   std::remove(path.c_str());
 }
 
-// /export runs at most 2 at once per client (README "The example"): a third concurrent export gets 429
+// /export runs at most 2 at once per client (examples/README.md "The example"): a third concurrent export gets 429
 // naming "export-concurrency", and consumes none of the export rate (5/min).
 TEST(ConcurrencyLimiterHttpExport, AtMostTwoExportsAtOnceAndADenialConsumesNoRate) {
   using namespace std::chrono_literals;

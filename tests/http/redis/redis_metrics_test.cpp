@@ -1,5 +1,5 @@
-// MetricsCollector over a RedisLimiter (README "Metrics"): the backend latency histogram counts every
-// backend call once, cumulatively over buckets in seconds, and the pool-connections gauge shows the open
+// MetricsCollector over a RedisLimiter (include/ratelimit/http/README.md "Metrics"): the backend latency histogram
+// counts every backend call once, cumulatively over buckets in seconds, and the pool-connections gauge shows the open
 // connections; label values are the configured limiter name only (never a key).
 #include <gtest/gtest.h>
 

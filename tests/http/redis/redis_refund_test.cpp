@@ -64,9 +64,9 @@ void differential(Policy policy, unsigned seed) {
 
 TEST(RedisRefund, FixedWindowMatchesMemory) { differential(ratelimit::FixedWindow{7, 2s}, 11); }
 TEST(RedisRefund, SlidingWindowLogMatchesMemory) { differential(ratelimit::SlidingWindowLog{7, 2s}, 12); }
-// A refund writes the state at its time (README "Refunds"), on Redis as in memory: when the clock steps
-// back, time stands at the refund, not at the newest entry left. (A random differential with backward
-// steps cannot work: memory reclaims full keys and forgets their write time, README says.)
+// A refund writes the state at its time (include/ratelimit/README.md "Refunds"), on Redis as in memory: when the clock
+// steps back, time stands at the refund, not at the newest entry left. (A random differential with backward steps
+// cannot work: memory reclaims full keys and forgets their write time: include/ratelimit/README.md "Forgotten state".)
 TEST(RedisRefund, SlidingWindowLogRefundRecordsItsWriteTimeAsInMemory) {
   RATELIMIT_REQUIRE_REDIS();
   ManualClock clock;
@@ -103,7 +103,8 @@ TEST(RedisRefund, SlidingWindowLogRefundRecordsItsWriteTimeAsInMemory) {
 TEST(RedisRefund, SlidingWindowCounterMatchesMemory) { differential(ratelimit::SlidingWindowCounter{7, 2s}, 13); }
 TEST(RedisRefund, GcraMatchesMemory) { differential(ratelimit::Gcra{.limit = 5, .period = 2s, .burst = 4}, 14); }
 TEST(RedisRefund, TokenBucketMatchesMemory) {
-  // T = 2 s / 4 = 0.5 s: whole microseconds, as README "Guarantees" requires for the backends to agree.
+  // T = 2 s / 4 = 0.5 s: whole microseconds, as include/ratelimit/README.md "Guarantees" requires for the backends to
+  // agree.
   differential(ratelimit::TokenBucket{.capacity = 6, .refill_tokens = 4, .refill_period = 2s}, 15);
 }
 

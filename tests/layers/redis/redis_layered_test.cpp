@@ -37,7 +37,8 @@ namespace {
 using ratelimit_test::command_count;
 
 // Equal decisions, except that a retry_after computed by a floor division (sliding window counter's
-// floor(a * W / prev)) rounds at the backend's tick: 1 ns in memory, 1 us on Redis (README "Guarantees").
+// floor(a * W / prev)) rounds at the backend's tick: 1 ns in memory, 1 us on Redis (include/ratelimit/README.md
+// "Guarantees").
 bool same(const Decision& redis, const Decision& memory) {
   const auto gap = redis.retry_after - memory.retry_after;
   return redis.allowed == memory.allowed && redis.limit == memory.limit && redis.remaining == memory.remaining &&

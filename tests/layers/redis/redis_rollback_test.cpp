@@ -1,5 +1,5 @@
-// The layer-by-layer rollback of a layered check over Redis and memory (README "Layered limits, all or
-// nothing"): a rollback may deny wrongly but never admits extra, so a Redis layer whose outcome was its
+// The layer-by-layer rollback of a layered check over Redis and memory (include/ratelimit/layers/README.md "Layered
+// limits, all or nothing"): a rollback may deny wrongly but never admits extra, so a Redis layer whose outcome was its
 // failure policy's answer (it consumed nothing) is not refunded once Redis answers again.
 #include <gtest/gtest.h>
 

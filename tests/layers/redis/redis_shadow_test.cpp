@@ -1,5 +1,5 @@
-// Shadow mode on Redis (README "Shadow mode"): the twin test per policy through the one-script layered
-// check (lua/layered.lua with its shadow mask), and the mixed rules on one script.
+// Shadow mode on Redis (include/ratelimit/layers/README.md "Shadow mode"): the twin test per policy through the
+// one-script layered check (lua/layered.lua with its shadow mask), and the mixed rules on one script.
 #include <gtest/gtest.h>
 
 #include <ratelimit/layers.hpp>
@@ -93,8 +93,8 @@ TEST(ShadowModeRedis, MixedLayersOnOneScript) {
 }
 
 // A shadow layer on the same RedisLimiter and key as an enforcing layer changes nothing the client sees
-// (README "Shadow mode"): shadow first at limit 1, the first request passes and only the enforcing layer's
-// unit is stored; the second is denied, as with the enforcing layer alone.
+// (include/ratelimit/layers/README.md "Shadow mode"): shadow first at limit 1, the first request passes and only the
+// enforcing layer's unit is stored; the second is denied, as with the enforcing layer alone.
 TEST(ShadowModeRedis, AShadowLayerSharingAnEnforcingKeyChangesNothing) {
   RATELIMIT_REQUIRE_REDIS();
   ManualClock clock;

@@ -1,5 +1,5 @@
 // A user's program: includes the umbrella header, checks the version it was built against and that a
-// limiter decides as README "Policy formulas" says. Exits non-zero on any mismatch.
+// limiter decides as include/ratelimit/README.md "Policy formulas" says. Exits non-zero on any mismatch.
 #include <chrono>
 #include <cstdio>
 #include <string_view>

@@ -2,9 +2,9 @@
 
 /// @file
 /// Where a Redis server is, as text: the check of a host name (`ConnectionOptions.host` and the node
-/// addresses) and the parser of a Redis URL (`ConnectionOptions::from_url`, README "Connection options").
-/// No message here shows a password: a URL's parts are never echoed, and a host holding `@` is shown
-/// from after its last `@` only, one holding a `:` (no IPv6 address) up to that `:` only.
+/// addresses) and the parser of a Redis URL (`ConnectionOptions::from_url`, include/ratelimit/redis/README.md
+/// "Connection options"). No message here shows a password: a URL's parts are never echoed, and a host holding `@` is
+/// shown from after its last `@` only, one holding a `:` (no IPv6 address) up to that `:` only.
 
 #include <arpa/inet.h>
 #include <sys/un.h>

@@ -1,7 +1,7 @@
 #pragma once
 
 /// @file
-/// Redis key layout (README "Redis backend"): `<prefix><identity>{<encoded key>}<suffix>`.
+/// Redis key layout (include/ratelimit/redis/README.md "Redis backend"): `<prefix><identity>{<encoded key>}<suffix>`.
 
 #include <optional>
 #include <string>

@@ -93,7 +93,8 @@ class LayeredMember : public JointBackend {
 /// failure decision (`fail_open`: a fresh key's decision; `fail_closed`: a denial; `fallback`: its
 /// in-memory share, the fallback members checked as one joint step in memory) and, if any of those denies
 /// (a shadow member's denial stops nothing), nothing is consumed: the admitting members report their state
-/// (a fresh key's, or the fallback's) with nothing consumed (README "Fallback during outages").
+/// (a fresh key's, or the fallback's) with nothing consumed (include/ratelimit/redis/README.md "Fallback during
+/// outages").
 inline bool run_layered(const LayeredMember& self, std::span<const JointRequest> requests,
                         std::span<CheckResult> results) {
   if (requests.empty() || results.size() != requests.size()) return false;

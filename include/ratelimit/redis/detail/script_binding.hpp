@@ -46,8 +46,8 @@ inline constexpr std::int64_t kMaxTimeUs = std::int64_t{1} << 52;
 inline constexpr std::size_t kScriptParams = 2;
 
 /// A policy validated for Redis: its script, its key suffix and its parameters. The first `kScriptParams`
-/// go to the script as ARGV[4..5]; all of them name the limiter's state (README "Redis backend", key
-/// layout: GCRA's identity keeps its tolerance, which its script derives as burst * emission interval).
+/// go to the script as ARGV[4..5]; all of them name the limiter's state (include/ratelimit/redis/README.md "Redis
+/// backend", key layout: GCRA's identity keeps its tolerance, which its script derives as burst * emission interval).
 struct ScriptBinding {
   const EmbeddedScript* script = nullptr;
   std::string_view suffix;
