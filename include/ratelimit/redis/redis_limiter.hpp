@@ -127,6 +127,16 @@ class RedisLimiter final : public detail::LayeredMember {
   /// Sharing `pool`'s connections, with this limiter's own options (key prefix, name, time source,
   /// failure policy): e.g. the layers of a layered limit, each named. Throws `std::invalid_argument`
   /// naming the field.
+  /// Example:
+  ///   auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(
+  ///       ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379"));
+  ///   const ratelimit::Gcra ip_rate{.limit = 10, .period = std::chrono::seconds(1), .burst = 20};
+  ///   const ratelimit::FixedWindow key_quota{.limit = 10'000, .window = std::chrono::hours(24)};
+  ///   ratelimit::redis::RedisLimiter per_ip(ip_rate, pool, ratelimit::redis::LimiterOptions{.name = "per-ip"});
+  ///   ratelimit::redis::RedisLimiter per_key(key_quota, pool, ratelimit::redis::LimiterOptions{.name = "per-key"});
+  ///   ratelimit::LimiterLayer ip(per_ip, "ip");
+  ///   ratelimit::LimiterLayer key(per_key, "api-key");
+  ///   if (!ratelimit::check_layers({{&ip, "203.0.113.7"}, {&key, "7f3a"}})) { /* 429: one script, all or nothing */ }
   RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, const LimiterOptions& limiter, C clock = {})
       : RedisLimiter(std::move(policy), server_route(std::move(pool)), std::move(clock), &limiter) {}
 
