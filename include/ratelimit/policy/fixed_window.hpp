@@ -19,7 +19,7 @@ namespace ratelimit {
 /// A plain aggregate, validated when a limiter is made from it (`std::invalid_argument` naming
 /// `FixedWindow.limit` or `FixedWindow.window`).
 /// Example:
-///   // At most 100 requests per minute and client; windows start at whole minutes of the clock.
+///   // At most 100 requests per minute and client; windows are whole minutes since the clock's epoch.
 ///   ratelimit::FixedWindow policy{.limit = 100, .window = std::chrono::minutes(1)};
 ///   ratelimit::MemoryLimiter<ratelimit::FixedWindow> limiter(policy);
 ///   if (!limiter.allow("client-42")) { /* answer 429 */ }
