@@ -40,6 +40,12 @@ struct SleepWaiter {
 /// @return the admitting decision, or the last denial.
 /// @throws `std::invalid_argument` naming `max_wait` when it is negative (nothing is checked), and
 ///         whatever `limiter.allow` throws (e.g. `std::invalid_argument` for a negative cost).
+/// Example:
+///   // Stay under a partner API's 5 calls per second: wait for a slot, at most 2 s.
+///   ratelimit::MemoryLimiter<ratelimit::Gcra> outgoing(
+///       ratelimit::Gcra{.limit = 5, .period = std::chrono::seconds(1), .burst = 1});
+///   const ratelimit::Decision d = ratelimit::acquire(outgoing, "partner-api", 1, std::chrono::seconds(2));
+///   if (d) { /* call the partner API now */ } else { /* give up: no slot within 2 s */ }
 template <Limiter L, class Wait = SleepWaiter, Clock C = std::chrono::steady_clock>
 Decision acquire(L& limiter, std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_wait,
                  Wait&& wait = {}, C clock = {}) {

@@ -145,6 +145,14 @@ auto initiate(Start start) {
 /// handed to the limiter is not withdrawn: it may still run on Redis and consume `cost` (its outcome is
 /// dropped). `total` alone is not honoured (it asks for no side effects). Thread-safe as the limiter.
 /// Throws `std::invalid_argument` (key, cost) when the operation is initiated.
+/// Example:
+///   ratelimit::redis::RedisLimiter<ratelimit::Gcra> limiter(
+///       ratelimit::Gcra{.limit = 10, .period = std::chrono::seconds(1), .burst = 10},
+///       ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379"));
+///   // In a coroutine: Decision d = co_await async_allow(limiter, key, 1, asio::use_awaitable);
+///   ratelimit::asio::async_allow(limiter, "client-42", 1, [](std::exception_ptr error, ratelimit::Decision d) {
+///     if (error || !d) { /* answer 429 (error: a BackendError, under FailurePolicy::raise) */ }
+///   });
 template <class Limiter, class Token>
 auto async_allow(Limiter& limiter, std::string_view key, std::int64_t cost, Token&& token) {
   return ::asio::async_initiate<Token, void(std::exception_ptr, Decision)>(

@@ -113,6 +113,12 @@ struct BlockingWait {
 ///
 /// @tparam C a `Clock` for deadlines: `std::chrono::steady_clock` by default; `ManualClock` in tests
 ///           (with a wait strategy that moves it).
+/// Example:
+///   // At most 4 exports running per tenant; up to 8 more may wait their turn.
+///   ratelimit::ConcurrencyLimiter<> exports(ratelimit::ConcurrencyOptions{.permits = 4, .queue_limit = 8});
+///   ratelimit::PermitResult r = exports.acquire("tenant:acme", 1, std::chrono::seconds(1));
+///   if (!r) { /* answer 429 or 503: to_string(r.status) says why */ }
+///   /* run the export; r.permit returns the unit when it goes out of scope */
 template <Clock C = std::chrono::steady_clock>
 class ConcurrencyLimiter final : public PermitSource {
  public:
@@ -156,6 +162,13 @@ class ConcurrencyLimiter final : public PermitSource {
   /// Takes `units` for `key` if they fit now, without waiting (oldest-first: only when nobody waits).
   /// Thread-safe. Returns the permit, or `busy` / `too_many_units` / `key_limit` with the key's counts.
   /// Throws `std::invalid_argument` for `units < 1` (`units`) or a key over `max_key_bytes` (`key`).
+  /// Example:
+  ///   ratelimit::ConcurrencyLimiter<> uploads(ratelimit::ConcurrencyOptions{.permits = 2});
+  ///   if (ratelimit::PermitResult r = uploads.try_acquire("user:42")) {
+  ///     /* handle the upload while r.permit is held */
+  ///   } else {
+  ///     /* r.status is busy: two uploads of user:42 run already */
+  ///   }
   PermitResult try_acquire(std::string_view key, std::int64_t units = 1) {
     return acquire(key, units, std::chrono::nanoseconds(0));
   }
@@ -168,6 +181,12 @@ class ConcurrencyLimiter final : public PermitSource {
   /// repeatedly (`BlockingWait` by default; inject one driving a `ManualClock` in tests). Thread-safe.
   /// Throws `std::invalid_argument` for `units < 1` (`units`), a negative `max_wait` (`max_wait`) or a
   /// key over `max_key_bytes` (`key`); whatever `wait` throws (the waiter leaves the queue first).
+  /// Example:
+  ///   ratelimit::ConcurrencyLimiter<> db(ratelimit::ConcurrencyOptions{.permits = 10, .queue_limit = 100});
+  ///   // A report takes 3 of the 10 connections; wait up to 500 ms in the queue for them.
+  ///   ratelimit::PermitResult r = db.acquire("reports", 3, std::chrono::milliseconds(500));
+  ///   if (r.status == ratelimit::PermitStatus::timed_out) { /* answer 503 */ }
+  ///   r.permit.release();  // done early: give the 3 units back before the permit's scope ends
   template <class Wait = BlockingWait>
   PermitResult acquire(std::string_view key, std::int64_t units, std::chrono::nanoseconds max_wait, Wait&& wait = {}) {
     validate(key, units, max_wait);

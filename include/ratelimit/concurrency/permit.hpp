@@ -32,7 +32,13 @@ class PermitSource {
 ///
 /// The limiter that issued a permit must outlive it. Not thread-safe itself (one owner), but
 /// `valid()` may be called from any thread while the owner works, and permits of one limiter may be
-/// released from any threads at once.
+/// released from any threads at once. Nothing here throws.
+/// Example:
+///   ratelimit::ConcurrencyLimiter<> jobs(ratelimit::ConcurrencyOptions{.permits = 1});
+///   ratelimit::Permit permit = jobs.try_acquire("nightly-job").permit;  // empty when busy
+///   if (!permit.held()) return;  // another run holds the only unit
+///   for (int step = 0; step < 10 && permit.valid(); ++step) { /* work; on Redis valid() may turn false */ }
+///   permit.release();  // or let the destructor give it back
 class Permit {
  public:
   Permit() = default;

@@ -132,6 +132,15 @@ template <class P>
 /// when `options.classic`; `Retry-After` when that entry denies with a finite wait
 /// (`retry_after_value`). Empty `entries` give no fields. Thread-safe. Throws `std::invalid_argument`
 /// ("name: ...") for a policy name outside printable ASCII.
+/// Example:
+///   ratelimit::MemoryLimiter<ratelimit::FixedWindow> per_key(
+///       ratelimit::FixedWindow{.limit = 1000, .window = std::chrono::hours(1)});
+///   ratelimit::LimiterLayer layer(per_key, "api-key");
+///   const ratelimit::LayeredDecision d = ratelimit::check_layers({{&layer, "7f3a"}});
+///   std::vector<ratelimit::http::Field> response_headers;  // your framework's response, in a service
+///   for (ratelimit::http::Field& f : ratelimit::http::rate_limit_fields(d.policy_decisions())) {
+///     response_headers.push_back(std::move(f));  // RateLimit-Policy, RateLimit, X-RateLimit-*, Retry-After
+///   }
 [[nodiscard]] inline std::vector<Field> rate_limit_fields(std::span<const ratelimit::PolicyDecision> entries,
                                                           const FieldOptions& options = {}) {
   std::vector<Field> fields;
@@ -162,7 +171,14 @@ template <class P>
   return fields;
 }
 
-/// The fields for a single policy's decision; see the span overload.
+/// The fields for a single policy's decision; see the span overload. Thread-safe. Throws as it.
+/// Example:
+///   const ratelimit::Gcra policy{.limit = 10, .period = std::chrono::seconds(1), .burst = 10};
+///   ratelimit::MemoryLimiter<ratelimit::Gcra> limiter(policy);
+///   const ratelimit::QuotaPolicy quota = ratelimit::http::quota_policy("per-client", policy);  // once
+///   const ratelimit::Decision d = limiter.allow("client-42");
+///   const std::vector<ratelimit::http::Field> fields = ratelimit::http::rate_limit_fields(quota, d);
+///   if (!d) { /* send 429 with every field: Retry-After is among them */ }
 [[nodiscard]] inline std::vector<Field> rate_limit_fields(const ratelimit::QuotaPolicy& policy,
                                                           const Decision& decision, const FieldOptions& options = {}) {
   const ratelimit::PolicyDecision entry{&policy, decision};

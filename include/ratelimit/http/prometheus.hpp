@@ -31,6 +31,15 @@ namespace ratelimit::http {
 /// "Metrics"). Label values are the configured layer and limiter names, never keys, so the number of series is bounded
 /// by the configuration whatever the number of keys. Thread-safe: adding and collecting may happen from any threads;
 /// the layers and limiters added must outlive the collector.
+/// Example:
+///   ratelimit::MemoryLimiter<ratelimit::Gcra> per_ip(
+///       ratelimit::Gcra{.limit = 10, .period = std::chrono::seconds(1), .burst = 10});
+///   ratelimit::LimiterLayer layer(per_ip, "ip");
+///   auto collector = std::make_shared<ratelimit::http::MetricsCollector>();  // made after what it reads
+///   collector->add_layer(layer);
+///   collector->add_limiter("ip-limiter", per_ip);
+///   // exposer.RegisterCollectable(collector) with prometheus-cpp's Exposer, or serialize a scrape:
+///   const std::vector<prometheus::MetricFamily> scrape = collector->Collect();
 class MetricsCollector final : public ::prometheus::Collectable {
  public:
   /// Adds a layer: `ratelimit_decisions_total{layer, outcome}` (allowed, denied, shadow_denied,

@@ -88,6 +88,15 @@ struct AdmittedRequest {
 /// `std::invalid_argument` for a null layer or `units < 1` before anything is taken, and what the
 /// limiters and `check_layers` throw (permits taken so far are released first). `options` go to the rate
 /// check (e.g. `shadow`); concurrency layers always enforce.
+/// Example:
+///   ratelimit::MemoryLimiter<ratelimit::Gcra> rate(
+///       ratelimit::Gcra{.limit = 100, .period = std::chrono::minutes(1), .burst = 20});
+///   ratelimit::ConcurrencyLimiter<> running(ratelimit::ConcurrencyOptions{.permits = 5});
+///   ratelimit::LimiterLayer rate_layer(rate, "rate");
+///   ratelimit::ConcurrencyLayer running_layer("running", running);
+///   const auto r = ratelimit::check_layers({{&rate_layer, "user:42"}}, {{&running_layer, "user:42"}});
+///   if (!r) { /* 429: over the rate, or 5 requests of user:42 run already; nothing was consumed */ }
+///   /* serve the request; r.permits give the units back when r is destroyed */
 inline AdmittedRequest check_layers(std::span<const LayerRequest> rate, std::span<const ConcurrencyRequest> concurrency,
                                     const CheckOptions& options = {}) {
   for (const ConcurrencyRequest& c : concurrency) {

@@ -67,7 +67,16 @@ struct LimitedEvent {
   bool shadow = false;
 };
 
-/// Options of a layer; every field has a working default (no penalty, no callback).
+/// Options of a layer; every field has a working default (no penalty, no callback). A plain aggregate; the
+/// layer validates it (`std::invalid_argument` naming `LayerOptions.penalty`).
+/// Example:
+///   // Try a stricter limit in production: it decides and counts, but denies nobody yet.
+///   ratelimit::MemoryLimiter<ratelimit::Gcra> strict(
+///       ratelimit::Gcra{.limit = 5, .period = std::chrono::seconds(1), .burst = 5});
+///   ratelimit::LimiterLayer trial(strict, "strict-trial", ratelimit::LayerOptions{.shadow = true});
+///   const ratelimit::LayeredDecision d = ratelimit::check_layers({{&trial, "client-42"}});
+///   if (!d.shadow_denials().empty()) { /* would have been denied: log it */ }
+///   trial.set_shadow(false);  // enforce from the next check on
 struct LayerOptions {
   /// Block-after-exceed: a key this layer denies for its quota is then denied for this long, from
   /// memory, without a backend check. 0 (default) turns it off; otherwise > 0, any length up to
@@ -192,7 +201,15 @@ concept RefundableLimiter = Limiter<L> && requires(L& l, std::string_view key, s
 
 /// Adapts a limiter `L` (borrowed: it must outlive the layer) into a `Layer`. `L` needs `refund`, a
 /// `policy()` (for the advertised quota) and a `clock()`; a `JointBackend` (`MemoryLimiter`: shard
-/// locks; `RedisLimiter`: one script) also gives atomic layered checks.
+/// locks; `RedisLimiter`: one script) also gives atomic layered checks. Thread-safe as `Layer`.
+/// Example:
+///   ratelimit::MemoryLimiter<ratelimit::FixedWindow> logins(
+///       ratelimit::FixedWindow{.limit = 5, .window = std::chrono::minutes(1)});
+///   // After a denial the key stays blocked for 15 minutes, answered from memory.
+///   ratelimit::LimiterLayer layer(logins, "login", ratelimit::LayerOptions{
+///       .penalty = std::chrono::minutes(15),
+///       .on_limited = [](const ratelimit::LimitedEvent&) { /* log the layer and the key */ }});
+///   if (!ratelimit::check_layers({{&layer, "alice"}})) { /* answer 429 */ }
 template <RefundableLimiter L>
 class LimiterLayer final : public Layer {
  public:

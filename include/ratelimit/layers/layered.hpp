@@ -85,6 +85,13 @@ struct LayerOutcome {
 };
 
 /// Options of one layered check.
+/// Example:
+///   // Dry-run a whole set of layers for one request: each decides and counts, nobody is denied.
+///   ratelimit::MemoryLimiter<ratelimit::Gcra> per_ip(
+///       ratelimit::Gcra{.limit = 10, .period = std::chrono::seconds(1), .burst = 10});
+///   ratelimit::LimiterLayer layer(per_ip, "ip");
+///   const auto d = ratelimit::check_layers({{&layer, "203.0.113.7"}}, ratelimit::CheckOptions{.shadow = true});
+///   for (const std::string& name : d.shadow_denials()) std::fprintf(stderr, "%s would deny\n", name.c_str());
 struct CheckOptions {
   /// Every layer of this check in shadow mode, whatever its own setting (include/ratelimit/layers/README.md "Shadow
   /// mode"): the request always passes, and each layer decides and keeps state as if it enforced alone.
@@ -393,6 +400,15 @@ inline void report_layers(std::span<const LayerRequest> requests, LayeredDecisio
 /// Throws `std::invalid_argument` for a null layer, a negative cost or a key too long for a layer;
 /// backend exceptions propagate after the admitted layers are given back (each of them, even when
 /// another's refund throws; the check's own error wins, else the first refund's).
+/// Example:
+///   ratelimit::MemoryLimiter<ratelimit::FixedWindow> per_ip(
+///       ratelimit::FixedWindow{.limit = 60, .window = std::chrono::minutes(1)});
+///   ratelimit::MemoryLimiter<ratelimit::FixedWindow> per_key(
+///       ratelimit::FixedWindow{.limit = 1000, .window = std::chrono::hours(1)});
+///   ratelimit::LimiterLayer ip_layer(per_ip, "ip");
+///   ratelimit::LimiterLayer key_layer(per_key, "api-key");
+///   const auto d = ratelimit::check_layers({{&ip_layer, "203.0.113.7"}, {&key_layer, "7f3a"}});
+///   if (!d) { /* 429: d.violated_policies() names who denied; no layer kept a consumption */ }
 inline LayeredDecision check_layers(std::span<const LayerRequest> requests, const CheckOptions& options = {}) {
   LayeredDecision result;
   result.layers.resize(requests.size());
@@ -442,6 +458,14 @@ inline void refund_layers(std::initializer_list<LayerRequest> requests) {
 /// denied request (every consumption rolled back) gives back nothing. Use this form whenever a layer may be in shadow
 /// mode. Throws `std::invalid_argument` naming `passed` when its outcomes are not one per request, for the same layers,
 /// or as `refund_layers(requests)`. Thread-safe.
+/// Example:
+///   ratelimit::MemoryLimiter<ratelimit::Gcra> per_user(
+///       ratelimit::Gcra{.limit = 100, .period = std::chrono::minutes(1), .burst = 10});
+///   ratelimit::LimiterLayer layer(per_user, "user");
+///   const ratelimit::LayerRequest request[] = {{&layer, "user:42", 1}};
+///   const ratelimit::LayeredDecision passed = ratelimit::check_layers(request);
+///   const bool upstream_failed = true;  // e.g. the upstream answered 503: the call should not count
+///   if (passed && upstream_failed) ratelimit::refund_layers(request, passed);
 inline void refund_layers(std::span<const LayerRequest> requests, const LayeredDecision& passed) {
   if (passed.layers.size() != requests.size()) detail::invalid("passed", "must be the decision of these requests");
   for (std::size_t i = 0; i < requests.size(); ++i) {

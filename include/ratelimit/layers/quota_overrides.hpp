@@ -69,6 +69,15 @@ concept OverridableLimiter = RefundableLimiter<L> &&
 /// takes part in `check_layers` by consume-then-refund (include/ratelimit/layers/README.md "Layered limits, all or
 /// nothing"), advertising the limiter's policy in `RateLimit-Policy`. Thread-safe; the resolver runs outside every
 /// lock, and the cache is split into independently locked shards by key.
+/// Example:
+///   ratelimit::OverridableMemoryLimiter<ratelimit::Gcra> limiter(
+///       ratelimit::Gcra{.limit = 100, .period = std::chrono::minutes(1), .burst = 10});
+///   const ratelimit::Gcra partner{.limit = 10'000, .period = std::chrono::minutes(1), .burst = 500};
+///   ratelimit::QuotaOverrides overrides(limiter, [partner](std::string_view key) -> std::optional<ratelimit::Gcra> {
+///     if (key == "partner:big") return partner;  // e.g. read from a table of contracts
+///     return std::nullopt;                       // every other key: the limiter's 100 per minute
+///   });
+///   if (!overrides.allow("partner:big")) { /* answer 429 */ }
 template <OverridableLimiter L>
 class QuotaOverrides {
  public:

@@ -209,7 +209,16 @@ class BasicTieredLimiter {
   std::size_t default_ = 0;
 };
 
-/// `BasicTieredLimiter` with in-memory limiters (`TierOptions::memory`) on clock `C`.
+/// `BasicTieredLimiter` with in-memory limiters (`TierOptions::memory`) on clock `C`. Thread-safe.
+/// Example:
+///   // Plans: {name, per_minute, per_day, burst}; the resolver maps a key to its plan's name.
+///   ratelimit::TieredLimiter<> tiers(
+///       ratelimit::TierOptions{.plans = {{"free", 30, 1'000, 10}, {"pro", 300, 50'000, 50}}},
+///       [](std::string_view api_key) -> std::optional<std::string> {
+///         if (api_key.starts_with("pro-")) return "pro";
+///         return std::nullopt;  // the default plan, the first: free
+///       });
+///   if (!tiers.allow("pro-7f3a")) { /* 429: over the minute, the day or the burst of pro */ }
 template <Clock C = std::chrono::steady_clock>
 class TieredLimiter : public BasicTieredLimiter<MemoryLimiterFactory<C>, C> {
  public:

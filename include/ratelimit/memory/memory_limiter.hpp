@@ -100,6 +100,15 @@ std::size_t memory_shards_for(const MemoryOptions& o, const R& rules) {
 ///
 /// @tparam P a `Policy` (`FixedWindow`, `SlidingWindowLog`, `SlidingWindowCounter`, `TokenBucket`, `Gcra`).
 /// @tparam C a `Clock`; `std::chrono::steady_clock` by default, `ManualClock` in tests.
+/// Example:
+///   // One limiter per policy, shared by every thread of the process; a key per client.
+///   ratelimit::MemoryLimiter<ratelimit::Gcra> limiter(
+///       ratelimit::Gcra{.limit = 100, .period = std::chrono::minutes(1), .burst = 10},
+///       ratelimit::MemoryOptions{.max_keys = 50'000});
+///   const std::string client_ip = "203.0.113.7";
+///   if (const ratelimit::Decision d = limiter.allow(client_ip); !d) {
+///     /* answer 429; d.retry_after says when the same request would pass */
+///   }
 template <Policy P, Clock C = std::chrono::steady_clock>
 class MemoryLimiter final : public detail::LockedMember {
  public:
@@ -110,8 +119,10 @@ class MemoryLimiter final : public detail::LockedMember {
   /// The in-memory tick: one nanosecond.
   static constexpr std::int64_t kTickNs = 1;
 
-  /// Throws `std::invalid_argument` naming the field when the policy (e.g. `Gcra.burst`) or an option
-  /// (`MemoryOptions.max_keys`, `.max_key_bytes`, `.shards`, `.max_bytes`) is out of range.
+  /// A limiter of `policy`, holding at most `options.max_keys` keys, reading `clock`. Allocates the shards'
+  /// tables; no thread is started. Throws `std::invalid_argument` naming the field when the policy (e.g.
+  /// `Gcra.burst`) or an option (`MemoryOptions.max_keys`, `.max_key_bytes`, `.shards`, `.max_bytes`) is
+  /// out of range.
   explicit MemoryLimiter(P policy, MemoryOptions options = {}, C clock = {})
       : policy_(std::move(policy)),
         rules_(policy_.rules(kTickNs)),
@@ -122,6 +133,12 @@ class MemoryLimiter final : public detail::LockedMember {
   /// Checks a request of `cost` units for `key` now and consumes them if it is admitted.
   /// Thread-safe. Throws `std::invalid_argument` for a negative cost or a key longer than
   /// `max_key_bytes`. Cost 0 is always allowed and reports the current state.
+  /// Example:
+  ///   ratelimit::MemoryLimiter<ratelimit::FixedWindow> limiter(
+  ///       ratelimit::FixedWindow{.limit = 1000, .window = std::chrono::hours(1)});
+  ///   const ratelimit::Decision d = limiter.allow("api-key:7f3a", /*cost=*/5);
+  ///   if (!d) { /* answer 429: over 1,000 units this hour */ }
+  ///   if (d.remaining < 100) { /* warn the client: fewer than 100 units left this hour */ }
   [[gnu::flatten]] Decision allow(std::string_view key, std::int64_t cost = 1) {
     check_key(key);
     if (store_.prefetching()) {
@@ -135,7 +152,15 @@ class MemoryLimiter final : public detail::LockedMember {
     return allow_hashed(key, store_.hash(key), cost, t);
   }
 
-  /// As `allow`, with the outcome every backend reports (in memory always `Outcome::decided`). Thread-safe.
+  /// As `allow`, with the outcome every backend reports (in memory always `Outcome::decided`): code written
+  /// against `check` runs on the Redis backends too, where a failure policy may answer. Thread-safe. Throws
+  /// as `allow`.
+  /// Example:
+  ///   ratelimit::MemoryLimiter<ratelimit::Gcra> limiter(
+  ///       ratelimit::Gcra{.limit = 10, .period = std::chrono::seconds(1), .burst = 10});
+  ///   const ratelimit::CheckResult r = limiter.check("client-42");
+  ///   if (r.failed()) { /* never in memory: a backend failure answered by the failure policy */ }
+  ///   if (!r) { /* answer 429, waiting r.decision.retry_after */ }
   CheckResult check(std::string_view key, std::int64_t cost = 1) { return {allow(key, cost), Outcome::decided}; }
 
   /// Checks many requests (any keys and costs) at one reading of the clock and returns their decisions in the
@@ -146,6 +171,14 @@ class MemoryLimiter final : public detail::LockedMember {
   /// throws `std::invalid_argument` naming the first bad request (`"requests[i].cost: ..."` for a negative cost,
   /// `"requests[i].key: ..."` for a key longer than `max_key_bytes`) before checking any;
   /// `std::bad_alloc` from inserting a new key leaves the requests before it applied.
+  /// Example:
+  ///   ratelimit::MemoryLimiter<ratelimit::Gcra> limiter(
+  ///       ratelimit::Gcra{.limit = 100, .period = std::chrono::seconds(1), .burst = 100});
+  ///   const std::vector<ratelimit::BatchRequest> batch = {{"user:1", 1}, {"user:2", 3}, {"user:1", 1}};
+  ///   const std::vector<ratelimit::Decision> decisions = limiter.allow_many(batch);
+  ///   for (std::size_t i = 0; i < batch.size(); ++i) {
+  ///     if (!decisions[i]) { /* drop the message of batch[i].key */ }
+  ///   }
   std::vector<Decision> allow_many(std::span<const BatchRequest> requests) {
     std::vector<Decision> decisions(requests.size());
     allow_many(requests, decisions, clock_.now());
@@ -155,6 +188,13 @@ class MemoryLimiter final : public detail::LockedMember {
   /// As `allow_many(requests)`, with the outcome every backend reports (in memory always `Outcome::decided`),
   /// so that code written for `RedisLimiter::check_many` runs on either backend. Thread-safe. Throws as
   /// `allow_many`.
+  /// Example:
+  ///   ratelimit::MemoryLimiter<ratelimit::FixedWindow> limiter(
+  ///       ratelimit::FixedWindow{.limit = 50, .window = std::chrono::seconds(1)});
+  ///   const ratelimit::BatchRequest batch[] = {{"tenant:a", 10}, {"tenant:b", 60}};
+  ///   for (const ratelimit::CheckResult& r : limiter.check_many(batch)) {
+  ///     if (!r) { /* tenant:b's 60 units can never pass a limit of 50: r.decision.retry_after is never */ }
+  ///   }
   std::vector<CheckResult> check_many(std::span<const BatchRequest> requests) {
     std::vector<CheckResult> results;
     results.reserve(requests.size());

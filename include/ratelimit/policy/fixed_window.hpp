@@ -17,7 +17,13 @@ namespace ratelimit {
 /// window edge.
 ///
 /// Cheapest and simplest; allows up to `2 * limit` across a window edge (the boundary burst).
-/// Example: `FixedWindow{.limit = 100, .window = std::chrono::minutes(1)}`.
+/// A plain aggregate, validated when a limiter is made from it (`std::invalid_argument` naming
+/// `FixedWindow.limit` or `FixedWindow.window`).
+/// Example:
+///   // At most 100 requests per minute and client; windows are whole minutes since the clock's epoch.
+///   ratelimit::FixedWindow policy{.limit = 100, .window = std::chrono::minutes(1)};
+///   ratelimit::MemoryLimiter<ratelimit::FixedWindow> limiter(policy);
+///   if (!limiter.allow("client-42")) { /* answer 429 */ }
 struct FixedWindow {
   static constexpr std::string_view kind = "fixed_window";
 

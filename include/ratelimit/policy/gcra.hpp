@@ -20,6 +20,14 @@ namespace ratelimit {
 /// `limit` requests per `period` on average, with up to `burst` at once from idle. Emission interval
 /// `T = ceil(period / limit)` ticks (rounded up so the rate is never exceeded), tolerance `tau = burst * T`.
 /// Exact, smooth, and the smallest state of all: one TAT (plus the latest write time for clock steps).
+/// A plain aggregate, validated when a limiter is made from it (`std::invalid_argument` naming `Gcra.limit`,
+/// `Gcra.period` or `Gcra.burst`).
+/// Example:
+///   // 10 requests per second on average, up to 20 at once from idle.
+///   ratelimit::Gcra policy{.limit = 10, .period = std::chrono::seconds(1), .burst = 20};
+///   ratelimit::MemoryLimiter<ratelimit::Gcra> limiter(policy);
+///   const ratelimit::Decision d = limiter.allow("client-42");
+///   if (!d) { /* answer 429 with Retry-After: d.retry_after */ }
 struct Gcra {
   static constexpr std::string_view kind = "gcra";
 

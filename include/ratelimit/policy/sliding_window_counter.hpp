@@ -20,6 +20,13 @@ namespace ratelimit {
 ///
 /// Approximate: it assumes the previous window's requests were spread evenly. Computed exactly in integers
 /// (no floating point): in 64 bits when the previous window's count times the window fits, else in 128.
+/// A plain aggregate, validated when a limiter is made from it (`std::invalid_argument` naming
+/// `SlidingWindowCounter.limit` or `SlidingWindowCounter.window`).
+/// Example:
+///   // About 1,000 requests per hour, without the fixed window's burst at the hour's edge.
+///   ratelimit::SlidingWindowCounter policy{.limit = 1000, .window = std::chrono::hours(1)};
+///   ratelimit::MemoryLimiter<ratelimit::SlidingWindowCounter> limiter(policy);
+///   if (!limiter.allow("api-key:7f3a")) { /* answer 429 */ }
 struct SlidingWindowCounter {
   static constexpr std::string_view kind = "sliding_window_counter";
 

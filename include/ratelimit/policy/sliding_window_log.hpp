@@ -20,7 +20,14 @@ namespace ratelimit {
 /// cost) entry until it leaves the window `(t - W, t]`.
 ///
 /// Exact (never more than `limit` in any window of length `window`), at the price of memory that grows
-/// with the number of admitted requests per window (at most `limit` entries per key).
+/// with the number of admitted requests per window (at most `limit` entries per key). A plain aggregate,
+/// validated when a limiter is made from it (`std::invalid_argument` naming `SlidingWindowLog.limit` or
+/// `SlidingWindowLog.window`).
+/// Example:
+///   // Never more than 5 logins in any 10 minutes, however they fall on the clock.
+///   ratelimit::SlidingWindowLog policy{.limit = 5, .window = std::chrono::minutes(10)};
+///   ratelimit::MemoryLimiter<ratelimit::SlidingWindowLog> limiter(policy);
+///   if (!limiter.allow("login:alice")) { /* answer 429 */ }
 struct SlidingWindowLog {
   static constexpr std::string_view kind = "sliding_window_log";
 

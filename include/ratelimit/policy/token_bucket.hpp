@@ -17,6 +17,14 @@ namespace ratelimit {
 /// Stored as the time the bucket would be full again (a GCRA TAT), the same idea as folly's
 /// TokenBucket, but in integer ticks: no floating-point drift after any number of calls.
 /// Decides exactly as `Gcra{.limit = refill_tokens, .period = refill_period, .burst = capacity}`.
+/// A plain aggregate, validated when a limiter is made from it (`std::invalid_argument` naming
+/// `TokenBucket.capacity`, `.refill_tokens` or `.refill_period`).
+/// Example:
+///   // A bucket of 20 tokens, refilled by 5 per second; an upload costs as many tokens as it has MB.
+///   ratelimit::TokenBucket policy{.capacity = 20, .refill_tokens = 5, .refill_period = std::chrono::seconds(1)};
+///   ratelimit::MemoryLimiter<ratelimit::TokenBucket> limiter(policy);
+///   const std::int64_t megabytes = 3;
+///   if (!limiter.allow("uploader:9", megabytes)) { /* answer 429 */ }
 struct TokenBucket {
   static constexpr std::string_view kind = "token_bucket";
 

@@ -87,6 +87,14 @@ struct RedisConcurrencyOptions {
 ///
 /// Waiting across processes polls with backoff (no FIFO across processes); a release in this process
 /// wakes this process's waiters at once. Thread-safe. Must outlive its permits.
+/// Example:
+///   ratelimit::redis::RedisOptions redis;
+///   redis.connection() = ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379");
+///   // At most 4 exports per tenant running in the whole fleet; a crashed holder's unit expires in 30 s.
+///   ratelimit::redis::RedisConcurrencyLimiter exports(
+///       ratelimit::redis::RedisConcurrencyOptions{.permits = 4, .expiry = std::chrono::seconds(30)}, redis);
+///   ratelimit::PermitResult r = exports.try_acquire("tenant:acme");
+///   if (!r) { /* busy fleet-wide, or Redis failed: to_string(r.status) says which */ }
 class RedisConcurrencyLimiter final : public PermitSource {
  public:
   /// Called once, on the renewal thread (or a `renew_now` caller), when a held permit is lost (renewal failed or
@@ -159,6 +167,14 @@ class RedisConcurrencyLimiter final : public PermitSource {
   /// deadline and by the earliest expiry of a unit held; a release in this process wakes waiters here
   /// at once. No order across processes. Thread-safe. Throws as `try_acquire`, and for a negative
   /// `max_wait` (`max_wait`).
+  /// Example:
+  ///   ratelimit::redis::RedisConcurrencyLimiter exports(ratelimit::redis::RedisConcurrencyOptions{.permits = 4},
+  ///                                                     ratelimit::redis::RedisOptions{});
+  ///   std::atomic<bool> lost{false};  // set on the renewal thread if the permit is lost
+  ///   auto on_lost = [&lost] { lost = true; };
+  ///   ratelimit::PermitResult r = exports.acquire("tenant:acme", 1, std::chrono::seconds(2), on_lost);
+  ///   if (r.status == ratelimit::PermitStatus::timed_out) { /* answer 503: still busy after 2 s */ }
+  ///   /* work while !lost (or r.permit.valid()); then r.permit.release() or leave the scope */
   PermitResult acquire(std::string_view key, std::int64_t units, std::chrono::nanoseconds max_wait,
                        OnLost on_lost = {}) {
     validate(key, units, max_wait);

@@ -114,6 +114,14 @@ struct LeaseStats : FallbackCounters {
 /// @tparam P `Gcra`, `TokenBucket` or `FixedWindow` (durations whole microseconds, as for `RedisLimiter`).
 /// @tparam C the clock whose time is sent with `time_source = client` (tests: `ManualClock`).
 /// @tparam M the monotonic clock measuring lease lifetimes (tests: the same `ManualClock`).
+/// Example:
+///   // One hot key of 100,000 per minute shared by a fleet: each process leases slices of it.
+///   ratelimit::redis::RedisOptions options;
+///   options.connection() = ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379");
+///   ratelimit::redis::LeasedLimiter<ratelimit::Gcra> limiter(
+///       ratelimit::Gcra{.limit = 100'000, .period = std::chrono::minutes(1), .burst = 5'000}, options,
+///       ratelimit::redis::LeaseOptions{.lifetime = std::chrono::milliseconds(200)});
+///   if (!limiter.allow("search-api")) { /* answer 429 */ }  // most checks never leave the process
 template <Policy P, Clock C = std::chrono::system_clock, Clock M = std::chrono::steady_clock>
 class LeasedLimiter {
   using Arithmetic = lease::LeaseOf<P>;
@@ -121,7 +129,9 @@ class LeasedLimiter {
  public:
   using policy_type = P;
 
-  /// Its own connection pool (or cluster router) from `options`. Connects nothing yet.
+  /// Its own connection pool (or cluster router) from `options`. Connects nothing yet. Throws
+  /// `std::invalid_argument` naming the field (e.g. `Gcra.period`, `LeaseOptions.lifetime`,
+  /// `LimiterOptions.key_prefix`, `ConnectionOptions.host`).
   LeasedLimiter(P policy, const RedisOptions& options, LeaseOptions lease = {}, C clock = {}, M mono = {})
       : LeasedLimiter(std::move(policy), make_route(options), options.limiter(), lease, std::move(clock),
                       std::move(mono)) {}

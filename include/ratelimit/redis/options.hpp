@@ -164,7 +164,13 @@ struct ConnectionOptions {
   /// and socket path are percent-decoded (`p%40ss` is `p@ss`), and must percent-encode what a URL
   /// reserves. Throws `std::invalid_argument` ("ConnectionOptions::from_url: ...") saying what is wrong
   /// (no scheme, no host, a port not in 1..65535, a query, ...), never showing the URL or its password.
-  /// Example: `auto o = ConnectionOptions::from_url("redis://app:secret@10.0.0.5:6380/2");`
+  /// Pure; thread-safe.
+  /// Example:
+  ///   ratelimit::redis::RedisOptions options;
+  ///   // Assigning the connection half resets its other fields: set them after.
+  ///   options.connection() = ratelimit::redis::ConnectionOptions::from_url("rediss://app:secret@10.0.0.5:6380/2");
+  ///   options.tls.ca_file = "/etc/ssl/certs/redis-ca.pem";
+  ///   options.pool_size = 8;
   [[nodiscard]] static ConnectionOptions from_url(std::string_view url) {
     detail::RedisUrl u = detail::parse_redis_url(url);
     ConnectionOptions o;
@@ -245,6 +251,13 @@ struct LimiterOptions {
   /// and the failure policy's answer (include/ratelimit/redis/README.md "Failure policy and hook");
   /// `ignore_backend_failure`
   /// (`<ratelimit/redis/failure_report.hpp>`) silences it.
+  /// Example:
+  ///   ratelimit::redis::RedisOptions options;
+  ///   options.on_error = ratelimit::FailurePolicy::fail_open;  // admit while Redis is down, but not silently:
+  ///   options.on_backend_failure = [](const ratelimit::BackendError& e) {
+  ///     std::fprintf(stderr, "rate limiter: %s\n", e.what());  // e.g. "redis timeout: ...", never a password
+  ///   };
+  ///   // or: options.on_backend_failure = ratelimit::redis::ignore_backend_failure;
   std::function<void(const BackendError&)> on_backend_failure{};
 };
 

@@ -80,6 +80,14 @@ using Request = ratelimit::BatchRequest;
 ///           microsecond, its counts below 2^53, and for `SlidingWindowCounter` `limit * window_us <= 2^53`.
 /// @tparam C a `Clock`, read only with `time_source = client` (and for `fail_open` decisions);
 ///           `std::chrono::system_clock` by default, `ManualClock` in tests. Windows align to its epoch.
+/// Example:
+///   ratelimit::redis::RedisOptions options;
+///   options.connection() = ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379/0");
+///   options.on_error = ratelimit::FailurePolicy::fail_closed;  // deny while Redis cannot answer
+///   ratelimit::redis::RedisLimiter<ratelimit::Gcra> limiter(
+///       ratelimit::Gcra{.limit = 100, .period = std::chrono::minutes(1), .burst = 20}, options);
+///   limiter.wait_ready(std::chrono::seconds(5));  // at start-up; throws BackendError saying why not
+///   if (!limiter.allow("client-42")) { /* answer 429: the whole fleet shares this key's limit */ }
 template <Policy P, Clock C = std::chrono::system_clock>
 class RedisLimiter final : public detail::LayeredMember {
  public:
@@ -120,6 +128,16 @@ class RedisLimiter final : public detail::LayeredMember {
   /// Sharing `pool`'s connections, with this limiter's own options (key prefix, name, time source,
   /// failure policy): e.g. the layers of a layered limit, each named. Throws `std::invalid_argument`
   /// naming the field.
+  /// Example:
+  ///   auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(
+  ///       ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379"));
+  ///   const ratelimit::Gcra ip_rate{.limit = 10, .period = std::chrono::seconds(1), .burst = 20};
+  ///   const ratelimit::FixedWindow key_quota{.limit = 10'000, .window = std::chrono::hours(24)};
+  ///   ratelimit::redis::RedisLimiter per_ip(ip_rate, pool, ratelimit::redis::LimiterOptions{.name = "per-ip"});
+  ///   ratelimit::redis::RedisLimiter per_key(key_quota, pool, ratelimit::redis::LimiterOptions{.name = "per-key"});
+  ///   ratelimit::LimiterLayer ip(per_ip, "ip");
+  ///   ratelimit::LimiterLayer key(per_key, "api-key");
+  ///   if (!ratelimit::check_layers({{&ip, "203.0.113.7"}, {&key, "7f3a"}})) { /* 429: one script, all or nothing */ }
   RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, const LimiterOptions& limiter, C clock = {})
       : RedisLimiter(std::move(policy), server_route(std::move(pool)), std::move(clock), &limiter) {}
 
@@ -141,13 +159,27 @@ class RedisLimiter final : public detail::LayeredMember {
                      with_prefix(own_options(router.get(), nullptr).limiter(), std::move(key_prefix)),
                      std::move(clock)) {}
 
-  /// Checks `cost` units for `key` and consumes them if admitted (cost >= 1). Thread-safe.
+  /// Checks `cost` units for `key` and consumes them if admitted (cost >= 1); one round trip (or none
+  /// while the circuit breaker is open or the denial cache knows the answer). Thread-safe.
   /// Throws `std::invalid_argument` for a negative cost or a key longer than `max_key_bytes`;
   /// `BackendError` when Redis fails under `FailurePolicy::raise`.
+  /// Example:
+  ///   ratelimit::redis::RedisLimiter<ratelimit::FixedWindow> limiter(
+  ///       ratelimit::FixedWindow{.limit = 1000, .window = std::chrono::hours(1)},
+  ///       ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379"));
+  ///   const ratelimit::Decision d = limiter.allow("api-key:7f3a", /*cost=*/5);
+  ///   if (!d) { /* answer 429, Retry-After from d.retry_after */ }
   Decision allow(std::string_view key, std::int64_t cost = 1) { return run(key, cost, Mode::check, config()).decision; }
 
   /// As `allow`, and says who decided: `Outcome::failure_policy` when Redis failed and `on_error`
   /// (`fail_open` or `fail_closed`) answered. Thread-safe. Throws as `allow`.
+  /// Example:
+  ///   ratelimit::redis::RedisLimiter<ratelimit::Gcra> limiter(
+  ///       ratelimit::Gcra{.limit = 10, .period = std::chrono::seconds(1), .burst = 10},
+  ///       ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379"));
+  ///   const ratelimit::CheckResult r = limiter.check("client-42");
+  ///   if (r.failed()) { /* Redis failed: r.decision is the failure policy's (fail_open admits) */ }
+  ///   if (!r) { /* answer 429 */ }
   CheckResult check(std::string_view key, std::int64_t cost = 1) { return run(key, cost, Mode::check, config()); }
 
   /// What a cost-1 request would see, consuming nothing (include/ratelimit/README.md "Decisions"). Thread-safe. Throws
@@ -162,7 +194,15 @@ class RedisLimiter final : public detail::LayeredMember {
   /// failure and calls no hook. Thread-safe. Throws `BackendError` naming the server and the last failure
   /// (e.g. "redis io: not ready within 2000 ms at 127.0.0.1:6379; the last failure: ... Connection
   /// refused"), `std::invalid_argument` for `timeout` outside (0, 24 h].
-  /// Example: `limiter.wait_ready(std::chrono::seconds(5));` before serving traffic.
+  /// Example:
+  ///   ratelimit::redis::RedisLimiter<ratelimit::Gcra> limiter(
+  ///       ratelimit::Gcra{.limit = 100, .period = std::chrono::minutes(1), .burst = 10},
+  ///       ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379"));
+  ///   try {
+  ///     limiter.wait_ready(std::chrono::seconds(5));  // before serving traffic
+  ///   } catch (const ratelimit::BackendError& e) {
+  ///     std::fprintf(stderr, "not starting: %s\n", e.what());  // names the server and the last failure
+  ///   }
   void wait_ready(std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
     detail::wait_until_ready(detail::servers_of(options_.connection()), timeout, [this] { return ready_once(); });
   }
@@ -303,6 +343,15 @@ class RedisLimiter final : public detail::LayeredMember {
   /// sending nothing). When the connection fails midway, the requests already
   /// sent may have been applied while their decisions are failure decisions (`on_error`); under `raise`
   /// the first failure is thrown after the replies are drained.
+  /// Example:
+  ///   ratelimit::redis::RedisLimiter<ratelimit::Gcra> limiter(
+  ///       ratelimit::Gcra{.limit = 100, .period = std::chrono::seconds(1), .burst = 100},
+  ///       ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379"));
+  ///   const std::vector<ratelimit::redis::Request> batch = {{"user:1", 1}, {"user:2", 3}, {"user:1", 1}};
+  ///   const std::vector<ratelimit::Decision> decisions = limiter.allow_many(batch);  // one round trip
+  ///   for (std::size_t i = 0; i < batch.size(); ++i) {
+  ///     if (!decisions[i]) { /* drop the message of batch[i].key */ }
+  ///   }
   std::vector<Decision> allow_many(std::span<const Request> requests) {
     std::vector<Decision> out;
     out.reserve(requests.size());
@@ -312,6 +361,14 @@ class RedisLimiter final : public detail::LayeredMember {
 
   /// As `allow_many`, and says for each request who decided (`Outcome::failure_policy` when Redis failed
   /// and `on_error` answered). Thread-safe. Throws as `allow_many`.
+  /// Example:
+  ///   ratelimit::redis::RedisLimiter<ratelimit::FixedWindow> limiter(
+  ///       ratelimit::FixedWindow{.limit = 50, .window = std::chrono::seconds(1)},
+  ///       ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379"));
+  ///   const ratelimit::BatchRequest batch[] = {{"tenant:a", 10}, {"tenant:b", 20}};
+  ///   for (const ratelimit::CheckResult& r : limiter.check_many(batch)) {
+  ///     if (r.failed()) { /* Redis failed for this request: the failure policy answered */ }
+  ///   }
   std::vector<CheckResult> check_many(std::span<const Request> requests) {
     ratelimit::detail::validate_batch(requests, options_.max_key_bytes);
     std::vector<CheckResult> out;
