@@ -323,7 +323,7 @@ TEST_F(FaultProxySentinel, BlackholedSentinelBeforeDiscoveryEndsEachCallByItsDea
       return std::pair{r, Steady::now() - t0};
     }));
   }
-  for (int i = 0; i < kThreads; ++i) {
+  for (std::size_t i = 0; i < calls.size(); ++i) {
     if (calls[i].wait_for(kHung) != std::future_status::ready) {
       ADD_FAILURE() << "sync check " << i << " held for more than " << ms(kHung) << " ms";
       proxy_->clear();
