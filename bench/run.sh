@@ -24,7 +24,7 @@ Modes:
                Builds only bench_compare_traffic. Writes traffic.md, traffic.csv, traffic_clients.csv and
                traffic.png. The repository's log: examples/data/access-combined-2015-05.log.tar.xz
   memory       the in-memory suite (bench_memory, Google Benchmark, 5 repetitions, medians) and its
-               summary; needs libbenchmark-dev (installed with --install). Same as the old --memory.
+               summary; needs libbenchmark-dev (installed with --install). --memory is the same.
   full         the whole suite: bench_memory, bench_accuracy, the Redis programs (each starts its own
                redis-server), bench_concurrency, the summary and the charts (many minutes).
 

@@ -115,7 +115,8 @@ struct LeaseStats : FallbackCounters {
 /// @tparam C the clock whose time is sent with `time_source = client` (tests: `ManualClock`).
 /// @tparam M the monotonic clock measuring lease lifetimes (tests: the same `ManualClock`).
 /// Example:
-///   // One hot key of 100,000 per minute shared by a fleet: each process leases slices of it.
+///   // One hot key of 100,000 per minute shared by a fleet: each process leases slices of it. A burst
+///   // then admits about burst - lifetime / T at once (4,667 here, T = 0.6 ms): a lease lifetime is held back.
 ///   ratelimit::redis::RedisOptions options;
 ///   options.connection() = ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379");
 ///   ratelimit::redis::LeasedLimiter<ratelimit::Gcra> limiter(

@@ -172,7 +172,8 @@ class RedisLimiter final : public detail::LayeredMember {
   Decision allow(std::string_view key, std::int64_t cost = 1) { return run(key, cost, Mode::check, config()).decision; }
 
   /// As `allow`, and says who decided: `Outcome::failure_policy` when Redis failed and `on_error`
-  /// (`fail_open` or `fail_closed`) answered. Thread-safe. Throws as `allow`.
+  /// (`fail_open`, `fail_closed`, or `fallback` from its in-memory share) answered. Thread-safe. Throws as
+  /// `allow`.
   /// Example:
   ///   ratelimit::redis::RedisLimiter<ratelimit::Gcra> limiter(
   ///       ratelimit::Gcra{.limit = 10, .period = std::chrono::seconds(1), .burst = 10},
