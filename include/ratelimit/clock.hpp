@@ -3,6 +3,8 @@
 /// @file
 /// The clock a limiter reads, and `ManualClock` for tests and simulations.
 
+#include "ratelimit/detail/requirements.hpp"  // first: says so when the language version is too old
+
 #include <atomic>
 #include <chrono>
 #include <concepts>

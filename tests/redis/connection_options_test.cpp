@@ -22,6 +22,7 @@ using ratelimit::redis::ConnectionOptions;
 using ratelimit::redis::ConnectionPool;
 using ratelimit::redis::RedisLimiter;
 using ratelimit::redis::RedisOptions;
+using ratelimit::redis::TlsOptions;
 using ratelimit_test::invalid_message;
 using ratelimit_test::starts_with;
 
@@ -345,9 +346,15 @@ TEST(ConnectionOptionsTls, UnreadableFilesAreRefusedAtConstruction) {
   o.tls.ca_dir = fifo;
   EXPECT_PRED2(starts_with, invalid_message([&] { ConnectionPool pool(o); }), "ConnectionOptions.tls.ca_dir: ");
   ::unlink(fifo.c_str());
-  // Without TLS the files are not used, and not checked.
+  // Without TLS, files set are a forgotten switch (the connection would go out in plain text): refused.
   o.tls.enabled = false;
-  o.tls.ca_file = missing;
+  for (const auto field : {&TlsOptions::ca_file, &TlsOptions::ca_dir, &TlsOptions::cert_file, &TlsOptions::key_file}) {
+    ConnectionOptions with_file = o;
+    with_file.tls.*field = missing;
+    EXPECT_PRED2(starts_with, invalid_message([&] { ConnectionPool pool(with_file); }),
+                 "ConnectionOptions.tls.enabled: is false, but TLS files are set");
+  }
+  o.tls = TlsOptions{};
   EXPECT_NO_THROW(ConnectionPool pool(o));
 }
 

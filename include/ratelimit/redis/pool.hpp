@@ -212,13 +212,22 @@ class ConnectionPool {
       bad("reconnect_backoff_max", "must be >= reconnect_backoff_min");
     if (o.reconnect_backoff_max > kDay) bad("reconnect_backoff_max", "must be <= 24 h");
     if (o.tls.enabled) {
-      if (!kTlsAvailable) bad("tls", "this build has no TLS (OpenSSL was not found when it was configured)");
+      if (!kTlsAvailable) {
+        bad("tls",
+            "this unit was compiled without RATELIMIT_TLS=1 (a package built with OpenSSL sets it through "
+            "ratelimit::redis, or pkg-config --cflags ratelimit-redis; a package built without OpenSSL has no TLS)");
+      }
       if (!o.unix_socket.empty()) bad("tls", "needs host and port (a Unix socket carries no TLS)");
       if (o.tls.cert_file.empty() != o.tls.key_file.empty()) bad("tls.key_file", "and tls.cert_file: both or neither");
       detail::check_readable_file(o.tls.ca_file, "ConnectionOptions.tls.ca_file");
       detail::check_readable_directory(o.tls.ca_dir, "ConnectionOptions.tls.ca_dir");
       detail::check_readable_file(o.tls.cert_file, "ConnectionOptions.tls.cert_file");
       detail::check_readable_file(o.tls.key_file, "ConnectionOptions.tls.key_file");
+    } else if (!o.tls.ca_file.empty() || !o.tls.ca_dir.empty() || !o.tls.cert_file.empty() || !o.tls.key_file.empty()) {
+      // Certificates given for a connection that would go out in plain text: a forgotten switch, not a choice.
+      bad("tls.enabled",
+          "is false, but TLS files are set (ca_file, ca_dir, cert_file or key_file): set "
+          "tls.enabled (or read a rediss:// URL), or clear them");
     }
     return o;
   }
