@@ -474,19 +474,17 @@ TEST(AsyncRedisFork, ChildMakesItsOwnLimiter) {
       code = 2;
     } catch (const std::logic_error&) {
     }
+#ifndef RATELIMIT_TEST_TSAN  // TSan cannot start threads in a child of a threaded process: a connect needs one
     try {
       RedisLimiter<ratelimit::Gcra, ManualClock> own(kBig, o, clock);
       if (!own.allow("k").allowed) code = 3;
-#ifndef RATELIMIT_TEST_TSAN  // TSan cannot start threads in a child of a threaded process
       std::promise<bool> own_ok;
       own.allow_async("k", 1, [&](std::exception_ptr, Decision d) { own_ok.set_value(d.allowed); });
       if (!own_ok.get_future().get()) code = 4;
-#else
-      (void)own.allow("k");
-#endif
     } catch (...) {
       code = 5;
     }
+#endif
     parent.reset();  // destroying the parent's copy does not wait for the parent's threads
     ::_exit(code);
   }
@@ -495,7 +493,11 @@ TEST(AsyncRedisFork, ChildMakesItsOwnLimiter) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_TRUE(parent->allow("k").allowed);
+#ifndef RATELIMIT_TEST_TSAN
   EXPECT_EQ(parent->peek("k").remaining, kBurst - 4);  // parent 2, child 2
+#else
+  EXPECT_EQ(parent->peek("k").remaining, kBurst - 2);  // parent 2
+#endif
 }
 
 }  // namespace
