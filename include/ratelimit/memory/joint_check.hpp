@@ -67,7 +67,10 @@ class LockedMember : public JointBackend {
   virtual Decision evaluate_under_lock(std::string_view key, const KeyHandle& handle, std::int64_t cost) = 0;
 
   [[nodiscard]] const void* joint_domain() const noexcept final { return memory_joint_domain(); }
-  bool check_jointly(std::span<const JointRequest> requests, std::span<CheckResult> results) final;
+  // Declared inline here, not only at its definition: a class whose first non-pure virtual function is
+  // not inline in the class has that function as its key function, and then every unit that sees the
+  // definition emits the vtable and all the function reaches, even a unit that only includes this header.
+  inline bool check_jointly(std::span<const JointRequest> requests, std::span<CheckResult> results) final;
 
  protected:
   ~LockedMember() = default;
