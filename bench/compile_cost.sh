@@ -17,11 +17,12 @@ and prints the least user CPU seconds, the peak compiler memory (MB) of that run
   c  b plus one MemoryLimiter<Gcra> constructed and allow() called
   d  #include <ratelimit/redis.hpp> alone
   e  one redis::RedisLimiter<Gcra> constructed and allow() called
+  f  c with -DRATELIMIT_SEPARATE_COMPILATION: the limiter compiled in another unit (<ratelimit/src.hpp>)
 
   --compiler CXX   the compiler (default: $CXX, else g++)
   --runs N         runs per unit, 1..20 (default 3)
   --flags "FLAGS"  extra flags for every unit, e.g. "-DRATELIMIT_TLS=1"
-  --only LIST      units to run, e.g. "abc" (default abcde; a always runs: it is the ratio's base)
+  --only LIST      units to run, e.g. "abc" (default abcdef; a always runs: it is the ratio's base)
   --build DIR      where the Redis units find the Lua header CMake generates (DIR/generated/include);
                    configured there (nothing built) when missing; default build/compile-cost
 
@@ -37,7 +38,7 @@ EOF
 cxx=${CXX:-g++}
 runs=3
 flags=""
-only=abcde
+only=abcdef
 build=$root/build/compile-cost
 while (($#)); do
   case $1 in
@@ -51,7 +52,7 @@ while (($#)); do
   esac
 done
 [[ $runs =~ ^[0-9]+$ ]] && ((runs >= 1 && runs <= 20)) || { echo "compile_cost.sh: --runs: 1..20, got '$runs'" >&2; exit 2; }
-[[ $only =~ ^[abcde]+$ ]] || { echo "compile_cost.sh: --only: letters of abcde, got '$only'" >&2; exit 2; }
+[[ $only =~ ^[abcdef]+$ ]] || { echo "compile_cost.sh: --only: letters of abcdef, got '$only'" >&2; exit 2; }
 command -v "$cxx" >/dev/null || { echo "compile_cost.sh: compiler '$cxx' not found" >&2; exit 2; }
 
 if [[ $only == *[de]* && ! -f $build/generated/include/ratelimit/redis/detail/lua_scripts.hpp ]]; then
@@ -79,6 +80,7 @@ bool check() {
   return limiter.allow("client-42").allowed;
 }
 EOF
+cp "$work/c.cpp" "$work/f.cpp"
 echo '#include <ratelimit/redis.hpp>' >"$work/d.cpp"
 cat >"$work/e.cpp" <<'EOF'
 #include <chrono>
@@ -91,14 +93,16 @@ bool check() {
 EOF
 declare -A what=([a]="baseline: <string> <vector> <unordered_map> <mutex> <chrono>"
   [b]="<ratelimit/ratelimit.hpp> alone" [c]="+ MemoryLimiter<Gcra> constructed, allow called"
-  [d]="<ratelimit/redis.hpp> alone" [e]="RedisLimiter<Gcra> constructed, allow called")
+  [d]="<ratelimit/redis.hpp> alone" [e]="RedisLimiter<Gcra> constructed, allow called"
+  [f]="c, RATELIMIT_SEPARATE_COMPILATION (limiter in src.hpp's unit)")
 
 # One compile; prints "USER_SECONDS PEAK_KB" (PEAK_KB is "-" without /usr/bin/time).
 compile_once() {
-  local unit=$1 redis=()
-  [[ $unit == [de] ]] && redis=(-DRATELIMIT_TLS=1 -I "$build/generated/include")
+  local unit=$1 extra=()
+  [[ $unit == [de] ]] && extra=(-DRATELIMIT_TLS=1 -I "$build/generated/include")
+  [[ $unit == f ]] && extra=(-DRATELIMIT_SEPARATE_COMPILATION)
   # shellcheck disable=SC2086  # FLAGS is a list of flags
-  local cmd=("$cxx" -std=c++20 -O2 -c "${redis[@]}" $flags -I "$root/include" "$work/$unit.cpp" -o "$work/$unit.o")
+  local cmd=("$cxx" -std=c++20 -O2 -c "${extra[@]}" $flags -I "$root/include" "$work/$unit.cpp" -o "$work/$unit.o")
   if [[ -x /usr/bin/time ]]; then
     /usr/bin/time -f '%U %M' -o "$work/time" "${cmd[@]}" || { echo "compile_cost.sh: unit $unit failed to compile" >&2; exit 1; }
     cat "$work/time"
@@ -126,7 +130,7 @@ measure() {
 echo "compiler: $("$cxx" --version | head -1); flags: -std=c++20 -O2 -c $flags; least of $runs runs"
 printf '%-4s %-62s %8s %8s %7s\n' unit what "user s" "peak MB" "x (a)"
 base=""
-for unit in a b c d e; do
+for unit in a b c d e f; do
   [[ $unit == a || $only == *$unit* ]] || continue
   read -r secs kb < <(measure "$unit")
   [[ -n $base ]] || base=$secs
