@@ -29,8 +29,8 @@ and prints the least user CPU seconds, the peak compiler memory (MB) of that run
 Units d and e also get `-DRATELIMIT_TLS=1`, as users of the CMake target ratelimit::redis with TLS do (add
 -DRATELIMIT_TLS=0 to --flags for the plain variant).
 
-Memory comes from /usr/bin/time (Debian package `time`); without it, time comes from bash's `times` and
-the memory column reads n/a. User CPU time (not wall time) is what a loaded machine disturbs least.
+Memory comes from /usr/bin/time (Debian package `time`); without it, time comes from bash's `time` keyword
+and the memory column reads n/a. User CPU time (not wall time) is what a loaded machine disturbs least.
 Units d and e need hiredis's and OpenSSL's headers (libhiredis-dev, libssl-dev).
 EOF
 }
@@ -107,13 +107,10 @@ compile_once() {
     /usr/bin/time -f '%U %M' -o "$work/time" "${cmd[@]}" || { echo "compile_cost.sh: unit $unit failed to compile" >&2; exit 1; }
     cat "$work/time"
   else
-    # The children's user time from bash's `times` (second line, first field, "XmY.YYYs"), before and after.
-    local before after
-    before=$(times | sed -n 2p | awk '{print $1}')
-    "${cmd[@]}" || { echo "compile_cost.sh: unit $unit failed to compile" >&2; exit 1; }
-    after=$(times | sed -n 2p | awk '{print $1}')
-    awk -v b="$before" -v a="$after" 'function s(t, m) { split(t, m, /[ms]/); return m[1] * 60 + m[2] }
-      BEGIN { printf "%.2f -\n", s(a) - s(b) }'
+    # bash's own `time` keyword: user seconds only (TIMEFORMAT), the compiler's messages kept apart.
+    local TIMEFORMAT=%U
+    { time "${cmd[@]}" 2>"$work/err"; } 2>"$work/time" || { cat "$work/err" >&2; echo "compile_cost.sh: unit $unit failed to compile" >&2; exit 1; }
+    echo "$(cat "$work/time") -"
   fi
 }
 
