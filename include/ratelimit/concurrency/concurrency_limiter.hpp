@@ -4,7 +4,6 @@
 /// `ConcurrencyLimiter`: at most `permits` units in flight per key, in process, with a bounded wait
 /// queue per key (include/ratelimit/concurrency/README.md "Concurrency limits").
 
-#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <chrono>
@@ -15,7 +14,6 @@
 #include <list>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -25,6 +23,7 @@
 #include "ratelimit/clock.hpp"
 #include "ratelimit/concurrency/permit.hpp"
 #include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/detail/entropy.hpp"
 #include "ratelimit/detail/siphash.hpp"
 
 namespace ratelimit {
@@ -65,7 +64,7 @@ class PermitWait {
   /// `timeout` of real time (steady clock) passed. Thread-safe.
   void wait_for(std::chrono::nanoseconds timeout) {
     // Bounded slices: a deadline far away (or never) must not overflow the condition variable's clock.
-    const auto slice = std::min<std::chrono::nanoseconds>(timeout, std::chrono::hours(1));
+    const std::chrono::nanoseconds slice = timeout < std::chrono::hours(1) ? timeout : std::chrono::hours(1);
     std::unique_lock lock(mutex_);
     cv_.wait_for(lock, slice, [this] { return signaled_; });
   }
@@ -133,10 +132,7 @@ class ConcurrencyLimiter final : public PermitSource {
         clock_(std::move(clock)),
         shard_count_(shard_count(options_)),
         shards_(std::make_unique<Shard[]>(shard_count_)) {
-    std::random_device entropy;
-    auto random64 = [&entropy] { return (std::uint64_t{entropy()} << 32) | entropy(); };
-    hash_key_[0] = random64();
-    hash_key_[1] = random64();
+    detail::fill_with_entropy(hash_key_, 2);
     for (std::size_t i = 0; i < shard_count_; ++i) shards_[i].keys = Map(0, Hash{hash_key_}, Equal{});
   }
   ConcurrencyLimiter(const ConcurrencyLimiter&) = delete;

@@ -10,9 +10,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <random>
 #include <string_view>
 
+#include "ratelimit/detail/entropy.hpp"
 #include "ratelimit/detail/word_loads.hpp"
 
 namespace ratelimit::detail {
@@ -21,11 +21,10 @@ namespace ratelimit::detail {
 struct HashSeed {
   std::uint64_t word[4] = {};
 
-  /// A seed from `std::random_device` (the operating system's entropy).
+  /// A seed from the operating system's entropy (`fill_with_entropy`).
   [[nodiscard]] static HashSeed random() {
-    std::random_device entropy;
     HashSeed seed;
-    for (std::uint64_t& w : seed.word) w = (std::uint64_t{entropy()} << 32) | entropy();
+    fill_with_entropy(seed.word, 4);
     return seed;
   }
 };

@@ -6,19 +6,37 @@
 /// a preempted holder (2 cores, many threads) does not starve the others.
 
 #include <atomic>
-#include <thread>
 
-#if defined(__x86_64__) || defined(__i386__)
+// The builtin, not <immintrin.h> (every intrinsic of the target, a large part of the compile time of a
+// unit that includes the store); sched_yield, which std::this_thread::yield calls on POSIX systems, not
+// <thread>.
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(__GNUC__)
 #include <immintrin.h>
+#endif
+#if __has_include(<sched.h>)
+#include <sched.h>
+#else
+#include <thread>
 #endif
 
 namespace ratelimit::detail {
 
 inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+  __builtin_ia32_pause();
+#elif defined(__x86_64__) || defined(__i386__)
   _mm_pause();
 #elif defined(__aarch64__)
   asm volatile("yield");
+#endif
+}
+
+/// Gives the processor to another thread (std::this_thread::yield).
+inline void yield_thread() noexcept {
+#if __has_include(<sched.h>)
+  sched_yield();
+#else
+  std::this_thread::yield();
 #endif
 }
 
@@ -44,7 +62,7 @@ class SpinLock {
         if (++spins < 128) {
           cpu_relax();
         } else {
-          std::this_thread::yield();
+          yield_thread();
         }
       }
     }

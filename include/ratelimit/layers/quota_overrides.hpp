@@ -12,7 +12,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -20,6 +19,7 @@
 #include "ratelimit/clock.hpp"
 #include "ratelimit/decision.hpp"
 #include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/detail/entropy.hpp"
 #include "ratelimit/detail/key_length.hpp"
 #include "ratelimit/detail/siphash.hpp"
 #include "ratelimit/layers/detail/plan_cache.hpp"
@@ -90,8 +90,7 @@ class QuotaOverrides {
   /// `LimiterOptions.name` for an unnamed limiter: found here, not at the first override).
   QuotaOverrides(L& limiter, OverrideResolver<policy_type> resolver, OverrideOptions options = {})
       : limiter_(limiter), resolver_(std::move(resolver)), max_key_bytes_(limiter.options().max_key_bytes) {
-    std::random_device entropy;
-    for (std::uint64_t& k : hash_key_) k = (std::uint64_t{entropy()} << 32) | entropy();
+    detail::fill_with_entropy(hash_key_, 2);
     if (!resolver_) detail::invalid("resolver", "must be callable");
     if (options.max_cached_keys < 1) detail::invalid("OverrideOptions.max_cached_keys", "must be >= 1");
     if (options.cache_ttl.count() <= 0) detail::invalid("OverrideOptions.cache_ttl", "must be > 0");

@@ -5,14 +5,12 @@
 /// once each in one global order; every request consumes; on any denial every consumption is given back
 /// (the exact inverse) before the locks are released. Internal; reached through `JointBackend`.
 
-#include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
-#include <memory_resource>
+#include <cstdlib>
 #include <span>
 #include <string_view>
-#include <utility>
 
 #include "ratelimit/decision.hpp"
 #include "ratelimit/detail/spin_lock.hpp"
@@ -28,8 +26,12 @@ namespace ratelimit::detail {
 class MultiLock {
  public:
   explicit MultiLock(std::span<SpinLock*> locks) {
-    std::sort(locks.begin(), locks.end(), std::less<>());
-    locks_ = locks.first(static_cast<std::size_t>(std::unique(locks.begin(), locks.end()) - locks.begin()));
+    sort_by_address(locks);
+    std::size_t kept = 0;  // the distinct locks, moved to the front
+    for (SpinLock* l : locks) {
+      if (kept == 0 || locks[kept - 1] != l) locks[kept++] = l;
+    }
+    locks_ = locks.first(kept);
     for (SpinLock* l : locks_) l->lock();
   }
   MultiLock(const MultiLock&) = delete;
@@ -39,6 +41,29 @@ class MultiLock {
   }
 
  private:
+  // Written out rather than std::sort, whose <algorithm> costs every unit that includes the store
+  // more compile time than the rest of this header: insertion sort for the few locks of a usual joint
+  // check (std::sort's own choice below 17 elements), qsort beyond.
+  static bool before(const SpinLock* a, const SpinLock* b) noexcept {
+    return reinterpret_cast<std::uintptr_t>(a) < reinterpret_cast<std::uintptr_t>(b);
+  }
+  static void sort_by_address(std::span<SpinLock*> locks) noexcept {
+    if (locks.size() > 16) {
+      std::qsort(locks.data(), locks.size(), sizeof(SpinLock*), [](const void* a, const void* b) {
+        const SpinLock* x = *static_cast<SpinLock* const*>(a);
+        const SpinLock* y = *static_cast<SpinLock* const*>(b);
+        return before(x, y) ? -1 : before(y, x) ? 1 : 0;
+      });
+      return;
+    }
+    for (std::size_t i = 1; i < locks.size(); ++i) {
+      SpinLock* l = locks[i];
+      std::size_t j = i;
+      for (; j > 0 && before(l, locks[j - 1]); --j) locks[j] = locks[j - 1];
+      locks[j] = l;
+    }
+  }
+
   std::span<SpinLock*> locks_;
 };
 
@@ -67,7 +92,10 @@ class LockedMember : public JointBackend {
   virtual Decision evaluate_under_lock(std::string_view key, const KeyHandle& handle, std::int64_t cost) = 0;
 
   [[nodiscard]] const void* joint_domain() const noexcept final { return memory_joint_domain(); }
-  bool check_jointly(std::span<const JointRequest> requests, std::span<CheckResult> results) final;
+  // Declared inline here, not only at its definition: a class whose first non-pure virtual function is
+  // not inline in the class has that function as its key function, and then every unit that sees the
+  // definition emits the vtable and all the function reaches, even a unit that only includes this header.
+  inline bool check_jointly(std::span<const JointRequest> requests, std::span<CheckResult> results) final;
 
  protected:
   ~LockedMember() = default;
@@ -94,9 +122,9 @@ inline bool LockedMember::check_jointly(std::span<const JointRequest> requests, 
   }
   // Same domain, so every backend is a LockedMember: the cast is exact (no RTTI needed).
   StackArena arena;
-  std::pmr::vector<LockedMember*> members(requests.size(), &arena.resource);
-  std::pmr::vector<KeyHandle> handles(requests.size(), &arena.resource);
-  std::pmr::vector<SpinLock*> locks(requests.size(), &arena.resource);
+  const std::span<LockedMember*> members = arena.array<LockedMember*>(requests.size());
+  const std::span<KeyHandle> handles = arena.array<KeyHandle>(requests.size());
+  const std::span<SpinLock*> locks = arena.array<SpinLock*>(requests.size());
   for (std::size_t i = 0; i < requests.size(); ++i) {
     members[i] = static_cast<LockedMember*>(requests[i].backend);
     handles[i] = members[i]->locate_key(requests[i].key);
@@ -124,11 +152,12 @@ inline bool LockedMember::check_jointly(std::span<const JointRequest> requests, 
       return true;
     }
   }
-  std::pmr::vector<std::size_t> consumed(&arena.resource);  // admitted with cost >= 1, in order
-  consumed.reserve(requests.size());
+  const std::span<std::size_t> consumed = arena.array<std::size_t>(requests.size());  // admitted, cost >= 1
+  std::size_t consumed_count = 0;                                                     // in order
   auto give_back = [&] {
-    for (auto it = consumed.rbegin(); it != consumed.rend(); ++it) {
-      members[*it]->refund_under_lock(requests[*it].key, handles[*it], requests[*it].cost);
+    for (std::size_t k = consumed_count; k > 0; --k) {
+      const std::size_t i = consumed[k - 1];
+      members[i]->refund_under_lock(requests[i].key, handles[i], requests[i].cost);
     }
   };
   bool denied = false;
@@ -136,7 +165,7 @@ inline bool LockedMember::check_jointly(std::span<const JointRequest> requests, 
     for (std::size_t i = 0; i < requests.size(); ++i) {
       results[i].decision = members[i]->allow_under_lock(requests[i].key, handles[i], requests[i].cost);
       if (!results[i].decision.allowed && !requests[i].shadow) denied = true;
-      if (results[i].decision.allowed && requests[i].cost > 0) consumed.push_back(i);
+      if (results[i].decision.allowed && requests[i].cost > 0) consumed[consumed_count++] = i;
     }
   } catch (...) {
     give_back();

@@ -20,6 +20,7 @@
 #include "ratelimit/clock.hpp"
 #include "ratelimit/decision.hpp"
 #include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/detail/decl.hpp"
 #include "ratelimit/detail/key_length.hpp"
 #include "ratelimit/limiter.hpp"
 #include "ratelimit/memory/detail/key_handle.hpp"
@@ -123,12 +124,7 @@ class MemoryLimiter final : public detail::LockedMember {
   /// tables; no thread is started. Throws `std::invalid_argument` naming the field when the policy (e.g.
   /// `Gcra.burst`) or an option (`MemoryOptions.max_keys`, `.max_key_bytes`, `.shards`, `.max_bytes`) is
   /// out of range.
-  explicit MemoryLimiter(P policy, MemoryOptions options = {}, C clock = {})
-      : policy_(std::move(policy)),
-        rules_(policy_.rules(kTickNs)),
-        options_(detail::validated_memory_options(options, rules_)),
-        clock_(std::move(clock)),
-        store_(options_.max_keys, detail::memory_shards_for(options_, rules_), options_.max_bytes) {}
+  explicit MemoryLimiter(P policy, MemoryOptions options = {}, C clock = {});
 
   /// Checks a request of `cost` units for `key` now and consumes them if it is admitted.
   /// Thread-safe. Throws `std::invalid_argument` for a negative cost or a key longer than
@@ -139,18 +135,7 @@ class MemoryLimiter final : public detail::LockedMember {
   ///   const ratelimit::Decision d = limiter.allow("api-key:7f3a", /*cost=*/5);
   ///   if (!d) { /* answer 429: over 1,000 units this hour */ }
   ///   if (d.remaining < 100) { /* warn the client: fewer than 100 units left this hour */ }
-  [[gnu::flatten]] Decision allow(std::string_view key, std::int64_t cost = 1) {
-    check_key(key);
-    if (store_.prefetching()) {
-      const std::uint64_t hash = store_.hash(key);
-      store_.prefetch(hash);  // the key's slot loads from memory while the clock is read
-      return allow_hashed(key, hash, cost, ticks(clock_.now()));
-    }
-    // Every table is small enough to stay in cache: the clock first. Its read waits for every instruction
-    // before it, so hashing after it overlaps the end of the read instead of delaying its start.
-    const std::int64_t t = ticks(clock_.now());
-    return allow_hashed(key, store_.hash(key), cost, t);
-  }
+  [[gnu::flatten]] Decision allow(std::string_view key, std::int64_t cost = 1);
 
   /// As `allow`, with the outcome every backend reports (in memory always `Outcome::decided`): code written
   /// against `check` runs on the Redis backends too, where a failure policy may answer. Thread-safe. Throws
@@ -207,33 +192,10 @@ class MemoryLimiter final : public detail::LockedMember {
   /// `std::invalid_argument` naming `decisions` when its size is not `requests.size()`, checking nothing.
   /// Flattened as `allow`: on a hot key a request out of line cost about twice a flattened `allow`.
   [[gnu::flatten]] void allow_many(std::span<const BatchRequest> requests, std::span<Decision> decisions,
-                                   time_point now) {
-    if (decisions.size() != requests.size()) {
-      detail::invalid("decisions", "must hold one decision per request (" + std::to_string(requests.size()) +
-                                       "), got " + std::to_string(decisions.size()));
-    }
-    detail::validate_batch(requests, options_.max_key_bytes);
-    const std::int64_t t = ticks(now);
-    const std::size_t n = requests.size();
-    std::array<std::uint64_t, kBatchAhead> ahead{};  // hashes of the next requests, whose slots are loading
-    auto start_loading = [&](std::size_t i) {
-      const std::uint64_t hash = store_.hash(requests[i].key);
-      store_.prefetch(hash);
-      ahead[i % kBatchAhead] = hash;
-    };
-    for (std::size_t i = 0; i < n && i < kBatchAhead; ++i) start_loading(i);
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::uint64_t hash = ahead[i % kBatchAhead];
-      if (i + kBatchAhead < n) start_loading(i + kBatchAhead);
-      decisions[i] = allow_hashed(requests[i].key, hash, requests[i].cost, t);
-    }
-  }
+                                   time_point now);
 
   /// As `allow(key, cost)`, at a time the caller read once (e.g. for several layers of one request).
-  [[gnu::flatten]] Decision allow(std::string_view key, std::int64_t cost, time_point now) {
-    check_key(key);
-    return allow_hashed(key, store_.hash(key), cost, ticks(now));
-  }
+  [[gnu::flatten]] Decision allow(std::string_view key, std::int64_t cost, time_point now);
 
   /// Gives back up to `cost` units that `key` consumed (a request that failed or was cancelled), never
   /// past full (`remaining <= limit`); formulas in `ratelimit::refund`. Returns the key's state
@@ -242,40 +204,23 @@ class MemoryLimiter final : public detail::LockedMember {
   Decision refund(std::string_view key, std::int64_t cost) { return refund(key, cost, clock_.now()); }
 
   /// As `refund(key, cost)`, at a time the caller read.
-  Decision refund(std::string_view key, std::int64_t cost, time_point now) {
-    check_key(key);
-    detail::require_cost(cost);
-    const std::int64_t t = ticks(now);
-    return to_decision(store_.update(key, store_.hash(key), refund_fn(t, cost), is_full_fn(t)), kTickNs);
-  }
+  Decision refund(std::string_view key, std::int64_t cost, time_point now);
 
   /// What a cost-1 request would see now, consuming nothing (include/ratelimit/README.md "Decisions"). Thread-safe.
   /// Throws `std::invalid_argument` for a key longer than `max_key_bytes`.
   Decision peek(std::string_view key) { return peek(key, clock_.now()); }
 
   /// As `peek(key)`, at a time the caller read.
-  Decision peek(std::string_view key, time_point now) {
-    check_key(key);
-    const std::int64_t t = ticks(now);
-    const TickDecision d =
-        store_.read(key, store_.hash(key), [&](const State& state) { return ratelimit::peek(rules_, state, t); });
-    return to_decision(d, kTickNs);
-  }
+  Decision peek(std::string_view key, time_point now);
 
   /// Forgets the key's state: it is full again. Thread-safe.
   /// Throws `std::invalid_argument` for a key longer than `max_key_bytes`.
-  void reset(std::string_view key) {
-    check_key(key);
-    store_.erase(key, store_.hash(key));
-  }
+  void reset(std::string_view key);
 
   /// Reclaims every key whose state is full now; returns how many. Thread-safe. Keys are also
   /// reclaimed as they are touched and as new keys arrive; call this from a timer to return memory
   /// after traffic stops.
-  std::size_t sweep() {
-    const std::int64_t t = ticks(clock_.now());
-    return store_.sweep([&](const State& state) { return rules_.is_full(state, t); });
-  }
+  std::size_t sweep();
 
   /// Keys held now. Thread-safe (a snapshot).
   [[nodiscard]] std::size_t size() const { return store_.size(); }
@@ -309,27 +254,7 @@ class MemoryLimiter final : public detail::LockedMember {
   /// Throws `std::invalid_argument` naming the field for a bad policy (or `MemoryOptions.max_bytes` when
   /// one key's log of the new limit would not fit), changing nothing. A `LimiterLayer` advertises the
   /// new quota from then on (`policy_generation()`).
-  void set_policy(P policy) {
-    RulesOf<P> rules = policy.rules(kTickNs);
-    (void)detail::validated_memory_options(options_, rules);
-    if (!detail::shard_share_holds(options_.max_bytes, store_.shard_count(), detail::max_state_heap_bytes(rules))) {
-      detail::invalid("MemoryOptions.max_bytes", "a shard's share cannot hold one key's log of the new limit");
-    }
-    std::lock_guard config(config_mutex_);  // one change at a time; readers of policy() wait
-    if (rules == rules_) {
-      // Nothing to convert (checks read only the rules): a repeated policy, e.g. a periodic reload, must not
-      // round a GCRA backlog up again at every call (a key reloaded faster than once per T never drained).
-      policy_ = std::move(policy);
-    } else {
-      const std::int64_t t = ticks(clock_.now());
-      store_.transform_all([&](State& state) { rules.carry(rules_, state, t); },
-                           [&] {
-                             rules_ = rules;
-                             policy_ = std::move(policy);
-                           });
-    }
-    generation_.fetch_add(1, std::memory_order_release);  // after the policy: a reader of it sees the new one
-  }
+  void set_policy(P policy);
 
   /// How many times `set_policy` has replaced the policy (0 at first): a layer re-reads `policy()` when it
   /// moved. Thread-safe (one relaxed-or-stronger load, no lock).
@@ -366,34 +291,11 @@ class MemoryLimiter final : public detail::LockedMember {
   }
 
   // detail::LockedMember: the joint check's hooks (memory/joint_check.hpp).
-  detail::KeyHandle locate_key(std::string_view key) override {
-    check_key(key);
-    const std::uint64_t hash = store_.hash(key);
-    return detail::KeyHandle{hash, ticks(clock_.now()), &store_.lock_of(hash)};
-  }
-  Decision allow_under_lock(std::string_view key, const detail::KeyHandle& handle, std::int64_t cost) override {
-    detail::require_cost(cost);
-    const std::int64_t t = handle.now_ns;
-    return to_decision(store_.update_locked(key, handle.hash, allow_fn(t, cost), is_full_fn(t)), kTickNs);
-  }
-  Decision refund_under_lock(std::string_view key, const detail::KeyHandle& handle, std::int64_t cost) override {
-    detail::require_cost(cost);
-    const std::int64_t t = handle.now_ns;
-    return to_decision(store_.update_locked(key, handle.hash, refund_fn(t, cost), is_full_fn(t)), kTickNs);
-  }
-  Decision evaluate_under_lock(std::string_view key, const detail::KeyHandle& handle, std::int64_t cost) override {
-    detail::require_cost(cost);
-    const std::int64_t t = handle.now_ns;
-    return to_decision(
-        store_.read_locked(key, handle.hash, [&](const State& state) { return rules_.evaluate(state, t, cost); }),
-        kTickNs);
-  }
-  Decision current_under_lock(std::string_view key, const detail::KeyHandle& handle) override {
-    const std::int64_t t = handle.now_ns;
-    return to_decision(
-        store_.read_locked(key, handle.hash, [&](const State& state) { return rules_.evaluate(state, t, 0); }),
-        kTickNs);
-  }
+  detail::KeyHandle locate_key(std::string_view key) override;
+  Decision allow_under_lock(std::string_view key, const detail::KeyHandle& handle, std::int64_t cost) override;
+  Decision refund_under_lock(std::string_view key, const detail::KeyHandle& handle, std::int64_t cost) override;
+  Decision evaluate_under_lock(std::string_view key, const detail::KeyHandle& handle, std::int64_t cost) override;
+  Decision current_under_lock(std::string_view key, const detail::KeyHandle& handle) override;
 
   // The store callbacks of allow and refund, shared by the locking and the `*_locked` paths.
   auto allow_fn(std::int64_t t, std::int64_t cost) const {
@@ -430,4 +332,168 @@ class MemoryLimiter final : public detail::LockedMember {
   detail::ShardedStore<State> store_;
 };
 
+// The members that reach the store, defined out of the class: `inline` header-only (as if defined in it);
+// in a separately compiled program (`<ratelimit/src.hpp>`) not inline, so that the `extern template`
+// declarations below keep every unit but one from compiling them.
+template <Policy P, Clock C>
+RATELIMIT_DECL MemoryLimiter<P, C>::MemoryLimiter(P policy, MemoryOptions options, C clock)
+    : policy_(std::move(policy)),
+      rules_(policy_.rules(kTickNs)),
+      options_(detail::validated_memory_options(options, rules_)),
+      clock_(std::move(clock)),
+      store_(options_.max_keys, detail::memory_shards_for(options_, rules_), options_.max_bytes) {}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL Decision MemoryLimiter<P, C>::allow(std::string_view key, std::int64_t cost) {
+  check_key(key);
+  if (store_.prefetching()) {
+    const std::uint64_t hash = store_.hash(key);
+    store_.prefetch(hash);  // the key's slot loads from memory while the clock is read
+    return allow_hashed(key, hash, cost, ticks(clock_.now()));
+  }
+  // Every table is small enough to stay in cache: the clock first. Its read waits for every instruction
+  // before it, so hashing after it overlaps the end of the read instead of delaying its start.
+  const std::int64_t t = ticks(clock_.now());
+  return allow_hashed(key, store_.hash(key), cost, t);
+}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL void MemoryLimiter<P, C>::allow_many(std::span<const BatchRequest> requests,
+                                                    std::span<Decision> decisions, time_point now) {
+  if (decisions.size() != requests.size()) {
+    detail::invalid("decisions", "must hold one decision per request (" + std::to_string(requests.size()) + "), got " +
+                                     std::to_string(decisions.size()));
+  }
+  detail::validate_batch(requests, options_.max_key_bytes);
+  const std::int64_t t = ticks(now);
+  const std::size_t n = requests.size();
+  std::array<std::uint64_t, kBatchAhead> ahead{};  // hashes of the next requests, whose slots are loading
+  auto start_loading = [&](std::size_t i) {
+    const std::uint64_t hash = store_.hash(requests[i].key);
+    store_.prefetch(hash);
+    ahead[i % kBatchAhead] = hash;
+  };
+  for (std::size_t i = 0; i < n && i < kBatchAhead; ++i) start_loading(i);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t hash = ahead[i % kBatchAhead];
+    if (i + kBatchAhead < n) start_loading(i + kBatchAhead);
+    decisions[i] = allow_hashed(requests[i].key, hash, requests[i].cost, t);
+  }
+}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL Decision MemoryLimiter<P, C>::allow(std::string_view key, std::int64_t cost, time_point now) {
+  check_key(key);
+  return allow_hashed(key, store_.hash(key), cost, ticks(now));
+}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL Decision MemoryLimiter<P, C>::refund(std::string_view key, std::int64_t cost, time_point now) {
+  check_key(key);
+  detail::require_cost(cost);
+  const std::int64_t t = ticks(now);
+  return to_decision(store_.update(key, store_.hash(key), refund_fn(t, cost), is_full_fn(t)), kTickNs);
+}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL Decision MemoryLimiter<P, C>::peek(std::string_view key, time_point now) {
+  check_key(key);
+  const std::int64_t t = ticks(now);
+  const TickDecision d =
+      store_.read(key, store_.hash(key), [&](const State& state) { return ratelimit::peek(rules_, state, t); });
+  return to_decision(d, kTickNs);
+}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL void MemoryLimiter<P, C>::reset(std::string_view key) {
+  check_key(key);
+  store_.erase(key, store_.hash(key));
+}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL std::size_t MemoryLimiter<P, C>::sweep() {
+  const std::int64_t t = ticks(clock_.now());
+  return store_.sweep([&](const State& state) { return rules_.is_full(state, t); });
+}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL void MemoryLimiter<P, C>::set_policy(P policy) {
+  RulesOf<P> rules = policy.rules(kTickNs);
+  (void)detail::validated_memory_options(options_, rules);
+  if (!detail::shard_share_holds(options_.max_bytes, store_.shard_count(), detail::max_state_heap_bytes(rules))) {
+    detail::invalid("MemoryOptions.max_bytes", "a shard's share cannot hold one key's log of the new limit");
+  }
+  std::lock_guard config(config_mutex_);  // one change at a time; readers of policy() wait
+  if (rules == rules_) {
+    // Nothing to convert (checks read only the rules): a repeated policy, e.g. a periodic reload, must not
+    // round a GCRA backlog up again at every call (a key reloaded faster than once per T never drained).
+    policy_ = std::move(policy);
+  } else {
+    const std::int64_t t = ticks(clock_.now());
+    store_.transform_all([&](State& state) { rules.carry(rules_, state, t); },
+                         [&] {
+                           rules_ = rules;
+                           policy_ = std::move(policy);
+                         });
+  }
+  generation_.fetch_add(1, std::memory_order_release);  // after the policy: a reader of it sees the new one
+}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL detail::KeyHandle MemoryLimiter<P, C>::locate_key(std::string_view key) {
+  check_key(key);
+  const std::uint64_t hash = store_.hash(key);
+  return detail::KeyHandle{hash, ticks(clock_.now()), &store_.lock_of(hash)};
+}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL Decision MemoryLimiter<P, C>::allow_under_lock(std::string_view key, const detail::KeyHandle& handle,
+                                                              std::int64_t cost) {
+  detail::require_cost(cost);
+  const std::int64_t t = handle.now_ns;
+  return to_decision(store_.update_locked(key, handle.hash, allow_fn(t, cost), is_full_fn(t)), kTickNs);
+}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL Decision MemoryLimiter<P, C>::refund_under_lock(std::string_view key, const detail::KeyHandle& handle,
+                                                               std::int64_t cost) {
+  detail::require_cost(cost);
+  const std::int64_t t = handle.now_ns;
+  return to_decision(store_.update_locked(key, handle.hash, refund_fn(t, cost), is_full_fn(t)), kTickNs);
+}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL Decision MemoryLimiter<P, C>::evaluate_under_lock(std::string_view key, const detail::KeyHandle& handle,
+                                                                 std::int64_t cost) {
+  detail::require_cost(cost);
+  const std::int64_t t = handle.now_ns;
+  return to_decision(
+      store_.read_locked(key, handle.hash, [&](const State& state) { return rules_.evaluate(state, t, cost); }),
+      kTickNs);
+}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL Decision MemoryLimiter<P, C>::current_under_lock(std::string_view key, const detail::KeyHandle& handle) {
+  const std::int64_t t = handle.now_ns;
+  return to_decision(
+      store_.read_locked(key, handle.hash, [&](const State& state) { return rules_.evaluate(state, t, 0); }), kTickNs);
+}
+
 }  // namespace ratelimit
+
+#ifdef RATELIMIT_SEPARATE_COMPILATION
+#include "ratelimit/policy/fixed_window.hpp"
+#include "ratelimit/policy/gcra.hpp"
+#include "ratelimit/policy/sliding_window_counter.hpp"
+#include "ratelimit/policy/sliding_window_log.hpp"
+#include "ratelimit/policy/token_bucket.hpp"
+
+namespace ratelimit {
+// Compiled once, in the unit that includes <ratelimit/src.hpp>: the five policies with the default clock.
+extern template class MemoryLimiter<FixedWindow>;
+extern template class MemoryLimiter<SlidingWindowLog>;
+extern template class MemoryLimiter<SlidingWindowCounter>;
+extern template class MemoryLimiter<TokenBucket>;
+extern template class MemoryLimiter<Gcra>;
+}  // namespace ratelimit
+#endif

@@ -4,7 +4,6 @@
 /// `share_of`: one process's share of a policy's quota when `n` processes split it (e.g. a Redis limiter's
 /// in-memory fallback during an outage, include/ratelimit/redis/README.md "Fallback during outages").
 
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <limits>
@@ -29,7 +28,8 @@ inline std::chrono::nanoseconds share_period(std::chrono::nanoseconds period, st
 }
 /// `max(1, count / n)`: a share never rounds a quota to nothing.
 inline std::int64_t share_count(std::int64_t count, std::int64_t n) noexcept {
-  return std::max<std::int64_t>(1, count / n);
+  const std::int64_t share = count / n;
+  return share < 1 ? 1 : share;
 }
 inline void require_share(std::int64_t n) {
   if (n < 1) throw std::invalid_argument("share_of: n must be >= 1");

@@ -287,7 +287,6 @@ class RedisConcurrencyLimiter final : public PermitSource {
     std::int64_t wait_us = 0;
   };
   using Counter = std::shared_ptr<std::atomic<std::uint64_t>>;
-  inline static const std::string kNotGivenUp = "0";
 
   /// A release sent without blocking; owns itself until it completes (the limiter may be gone by then).
   class AsyncRelease final : public AsyncScriptCall {
@@ -424,7 +423,7 @@ class RedisConcurrencyLimiter final : public PermitSource {
     const detail::EmbeddedScript& s = script("concurrency_release");
     try {
       const std::string units_arg = std::to_string(units);
-      const std::string& mark = given_up ? expiry_us_ : kNotGivenUp;
+      const std::string mark = given_up ? expiry_us_ : std::string("0");  // no global: it would need an initialiser
       if (given_up || detail::on_io_thread()) {
         auto call = std::make_unique<AsyncRelease>(failed_releases_);
         call->args = {"EVALSHA", std::string(s.sha1), "2", h.redis_key, h.released_key, units_arg, h.id, mark};
