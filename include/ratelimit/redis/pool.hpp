@@ -37,8 +37,9 @@ class PoolTimeout : public BackendError {
   using BackendError::BackendError;
 };
 
-/// Connections to one Redis server, opened lazily: `pool_size` shared pipelined ones (`pipeline()`,
-/// what the limiter uses: README "Redis engine") and up to `pool_size` exclusive ones (`acquire()`).
+/// Connections to one Redis server, opened lazily: up to `pool_size` shared pipelined ones (`pipeline()`,
+/// what the limiter uses: README "Redis engine"), the next opened only when those before it are deeply
+/// pipelined, and up to `pool_size` exclusive ones (`acquire()`).
 ///
 /// `acquire()` lends a connection through a `Lease` that gives it back when destroyed; a connection that
 /// broke is dropped instead and re-made by a later `acquire`. After a failed connect, new connects wait
@@ -124,18 +125,29 @@ class ConnectionPool {
     return connect_or_pass(lock);
   }
 
-  /// The shared connection with the fewest commands outstanding (the first of equals, so an idle
-  /// single caller always uses one connection). Thread-safe; never blocks.
+  /// Commands outstanding on one shared connection at which calls go to the next connection: deep enough that
+  /// Redis's cost per read and per write is spread thin (README "Redis engine", sizing the pool).
+  static constexpr std::size_t kSpillDepth = 128;
+
+  /// The shared connection for the next call: the first with fewer than `kSpillDepth` (and `max_in_flight`)
+  /// commands outstanding, so concurrent callers join the batch forming there and its pipeline runs deep;
+  /// the next is used only while those before it are that deep (the least loaded when all are). A
+  /// connection is opened when it is first used, so `pool_size` bounds how many a load may open. Thread-safe;
+  /// never blocks.
   Pipeline& pipeline() noexcept {
-    Pipeline* best = pipelines_.front().get();
-    std::size_t least = best->load();
-    for (std::size_t i = 1; i < pipelines_.size() && least != 0; ++i) {
-      if (const std::size_t l = pipelines_[i]->load(); l < least) {
-        least = l;
-        best = pipelines_[i].get();
+    const std::size_t spill = std::min(kSpillDepth, options_.max_in_flight);
+    Pipeline* least = pipelines_.front().get();
+    std::size_t least_load = least->load();
+    if (least_load < spill) return *least;
+    for (std::size_t i = 1; i < pipelines_.size(); ++i) {
+      const std::size_t l = pipelines_[i]->load();
+      if (l < spill) return *pipelines_[i];
+      if (l < least_load) {
+        least_load = l;
+        least = pipelines_[i].get();
       }
     }
-    return *best;
+    return *least;
   }
 
   /// Commands queued or awaiting a reply on the shared connections, summed (a snapshot). Thread-safe.
