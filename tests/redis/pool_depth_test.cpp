@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -65,7 +66,10 @@ struct PausedBurst {
 
 class PoolDepth : public testing::Test {
  protected:
-  void SetUp() override { RATELIMIT_REQUIRE_REDIS(); }
+  void SetUp() override {
+    RATELIMIT_REQUIRE_REDIS();
+    server_.emplace(ratelimit_test::redis_server_binary());
+  }
   /// A pool of `pool_size` on this test's own server (CLIENT PAUSE must not hold other tests' calls).
   std::shared_ptr<ConnectionPool> pool(std::size_t pool_size, std::size_t max_in_flight) {
     auto o = ratelimit_test::client_options(*server_);
@@ -74,7 +78,20 @@ class PoolDepth : public testing::Test {
     o.command_timeout = 3s;
     return std::make_shared<ConnectionPool>(o.connection(), o.limiter());
   }
-  std::optional<ratelimit_test::RedisServer> server_{std::in_place, ratelimit_test::redis_server_binary()};
+  struct Burst {
+    std::size_t pool_size, max_in_flight, calls;
+  };
+  /// `b.calls` PINGs on a paused server through a pool of `b.pool_size`: `replied` are answered, the rest
+  /// refused at once (queue full), and `connects` connections were opened.
+  void expect_burst(Burst b, std::size_t replied, std::uint64_t connects) {
+    auto p = pool(b.pool_size, b.max_in_flight);
+    PausedBurst burst(*server_, *p, b.calls);
+    EXPECT_EQ(burst.replied.load(), static_cast<int>(replied));
+    EXPECT_EQ(burst.failed.load(), static_cast<int>(b.calls - replied));
+    EXPECT_EQ(p->refused(), b.calls - replied);
+    EXPECT_EQ(p->connects(), connects);
+  }
+  std::optional<ratelimit_test::RedisServer> server_;
   ManualClock clock_;
 };
 
@@ -100,33 +117,19 @@ TEST_F(PoolDepth, SyncCallersOnAnIdlePoolShareOneConnection) {
 // A full connection (max_in_flight outstanding on a paused server) sends the next calls to the second
 // connection; the third and fourth are never opened, and nothing is refused.
 TEST_F(PoolDepth, AFullConnectionSpillsToTheNextOnly) {
-  auto p = pool(4, 4);
-  PausedBurst burst(*server_, *p, 6);
-  EXPECT_EQ(burst.replied.load(), 6);
-  EXPECT_EQ(burst.failed.load(), 0);
-  EXPECT_EQ(p->refused(), 0u);
-  EXPECT_EQ(p->connects(), 2u);
+  expect_burst({.pool_size = 4, .max_in_flight = 4, .calls = 6}, 6, 2);
 }
 
 // A pipeline at the spill depth (with room left under max_in_flight) sends the next calls to the second
 // connection: one connection's I/O is then the bottleneck, not Redis's per-read cost.
 TEST_F(PoolDepth, ADeepPipelineSpillsToTheNextOnly) {
-  auto p = pool(4, 4096);
   constexpr std::size_t kCalls = ConnectionPool::kSpillDepth + 10;
-  PausedBurst burst(*server_, *p, kCalls);
-  EXPECT_EQ(burst.replied.load(), static_cast<int>(kCalls));
-  EXPECT_EQ(burst.failed.load(), 0);
-  EXPECT_EQ(p->connects(), 2u);
+  expect_burst({.pool_size = 4, .max_in_flight = 4096, .calls = kCalls}, kCalls, 2);
 }
 
 // Every connection full: the calls beyond are refused at once ("queue full"), as with one connection.
 TEST_F(PoolDepth, EveryConnectionFullRefusesTheRest) {
-  auto p = pool(2, 3);
-  PausedBurst burst(*server_, *p, 8);
-  EXPECT_EQ(burst.replied.load(), 6);
-  EXPECT_EQ(burst.failed.load(), 2);
-  EXPECT_EQ(p->refused(), 2u);
-  EXPECT_EQ(p->connects(), 2u);
+  expect_burst({.pool_size = 2, .max_in_flight = 3, .calls = 8}, 6, 2);
 }
 
 }  // namespace pool_depth
