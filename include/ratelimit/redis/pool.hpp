@@ -126,7 +126,7 @@ class ConnectionPool {
   }
 
   /// Commands outstanding on one shared connection at which calls go to the next connection: deep enough that
-  /// Redis's cost per read and per write is spread thin (README "Redis engine", sizing the pool).
+  /// Redis's cost per read and per write is spread thin (README "Sizing the pool").
   static constexpr std::size_t kSpillDepth = 128;
 
   /// The shared connection for the next call: the first with fewer than `kSpillDepth` (and `max_in_flight`)
@@ -136,18 +136,17 @@ class ConnectionPool {
   /// never blocks.
   Pipeline& pipeline() noexcept {
     const std::size_t spill = std::min(kSpillDepth, options_.max_in_flight);
-    Pipeline* least = pipelines_.front().get();
-    std::size_t least_load = least->load();
-    if (least_load < spill) return *least;
-    for (std::size_t i = 1; i < pipelines_.size(); ++i) {
-      const std::size_t l = pipelines_[i]->load();
-      if (l < spill) return *pipelines_[i];
+    Pipeline* least = nullptr;
+    std::size_t least_load = SIZE_MAX;
+    for (const auto& p : pipelines_) {
+      const std::size_t l = p->load();
+      if (l < spill) return *p;
       if (l < least_load) {
         least_load = l;
-        least = pipelines_[i].get();
+        least = p.get();
       }
     }
-    return *least;
+    return *least;  // every load is below SIZE_MAX
   }
 
   /// Commands queued or awaiting a reply on the shared connections, summed (a snapshot). Thread-safe.
