@@ -12,6 +12,13 @@
 // reported apart, each against the outage bound (include/ratelimit/redis/README.md "Fallback during outages"): the
 // normal bound plus every process's fallback burst, the leases outstanding (one slice per process) and the restarted
 // server's fresh burst. Use it with --on-error fallback.
+//
+// --pool N: each process's pool_size (default: threads + 1). --pool-sweep: instead of the phases above, unpaced
+// checks of one key with default options (RedisLimiter, GCRA) for each shape of --shapes (PxT: P processes x T
+// threads of sync checks; PxKa: P processes x K async calls in flight) and each pool setting (the default
+// options, then pool_size 1, 2, 4, 8), in --rounds interleaved rounds of --seconds each. Prints, per shape and
+// setting, the median checks/s and Redis CPU per check (INFO cpu's used_cpu_sys + used_cpu_user over the
+// round, divided by the checks) with their spread, and the default's ratios to the best of pool_size 1..8.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -26,7 +33,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <future>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <random>
@@ -63,6 +72,11 @@ struct Args {
   std::string on_error = "closed";  // closed | open | fallback (each process 1 / processes of the quota)
   double kill_at = -1;              // seconds into the paced phase; < 0: Redis stays up
   double restart_after = 1;         // seconds after the kill
+  int pool = 0;                     // pool_size; 0: threads + 1 (phases), the default options (sweep)
+  bool sweep = false;
+  int rounds = 5;
+  std::string shapes = "4x8,1x8";
+  int inflight = 0;  // sweep child: async calls in flight per process (0: sync threads)
   // child only
   std::string child;  // "paced" or "throughput"
   std::string out;
@@ -75,7 +89,8 @@ struct Args {
                "%s\nusage: bench_redis_fleet [--limiter leased|redis] [--policy gcra|token_bucket|fixed_window]\n"
                "  [--processes N (8)] [--threads T (2)] [--seconds S (5)] [--redis HOST:PORT] [--hot-factor F (10)]\n"
                "  [--limit per_s (2000)] [--burst B (1000)] [--lifetime-ms L (100)] [--check]\n"
-               "  [--on-error closed|open|fallback] [--kill-redis-at S --restart-after S (1)]\n",
+               "  [--on-error closed|open|fallback] [--kill-redis-at S --restart-after S (1)] [--pool N]\n"
+               "  [--pool-sweep [--rounds R (5)] [--shapes 4x8,1x8,1x32a,...]]\n",
                why);
   std::exit(2);
 }
@@ -116,6 +131,16 @@ Args parse(int argc, char** argv) {
       a.kill_at = std::stod(next());
     else if (f == "--restart-after")
       a.restart_after = std::stod(next());
+    else if (f == "--pool")
+      a.pool = std::stoi(next());
+    else if (f == "--pool-sweep")
+      a.sweep = true;
+    else if (f == "--rounds")
+      a.rounds = std::stoi(next());
+    else if (f == "--shapes")
+      a.shapes = next();
+    else if (f == "--inflight")
+      a.inflight = std::stoi(next());
     else if (f == "--child")
       a.child = next();
     else if (f == "--out")
@@ -136,6 +161,7 @@ Args parse(int argc, char** argv) {
     usage("--kill-redis-at + --restart-after: < --seconds");
   }
   if (a.processes < 1 || a.threads < 1 || a.seconds <= 0 || a.limit < 1 || a.burst < 1) usage("bad number");
+  if (a.pool < 0 || a.pool > 1024 || a.rounds < 1 || a.inflight < 0) usage("bad number");
   return a;
 }
 
@@ -158,7 +184,7 @@ ratelimit::redis::RedisOptions redis_options(const Args& a) {
                                         : ratelimit::FailurePolicy::fail_closed;
   o.fallback.instances = a.processes;
   o.reconnect_backoff_max = 200ms;  // include/ratelimit/redis/README.md "Fallback during outages": <= breaker.open_max
-  o.pool_size = static_cast<std::size_t>(a.threads) + 1;
+  o.pool_size = static_cast<std::size_t>(a.pool > 0 ? a.pool : a.threads + 1);
   o.command_timeout = 1000ms;
   o.connect_timeout = 1000ms;
   return o;
@@ -287,7 +313,55 @@ void run_child_typed(const Args& a, const P& policy) {
   }
 }
 
+// Sweep child: unpaced checks of one key with the default options (but --pool), for --seconds from --start-us:
+// --threads threads of sync checks, or with --inflight K, K async calls kept in flight.
+int run_sweep_child(const Args& a) {
+  ratelimit::redis::RedisOptions o;
+  const auto colon = a.redis.rfind(':');
+  o.host = a.redis.substr(0, colon);
+  o.port = std::stoi(a.redis.substr(colon + 1));
+  o.key_prefix = a.prefix;
+  if (a.pool > 0) o.pool_size = static_cast<std::size_t>(a.pool);
+  using Limiter = ratelimit::redis::RedisLimiter<ratelimit::Gcra>;
+  Limiter l(ratelimit::Gcra{.limit = a.limit, .period = 1s, .burst = a.burst}, o);
+  std::ofstream out(a.out);
+  std::this_thread::sleep_until(std::chrono::system_clock::time_point(std::chrono::microseconds(a.start_us)));
+  const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
+  std::atomic<std::uint64_t> decided{0}, failed{0};
+  auto count = [&](const ratelimit::CheckResult& r) {
+    (r.outcome == ratelimit::Outcome::decided ? decided : failed).fetch_add(1, std::memory_order_relaxed);
+  };
+  if (a.inflight == 0) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < a.threads; ++t) {
+      threads.emplace_back([&] {
+        while (Clock::now() < end) count(l.check("hot"));
+      });
+    }
+    for (auto& th : threads) th.join();
+  } else {
+    // Each chain submits its next call from the last one's completion until the end.
+    std::atomic<int> live{a.inflight};
+    std::function<void()> chain = [&] {
+      l.check_async("hot", 1, [&](std::exception_ptr e, ratelimit::CheckResult r) {
+        if (e != nullptr) r.outcome = ratelimit::Outcome::failure_policy;
+        count(r);
+        if (Clock::now() < end) {
+          chain();
+        } else {
+          live.fetch_sub(1);
+        }
+      });
+    };
+    for (int i = 0; i < a.inflight; ++i) chain();
+    while (live.load() > 0) std::this_thread::sleep_for(1ms);
+  }
+  out << "checks " << decided.load() << "\nfailed " << failed.load() << "\nconnects " << l.stats().connects << "\n";
+  return 0;
+}
+
 int run_child(const Args& a) {
+  if (a.child == "sweep") return run_sweep_child(a);
   const std::int64_t T = emission_us(a);
   if (a.policy == "gcra") {
     run_child_typed(a, ratelimit::Gcra{.limit = a.limit, .period = 1s, .burst = a.burst});
@@ -365,7 +439,11 @@ std::vector<std::string> run_phase(const Args& a, const std::string& phase, cons
                                   "--on-error",
                                   a.on_error,
                                   "--prefix",
-                                  a.prefix};
+                                  a.prefix,
+                                  "--pool",
+                                  std::to_string(a.pool),
+                                  "--inflight",
+                                  std::to_string(a.inflight)};
     const pid_t pid = ::fork();
     if (pid == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -386,6 +464,148 @@ std::vector<std::string> run_phase(const Args& a, const std::string& phase, cons
   return files;
 }
 
+// Seconds of CPU the server has used (INFO cpu: used_cpu_sys + used_cpu_user).
+double server_cpu_s(ratelimit::redis::Connection& admin) {
+  const auto r = admin.command({"INFO", "cpu"});
+  const std::string s(ratelimit::redis::text(*r));
+  double total = 0;
+  for (const char* name : {"used_cpu_sys:", "used_cpu_user:"}) {
+    const auto p = s.find(name);
+    if (p != std::string::npos) total += std::stod(s.substr(p + std::strlen(name)));
+  }
+  return total;
+}
+
+// A sweep shape: "PxT" (P processes x T threads of sync checks) or "PxKa" (P processes x K async calls in flight).
+struct Shape {
+  std::string name;
+  int processes = 1;
+  int callers = 1;
+  bool async = false;
+};
+
+std::vector<Shape> parse_shapes(const std::string& list) {
+  std::vector<Shape> shapes;
+  std::stringstream in(list);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    Shape s{item};
+    const auto x = item.find('x');
+    if (x == std::string::npos) usage("--shapes: PxT or PxKa, comma-separated");
+    s.async = item.back() == 'a';
+    s.processes = std::stoi(item.substr(0, x));
+    s.callers = std::stoi(item.substr(x + 1));
+    if (s.processes < 1 || s.callers < 1) usage("--shapes: counts >= 1");
+    shapes.push_back(s);
+  }
+  return shapes;
+}
+
+struct Sample {
+  double checks_per_s = 0;
+  double cpu_us_per_check = 0;
+  std::int64_t failed = 0;
+  double connects = 0;  // connections opened per process
+};
+
+// One measurement: the shape's processes for --seconds with `pool` (0: the default options).
+Sample sweep_once(Args a, const Shape& shape, int pool, const char* self, ratelimit::redis::Connection& admin) {
+  static int run = 0;
+  a.processes = shape.processes;
+  a.threads = shape.async ? 1 : shape.callers;
+  a.inflight = shape.async ? shape.callers : 0;
+  a.pool = pool;
+  a.prefix += std::to_string(run++) + ":";
+  const double cpu0 = server_cpu_s(admin);
+  const auto files = run_phase(a, "sweep", self, realtime_us() + 300'000);
+  const double cpu1 = server_cpu_s(admin);
+  std::int64_t checks = 0, failed = 0, connects = 0;
+  for (const auto& f : files) {
+    auto m = read_counts(f, nullptr);
+    checks += m["checks"];
+    failed += m["failed"];
+    connects += m["connects"];
+    std::remove(f.c_str());
+  }
+  const double n = static_cast<double>(std::max<std::int64_t>(1, checks + failed));
+  return {n / a.seconds, (cpu1 - cpu0) * 1e6 / n, failed, static_cast<double>(connects) / shape.processes};
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+// The pool settings of the sweep: 0 is the default options.
+constexpr int kSweepPools[] = {0, 1, 2, 4, 8};
+constexpr std::size_t kSweepSettings = std::size(kSweepPools);
+
+// Prints one shape's table and returns its JSON object.
+std::string report_shape(const Args& a, const Shape& shape, const std::vector<std::vector<Sample>>& samples) {
+  std::printf("\n%d process%s x %d %s, %d interleaved rounds of %.1f s\n", shape.processes,
+              shape.processes == 1 ? "" : "es", shape.callers,
+              shape.async ? "async calls in flight" : "threads of sync checks", a.rounds, a.seconds);
+  std::printf("%-10s %28s %34s %8s %12s\n", "pool_size", "checks/s median [min - max]",
+              "Redis CPU us/check median [min - max]", "failed", "connections");
+  std::vector<double> tp_med(kSweepSettings), cpu_med(kSweepSettings);
+  for (std::size_t i = 0; i < kSweepSettings; ++i) {
+    std::vector<double> tp, cpu, conns;
+    std::int64_t failed = 0;
+    for (const Sample& x : samples[i]) {
+      tp.push_back(x.checks_per_s);
+      cpu.push_back(x.cpu_us_per_check);
+      conns.push_back(x.connects);
+      failed += x.failed;
+    }
+    tp_med[i] = median(tp);
+    cpu_med[i] = median(cpu);
+    const std::string name = kSweepPools[i] == 0 ? "default" : std::to_string(kSweepPools[i]);
+    std::printf("%-10s %10.0f [%7.0f - %7.0f] %14.2f [%6.2f - %6.2f] %8lld %12.1f\n", name.c_str(), tp_med[i],
+                *std::min_element(tp.begin(), tp.end()), *std::max_element(tp.begin(), tp.end()), cpu_med[i],
+                *std::min_element(cpu.begin(), cpu.end()), *std::max_element(cpu.begin(), cpu.end()),
+                static_cast<long long>(failed), median(conns));
+  }
+  std::size_t best = 1, cheapest = 1;
+  for (std::size_t i = 2; i < kSweepSettings; ++i) {
+    if (tp_med[i] > tp_med[best]) best = i;
+    if (cpu_med[i] < cpu_med[cheapest]) cheapest = i;
+  }
+  const double tp_ratio = tp_med[0] / tp_med[best], cpu_ratio = cpu_med[0] / cpu_med[cheapest];
+  std::printf("default / best throughput (pool_size %d): %.3f; default CPU per check / lowest (pool_size %d): %.3f\n",
+              kSweepPools[best], tp_ratio, kSweepPools[cheapest], cpu_ratio);
+  char json[256];
+  std::snprintf(json, sizeof json,
+                "{\"shape\": \"%s\", \"default_checks_per_s\": %.0f, \"default_cpu_us_per_check\": %.3f, "
+                "\"throughput_ratio\": %.4f, \"cpu_ratio\": %.4f}",
+                shape.name.c_str(), tp_med[0], cpu_med[0], tp_ratio, cpu_ratio);
+  return json;
+}
+
+// --pool-sweep: every shape and pool setting once per round, the order rotating from round to round so that
+// neighbours' noise (a shared machine) spreads over all settings; then the medians.
+int run_sweep(Args a, const char* self, ratelimit::redis::Connection& admin) {
+  const auto shapes = parse_shapes(a.shapes);
+  std::vector<std::vector<std::vector<Sample>>> samples(shapes.size(),
+                                                        std::vector<std::vector<Sample>>(kSweepSettings));
+  for (int r = 0; r < a.rounds; ++r) {
+    for (std::size_t k = 0; k < shapes.size(); ++k) {
+      const std::size_t s = (k + static_cast<std::size_t>(r)) % shapes.size();
+      for (std::size_t j = 0; j < kSweepSettings; ++j) {
+        const std::size_t i = (j + static_cast<std::size_t>(r)) % kSweepSettings;
+        samples[s][i].push_back(sweep_once(a, shapes[s], kSweepPools[i], self, admin));
+      }
+    }
+    std::fprintf(stderr, "round %d of %d done\n", r + 1, a.rounds);
+  }
+  std::string json = "{\"pool_sweep\": [";
+  for (std::size_t s = 0; s < shapes.size(); ++s) {
+    json += (s == 0 ? "" : ", ") + report_shape(a, shapes[s], samples[s]);
+  }
+  std::printf("%s]}\n", json.c_str());
+  return 0;
+}
+
 int run_parent(Args a, const char* self) {
   std::unique_ptr<ratelimit_test::RedisServer> server;
   if (a.redis.empty()) {
@@ -401,6 +621,7 @@ int run_parent(Args a, const char* self) {
   ao.port = std::stoi(a.redis.substr(colon + 1));
   ao.command_timeout = 2000ms;
   auto admin = ratelimit::redis::Connection::open(ao);
+  if (a.sweep) return run_sweep(a, self, admin);
 
   // Paced phase: start on a whole second (fixed windows align to it) at least 0.5 s from now.
   const std::int64_t start_us = (realtime_us() / 1'000'000 + 2) * 1'000'000;

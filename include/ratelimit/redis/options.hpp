@@ -122,9 +122,10 @@ struct ConnectionOptions {
   /// Each call's deadline (sync calls; the default of async ones), and how long a connection may owe a
   /// reply without sending a byte before it is dropped; in (0, 24 h].
   std::chrono::milliseconds command_timeout{100};
-  /// Connections per server; in 1..1024. Every caller shares them (automatic pipelining,
-  /// include/ratelimit/redis/README.md "Redis engine"): a call goes on the connection with the fewest commands
-  /// outstanding.
+  /// Most connections per server; in 1..1024. Every caller shares them (automatic pipelining,
+  /// include/ratelimit/redis/README.md "Redis engine"): calls join the batch forming on the first connection, and the
+  /// next is opened and used only while those before it have `ConnectionPool::kSpillDepth` (or `max_in_flight`)
+  /// commands outstanding.
   std::size_t pool_size = 4;
   /// Most commands queued or awaiting a reply on one connection; >= 1. A call beyond it fails at once
   /// (cause `timeout`, "queue full") with the failure policy instead of waiting.

@@ -390,7 +390,7 @@ class Pipeline final : public AsyncSink {
     wake_io();
   }
 
-  /// Commands queued or awaiting a reply (a snapshot, for choosing the least loaded connection).
+  /// Commands queued or awaiting a reply (a snapshot, for the pool's choice of connection).
   [[nodiscard]] std::size_t load() const noexcept { return load_.load(std::memory_order_relaxed); }
   /// Submissions refused because `max_in_flight` commands were outstanding.
   [[nodiscard]] std::uint64_t refused() const noexcept { return refused_.load(std::memory_order_relaxed); }

@@ -37,9 +37,9 @@ class PoolTimeout : public BackendError {
   using BackendError::BackendError;
 };
 
-/// Connections to one Redis server, opened lazily: `pool_size` shared pipelined ones (`pipeline()`,
-/// what the limiter uses: include/ratelimit/redis/README.md "Redis engine") and up to `pool_size` exclusive ones
-/// (`acquire()`).
+/// Connections to one Redis server, opened lazily: up to `pool_size` shared pipelined ones (`pipeline()`,
+/// what the limiter uses: include/ratelimit/redis/README.md "Redis engine"), the next opened only when those before it
+/// are deeply pipelined, and up to `pool_size` exclusive ones (`acquire()`).
 ///
 /// `acquire()` lends a connection through a `Lease` that gives it back when destroyed; a connection that
 /// broke is dropped instead and re-made by a later `acquire`. After a failed connect, new connects wait
@@ -125,18 +125,28 @@ class ConnectionPool {
     return connect_or_pass(lock);
   }
 
-  /// The shared connection with the fewest commands outstanding (the first of equals, so an idle
-  /// single caller always uses one connection). Thread-safe; never blocks.
+  /// Commands outstanding on one shared connection at which calls go to the next connection: deep enough that
+  /// Redis's cost per read and per write is spread thin (include/ratelimit/redis/README.md "Sizing the pool").
+  static constexpr std::size_t kSpillDepth = 128;
+
+  /// The shared connection for the next call: the first with fewer than `kSpillDepth` (and `max_in_flight`)
+  /// commands outstanding, so concurrent callers join the batch forming there and its pipeline runs deep;
+  /// the next is used only while those before it are that deep (the least loaded when all are). A
+  /// connection is opened when it is first used, so `pool_size` bounds how many a load may open. Thread-safe;
+  /// never blocks.
   Pipeline& pipeline() noexcept {
-    Pipeline* best = pipelines_.front().get();
-    std::size_t least = best->load();
-    for (std::size_t i = 1; i < pipelines_.size() && least != 0; ++i) {
-      if (const std::size_t l = pipelines_[i]->load(); l < least) {
-        least = l;
-        best = pipelines_[i].get();
+    const std::size_t spill = std::min(kSpillDepth, options_.max_in_flight);
+    Pipeline* least = nullptr;
+    std::size_t least_load = SIZE_MAX;
+    for (const auto& p : pipelines_) {
+      const std::size_t l = p->load();
+      if (l < spill) return *p;
+      if (l < least_load) {
+        least_load = l;
+        least = p.get();
       }
     }
-    return *best;
+    return *least;  // every load is below SIZE_MAX
   }
 
   /// Commands queued or awaiting a reply on the shared connections, summed (a snapshot). Thread-safe.

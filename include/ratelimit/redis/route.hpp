@@ -194,7 +194,7 @@ class Route {
   const unsigned generation_ = detail::fork_generation().load(std::memory_order_relaxed);
 };
 
-/// A single server: every call on the pool's least loaded shared connection (`Pipeline`), pipelined
+/// A single server: every call on the shared connection the pool chooses (`Pipeline`), pipelined
 /// with every other caller's. When the connection fails midway, every call written and unanswered gets
 /// the error (it may have run). The server's breaker gates each `execute` and each async call.
 class ServerRoute final : public Route {
