@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <ratelimit/redis.hpp>
 
@@ -130,6 +131,37 @@ TEST_F(SentinelFirstCalls, RefusedDiscoveryRequestIsNoRefusedCall) {
   EXPECT_EQ(stats.refused_calls, 0u) << "no call was refused: the route's own discovery request was counted";
   proxy_->clear();
   proxy_->drop_connections();
+}
+
+/// The sentinel knows no master of the name asked: from several threads at once, every check gets the failure
+/// policy with the sentinel's answer, read by each caller while the worker replaces the stored answer every
+/// 100 ms (under ThreadSanitizer: no report of one thread freeing an error text another read).
+TEST_F(SentinelFirstCalls, UnknownMasterAnswerReadFromManyThreads) {
+  RedisOptions tuned;
+  tuned.command_timeout = 100ms;
+  tuned.connect_timeout = 200ms;
+  start(false, tuned);
+  options_.sentinel.master_name = "nosuchmaster";
+  std::atomic<int> reports{0};
+  options_.on_backend_failure = [&reports](const ratelimit::BackendError& e) {
+    if (std::string(e.what()).find("does not know") != std::string::npos) ++reports;
+  };
+  Limiter limiter(kBig, options_, clock_);
+  std::vector<std::thread> threads;
+  std::atomic<int> not_failed{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      const auto until = Steady::now() + 600ms;
+      while (Steady::now() < until) {
+        const CheckResult r = limiter.check("k");
+        if (r.outcome != Outcome::failure_policy) ++not_failed;
+        std::this_thread::sleep_for(1ms);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(not_failed.load(), 0);
+  EXPECT_GT(reports.load(), 0) << "no failure report named the sentinel's answer";
 }
 
 }  // namespace sentinel_first_calls
