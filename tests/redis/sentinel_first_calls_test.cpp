@@ -164,6 +164,29 @@ TEST_F(SentinelFirstCalls, UnknownMasterAnswerReadFromManyThreads) {
   EXPECT_GT(reports.load(), 0) << "no failure report named the sentinel's answer";
 }
 
+/// The sentinel blackholed before any master is known, `command_timeout` 400 ms: an async first check with a
+/// 100 ms timeout gets its callback by its own deadline (the failure policy), not when the worker's discovery
+/// gives up on the sentinel.
+TEST_F(SentinelFirstCalls, AsyncFirstCallEndsByItsDeadlineWhileTheSentinelIsBlackholed) {
+  RedisOptions tuned;
+  tuned.command_timeout = 400ms;
+  tuned.connect_timeout = 400ms;
+  start(true, tuned);
+  proxy_->set_admission(Admission::blackhole);
+  std::this_thread::sleep_for(30ms);  // the proxy's acceptor takes it up within a tick
+  Limiter limiter(kBig, options_, clock_);
+  auto done = std::make_shared<std::promise<Steady::time_point>>();
+  auto f = done->get_future();
+  const auto t0 = Steady::now();
+  limiter.check_async("k", 1, 100ms, [done](std::exception_ptr, CheckResult) { done->set_value(Steady::now()); });
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready) << "the async check's callback never ran";
+  const auto took = f.get() - t0;
+  EXPECT_LE(took, 100ms + kSlack) << "the async check's callback came after " << ms(took)
+                                  << " ms against its 100 ms timeout";
+  proxy_->clear();
+  proxy_->drop_connections();
+}
+
 }  // namespace sentinel_first_calls
 
 namespace sentinel_first_calls {
