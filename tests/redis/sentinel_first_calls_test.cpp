@@ -4,6 +4,10 @@
 // discovery is no call, so a full worker queue refusing it counts no refused call.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -183,6 +187,44 @@ TEST_F(SentinelFirstCalls, AsyncFirstCallEndsByItsDeadlineWhileTheSentinelIsBlac
   const auto took = f.get() - t0;
   EXPECT_LE(took, 100ms + kSlack) << "the async check's callback came after " << ms(took)
                                   << " ms against its 100 ms timeout";
+  proxy_->clear();
+  proxy_->drop_connections();
+}
+
+/// fork() while a parent's thread waits for the first discovery (the sentinel blackholed): the child destroys
+/// the limiter it inherited (as README "Redis engine", fork, tells it to make its own) and exits; nothing there
+/// waits for the parent's threads, which the child does not have.
+TEST_F(SentinelFirstCalls, ChildDestroysTheRouteWhileAParentThreadWaitsForTheFirstMaster) {
+  RedisOptions tuned;
+  tuned.command_timeout = 2000ms;
+  tuned.connect_timeout = 1000ms;
+  start(true, tuned);
+  proxy_->set_admission(Admission::blackhole);
+  std::this_thread::sleep_for(30ms);  // the proxy's acceptor takes it up within a tick
+  auto limiter = std::make_unique<Limiter>(kBig, options_, clock_);
+  std::thread waiter([&limiter] { (void)limiter->check("k"); });
+  std::this_thread::sleep_for(300ms);  // the waiter waits for the worker's discovery
+  const pid_t child = ::fork();
+  if (child == 0) {
+    limiter.reset();
+    ::_exit(0);
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  bool exited = false;
+  for (int i = 0; i < 100 && !exited; ++i) {
+    exited = ::waitpid(child, &status, WNOHANG) == child;
+    if (!exited) std::this_thread::sleep_for(50ms);
+  }
+  if (!exited) {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, &status, 0);
+  }
+  EXPECT_TRUE(exited) << "the child hung destroying the limiter it inherited (killed after 5 s)";
+  if (exited) {
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child did not exit cleanly: " << status;
+  }
+  waiter.join();
   proxy_->clear();
   proxy_->drop_connections();
 }
