@@ -3,8 +3,6 @@
 // child) and exits; nothing there waits for the parent's threads, which the child does not have.
 #include <gtest/gtest.h>
 
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -14,6 +12,7 @@
 #include <ratelimit/redis.hpp>
 
 #include "../support/fault_proxy.hpp"
+#include "fork_support.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -44,15 +43,7 @@ TEST(LeaseFork, ChildDestroysTheLimiterWhileAParentThreadWaitsForTheKeysCall) {
   }
   ASSERT_GT(child, 0);
   int status = 0;
-  bool exited = false;
-  for (int i = 0; i < 100 && !exited; ++i) {
-    exited = ::waitpid(child, &status, WNOHANG) == child;
-    if (!exited) std::this_thread::sleep_for(50ms);
-  }
-  if (!exited) {
-    ::kill(child, SIGKILL);
-    ::waitpid(child, &status, 0);
-  }
+  const bool exited = ratelimit_test::exits_within(child, 5s, status);
   EXPECT_TRUE(exited) << "the child hung destroying the limiter it inherited (killed after 5 s)";
   first.join();
   second.join();

@@ -4,8 +4,6 @@
 // discovery is no call, so a full worker queue refusing it counts no refused call.
 #include <gtest/gtest.h>
 
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -19,6 +17,7 @@
 #include <ratelimit/redis.hpp>
 
 #include "../support/fault_proxy.hpp"
+#include "fork_support.hpp"
 #include "sentinel_support.hpp"
 #include "test_support.hpp"
 
@@ -211,15 +210,7 @@ TEST_F(SentinelFirstCalls, ChildDestroysTheRouteWhileAParentThreadWaitsForTheFir
   }
   ASSERT_GT(child, 0);
   int status = 0;
-  bool exited = false;
-  for (int i = 0; i < 100 && !exited; ++i) {
-    exited = ::waitpid(child, &status, WNOHANG) == child;
-    if (!exited) std::this_thread::sleep_for(50ms);
-  }
-  if (!exited) {
-    ::kill(child, SIGKILL);
-    ::waitpid(child, &status, 0);
-  }
+  const bool exited = ratelimit_test::exits_within(child, 5s, status);
   EXPECT_TRUE(exited) << "the child hung destroying the limiter it inherited (killed after 5 s)";
   if (exited) {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child did not exit cleanly: " << status;
