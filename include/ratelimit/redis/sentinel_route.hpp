@@ -322,7 +322,8 @@ class SentinelRoute final : public Route {
       return pool;
     }
     std::unique_lock lock(mutex_);
-    if (discovery_error_ && !pool_ && std::chrono::steady_clock::now() < next_check_) throw *discovery_error_;
+    if (discovery_error_ && !pool_ && std::chrono::steady_clock::now() < next_check_)
+      throw discovery_error_->unshared();
     const std::uint64_t seen = background_discoveries_;
     lock.unlock();
     ask_in_background();
@@ -333,7 +334,7 @@ class SentinelRoute final : public Route {
                                                          "deadline");
     }
     if (pool_) return pool_;
-    throw discovery_error_ ? *discovery_error_
+    throw discovery_error_ ? discovery_error_->unshared()
                            : BackendError(BackendErrorCause::io,
                                           "Redis Sentinel: no master '" + options_.sentinel.master_name + "' found");
   }
