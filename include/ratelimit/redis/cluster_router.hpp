@@ -325,6 +325,9 @@ class ClusterRouter final : public Route {
       const int port = o.cluster_nodes[i].port;
       if (port < 1 || port > 65535) throw std::invalid_argument(node + ".port: must be in 1..65535");
     }
+    if (!o.sentinel.master_name.empty() || !o.sentinel.nodes.empty()) {
+      throw std::invalid_argument("ConnectionOptions.cluster_nodes: Redis Cluster and Sentinel exclude each other");
+    }
     if (o.database != 0) bad("database", "must be 0 on Redis Cluster (it has only database 0)");
     if (o.cluster_max_redirects < 1 || o.cluster_max_redirects > 100) bad("cluster_max_redirects", "must be in 1..100");
     if (o.cluster_refresh_interval.count() < 0) bad("cluster_refresh_interval", "must be >= 0");

@@ -184,7 +184,13 @@ class LeasedLimiter {
   LeasedLimiter& operator=(const LeasedLimiter&) = delete;
 
   /// Returns every outstanding lease's unused units (one pipelined batch; failures are counted, not thrown).
+  /// In a process forked after the limiter was made it returns nothing (the leases are the parent's) and
+  /// touches no lock or condition a parent's thread may have held or waited on.
   ~LeasedLimiter() {
+    if (detail::fork_generation().load(std::memory_order_relaxed) != generation_) {
+      for (Shard& s : shards_) (void)s.cv.release();  // may count a parent's waiting thread: never destroyed
+      return;
+    }
     try {
       std::vector<Return> all;
       for (Shard& s : shards_) {
@@ -347,7 +353,7 @@ class LeasedLimiter {
   };
   struct Shard {
     std::mutex mutex;
-    std::condition_variable cv;
+    std::unique_ptr<std::condition_variable> cv = std::make_unique<std::condition_variable>();
     std::unordered_map<std::string, Entry, Hash, std::equal_to<>> entries;
     std::deque<std::pair<std::int64_t, std::string>> expiries;  // (deadline, key) of leases handed out
   };
@@ -618,7 +624,7 @@ class LeasedLimiter {
       }
       if (e.busy) {
         e.asked -= cost;  // counted again on the next pass
-        const auto waited = shard.cv.wait_for(lock, options_.command_timeout * 2);
+        const auto waited = shard.cv->wait_for(lock, options_.command_timeout * 2);
         if (waited == std::cv_status::timeout) {
           lock.unlock();
           return direct(key, cost);
@@ -726,7 +732,7 @@ class LeasedLimiter {
   /// Clears the key's busy flag and wakes waiters; the entry (null if it was reset meanwhile).
   Entry* finish(Shard& shard, std::string_view key) {
     const auto it = shard.entries.find(key);
-    shard.cv.notify_all();
+    shard.cv->notify_all();
     if (it == shard.entries.end()) return nullptr;
     it->second.busy = false;
     return &it->second;
@@ -789,6 +795,7 @@ class LeasedLimiter {
   std::int64_t cap_ = 1;
   std::size_t per_shard_ = 1;
   std::array<Shard, kShards> shards_;
+  const unsigned generation_ = detail::fork_generation().load(std::memory_order_relaxed);
   Fallback fallback_;  // holds nothing unless on_error is fallback
   std::atomic<std::uint64_t> checks_{0}, redis_calls_{0}, returns_{0}, lease_admits_{0}, cached_denials_{0},
       units_granted_{0}, units_returned_{0}, failures_{0}, failed_returns_{0};

@@ -233,11 +233,17 @@ class ConnectionPool {
       detail::check_readable_directory(o.tls.ca_dir, "ConnectionOptions.tls.ca_dir");
       detail::check_readable_file(o.tls.cert_file, "ConnectionOptions.tls.cert_file");
       detail::check_readable_file(o.tls.key_file, "ConnectionOptions.tls.key_file");
-    } else if (!o.tls.ca_file.empty() || !o.tls.ca_dir.empty() || !o.tls.cert_file.empty() || !o.tls.key_file.empty()) {
+    } else if (!o.tls.ca_file.empty() || !o.tls.ca_dir.empty() || !o.tls.cert_file.empty() || !o.tls.key_file.empty() ||
+               !o.tls.server_name.empty()) {
       // Certificates given for a connection that would go out in plain text: a forgotten switch, not a choice.
       bad("tls.enabled",
-          "is false, but TLS files are set (ca_file, ca_dir, cert_file or key_file): set "
+          "is false, but TLS files are set (ca_file, ca_dir, cert_file, key_file or server_name): set "
           "tls.enabled (or read a rediss:// URL), or clear them");
+    }
+    // Sentinels named without the master's name would leave the limiter on host:port in silence.
+    if (!o.sentinel.nodes.empty() && o.sentinel.master_name.empty()) {
+      throw std::invalid_argument(
+          "SentinelOptions.master_name: must name the master the sentinels monitor (sentinel.nodes is set)");
     }
     return o;
   }

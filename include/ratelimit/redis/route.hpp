@@ -182,11 +182,15 @@ class Route {
   /// threads and slot map are the parent's, and such a call touches nothing (include/ratelimit/redis/README.md "Redis
   /// engine", fork).
   void check_not_forked() const {
-    if (detail::fork_generation().load(std::memory_order_relaxed) != generation_) {
+    if (forked()) {
       throw std::logic_error(
           "ratelimit: a Redis limiter or route made before fork() is used in the child; make a new one in the "
           "child (include/ratelimit/redis/README.md \"Redis engine\", fork)");
     }
+  }
+  /// True in a process forked after the route was made.
+  [[nodiscard]] bool forked() const noexcept {
+    return detail::fork_generation().load(std::memory_order_relaxed) != generation_;
   }
 
  private:

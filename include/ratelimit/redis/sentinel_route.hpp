@@ -63,7 +63,10 @@ class SentinelRoute final : public Route {
         worker_(*this, options_.max_in_flight, [this](const std::vector<PipelineOp*>& batch) { start(batch); }) {}
   SentinelRoute(const SentinelRoute&) = delete;
   SentinelRoute& operator=(const SentinelRoute&) = delete;
-  ~SentinelRoute() override = default;
+  ~SentinelRoute() override {
+    // In a forked child the condition may count a parent's waiting thread: destroying it would wait forever.
+    if (forked()) (void)discovered_.release();
+  }
 
   void execute(std::span<RouteCall> calls) override {
     if (calls.empty()) return;
@@ -271,7 +274,7 @@ class SentinelRoute final : public Route {
       const std::lock_guard lock(mutex_);
       ++background_discoveries_;
     }
-    discovered_.notify_all();
+    discovered_->notify_all();
   }
   /// A sync call on `failed` failed as a failover explains: asks the sentinels in the background and waits
   /// for that until `deadline`. Returns the master's pool then (`failed`'s, unless it changed).
@@ -283,7 +286,7 @@ class SentinelRoute final : public Route {
     lock.unlock();
     ask_in_background();
     lock.lock();
-    discovered_.wait_until(lock, deadline, [&] { return background_discoveries_ != seen; });
+    discovered_->wait_until(lock, deadline, [&] { return background_discoveries_ != seen; });
     return pool_;
   }
 
@@ -328,7 +331,7 @@ class SentinelRoute final : public Route {
     lock.unlock();
     ask_in_background();
     lock.lock();
-    if (!discovered_.wait_until(lock, deadline, [&] { return pool_ || background_discoveries_ != seen; })) {
+    if (!discovered_->wait_until(lock, deadline, [&] { return pool_ || background_discoveries_ != seen; })) {
       throw BackendError(BackendErrorCause::timeout, "Redis Sentinel: no master '" + options_.sentinel.master_name +
                                                          "' known yet: the sentinels did not answer by the call's "
                                                          "deadline");
@@ -414,7 +417,7 @@ class SentinelRoute final : public Route {
     pool_ = std::make_shared<ConnectionPool>(std::move(o), limiter_defaults_, ConnectionPool::Discovered{});
     address_ = address;
     discovery_error_.reset();
-    discovered_.notify_all();  // sync callers waiting for a first master (`master_by`)
+    discovered_->notify_all();  // sync callers waiting for a first master (`master_by`)
     return pool_;
   }
 
@@ -497,7 +500,7 @@ class SentinelRoute final : public Route {
   Entry entry_{*this};
   Ask ask_{*this};
   std::atomic<bool> asked_{false};  // `ask_` is with the worker
-  std::condition_variable discovered_;
+  std::unique_ptr<std::condition_variable> discovered_ = std::make_unique<std::condition_variable>();
   std::uint64_t background_discoveries_ = 0;
   std::optional<BackendError> discovery_error_;  // why the last background discovery found no master
   std::shared_ptr<ConnectionPool> pool_;
