@@ -75,9 +75,7 @@ class SentinelFirstCalls : public testing::Test {
 /// Every reply of the master comes 350 ms late, the deadline is 400 ms: the discovery (the master's `ROLE`)
 /// ends within the first call's deadline, and the call must still end by it (fail_open then), not get a
 /// second `command_timeout` on the master's pipeline.
-// DISABLED_: a known bug, open until the one-deadline engine (a call's deadline reaches the pipeline; see
-// include/ratelimit/redis/README.md "Redis engine"). Run with --gtest_also_run_disabled_tests to see it fail.
-TEST_F(SentinelFirstCalls, DISABLED_FirstSyncCallEndsByItsDeadlineAfterASlowDiscovery) {
+TEST_F(SentinelFirstCalls, FirstSyncCallEndsByItsDeadlineAfterASlowDiscovery) {
   RedisOptions tuned;
   tuned.command_timeout = 400ms;
   tuned.connect_timeout = 1000ms;
@@ -232,9 +230,7 @@ namespace sentinel_first_calls {
 
 /// The same slow server without Sentinel: the first check (its script not yet loaded there) ends by its
 /// deadline too, `command_timeout` from its start, whatever round trips loading the script takes.
-// DISABLED_: a known bug, open until the one-deadline engine (a call's deadline reaches the pipeline; see
-// include/ratelimit/redis/README.md "Redis engine"). Run with --gtest_also_run_disabled_tests to see it fail.
-TEST(SlowServerFirstCall, DISABLED_EndsByItsDeadline) {
+TEST(SlowServerFirstCall, EndsByItsDeadline) {
   RATELIMIT_REQUIRE_REDIS();
   ratelimit_test::RedisServer server(ratelimit_test::redis_server_binary());
   FaultProxy proxy("127.0.0.1", server.port());

@@ -127,7 +127,10 @@ class ClusterRouter final : public Route {
                                              [&state](std::size_t i) { return state[i].ask != nullptr; })) {
         Group& g = groups[0];
         std::vector<RouteCall> part(g.calls.size());
-        for (std::size_t k = 0; k < part.size(); ++k) part[k].args = calls[g.calls[k]].args;
+        for (std::size_t k = 0; k < part.size(); ++k) {
+          part[k].args = calls[g.calls[k]].args;
+          part[k].deadline = calls[g.calls[k]].deadline;
+        }
         // Per node, as below (include/ratelimit/redis/README.md "Circuit breaker"); an open breaker sends nothing and
         // asks for no refresh.
         if (detail::execute_gated(*g.node->pool, part) == detail::Gated::circuit_open) {

@@ -288,7 +288,10 @@ class Pipeline final : public AsyncSink {
     };
     std::vector<SyncOp> ops(calls.size());
     detail::Waiter waiter;
-    const auto deadline = std::chrono::steady_clock::now() + command_timeout_;
+    auto deadline = std::chrono::steady_clock::now() + command_timeout_;
+    if constexpr (requires(const Call& c) { c.deadline; }) {
+      for (const Call& c : calls) deadline = std::min(deadline, c.deadline);  // the caller's, when earlier
+    }
     waiter.deadline = deadline;
     std::vector<detail::RouteCallOut> outs(calls.size());
     for (std::size_t i = 0; i < calls.size(); ++i) {

@@ -6,6 +6,7 @@
 /// send commands and follow redirections; they know nothing of scripts (the `ScriptExecutor` does).
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <condition_variable>
 #include <cstdint>
@@ -46,6 +47,9 @@ struct RouteCall {
   std::string_view key;
   /// The command and its arguments; they must outlive `execute`.
   std::vector<std::string_view> args;
+  /// The call's deadline, kept by every step that sends it (a reload after `NOSCRIPT`, a new master, a
+  /// redirection): it ends by the earlier of this and its pipeline's `command_timeout` from the send.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   /// Out: the final reply (never a redirection; may be another error reply), unless `error` is set.
   Reply reply;
   /// Out: why the call got no reply. After a failure once the command was sent (timeout, connection

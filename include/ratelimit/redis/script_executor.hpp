@@ -6,6 +6,8 @@
 /// answered `NOSCRIPT`; or, with `ConnectionOptions::use_functions`, `FCALL` of the scripts' Functions
 /// library, `FUNCTION LOAD` where a server lacks it, and `EVALSHA` where a server refuses Functions.
 
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <optional>
 #include <span>
@@ -89,6 +91,9 @@ namespace detail {
 inline std::size_t run_script(Route& route, const detail::EmbeddedScript& script, std::span<RouteCall> calls,
                               std::span<const std::string_view> order_keys = {}) {
   std::size_t reloads = 0;
+  // One deadline for the whole call, reloads and retries included.
+  const auto deadline = std::chrono::steady_clock::now() + route.options().command_timeout;
+  for (RouteCall& c : calls) c.deadline = std::min(c.deadline, deadline);
   const bool fcall = route.functions_usable();
   if (fcall) {
     for (RouteCall& c : calls) {
@@ -103,6 +108,7 @@ inline std::size_t run_script(Route& route, const detail::EmbeddedScript& script
       again[k].slot = calls[which[k]].slot;
       again[k].key = calls[which[k]].key;
       again[k].args = calls[which[k]].args;
+      again[k].deadline = calls[which[k]].deadline;
     }
     route.execute(again);
     for (std::size_t k = 0; k < which.size(); ++k) {
@@ -144,6 +150,7 @@ inline std::size_t run_script(Route& route, const detail::EmbeddedScript& script
             RouteCall& l = loads.emplace_back();
             l.slot = calls[i].slot;
             l.args = {"FUNCTION", "LOAD", detail::function_library_code()};
+            l.deadline = deadline;
           }
         }
         route.execute(loads);
@@ -211,6 +218,7 @@ inline std::size_t run_script(Route& route, const detail::EmbeddedScript& script
       part[k].slot = calls[batch[k]].slot;
       part[k].key = calls[batch[k]].key;
       part[k].args = calls[batch[k]].args;
+      part[k].deadline = calls[batch[k]].deadline;
     }
     route.execute(part);
     for (std::size_t k = 0; k < batch.size(); ++k) {

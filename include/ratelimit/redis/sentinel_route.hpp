@@ -71,7 +71,9 @@ class SentinelRoute final : public Route {
   void execute(std::span<RouteCall> calls) override {
     if (calls.empty()) return;
     check_not_forked();
-    const auto deadline = std::chrono::steady_clock::now() + options_.command_timeout;
+    auto deadline = std::chrono::steady_clock::now() + options_.command_timeout;
+    for (const RouteCall& c : calls) deadline = std::min(deadline, c.deadline);
+    for (RouteCall& c : calls) c.deadline = deadline;  // the wait for a master counts against it
     std::shared_ptr<ConnectionPool> pool;
     try {
       pool = master_by(deadline);
@@ -94,6 +96,7 @@ class SentinelRoute final : public Route {
       part[k].slot = calls[again[k]].slot;
       part[k].key = calls[again[k]].key;
       part[k].args = calls[again[k]].args;
+      part[k].deadline = calls[again[k]].deadline;
     }
     (void)detail::execute_gated(*now, part);
     for (std::size_t k = 0; k < again.size(); ++k) {
