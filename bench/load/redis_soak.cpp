@@ -1,6 +1,6 @@
 // Soak: two threads check at full speed against a redis-server of their own for N seconds (default 60).
 // Passes when no check failed, the limiter's connections stayed constant (INFO clients, sampled every
-// second), and RSS stayed flat (growth after the first 10% of the run at most 2 MiB).
+// second; one or two, each opened once), and RSS stayed flat (growth after the first 10% of the run at most 2 MiB).
 //
 // Usage: ratelimit_redis_soak [seconds]. Exit status 0 on success. Not under a sanitizer (its allocator
 // quarantine grows RSS by design); CMake registers it as the CTest test redis_soak (label soak) when
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -84,8 +85,11 @@ int main(int argc, char** argv) {
               "%ld..%ld\n",
               static_cast<double>(rss_warm) / 1024, static_cast<double>(rss_max) / 1024, rss_max - rss_warm, *cmin,
               *cmax);
-  const bool ok = errors.load() == 0 && stats.failures == 0 && rss_max - rss_warm <= 2048 && *cmin == 2 &&
-                  *cmax == 2 && stats.connects == 2 && stats.dropped_connections == 0;
+  // Two sync callers join one connection's batches (pool_size 2 is a bound: include/ratelimit/redis/README.md
+  // "Sizing the pool"); whatever the pool opened, it opened once and kept.
+  const bool ok = errors.load() == 0 && stats.failures == 0 && rss_max - rss_warm <= 2048 && *cmin == *cmax &&
+                  *cmax >= 1 && *cmax <= 2 && stats.connects == static_cast<std::uint64_t>(*cmax) &&
+                  stats.dropped_connections == 0;
   std::printf("soak: %s\n", ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
 }

@@ -195,8 +195,8 @@ TEST_F(SentinelFirstCalls, DISABLED_AsyncFirstCallEndsByItsDeadlineWhileTheSenti
 }
 
 /// fork() while a parent's thread waits for the first discovery (the sentinel blackholed): the child destroys
-/// the limiter it inherited (as README "Redis engine", fork, tells it to make its own) and exits; nothing there
-/// waits for the parent's threads, which the child does not have.
+/// the limiter it inherited (as include/ratelimit/redis/README.md "Redis engine", fork, tells it to make its
+/// own) and exits; nothing there waits for the parent's threads, which the child does not have.
 TEST_F(SentinelFirstCalls, ChildDestroysTheRouteWhileAParentThreadWaitsForTheFirstMaster) {
   RedisOptions tuned;
   tuned.command_timeout = 2000ms;
