@@ -2,12 +2,12 @@
 #   cmake -DSOURCE_DIR=<repository> -DMODE=links|citations -P cmake/check_docs.cmake
 # links:     every relative link and #anchor of every Markdown file resolves (outside fenced code and code
 #            spans), with GitHub's anchors: lower case, punctuation but - and _ dropped, spaces to -, a
-#            repeated heading gets -1, -2, ...; and README.md stays at most 350 lines. Inline links only (the
-#            documents use no reference-style ones); letters outside ASCII, which GitHub keeps in an anchor, are
+#            repeated heading gets -1, -2, ...; and README.md stays at most 350 lines. Inline links (with or
+#            without a title), reference definitions ("[name]: target") and <a href>; letters outside ASCII, which GitHub keeps in an anchor, are
 #            dropped here, so a link to such a heading fails rather than passes unchecked.
 # citations: every citation `<path>/README.md "Section"` in the sources, scripts and Markdown names a file that
 #            exists and a section in it (a heading, or a bold lead-in, that starts with the name); the bare
-#            form `README "Section"` (no file) is refused.
+#            form `README "Section"` (no file, also with a comma) and an empty section are refused.
 # Prints every problem as <file>:<line>: <what> (links: the line where the link's paragraph starts), and fails if
 # there is one.
 cmake_minimum_required(VERSION 3.20)
@@ -138,7 +138,7 @@ function(scan_markdown rel prefix)
       if(NOT para STREQUAL "")
         # Code spans hold no links; a link may run over the lines of its paragraph.
         string(REGEX REPLACE "`[^`]*`" "" scan "${para}")
-        string(REGEX MATCHALL "${close}\\([^) ]*( \"[^\"]*\")?\\)" found "${scan}")
+        string(REGEX MATCHALL "${close}\\([^) ]*( \"[^\"]*\"| '[^']*')?\\)" found "${scan}")
         foreach(f IN LISTS found)
           string(REGEX REPLACE "^${close}\\(<?([^) >]*)>?.*$" "\\1" target "${f}")
           decode_line(target)
@@ -150,6 +150,11 @@ function(scan_markdown rel prefix)
           string(REGEX REPLACE "^\\*\\*(.*)\\*\\*$" "\\1" b "${b}")
           string(REPLACE "`" "" b "${b}")
           list(APPEND headings "${b}")
+        endforeach()
+        string(REGEX MATCHALL "<a [^>]*href=\"[^\"]*\"" hrefs "${scan}")
+        foreach(h IN LISTS hrefs)
+          string(REGEX REPLACE "^.*href=\"([^\"]*)\"$" "\\1" target "${h}")
+          list(APPEND links "${para_line}|${target}")
         endforeach()
         string(REGEX MATCHALL "<a (name|id)=\"[^\"]+\"" html "${scan}")
         foreach(h IN LISTS html)
@@ -164,6 +169,12 @@ function(scan_markdown rel prefix)
         set(para_line ${n})
       endif()
     else()
+      # A reference-style link's definition: "[name]: target".
+      if(line MATCHES "^ ? ? ?${open}[^${close}]+${close}: *<?([^ >]+)")
+        set(target "${CMAKE_MATCH_1}")
+        decode_line(target)
+        list(APPEND links "${n}|${target}")
+      endif()
       if(para STREQUAL "")
         set(para_line ${n})
         set(para "${line}")
@@ -267,11 +278,11 @@ elseif(MODE STREQUAL "citations")
     file(GLOB_RECURSE found "${SOURCE_DIR}/${d}/*")
     list(APPEND sources ${found})
   endforeach()
-  file(GLOB top "${SOURCE_DIR}/*.md" "${SOURCE_DIR}/CMakeLists.txt")
+  file(GLOB top "${SOURCE_DIR}/*.md" "${SOURCE_DIR}/CMakeLists.txt" "${SOURCE_DIR}/.clang-format")
   list(APPEND sources ${top})
   set(cited 0)
   foreach(path IN LISTS sources)
-    if(NOT path MATCHES "\\.(hpp|cpp|h|lua|cmake|txt|md|sh|py|gp|in)$|/run$")
+    if(NOT path MATCHES "\\.(hpp|cpp|h|lua|cmake|txt|md|sh|py|gp|in|go)$|/run$|/\\.clang-format$")
       continue()
     endif()
     file(RELATIVE_PATH rel "${SOURCE_DIR}" "${path}")
@@ -288,14 +299,19 @@ elseif(MODE STREQUAL "citations")
     # In a string literal the quotes are escaped; a citation may run over comment lines, also between the file
     # and the section: "Rate and concurrency\n// together".
     string(REPLACE "\\\"" "\"" text "${text}")
-    set(citation "[A-Za-z0-9_./-]*README(\\.md)?'?s?([ \t]+|[ \t]*\n[ \t]*(//+|#+|\\*|--)?[ \t]*)\"[^\"]*\"")
+    set(citation "[A-Za-z0-9_./-]*README(\\.md)?'?s?,?([ \t]+|[ \t]*\n[ \t]*(//+|#+|\\*|--)?[ \t]*)\"[^\"]*\"")
     string(REGEX MATCHALL "${citation}" found "${text}")
     foreach(c IN LISTS found)
       decode_line(c)
       string(REGEX REPLACE "[ \t]*\n[ \t]*(//+|#+|\\*|--)?[ \t]*" " " c "${c}")
       string(REGEX REPLACE "^([^ ']*)('s)? \"(.*)\"$" "\\1" file "${c}")
       string(REGEX REPLACE "^([^ ']*)('s)? \"(.*)\"$" "\\3" section "${c}")
+      string(REGEX REPLACE ",$" "" file "${file}")  # "README, \"Section\"": the bare form with a comma
       math(EXPR cited "${cited} + 1")
+      if(section STREQUAL "")
+        problem("${rel}" "${c}: names no section")
+        continue()
+      endif()
       if(NOT file MATCHES "README\\.md$")
         set(hint "")
         foreach(doc IN LISTS docs)
