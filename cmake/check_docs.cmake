@@ -3,8 +3,9 @@
 # links:     every relative link and #anchor of every Markdown file resolves (outside fenced code and code
 #            spans), with GitHub's anchors: lower case, punctuation but - and _ dropped, spaces to -, a
 #            repeated heading gets -1, -2, ...; and README.md stays at most 350 lines. Inline links (with or
-#            without a title), reference definitions ("[name]: target") and <a href>; letters outside ASCII, which GitHub keeps in an anchor, are
-#            dropped here, so a link to such a heading fails rather than passes unchecked.
+#            without a title), reference definitions ("[name]: target") and <a href>; letters outside ASCII,
+#            which GitHub keeps in an anchor, are dropped here, so a link to such a heading fails rather than
+#            passes unchecked.
 # citations: every citation `<path>/README.md "Section"` in the sources, scripts and Markdown names a file that
 #            exists and a section in it (a heading, or a bold lead-in, that starts with the name); the bare
 #            form `README "Section"` (no file, also with a comma) and an empty section are refused.
