@@ -104,9 +104,7 @@ TEST_F(SentinelFirstCalls, FirstSyncCallEndsByItsDeadlineAfterASlowDiscovery) {
 /// one fills the worker's queue, and a sync call then asks for a discovery, which the full queue refuses.
 /// No call was refused (the async ones were queued, the sync one waited), so `refused_calls` stays 0: it
 /// counts calls, and each is also in `failures`.
-// DISABLED_: a known bug, open (the worker's refusal of the route's own discovery request counts as a refused
-// call and wakes no waiter). Run with --gtest_also_run_disabled_tests to see it fail.
-TEST_F(SentinelFirstCalls, DISABLED_RefusedDiscoveryRequestIsNoRefusedCall) {
+TEST_F(SentinelFirstCalls, RefusedDiscoveryRequestIsNoRefusedCall) {
   RedisOptions tuned;
   tuned.command_timeout = 200ms;
   tuned.connect_timeout = 200ms;

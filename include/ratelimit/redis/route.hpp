@@ -289,6 +289,21 @@ class RouteWorker final : public AsyncSink {
   }
   [[nodiscard]] std::uint64_t refused() const noexcept { return refused_.load(std::memory_order_relaxed); }
 
+  /// Queues `op` when there is room; false, with nothing queued, counted or completed, when the queue is full
+  /// or the worker stops. For the route's own requests (e.g. a discovery), which are no calls.
+  bool offer(PipelineOp& op) {
+    if (detail::fork_generation().load(std::memory_order_relaxed) != generation_) return false;
+    PipelineOpAccess::set_sink(op, this);
+    {
+      const std::lock_guard lock(mutex_);
+      if (stopping_ || queue_.size() >= max_in_flight_) return false;
+      if (!thread_.joinable()) thread_ = std::thread([this] { main(); });
+      queue_.push_back(&op);
+    }
+    cv_->notify_one();
+    return true;
+  }
+
  private:
   // The worker runs blocking `execute` itself (its thread is no pipeline's I/O thread): only the
   // completions it runs are marked, so a blocking call from one of them throws as documented.

@@ -234,8 +234,8 @@ class SentinelRoute final : public Route {
     if (pool_.get() == &pool) failed_on_ = &pool;
   }
 
-  /// The op that asks the worker for a discovery in the background; never sent anywhere. Completed only
-  /// when the worker refuses it (queue full, shutting down): then the next due call asks again.
+  /// The op that asks the worker for a discovery in the background; never sent anywhere. Offered, not
+  /// submitted: a full queue drops it uncounted. Completed only when the worker stops with it queued.
   struct Ask final : PipelineOp {
     explicit Ask(SentinelRoute& r) noexcept : route(r) { deadline = std::chrono::steady_clock::time_point::max(); }
     void complete(Reply, std::optional<BackendError>) noexcept override {
@@ -254,7 +254,8 @@ class SentinelRoute final : public Route {
   void ask_in_background() {
     // Acquire: the last thread that handed `ask_` over is done with it (the worker released it).
     if (asked_.exchange(true, std::memory_order_acq_rel)) return;
-    worker_.submit(ask_);
+    // A full queue refuses no call here: the request is dropped, and the next due call asks again.
+    if (!worker_.offer(ask_)) asked_.store(false, std::memory_order_release);
   }
   /// The worker's discovery: after a failed call (at most every 100 ms), or because a check is due. A
   /// failed one keeps the master known (the sentinels may be down while it is fine) and is tried again
