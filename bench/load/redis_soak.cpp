@@ -81,10 +81,10 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(checks.load()), static_cast<double>(checks.load()) / seconds,
               static_cast<unsigned long long>(errors.load()), static_cast<unsigned long long>(stats.connects),
               static_cast<unsigned long long>(stats.dropped_connections));
-  std::printf("soak: RSS after warm-up %.1f MiB, max %.1f MiB (growth %ld KiB, bound 2048); limiter connections "
-              "%ld..%ld\n",
-              static_cast<double>(rss_warm) / 1024, static_cast<double>(rss_max) / 1024, rss_max - rss_warm, *cmin,
-              *cmax);
+  std::printf(
+      "soak: RSS after warm-up %.1f MiB, max %.1f MiB (growth %ld KiB, bound 2048); limiter connections "
+      "%ld..%ld\n",
+      static_cast<double>(rss_warm) / 1024, static_cast<double>(rss_max) / 1024, rss_max - rss_warm, *cmin, *cmax);
   // Two sync callers join one connection's batches (pool_size 2 is a bound: include/ratelimit/redis/README.md
   // "Sizing the pool"); whatever the pool opened, it opened once and kept.
   const bool ok = errors.load() == 0 && stats.failures == 0 && rss_max - rss_warm <= 2048 && *cmin == *cmax &&

@@ -29,8 +29,8 @@ TEST(KeyLength, TheCheckNamesTheSizeAndTheBound) {
 
 TEST(KeyLength, MemoryLimiterLayerPenaltyBoxAndTiersSayTheSame) {
   ratelimit::ManualClock clock;
-  ratelimit::MemoryLimiter<ratelimit::FixedWindow, ratelimit::ManualClock> limiter(
-      {.limit = 5, .window = 1s}, {.max_key_bytes = 4}, clock);
+  ratelimit::MemoryLimiter<ratelimit::FixedWindow, ratelimit::ManualClock> limiter({.limit = 5, .window = 1s},
+                                                                                   {.max_key_bytes = 4}, clock);
   EXPECT_EQ(invalid_message([&] { (void)limiter.allow("12345"); }), kFiveOverFour);
   EXPECT_TRUE(limiter.allow("1234").allowed);
 

@@ -45,8 +45,8 @@ std::string_view hashed_part(std::string_view key) {
   return key.substr(open + 1, close - open - 1);
 }
 
-constexpr std::string_view kKinds[] = {"fixed_window", "sliding_window_log", "sliding_window_counter",
-                                       "token_bucket", "gcra"};
+constexpr std::string_view kKinds[] = {"fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket",
+                                       "gcra"};
 constexpr std::string_view kSuffixes[] = {":state", ":log", ""};
 
 }  // namespace

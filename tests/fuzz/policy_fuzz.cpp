@@ -198,7 +198,9 @@ std::int64_t pick(FuzzedDataProvider& in, std::int64_t small_max) {
     case 1: return kMax - in.ConsumeIntegralInRange<std::int64_t>(0, 3);
     case 2: return kMin + in.ConsumeIntegralInRange<std::int64_t>(0, 3);
     case 3: return in.ConsumeIntegralInRange<std::int64_t>(-2, 2);
-    case 4: return (std::int64_t{1} << in.ConsumeIntegralInRange<int>(0, 62)) + in.ConsumeIntegralInRange<std::int64_t>(-1, 1);
+    case 4:
+      return (std::int64_t{1} << in.ConsumeIntegralInRange<int>(0, 62)) +
+             in.ConsumeIntegralInRange<std::int64_t>(-1, 1);
     default: return in.ConsumeIntegralInRange<std::int64_t>(1, small_max);
   }
 }
@@ -213,8 +215,8 @@ std::int64_t next_time(FuzzedDataProvider& in, std::int64_t now, std::int64_t sc
   switch (in.ConsumeIntegralInRange<int>(0, 7)) {
     case 0: return now;
     case 1: return saturating_add(now, -in.ConsumeIntegralInRange<std::int64_t>(0, 2 * scale));  // steps back
-    case 2: return pick(in, scale);                                                               // anywhere
-    case 3: return saturating_add(now, in.ConsumeBool() ? kMax / 2 : kMin / 2);                   // huge jump
+    case 2: return pick(in, scale);                                                              // anywhere
+    case 3: return saturating_add(now, in.ConsumeBool() ? kMax / 2 : kMin / 2);                  // huge jump
     default: return saturating_add(now, in.ConsumeIntegralInRange<std::int64_t>(0, 2 * scale));  // forward
   }
 }
@@ -247,11 +249,12 @@ void check_invariants(const TickDecision& d, std::int64_t limit, std::int64_t co
 
 void check_same(const TickDecision& got, const TickDecision& want, const char* what) {
   if (got == want) return;
-  std::fprintf(stderr, "policy_fuzz: %s differs from the model\n  got  {%d, %lld, %lld, %lld, %lld}\n"
-               "  want {%d, %lld, %lld, %lld, %lld}\n", what, got.allowed, (long long)got.limit,
-               (long long)got.remaining, (long long)got.retry_after, (long long)got.reset_after, want.allowed,
-               (long long)want.limit, (long long)want.remaining, (long long)want.retry_after,
-               (long long)want.reset_after);
+  std::fprintf(stderr,
+               "policy_fuzz: %s differs from the model\n  got  {%d, %lld, %lld, %lld, %lld}\n"
+               "  want {%d, %lld, %lld, %lld, %lld}\n",
+               what, got.allowed, (long long)got.limit, (long long)got.remaining, (long long)got.retry_after,
+               (long long)got.reset_after, want.allowed, (long long)want.limit, (long long)want.remaining,
+               (long long)want.retry_after, (long long)want.reset_after);
   std::abort();
 }
 
@@ -322,8 +325,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::int64_t scale = b > 0 && b < kMax / 4 ? b : 1000;
   switch (kind) {
     case 0:
-      run(in, ratelimit::FixedWindow{.limit = a, .window = nanoseconds(b)}, "FixedWindow.", FixedWindowModel{a, b}, scale,
-          small);
+      run(in, ratelimit::FixedWindow{.limit = a, .window = nanoseconds(b)}, "FixedWindow.", FixedWindowModel{a, b},
+          scale, small);
       break;
     case 1:
       run(in, ratelimit::SlidingWindowLog{.limit = a, .window = nanoseconds(b)}, "SlidingWindowLog.",
