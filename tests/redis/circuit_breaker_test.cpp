@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include <ratelimit/redis/circuit_breaker.hpp>
+#include <ratelimit/redis/engine/circuit_breaker.hpp>
 
 using namespace std::chrono_literals;
 using ratelimit::ManualClock;

@@ -24,7 +24,7 @@
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/policy/share.hpp"
 #include "ratelimit/redis/abi.hpp"
-#include "ratelimit/redis/circuit_breaker.hpp"
+#include "ratelimit/redis/engine/circuit_breaker.hpp"
 #include "ratelimit/redis/failure_report.hpp"
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/stats.hpp"

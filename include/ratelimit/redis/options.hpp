@@ -13,7 +13,7 @@
 
 #include "ratelimit/error.hpp"
 #include "ratelimit/redis/abi.hpp"
-#include "ratelimit/redis/detail/address.hpp"
+#include "ratelimit/redis/address.hpp"
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {

@@ -15,8 +15,8 @@
 #include "ratelimit/detail/arithmetic.hpp"
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/redis/abi.hpp"
-#include "ratelimit/redis/error.hpp"
-#include "ratelimit/redis/reply.hpp"
+#include "ratelimit/error.hpp"
+#include "ratelimit/redis/engine/reply.hpp"
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {

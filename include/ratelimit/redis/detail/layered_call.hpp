@@ -18,15 +18,15 @@
 #include "ratelimit/decision.hpp"
 #include "ratelimit/joint_backend.hpp"
 #include "ratelimit/redis/abi.hpp"
-#include "ratelimit/redis/cluster_router.hpp"
-#include "ratelimit/redis/detail/cluster_slot.hpp"
+#include "ratelimit/redis/engine/cluster_router.hpp"
+#include "ratelimit/redis/engine/slots.hpp"
 #include "ratelimit/redis/detail/script_binding.hpp"
-#include "ratelimit/redis/error.hpp"
+#include "ratelimit/error.hpp"
 #include "ratelimit/redis/options.hpp"
-#include "ratelimit/redis/pool.hpp"
-#include "ratelimit/redis/reply.hpp"
-#include "ratelimit/redis/route.hpp"
-#include "ratelimit/redis/script_executor.hpp"
+#include "ratelimit/redis/engine/pool.hpp"
+#include "ratelimit/redis/engine/reply.hpp"
+#include "ratelimit/redis/engine/route.hpp"
+#include "ratelimit/redis/engine/script_call.hpp"
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {

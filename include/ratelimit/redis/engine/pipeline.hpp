@@ -36,10 +36,10 @@
 #include <vector>
 
 #include "ratelimit/redis/abi.hpp"
-#include "ratelimit/redis/circuit_breaker.hpp"
-#include "ratelimit/redis/connection.hpp"
-#include "ratelimit/redis/error.hpp"
-#include "ratelimit/redis/reply.hpp"
+#include "ratelimit/redis/engine/circuit_breaker.hpp"
+#include "ratelimit/redis/engine/connection.hpp"
+#include "ratelimit/error.hpp"
+#include "ratelimit/redis/engine/reply.hpp"
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {

@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "ratelimit/redis/abi.hpp"
-#include "ratelimit/redis/error.hpp"
+#include "ratelimit/error.hpp"
 #include "ratelimit/redis/options.hpp"
-#include "ratelimit/redis/reply.hpp"
+#include "ratelimit/redis/engine/reply.hpp"
 
 #if RATELIMIT_REDIS_WITH_TLS
 #include <arpa/inet.h>

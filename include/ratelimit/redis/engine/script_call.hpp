@@ -20,10 +20,10 @@
 
 #include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/detail/lua_scripts.hpp"
-#include "ratelimit/redis/error.hpp"
-#include "ratelimit/redis/pipeline.hpp"
-#include "ratelimit/redis/reply.hpp"
-#include "ratelimit/redis/route.hpp"
+#include "ratelimit/error.hpp"
+#include "ratelimit/redis/engine/pipeline.hpp"
+#include "ratelimit/redis/engine/reply.hpp"
+#include "ratelimit/redis/engine/route.hpp"
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {

@@ -19,13 +19,13 @@
 #include <vector>
 
 #include "ratelimit/redis/abi.hpp"
-#include "ratelimit/redis/circuit_breaker.hpp"
-#include "ratelimit/redis/connection.hpp"
-#include "ratelimit/redis/detail/address.hpp"
-#include "ratelimit/redis/detail/readable.hpp"
-#include "ratelimit/redis/error.hpp"
+#include "ratelimit/redis/engine/circuit_breaker.hpp"
+#include "ratelimit/redis/engine/connection.hpp"
+#include "ratelimit/redis/address.hpp"
+#include "ratelimit/redis/engine/readable.hpp"
+#include "ratelimit/error.hpp"
 #include "ratelimit/redis/options.hpp"
-#include "ratelimit/redis/pipeline.hpp"
+#include "ratelimit/redis/engine/pipeline.hpp"
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {

@@ -24,12 +24,12 @@
 #include <vector>
 
 #include "ratelimit/redis/abi.hpp"
-#include "ratelimit/redis/circuit_breaker.hpp"
-#include "ratelimit/redis/error.hpp"
+#include "ratelimit/redis/engine/circuit_breaker.hpp"
+#include "ratelimit/error.hpp"
 #include "ratelimit/redis/options.hpp"
-#include "ratelimit/redis/pipeline.hpp"
-#include "ratelimit/redis/pool.hpp"
-#include "ratelimit/redis/reply.hpp"
+#include "ratelimit/redis/engine/pipeline.hpp"
+#include "ratelimit/redis/engine/pool.hpp"
+#include "ratelimit/redis/engine/reply.hpp"
 #include "ratelimit/redis/stats.hpp"
 
 namespace ratelimit::redis {

@@ -20,13 +20,13 @@
 #include <vector>
 
 #include "ratelimit/redis/abi.hpp"
-#include "ratelimit/redis/connection.hpp"
-#include "ratelimit/redis/error.hpp"
+#include "ratelimit/redis/engine/connection.hpp"
+#include "ratelimit/error.hpp"
 #include "ratelimit/redis/options.hpp"
-#include "ratelimit/redis/pipeline.hpp"
-#include "ratelimit/redis/pool.hpp"
-#include "ratelimit/redis/reply.hpp"
-#include "ratelimit/redis/route.hpp"
+#include "ratelimit/redis/engine/pipeline.hpp"
+#include "ratelimit/redis/engine/pool.hpp"
+#include "ratelimit/redis/engine/reply.hpp"
+#include "ratelimit/redis/engine/route.hpp"
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {

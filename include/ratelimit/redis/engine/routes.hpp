@@ -7,11 +7,11 @@
 #include <memory>
 
 #include "ratelimit/redis/abi.hpp"
-#include "ratelimit/redis/cluster_router.hpp"
+#include "ratelimit/redis/engine/cluster_router.hpp"
 #include "ratelimit/redis/options.hpp"
-#include "ratelimit/redis/pool.hpp"
-#include "ratelimit/redis/route.hpp"
-#include "ratelimit/redis/sentinel_route.hpp"
+#include "ratelimit/redis/engine/pool.hpp"
+#include "ratelimit/redis/engine/route.hpp"
+#include "ratelimit/redis/engine/sentinel_route.hpp"
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
