@@ -135,6 +135,10 @@ class SampleWindow {
   double in_flight_sum_ = 0;
 };
 
+/// Slow start (TCP's) ends at the first window whose gradient (tolerance x min RTT / RTT) falls below this:
+/// 0.9 is about two standard deviations of a 500-sample mean of exponential service times.
+inline constexpr double kSlowStartExit = 0.9;
+
 /// The sample with out-of-range fields moved into range (rtt >= 0, in_flight >= 1).
 [[nodiscard]] inline LatencySample sanitised(LatencySample s) noexcept {
   if (s.rtt_ns < 0) s.rtt_ns = 0;
@@ -160,7 +164,7 @@ struct AimdOptions {
   /// Units added per window without overload while the limit is used (in flight >= half of it); >= 0.
   double additive_increase = 1.0;
   /// Samples per window; >= 1.
-  std::int64_t window_samples = 100;
+  std::int64_t window_samples = 500;
   /// A window closes at this age even with fewer samples; > 0.
   std::chrono::nanoseconds window_max = std::chrono::seconds(1);
 };
@@ -223,34 +227,158 @@ class AimdLimit final : public AdaptiveAlgorithm {
 };
 
 /// Options of `GradientLimit`; a plain aggregate.
+/// How an algorithm measures the unloaded RTT (Envoy's adaptive concurrency filter, "minRTT calculation"):
+/// every `interval` (+ jitter) the limit drops to limit x `ratio` until `samples` samples granted at or under
+/// that limit and completed after 7 x the old min RTT (the first completions are the short requests) were
+/// averaged; their mean is the new min RTT. The algorithm's first window (at `initial_limit`) gives a rough
+/// one, and a first probe at the limit then in force (not lowered) follows at once. A plain aggregate.
+struct MinRttProbeOptions {
+  /// Time between probes, on the samples' clock; > 0.
+  std::chrono::nanoseconds interval = std::chrono::seconds(10);
+  /// Each interval is lengthened by up to this fraction, drawn from `seed` (so a fleet's probes spread); in [0, 1].
+  double jitter = 0.15;
+  /// While probing, the limit is limit x ratio (rounded down, at least min_limit); in (0, 1). It must bring
+  /// the load under the service's capacity, so keep 1 / ratio above the queueing the algorithm allows.
+  double ratio = 0.9;
+  /// Samples a probe averages; >= 1. The mean of n samples of a service time with coefficient of variation
+  /// v is off by about v / sqrt(n).
+  std::int64_t samples = 2000;
+  /// A probe ends at this age (after its settling time) even with fewer samples (with none, the old min RTT
+  /// stays); > 0.
+  std::chrono::nanoseconds max = std::chrono::seconds(1);
+  /// Seed of the jitter.
+  std::uint64_t seed = 1;
+};
+
+namespace detail {
+
+/// Checks `MinRttProbeOptions`; `field` names it ("VegasOptions.probe").
+inline void check_probe(const std::string& field, const MinRttProbeOptions& o) {
+  adaptive_require(o.interval.count() > 0, (field + ".interval").c_str(), "must be > 0");
+  adaptive_require(o.jitter >= 0 && o.jitter <= 1, (field + ".jitter").c_str(), "must be in [0, 1]");
+  adaptive_require(o.ratio > 0 && o.ratio < 1, (field + ".ratio").c_str(), "must be in (0, 1)");
+  adaptive_require(o.samples >= 1, (field + ".samples").c_str(), "must be >= 1");
+  adaptive_require(o.max.count() > 0, (field + ".max").c_str(), "must be > 0");
+}
+
+/// The min-RTT probe of `MinRttProbeOptions`: fixed state, deterministic for a seed.
+class MinRttProbe {
+ public:
+  explicit MinRttProbe(const MinRttProbeOptions& options) noexcept : options_(options), rng_(options.seed) {}
+
+  [[nodiscard]] bool probing() const noexcept { return probing_; }
+  /// The limit while probing.
+  [[nodiscard]] std::int64_t limit() const noexcept { return limit_; }
+  /// The unloaded RTT, ns; 0 before the first measurement.
+  [[nodiscard]] double min_rtt_ns() const noexcept { return min_rtt_; }
+
+  /// The first, rough measurement (an algorithm's first window, whose first completions were the short
+  /// requests): a probe at the limit then in force follows at once.
+  void first_window(double rtt_ns, std::int64_t now_ns) noexcept {
+    min_rtt_ = rtt_ns < 1 ? 1.0 : rtt_ns;
+    next_ns_ = now_ns;
+    first_ = true;
+  }
+
+  /// Offers a sample; true when the probe took it (running, or due and started now with the limit
+  /// `estimate` x ratio in [min, max]): the algorithm's own window must not see it.
+  bool take(const LatencySample& s, double estimate, std::int64_t min, std::int64_t max) noexcept {
+    if (!probing_) {
+      if (min_rtt_ == 0 || s.now_ns < next_ns_) return false;
+      probing_ = true;
+      start_ns_ = s.now_ns;
+      count_ = 0;
+      sum_ = 0;
+      limit_ = clamp_limit(first_ ? estimate : estimate * options_.ratio, min, max);
+      first_ = false;
+      return true;
+    }
+    // Granted under the probe's limit, and done after the settling time: the first completions of a
+    // probe are its short requests (the long ones still run), so averaging them would underestimate.
+    const double settle_ns = kSettleRtts * min_rtt_;
+    const auto settle = static_cast<std::uint64_t>(settle_ns < 0x1.0p62 ? settle_ns : 0x1.0p62);
+    const auto since = static_cast<std::uint64_t>(s.now_ns) - static_cast<std::uint64_t>(start_ns_);
+    if (s.in_flight <= limit_ && s.now_ns >= start_ns_ && since >= settle) {
+      ++count_;
+      sum_ += static_cast<double>(s.rtt_ns);
+    }
+    const bool late = s.now_ns < start_ns_ || since >= static_cast<std::uint64_t>(options_.max.count()) + settle;
+    if (count_ < options_.samples && !late) return true;
+    if (count_ > 0) {
+      const double mean = sum_ / static_cast<double>(count_);
+      min_rtt_ = mean < 1 ? 1.0 : mean;
+    }
+    probing_ = false;
+    schedule(s.now_ns);
+    return true;
+  }
+
+ private:
+  // Completions the probe leaves out at its start, in min RTTs: with exponential service times the mean of
+  // the rest is then short by about 7 e^-7 (0.6 %).
+  static constexpr double kSettleRtts = 7;
+
+  void schedule(std::int64_t now_ns) noexcept {
+    // splitmix64: one fixed sequence per seed.
+    rng_ += 0x9e3779b97f4a7c15ULL;
+    std::uint64_t z = rng_;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    const double unit = static_cast<double>(z >> 11) * 0x1.0p-53;  // [0, 1)
+    const double interval = static_cast<double>(options_.interval.count()) * (1 + options_.jitter * unit);
+    const double room = static_cast<double>(std::numeric_limits<std::int64_t>::max()) - static_cast<double>(now_ns);
+    next_ns_ =
+        interval >= room ? std::numeric_limits<std::int64_t>::max() : now_ns + static_cast<std::int64_t>(interval);
+  }
+
+  MinRttProbeOptions options_;
+  std::uint64_t rng_;
+  double min_rtt_ = 0;
+  std::int64_t next_ns_ = 0;
+  bool probing_ = false;
+  bool first_ = false;
+  std::int64_t limit_ = 1;
+  std::int64_t start_ns_ = 0;
+  std::int64_t count_ = 0;
+  double sum_ = 0;
+};
+
+}  // namespace detail
+
+/// Options of `GradientLimit`; a plain aggregate.
 struct GradientOptions {
-  /// The limit before any sample, in units; in [min_limit, max_limit].
+  /// The limit before any sample, in units; in [min_limit, max_limit]. The first window measures the
+  /// unloaded RTT, so keep it below the service's capacity.
   std::int64_t initial_limit = 20;
   /// The limit never goes below this; >= 1.
   std::int64_t min_limit = 1;
   /// The limit never goes above this; >= min_limit.
   std::int64_t max_limit = 1000;
-  /// How much the short-term RTT may exceed the long-term one before the limit is cut (1.5: by 50 %); >= 1.
-  double tolerance = 1.5;
-  /// Units added to the limit per window (room for a queue, so the limit can grow); >= 0.
-  double queue_allowance = 4.0;
+  /// RTT inflation over the min RTT taken as no queueing (1.1: 10 %); in [1, 2].
+  double tolerance = 1.05;
+  /// Units added to the limit per window: the queue it settles at, and how fast it grows; >= 0.
+  double queue_allowance = 2.0;
   /// Weight of a window's new limit against the old one; in (0, 1].
-  double smoothing = 0.2;
-  /// The long-term RTT is an exponential average over about this many windows; >= 1.
-  std::int64_t long_windows = 20;
+  double smoothing = 0.5;
   /// Samples per window; >= 1.
-  std::int64_t window_samples = 100;
+  std::int64_t window_samples = 500;
   /// A window closes at this age even with fewer samples; > 0.
   std::chrono::nanoseconds window_max = std::chrono::seconds(1);
+  /// The min-RTT probe.
+  MinRttProbeOptions probe;
 };
 
-/// The gradient of a long-term to a short-term RTT (Netflix concurrency-limits `Gradient2Limit`): per
-/// window, short = the window's mean RTT, long = an exponential average of short over `long_windows`
-/// windows; gradient = clamp(tolerance x long / short, 0.5, 1); new = limit x gradient + queue_allowance,
-/// smoothed: limit = limit x (1 - smoothing) + new x smoothing. When long > 2 x short (the load fell),
-/// long decays by 5 % per window so the limit can grow again. A window with a drop takes gradient 0.5. A
-/// window using less than half the limit leaves it (the caller, not the service, limits the load).
-/// No min-RTT probing: the long-term average is the baseline. Doubles, documented above; deterministic.
+/// A gradient of RTTs (Netflix concurrency-limits `Gradient2Limit`, with Envoy adaptive concurrency's
+/// min-RTT probing for the baseline): per window, gradient = clamp(tolerance x min_rtt / mean RTT, 0.5, 2);
+/// new = limit x gradient + queue_allowance; limit = limit x (1 - smoothing) + new x smoothing. A window
+/// with a drop takes gradient 0.5; one using less than half the limit leaves it (the caller, not the
+/// service, limits the load). Saturated, the limit settles at tolerance x capacity + queue_allowance.
+/// Slow start (TCP's): until the first window with a drop or a gradient under 0.9, each used window doubles
+/// the limit, so a low `initial_limit` costs a few windows, not seconds.
+/// Gradient2 takes an exponential average of all RTTs as its long-term RTT; under sustained overload that
+/// average absorbs the queueing and the limit climbs to max_limit (bench_adaptive measured it), so the
+/// baseline here is the probed min RTT (`MinRttProbeOptions`). Doubles; deterministic for a seed.
 /// Not thread-safe (see `AdaptiveAlgorithm`). Throws `std::invalid_argument` naming the field for bad options.
 /// Example:
 ///   ratelimit::GradientLimit gradient({.initial_limit = 10, .max_limit = 200});
@@ -260,54 +388,67 @@ class GradientLimit final : public AdaptiveAlgorithm {
   explicit GradientLimit(GradientOptions options = {})
       : options_(validated(options)),
         estimate_(static_cast<double>(options_.initial_limit)),
-        window_(options_.window_samples, options_.window_max.count()) {}
+        window_(options_.window_samples, options_.window_max.count()),
+        probe_(options_.probe) {}
 
   [[nodiscard]] std::string_view name() const noexcept override { return "gradient"; }
   [[nodiscard]] std::int64_t limit() const noexcept override {
-    return detail::clamp_limit(estimate_, options_.min_limit, options_.max_limit);
+    return probe_.probing() ? probe_.limit() : detail::clamp_limit(estimate_, options_.min_limit, options_.max_limit);
   }
   std::int64_t on_sample(const LatencySample& raw) override {
     const LatencySample s = detail::sanitised(raw);
+    if (probe_.take(s, estimate_, options_.min_limit, options_.max_limit)) {
+      window_.reset();
+      return limit();
+    }
     if (!window_.add(s.now_ns, s.rtt_ns, s.in_flight, s.outcome == PermitOutcome::dropped)) return limit();
-    const double short_rtt = window_.mean_rtt_ns() < 1 ? 1.0 : window_.mean_rtt_ns();
-    long_rtt_ =
-        long_rtt_ == 0 ? short_rtt : long_rtt_ + (short_rtt - long_rtt_) / static_cast<double>(options_.long_windows);
-    if (long_rtt_ > 2 * short_rtt) long_rtt_ *= 0.95;
-    const bool used = static_cast<double>(window_.max_in_flight()) * 2 >= estimate_;
-    if (window_.drops() > 0 || used) {
-      double gradient = options_.tolerance * long_rtt_ / short_rtt;
-      gradient = window_.drops() > 0 ? 0.5 : (gradient < 0.5 ? 0.5 : (gradient > 1 ? 1.0 : gradient));
-      const double next = estimate_ * gradient + options_.queue_allowance;
-      estimate_ = detail::clamp_estimate(estimate_ * (1 - options_.smoothing) + next * options_.smoothing,
-                                         options_.min_limit, options_.max_limit);
+    const double rtt = window_.mean_rtt_ns() < 1 ? 1.0 : window_.mean_rtt_ns();
+    if (probe_.min_rtt_ns() == 0) {
+      probe_.first_window(rtt, s.now_ns);
+    } else if (window_.drops() > 0 || static_cast<double>(window_.max_in_flight()) * 2 >= estimate_) {
+      adjust(rtt);
     }
     window_.reset();
     return limit();
   }
-  /// The long-term RTT average, in nanoseconds (0 before the first window).
-  [[nodiscard]] std::int64_t min_rtt_ns() const noexcept override { return static_cast<std::int64_t>(long_rtt_); }
+  [[nodiscard]] std::int64_t min_rtt_ns() const noexcept override {
+    return static_cast<std::int64_t>(probe_.min_rtt_ns());
+  }
   [[nodiscard]] std::unique_ptr<AdaptiveAlgorithm> clone() const override {
     return std::make_unique<GradientLimit>(options_);
   }
   [[nodiscard]] const GradientOptions& options() const noexcept { return options_; }
+  /// Whether a min-RTT probe runs now (the limit is lowered).
+  [[nodiscard]] bool probing() const noexcept { return probe_.probing(); }
 
  private:
   static GradientOptions validated(const GradientOptions& o) {
     detail::check_adaptive_bounds("GradientOptions", o.initial_limit, o.min_limit, o.max_limit);
     detail::check_adaptive_window("GradientOptions", o.window_samples, o.window_max);
-    detail::adaptive_require(o.tolerance >= 1 && std::isfinite(o.tolerance), "GradientOptions.tolerance",
-                             "must be finite and >= 1");
+    detail::adaptive_require(o.tolerance >= 1 && o.tolerance <= 2, "GradientOptions.tolerance", "must be in [1, 2]");
     detail::adaptive_require(o.queue_allowance >= 0 && std::isfinite(o.queue_allowance),
                              "GradientOptions.queue_allowance", "must be finite and >= 0");
     detail::adaptive_require(o.smoothing > 0 && o.smoothing <= 1, "GradientOptions.smoothing", "must be in (0, 1]");
-    detail::adaptive_require(o.long_windows >= 1, "GradientOptions.long_windows", "must be >= 1");
+    detail::check_probe("GradientOptions.probe", o.probe);
     return o;
+  }
+
+  /// One used window's move of the limit, from its mean RTT (ns, >= 1).
+  void adjust(double rtt) noexcept {
+    double gradient = options_.tolerance * probe_.min_rtt_ns() / rtt;
+    gradient = window_.drops() > 0 ? 0.5 : (gradient < 0.5 ? 0.5 : (gradient > 2 ? 2.0 : gradient));
+    slow_start_ = slow_start_ && gradient >= detail::kSlowStartExit;
+    const double next = slow_start_ ? estimate_ * 2 : estimate_ * gradient + options_.queue_allowance;
+    const double weight = slow_start_ ? 1.0 : options_.smoothing;
+    estimate_ =
+        detail::clamp_estimate(estimate_ * (1 - weight) + next * weight, options_.min_limit, options_.max_limit);
   }
 
   GradientOptions options_;
   double estimate_;
-  double long_rtt_ = 0;  // ns; 0 before the first window
+  bool slow_start_ = true;
   detail::SampleWindow window_;
+  detail::MinRttProbe probe_;
 };
 
 /// Options of `VegasLimit`; a plain aggregate.
@@ -319,79 +460,71 @@ struct VegasOptions {
   std::int64_t min_limit = 1;
   /// The limit never goes above this; >= min_limit.
   std::int64_t max_limit = 1000;
-  /// Estimated queue (units) below alpha x log10(limit) grows the limit; > 0.
-  double alpha = 3.0;
-  /// Estimated queue (units) above beta x log10(limit) cuts the limit; >= alpha.
-  double beta = 6.0;
+  /// An estimated queue (units) under alpha x log10(limit) grows the limit; > 0.
+  double alpha = 2.0;
+  /// An estimated queue (units) over beta x log10(limit) cuts the limit; >= alpha.
+  double beta = 4.0;
   /// Weight of a window's new limit against the old one; in (0, 1].
-  double smoothing = 1.0;
+  double smoothing = 0.5;
   /// A window with a drop multiplies the limit by this; in (0, 1).
   double drop_backoff = 0.9;
-  /// Time between min-RTT probes, in nanoseconds of the samples' clock; > 0.
-  std::chrono::nanoseconds probe_interval = std::chrono::seconds(10);
-  /// Each interval is lengthened by up to this fraction, drawn from `seed` (probes of a fleet spread); in [0, 1].
-  double probe_jitter = 0.15;
-  /// While probing the limit is limit x probe_ratio; in (0, 1).
-  double probe_ratio = 0.8;
-  /// Samples (granted at or under the probe's limit) a probe averages; >= 1.
-  std::int64_t probe_samples = 200;
-  /// A probe ends at this age even with fewer samples (none: the old min RTT stays); > 0.
-  std::chrono::nanoseconds probe_max = std::chrono::seconds(1);
-  /// Seed of the probe jitter.
-  std::uint64_t seed = 1;
   /// Samples per window; >= 1.
-  std::int64_t window_samples = 100;
+  std::int64_t window_samples = 500;
   /// A window closes at this age even with fewer samples; > 0.
   std::chrono::nanoseconds window_max = std::chrono::seconds(1);
+  /// The min-RTT probe.
+  MinRttProbeOptions probe;
 };
 
 /// TCP Vegas's queue estimate (Netflix concurrency-limits `VegasLimit`) with min-RTT probing (Envoy's
 /// adaptive concurrency filter). Per window: queue = mean in flight x (1 - min_rtt / mean RTT), the units
-/// waiting inside the service; with L = log10(limit) (>= 1): queue <= L grows the limit by beta x L,
-/// queue < alpha x L by L, queue > beta x L cuts it by the excess over (alpha + beta) / 2 x L (at once:
-/// the estimate is in units); a drop multiplies it by `drop_backoff`; smoothed by `smoothing`. A window
-/// using less than half the limit leaves it. The min RTT is the first window's mean RTT, then each probe's:
-/// every `probe_interval` (+ jitter) the limit drops to limit x probe_ratio until `probe_samples` samples
-/// granted at or under it were averaged. Doubles, documented above; deterministic for a seed.
+/// waiting inside the service; with L = log10(limit) (at least 1): queue <= L grows the limit by beta x L,
+/// queue < alpha x L by L, queue > beta x L cuts it by the excess over (alpha + beta) / 2 x L at once (the
+/// estimate is in units, so one window corrects it; Netflix cuts by L); a drop multiplies it by
+/// `drop_backoff`; smoothed by `smoothing`. A window using less than half the limit leaves it. Slow start
+/// (TCP's): until the first window with a drop or a queue of alpha x L or more, each used window doubles it. Saturated,
+/// the limit settles between capacity + alpha x L and capacity + beta x L. Doubles; deterministic for a seed.
 /// Not thread-safe (see `AdaptiveAlgorithm`). Throws `std::invalid_argument` naming the field for bad options.
 /// Example:
-///   ratelimit::VegasLimit vegas({.initial_limit = 10, .probe_interval = std::chrono::seconds(30)});
+///   ratelimit::VegasLimit vegas({.initial_limit = 10, .probe = {.interval = std::chrono::seconds(30)}});
 ///   vegas.on_sample({.now_ns = 0, .rtt_ns = 2'000'000, .in_flight = 10});
 class VegasLimit final : public AdaptiveAlgorithm {
  public:
   explicit VegasLimit(VegasOptions options = {})
       : options_(validated(options)),
         estimate_(static_cast<double>(options_.initial_limit)),
-        rng_(options_.seed),
-        window_(options_.window_samples, options_.window_max.count()) {}
+        window_(options_.window_samples, options_.window_max.count()),
+        probe_(options_.probe) {}
 
   [[nodiscard]] std::string_view name() const noexcept override { return "vegas"; }
   [[nodiscard]] std::int64_t limit() const noexcept override {
-    return probing_ ? probe_limit_ : detail::clamp_limit(estimate_, options_.min_limit, options_.max_limit);
+    return probe_.probing() ? probe_.limit() : detail::clamp_limit(estimate_, options_.min_limit, options_.max_limit);
   }
   std::int64_t on_sample(const LatencySample& raw) override {
     const LatencySample s = detail::sanitised(raw);
-    if (probing_) return probe(s);
-    if (min_rtt_ > 0 && s.now_ns >= next_probe_ns_) return start_probe(s.now_ns);
+    if (probe_.take(s, estimate_, options_.min_limit, options_.max_limit)) {
+      window_.reset();
+      return limit();
+    }
     if (!window_.add(s.now_ns, s.rtt_ns, s.in_flight, s.outcome == PermitOutcome::dropped)) return limit();
     const double rtt = window_.mean_rtt_ns() < 1 ? 1.0 : window_.mean_rtt_ns();
-    if (min_rtt_ == 0) {
-      min_rtt_ = rtt;
-      schedule_probe(s.now_ns);
+    if (probe_.min_rtt_ns() == 0) {
+      probe_.first_window(rtt, s.now_ns);
     } else {
       adjust(rtt);
     }
     window_.reset();
     return limit();
   }
-  /// The unloaded RTT the last probe measured, in nanoseconds (0 before the first window).
-  [[nodiscard]] std::int64_t min_rtt_ns() const noexcept override { return static_cast<std::int64_t>(min_rtt_); }
+  [[nodiscard]] std::int64_t min_rtt_ns() const noexcept override {
+    return static_cast<std::int64_t>(probe_.min_rtt_ns());
+  }
   [[nodiscard]] std::unique_ptr<AdaptiveAlgorithm> clone() const override {
     return std::make_unique<VegasLimit>(options_);
   }
   [[nodiscard]] const VegasOptions& options() const noexcept { return options_; }
   /// Whether a min-RTT probe runs now (the limit is lowered).
-  [[nodiscard]] bool probing() const noexcept { return probing_; }
+  [[nodiscard]] bool probing() const noexcept { return probe_.probing(); }
 
  private:
   static VegasOptions validated(const VegasOptions& o) {
@@ -403,12 +536,7 @@ class VegasLimit final : public AdaptiveAlgorithm {
     detail::adaptive_require(o.smoothing > 0 && o.smoothing <= 1, "VegasOptions.smoothing", "must be in (0, 1]");
     detail::adaptive_require(o.drop_backoff > 0 && o.drop_backoff < 1, "VegasOptions.drop_backoff",
                              "must be in (0, 1)");
-    detail::adaptive_require(o.probe_interval.count() > 0, "VegasOptions.probe_interval", "must be > 0");
-    detail::adaptive_require(o.probe_jitter >= 0 && o.probe_jitter <= 1, "VegasOptions.probe_jitter",
-                             "must be in [0, 1]");
-    detail::adaptive_require(o.probe_ratio > 0 && o.probe_ratio < 1, "VegasOptions.probe_ratio", "must be in (0, 1)");
-    detail::adaptive_require(o.probe_samples >= 1, "VegasOptions.probe_samples", "must be >= 1");
-    detail::adaptive_require(o.probe_max.count() > 0, "VegasOptions.probe_max", "must be > 0");
+    detail::check_probe("VegasOptions.probe", o.probe);
     return o;
   }
 
@@ -419,7 +547,13 @@ class VegasLimit final : public AdaptiveAlgorithm {
       next = estimate_ * options_.drop_backoff;
     } else if (static_cast<double>(window_.max_in_flight()) * 2 >= estimate_) {
       const double lg = estimate_ > 10 ? std::log10(estimate_) : 1.0;
-      const double queue = rtt > min_rtt_ ? window_.mean_in_flight() * (1 - min_rtt_ / rtt) : 0.0;
+      const double min_rtt = probe_.min_rtt_ns();
+      const double queue = rtt > min_rtt ? window_.mean_in_flight() * (1 - min_rtt / rtt) : 0.0;
+      slow_start_ = slow_start_ && queue < options_.alpha * lg;
+      if (slow_start_) {
+        estimate_ = detail::clamp_estimate(estimate_ * 2, options_.min_limit, options_.max_limit);
+        return;
+      }
       if (queue <= lg) {
         next = estimate_ + options_.beta * lg;
       } else if (queue < options_.alpha * lg) {
@@ -432,58 +566,11 @@ class VegasLimit final : public AdaptiveAlgorithm {
                                        options_.min_limit, options_.max_limit);
   }
 
-  std::int64_t start_probe(std::int64_t now_ns) noexcept {
-    probing_ = true;
-    probe_start_ns_ = now_ns;
-    probe_count_ = 0;
-    probe_sum_ = 0;
-    probe_limit_ = detail::clamp_limit(estimate_ * options_.probe_ratio, options_.min_limit, options_.max_limit);
-    window_.reset();
-    return limit();
-  }
-
-  std::int64_t probe(const LatencySample& s) noexcept {
-    if (s.in_flight <= probe_limit_) {
-      ++probe_count_;
-      probe_sum_ += static_cast<double>(s.rtt_ns);
-    }
-    const auto age = static_cast<std::uint64_t>(s.now_ns) - static_cast<std::uint64_t>(probe_start_ns_);
-    const bool timed_out = s.now_ns < probe_start_ns_ || age >= static_cast<std::uint64_t>(options_.probe_max.count());
-    if (probe_count_ < options_.probe_samples && !timed_out) return limit();
-    if (probe_count_ > 0) {
-      const double mean = probe_sum_ / static_cast<double>(probe_count_);
-      min_rtt_ = mean < 1 ? 1.0 : mean;
-    }
-    probing_ = false;
-    schedule_probe(s.now_ns);
-    return limit();
-  }
-
-  void schedule_probe(std::int64_t now_ns) noexcept {
-    // splitmix64: a fixed sequence per seed.
-    rng_ += 0x9e3779b97f4a7c15ULL;
-    std::uint64_t z = rng_;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-    const double unit = static_cast<double>(z >> 11) * 0x1.0p-53;  // [0, 1)
-    const double interval = static_cast<double>(options_.probe_interval.count()) * (1 + options_.probe_jitter * unit);
-    const double room = static_cast<double>(std::numeric_limits<std::int64_t>::max()) - static_cast<double>(now_ns);
-    next_probe_ns_ =
-        interval >= room ? std::numeric_limits<std::int64_t>::max() : now_ns + static_cast<std::int64_t>(interval);
-  }
-
   VegasOptions options_;
   double estimate_;
-  double min_rtt_ = 0;  // ns; 0 before the first window
-  std::uint64_t rng_;
-  std::int64_t next_probe_ns_ = 0;
-  bool probing_ = false;
-  std::int64_t probe_limit_ = 1;
-  std::int64_t probe_start_ns_ = 0;
-  std::int64_t probe_count_ = 0;
-  double probe_sum_ = 0;
+  bool slow_start_ = true;
   detail::SampleWindow window_;
+  detail::MinRttProbe probe_;
 };
 
 }  // namespace ratelimit
