@@ -37,7 +37,7 @@ struct GradientOptions {
   /// A window closes at this age even with fewer samples; > 0.
   std::chrono::nanoseconds window_max = std::chrono::seconds(1);
   /// The min-RTT probe.
-  MinRttProbeOptions probe;
+  MinRttProbeOptions probe{};
 };
 
 /// A gradient of RTTs (Netflix concurrency-limits `Gradient2Limit`, with Envoy adaptive concurrency's

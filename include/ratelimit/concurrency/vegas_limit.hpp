@@ -38,7 +38,7 @@ struct VegasOptions {
   /// A window closes at this age even with fewer samples; > 0.
   std::chrono::nanoseconds window_max = std::chrono::seconds(1);
   /// The min-RTT probe.
-  MinRttProbeOptions probe;
+  MinRttProbeOptions probe{};
 };
 
 /// TCP Vegas's queue estimate (Netflix concurrency-limits `VegasLimit`) with min-RTT probing (Envoy's
