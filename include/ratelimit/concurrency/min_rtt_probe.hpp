@@ -4,6 +4,7 @@
 /// Min-RTT probing for the adaptive algorithms that compare RTTs with the unloaded one (`GradientLimit`,
 /// `VegasLimit`), and their common base: include/ratelimit/concurrency/README.md "Adaptive algorithms".
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <limits>
@@ -19,8 +20,9 @@ namespace ratelimit {
 /// every `interval` (+ jitter) the limit drops to `ratio` x the concurrency the last window served without
 /// queueing (mean in flight x min RTT / mean RTT, at most the limit), until `samples` samples granted at or
 /// under the lowered limit and completed after 7 x the old min RTT were averaged (the first completions of
-/// a probe are its short requests); their mean is the new min RTT. The algorithm's first window gives a rough
-/// one, and a first probe at the limit then in force (not lowered) follows at once. A plain aggregate.
+/// a probe are its short requests); the min RTT is the mean of the last `history` probes' means. The
+/// algorithm's first window gives a rough one, and a first probe at the limit then in force (not lowered)
+/// follows at once. A plain aggregate.
 struct MinRttProbeOptions {
   /// Time between probes, on the samples' clock; > 0.
   std::chrono::nanoseconds interval = std::chrono::seconds(10);
@@ -34,11 +36,18 @@ struct MinRttProbeOptions {
   /// A probe ends this long after its settling time even with fewer samples (with none, the old min RTT
   /// stays); > 0.
   std::chrono::nanoseconds max = std::chrono::seconds(1);
+  /// The min RTT is the mean of the last `history` probes (fewer before that many ran); in [1, 8]. More
+  /// halves the measurement error with each fourfold, and follows a real change of the unloaded RTT over as
+  /// many probes.
+  std::int64_t history = 4;
   /// Seed of the jitter.
   std::uint64_t seed = 1;
 };
 
 namespace detail {
+
+/// Probe results a `MinRttProbe` keeps at most (`MinRttProbeOptions::history`).
+inline constexpr std::int64_t kMaxProbeHistory = 8;
 
 /// Checks `MinRttProbeOptions`; `field` names it ("VegasOptions.probe").
 inline void check_probe(const std::string& field, const MinRttProbeOptions& o) {
@@ -47,6 +56,7 @@ inline void check_probe(const std::string& field, const MinRttProbeOptions& o) {
   adaptive_require(o.ratio > 0 && o.ratio < 1, field + ".ratio", "must be in (0, 1)");
   adaptive_require(o.samples >= 1, field + ".samples", "must be >= 1");
   adaptive_require(o.max.count() > 0, field + ".max", "must be > 0");
+  adaptive_require(o.history >= 1 && o.history <= kMaxProbeHistory, field + ".history", "must be in [1, 8]");
 }
 
 /// The probe of `MinRttProbeOptions`: fixed state, deterministic for a seed.
@@ -89,10 +99,7 @@ class MinRttProbe {
     }
     const bool late = s.now_ns < start_ns_ || age >= static_cast<std::uint64_t>(options_.max.count()) + settle;
     if (count_ < options_.samples && !late) return true;
-    if (count_ > 0) {
-      const double mean = sum_ / static_cast<double>(count_);
-      min_rtt_ = mean < 1 ? 1.0 : mean;
-    }
+    if (count_ > 0) remember(sum_ / static_cast<double>(count_));
     probing_ = false;
     schedule(s.now_ns);
     return true;
@@ -102,6 +109,16 @@ class MinRttProbe {
   // Completions a probe leaves out at its start, in min RTTs: of exponential service times the mean of the
   // rest is then short by about 7 e^-7 (0.6 %).
   static constexpr double kSettleRtts = 7;
+
+  /// Keeps a probe's mean RTT; the min RTT becomes the mean of the kept ones.
+  void remember(double mean_ns) noexcept {
+    history_[static_cast<std::size_t>(next_slot_)] = mean_ns < 1 ? 1.0 : mean_ns;
+    next_slot_ = (next_slot_ + 1) % options_.history;
+    if (kept_ < options_.history) ++kept_;
+    double sum = 0;
+    for (std::int64_t i = 0; i < kept_; ++i) sum += history_[static_cast<std::size_t>(i)];
+    min_rtt_ = sum / static_cast<double>(kept_);
+  }
 
   void schedule(std::int64_t now_ns) noexcept {
     // splitmix64: one fixed sequence per seed.
@@ -120,6 +137,9 @@ class MinRttProbe {
   MinRttProbeOptions options_;
   std::uint64_t rng_;
   double min_rtt_ = 0;
+  std::array<double, kMaxProbeHistory> history_{};  // the last probes' mean RTTs, ns
+  std::int64_t next_slot_ = 0;
+  std::int64_t kept_ = 0;
   std::int64_t next_ns_ = 0;
   bool probing_ = false;
   bool first_ = false;

@@ -47,7 +47,7 @@ struct VegasOptions {
 /// queue < alpha x L by L, queue > beta x L cuts it by the excess over (alpha + beta) / 2 x L at once (the
 /// estimate is in units, so one window corrects it; Netflix cuts by L); a drop multiplies it by
 /// `drop_backoff`; smoothed by `smoothing`. A window using less than half the limit leaves it. Slow start
-/// (TCP's): until the first window with a drop or a queue of alpha x L or more, each used window doubles it.
+/// (TCP's): until the first window with a drop or a queue over beta x L, each used window doubles it.
 /// Saturated, the limit settles between capacity + alpha x L and capacity + beta x L. Doubles; deterministic
 /// for a seed. Not thread-safe (see `AdaptiveAlgorithm`). Throws `std::invalid_argument` naming the field for
 /// bad options.
@@ -96,7 +96,7 @@ class VegasLimit final : public detail::ProbedLimit {
       const double lg = estimate_ > 10 ? std::log10(estimate_) : 1.0;
       const double min_rtt = baseline_ns();
       const double queue = w.mean_rtt_ns > min_rtt ? w.mean_in_flight * (1 - min_rtt / w.mean_rtt_ns) : 0.0;
-      slow_start_ = slow_start_ && queue < options_.alpha * lg;
+      slow_start_ = slow_start_ && queue <= options_.beta * lg;
       if (slow_start_) {
         next = estimate_ * 2;
       } else if (queue <= lg) {
