@@ -6,13 +6,16 @@
 // takes its work's time; above, every request in service slows in proportion: mean 10 ms x n / C).
 // Open-loop Poisson arrivals. In front of it a gate: at most `limit` in service (the algorithm's current
 // limit, or a static one); a request finding no room waits in a FIFO queue of at most kQueueLimit requests
-// for at most kMaxWait, else it is refused (dropped). Each completion is one `LatencySample` for the
-// algorithm (round trip = completion - grant; in flight at grant, itself included); a raised limit admits
-// queued requests at once.
+// for at most kMaxWait, else it is refused (dropped). The static limits are enforced by the library's
+// ConcurrencyLimiter (acquire_async and expire_waiters on a ManualClock); the adaptive ones by the harness's
+// own gate with the same rules, until the limiter takes an algorithm (check_gate shows that both agree). Each
+// completion is one `LatencySample` for the algorithm (round trip = completion - grant; in flight at grant, itself
+// included); a raised limit admits queued requests at once.
 //
 // Usage: bench_adaptive [--series FILE] [--quick]
 //   --series FILE  writes the capacity-change run as a time series (limit and p99 per 100 ms) for the chart
-//                  (bench/adaptive.gp); --quick shortens every run (for the CTest smoke run).
+//                  (bench/adaptive.gp); --quick shortens every run and takes one seed (a smoke run: its
+//                  figures are not the evaluation's).
 // Prints a table of every run, then, last, one JSON line per adaptive algorithm.
 #include <algorithm>
 #include <chrono>
@@ -27,10 +30,11 @@
 #include <optional>
 #include <queue>
 #include <random>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
-#include <ratelimit/concurrency/adaptive.hpp>
+#include <ratelimit/concurrency.hpp>
 
 using namespace std::chrono_literals;
 
@@ -45,11 +49,33 @@ constexpr double kBucketNs = 100e6;                 // time-series resolution
 constexpr std::uint64_t kSeed = 20261204;
 constexpr int kChangeSeeds = 20;  // capacity-change runs per limiter; the JSON reports the worst
 
-/// A gate's limit: an adaptive algorithm, or a static number when `algorithm` is null.
+/// A static limit enforced by the library's own `ConcurrencyLimiter` (oldest-first queue of kQueueLimit units,
+/// deadlines kMaxWaitNs, on a `ManualClock` the simulation moves) instead of the harness's gate.
+struct RealGate {
+  ratelimit::ManualClock clock;
+  ratelimit::ConcurrencyLimiter<ratelimit::ManualClock> limiter;
+  std::unordered_map<std::uint64_t, ratelimit::Permit> permits;  // by request id, while in service
+  std::deque<std::pair<double, std::shared_ptr<bool>>> pending;  // (deadline ns, answered) of queued requests
+
+  explicit RealGate(std::int64_t permits_)
+      : limiter({.permits = permits_, .queue_limit = static_cast<std::int64_t>(kQueueLimit)}, clock) {}
+  void set_time(double now_ns) {
+    clock.set(ratelimit::ManualClock::time_point(std::chrono::nanoseconds(std::llround(now_ns))));
+  }
+  /// The earliest deadline of a request still queued.
+  double next_deadline() {
+    while (!pending.empty() && *pending.front().second) pending.pop_front();
+    return pending.empty() ? std::numeric_limits<double>::infinity() : pending.front().first;
+  }
+};
+
+/// A gate's limit: an adaptive algorithm, or a static number when `algorithm` is null (enforced by the
+/// library's `ConcurrencyLimiter` when `real` is set).
 struct Limiter {
   std::string name;
   std::unique_ptr<ratelimit::AdaptiveAlgorithm> algorithm;
   std::int64_t static_limit = 0;
+  std::unique_ptr<RealGate> real;
   [[nodiscard]] std::int64_t limit() const { return algorithm ? algorithm->limit() : static_limit; }
 };
 
@@ -107,7 +133,8 @@ class Simulation {
     while (true) {
       const double rate = service_rate();
       const double t_done = service_.empty() ? kNever : now_ + (service_.top().finish_v - virtual_) / rate;
-      const double t_expire = queue_.empty() ? kNever : queue_.front().deadline;
+      const double t_expire =
+          limiter_.real ? limiter_.real->next_deadline() : (queue_.empty() ? kNever : queue_.front().deadline);
       const double t_step = next_step < spec_.capacity.size() ? spec_.capacity[next_step].at_ns : kNever;
       const double t = std::min({t_done, t_expire, t_step, next_arrival_, next_bucket_});
       if (t >= spec_.duration_ns) break;
@@ -116,8 +143,7 @@ class Simulation {
       if (t == t_done) {
         complete();
       } else if (t == t_expire) {
-        queue_.pop_front();
-        ++result_.timed_out;
+        expire();
       } else if (t == t_step) {
         capacity_ = spec_.capacity[next_step++].capacity;
       } else if (t == next_bucket_) {
@@ -127,6 +153,10 @@ class Simulation {
       }
     }
     result_.measured_s = (spec_.duration_ns - spec_.warmup_ns) / 1e9;
+    // A real gate goes while this simulation lives: releasing its permits and destroying the limiter answer
+    // the queued requests, whose callbacks then do nothing.
+    finished_ = true;
+    limiter_.real.reset();
     return std::move(result_);
   }
 
@@ -137,6 +167,7 @@ class Simulation {
     double arrived;
     double granted;
     std::int64_t in_flight;  // at grant, itself included
+    std::uint64_t id;
     bool operator>(const InService& o) const { return finish_v > o.finish_v; }
   };
   struct Waiting {
@@ -157,6 +188,7 @@ class Simulation {
   void arrive() {
     ++result_.arrived;
     next_arrival_ = gap();
+    if (limiter_.real) return arrive_at_real_gate();
     if (queue_.empty() && static_cast<std::int64_t>(service_.size()) < limiter_.limit()) {
       grant(now_);
     } else if (queue_.size() < kQueueLimit) {
@@ -168,7 +200,40 @@ class Simulation {
 
   void grant(double arrived) {
     const double work = -std::log1p(-uniform()) * kMeanWorkNs;
-    service_.push({virtual_ + work, arrived, now_, static_cast<std::int64_t>(service_.size()) + 1});
+    service_.push({virtual_ + work, arrived, now_, static_cast<std::int64_t>(service_.size()) + 1, ++last_id_});
+  }
+
+  void expire() {
+    if (!limiter_.real) {
+      queue_.pop_front();
+      ++result_.timed_out;
+      return;
+    }
+    limiter_.real->set_time(now_);
+    limiter_.real->limiter.expire_waiters();  // its callbacks count the timeouts
+  }
+
+  /// The request goes through `ConcurrencyLimiter::acquire_async`: granted now or later (when a permit is
+  /// released), refused (queue full) or timed out; the permit is kept until the request completes.
+  void arrive_at_real_gate() {
+    RealGate& gate = *limiter_.real;
+    gate.set_time(now_);
+    auto answered = std::make_shared<bool>(false);
+    const double arrived = now_;
+    gate.limiter.acquire_async("service", 1, std::chrono::nanoseconds(static_cast<std::int64_t>(kMaxWaitNs)),
+                               [this, &gate, answered, arrived](ratelimit::PermitResult r) {
+                                 *answered = true;
+                                 if (finished_) return;
+                                 if (r.acquired()) {
+                                   grant(arrived);
+                                   gate.permits.emplace(last_id_, std::move(r.permit));
+                                 } else if (r.status == ratelimit::PermitStatus::timed_out) {
+                                   ++result_.timed_out;
+                                 } else {
+                                   ++result_.refused;
+                                 }
+                               });
+    if (!*answered) gate.pending.emplace_back(static_cast<double>(std::llround(arrived)) + kMaxWaitNs, answered);
   }
 
   void complete() {
@@ -187,6 +252,12 @@ class Simulation {
                                      .in_flight = done.in_flight,
                                      .outcome = ratelimit::PermitOutcome::succeeded});
       if (limiter_.limit() != before) result_.limit_changes.emplace_back(now_, limiter_.limit());
+    }
+    if (limiter_.real) {
+      limiter_.real->set_time(now_);
+      // Out of the map first: the release grants queued requests, whose callbacks insert into it.
+      { auto released = limiter_.real->permits.extract(done.id); }
+      return;
     }
     while (!queue_.empty() && static_cast<std::int64_t>(service_.size()) < limiter_.limit()) {
       grant(queue_.front().arrived);
@@ -211,6 +282,8 @@ class Simulation {
   double capacity_ = kCapacity;
   double next_arrival_ = 0;
   double next_bucket_ = 0;
+  std::uint64_t last_id_ = 0;
+  bool finished_ = false;
   std::priority_queue<InService, std::vector<InService>, std::greater<>> service_;
   std::deque<Waiting> queue_;
   std::vector<double> bucket_ms_;
@@ -229,9 +302,14 @@ std::vector<std::function<std::unique_ptr<ratelimit::AdaptiveAlgorithm>()>> algo
 Limiter adaptive(int index) {
   auto algorithm = algorithms()[static_cast<std::size_t>(index)]();
   std::string name(algorithm->name());
-  return Limiter{name, std::move(algorithm), 0};
+  return Limiter{name, std::move(algorithm), 0, nullptr};
 }
-Limiter fixed(std::int64_t limit) { return Limiter{"static_" + std::to_string(limit), nullptr, limit}; }
+/// A static limit at the harness's gate.
+Limiter fixed(std::int64_t limit) { return Limiter{"static_" + std::to_string(limit), nullptr, limit, nullptr}; }
+/// A static limit enforced by `ConcurrencyLimiter` itself.
+Limiter fixed_real(std::int64_t limit) {
+  return Limiter{"static_" + std::to_string(limit), nullptr, limit, std::make_unique<RealGate>(limit)};
+}
 
 struct Durations {
   double steady_ns;
@@ -316,6 +394,22 @@ void write_series(const char* path, const std::vector<std::pair<std::string, Run
   std::fclose(out);
 }
 
+/// The harness's gate (which the adaptive algorithms drive) against `ConcurrencyLimiter` (which enforces the
+/// static limits) on the same run, static limit C at 2x: prints whether completions, refusals, timeouts and
+/// p99 agree.
+void check_gate(const Durations& d) {
+  const RunResult own = run_steady(fixed(static_cast<std::int64_t>(kCapacity)), 2, d, kSeed + 1);
+  const RunResult real = run_steady(fixed_real(static_cast<std::int64_t>(kCapacity)), 2, d, kSeed + 1);
+  const bool same = own.completed == real.completed && own.refused == real.refused && own.timed_out == real.timed_out &&
+                    percentile(own.latency_ms, 0.99) == percentile(real.latency_ms, 0.99);
+  std::printf(
+      "gate check (static %g at 2x): harness gate %lld completed, %lld refused, %lld timed out; "
+      "ConcurrencyLimiter %lld, %lld, %lld: %s\n",
+      kCapacity, static_cast<long long>(own.completed), static_cast<long long>(own.refused),
+      static_cast<long long>(own.timed_out), static_cast<long long>(real.completed),
+      static_cast<long long>(real.refused), static_cast<long long>(real.timed_out), same ? "identical" : "DIFFERENT");
+}
+
 /// What the JSON line of one limiter says.
 struct Summary {
   Row at_2x;
@@ -381,17 +475,20 @@ int main(int argc, char** argv) {
   const double unloaded_p99 = percentile(unloaded.latency_ms, 0.99);
   std::printf("unloaded p99 %.2f ms (no limit, 0.5x), SLO %.2f ms; queue %zu requests, max wait %.0f ms\n",
               unloaded_p99, 2 * unloaded_p99, kQueueLimit, kMaxWaitNs / 1e6);
+  check_gate(d);
   std::printf("%-12s %5s %9s %9s %9s %9s\n", "limiter", "load", "p99_ms", "p99_ratio", "goodput", "refused");
 
   std::vector<std::function<Limiter()>> limiters;
   for (int i = 0; i < static_cast<int>(algorithms().size()); ++i) limiters.emplace_back([i] { return adaptive(i); });
   for (double f : {0.5, 1.0, 4.0}) {
-    limiters.emplace_back([f] { return fixed(static_cast<std::int64_t>(f * kCapacity)); });
+    limiters.emplace_back([f] { return fixed_real(static_cast<std::int64_t>(f * kCapacity)); });
   }
   std::vector<Summary> summaries;
   std::vector<std::pair<std::string, RunResult>> series;
-  for (const auto& make : limiters) {
-    summaries.push_back(evaluate(make, unloaded_p99, d, change_seeds, series_path ? &series : nullptr));
+  for (std::size_t i = 0; i < limiters.size(); ++i) {
+    // A static limit does not move: one capacity-change run (for the series) is enough.
+    const int seeds = i < algorithms().size() ? change_seeds : 1;
+    summaries.push_back(evaluate(limiters[i], unloaded_p99, d, seeds, series_path ? &series : nullptr));
   }
   if (series_path) write_series(series_path, series);
 
