@@ -8,7 +8,7 @@
 // limit, or a static one); a request finding no room waits in a FIFO queue of at most kQueueLimit requests
 // for at most kMaxWait, else it is refused (dropped). The static limits are enforced by the library's
 // ConcurrencyLimiter (acquire_async and expire_waiters on a ManualClock); the adaptive ones by the harness's
-// own gate with the same rules, until the limiter takes an algorithm (check_gate shows that both agree). Each
+// own gate with the same rules, so the algorithms are measured on their own (check_gate shows both agree). Each
 // completion is one `LatencySample` for the algorithm (round trip = completion - grant; in flight at grant, itself
 // included); a raised limit admits queued requests at once.
 //

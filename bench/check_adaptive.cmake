@@ -1,6 +1,7 @@
 # AdaptiveBench.goals: runs bench_adaptive and checks its closing JSON lines (include/ratelimit/concurrency/README.md
 # "Evaluation"): one per adaptive algorithm, each parses and has the issue's fields; the static 4C limit shows
-# p99_ratio > 3 (the harness can fail); the best algorithm meets every goal.
+# p99_ratio > 3 (the harness can fail); the best algorithm meets every goal; the harness's gate agrees with
+# ConcurrencyLimiter.
 # Usage: cmake -DBENCH=<path to bench_adaptive> -P check_adaptive.cmake
 cmake_minimum_required(VERSION 3.20)
 if(NOT DEFINED BENCH)
@@ -9,6 +10,9 @@ endif()
 execute_process(COMMAND "${BENCH}" OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "bench_adaptive exited with ${rc}:\n${out}")
+endif()
+if(NOT out MATCHES "gate check [^\n]*: identical")
+  message(FATAL_ERROR "the harness's gate and ConcurrencyLimiter disagree (or the gate check is missing):\n${out}")
 endif()
 string(REPLACE "\n" ";" lines "${out}")
 set(json_lines)
