@@ -48,8 +48,9 @@ struct GradientOptions {
 /// Slow start (TCP's): until the first window with a drop or a gradient under 0.9, each used window doubles
 /// the limit, so a low `initial_limit` costs a few windows, not seconds.
 /// Gradient2 takes an exponential average of all RTTs as its long-term RTT; under sustained overload that
-/// average absorbs the queueing and the limit climbs to max_limit (bench_adaptive measured it), so the
-/// baseline here is the probed min RTT (`MinRttProbeOptions`). Doubles; deterministic for a seed.
+/// average absorbs the queueing, the gradient stays 1 and the limit grows by the allowance every window up
+/// to max_limit, so the baseline here is the probed min RTT (`MinRttProbeOptions`). Doubles; deterministic
+/// for a seed.
 /// Not thread-safe (see `AdaptiveAlgorithm`). Throws `std::invalid_argument` naming the field for bad options.
 /// Example:
 ///   ratelimit::GradientLimit gradient({.initial_limit = 10, .max_limit = 200});
