@@ -39,7 +39,8 @@ foreach(line IN LISTS json_lines)
     endif()
   endforeach()
   if(NOT static_high_p99_ratio GREATER 3)
-    message(FATAL_ERROR "the static 4C limit's p99_ratio ${static_high_p99_ratio} is not > 3: the harness shows no collapse")
+    message(FATAL_ERROR
+      "the static 4C limit's p99_ratio ${static_high_p99_ratio} is not > 3: the harness shows no collapse")
   endif()
   set(misses "")
   # Each goal as "<field> <comparison that misses it> <bound>".
