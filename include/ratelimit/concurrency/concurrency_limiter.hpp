@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "ratelimit/clock.hpp"
-#include "ratelimit/concurrency/adaptive.hpp"
+#include "ratelimit/concurrency/adaptive_algorithm.hpp"
 #include "ratelimit/concurrency/permit.hpp"
 #include "ratelimit/detail/arithmetic.hpp"
 #include "ratelimit/detail/entropy.hpp"

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <utility>
 
-#include "ratelimit/concurrency/adaptive.hpp"
+#include "ratelimit/concurrency/adaptive_algorithm.hpp"
 #include "ratelimit/detail/arithmetic.hpp"
 
 namespace ratelimit {
