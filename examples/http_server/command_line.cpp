@@ -57,8 +57,7 @@ std::optional<int> parse_command_line(int argc, char** argv, Config& config) {
   app.add_option("--backend-ms", config.backend_ms, "the simulated backend's service time at or below capacity, ms")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{10'000}));
   app.add_option("--backend-limit", config.backend_limit,
-                 "the in-flight limit of /backend: aimd, gradient or vegas (adaptive, include/ratelimit/concurrency/"
-                 "README.md \"Adaptive limits in the limiter\") or a number (static)")
+                 "the in-flight limit of /backend: aimd, gradient or vegas (adaptive) or a number (static)")
       ->check([](const std::string& value) {
         if (value == "aimd" || value == "gradient" || value == "vegas") return std::string();
         const bool digits =

@@ -103,6 +103,13 @@ class Permit {
   /// its latency measured) or `dropped` (timed out or shed downstream: an adaptive limit backs off).
   /// Backends without an adaptive limit ignore the outcome. Idempotent. Throws `std::invalid_argument`
   /// (`outcome`) for a value outside the enum, having returned the units (if held) without a sample.
+  /// Example:
+  ///   ratelimit::ConcurrencyLimiter<> backend(
+  ///       ratelimit::ConcurrencyOptions{.permits = 1000, .adaptive = std::make_shared<ratelimit::AimdLimit>()});
+  ///   if (ratelimit::PermitResult r = backend.try_acquire("search")) {
+  ///     const bool timed_out = false;  // call the service here
+  ///     r.permit.release(timed_out ? ratelimit::PermitOutcome::dropped : ratelimit::PermitOutcome::succeeded);
+  ///   }
   void release(PermitOutcome outcome) {
     const bool known =
         outcome == PermitOutcome::succeeded || outcome == PermitOutcome::failed || outcome == PermitOutcome::dropped;
