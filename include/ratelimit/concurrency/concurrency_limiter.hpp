@@ -426,8 +426,9 @@ class ConcurrencyLimiter final : public PermitSource {
       detail::invalid("ConcurrencyOptions.adaptive_shadow", "needs an adaptive algorithm (adaptive is null)");
     return o;
   }
-  /// Whether `more` units fit beside `held` (0 <= held <= limit) under `limit`, without forming a sum
-  /// that could overflow: `permits` and `queue_limit` may be INT64_MAX, `units` anything >= 1.
+  /// Whether `more` units fit beside `held` (>= 0; above `limit` after an adaptive limit fell) under
+  /// `limit` (>= 1), without forming a sum that could overflow: `permits` and `queue_limit` may be
+  /// INT64_MAX, `units` anything >= 1.
   static constexpr bool fits(std::int64_t held, std::int64_t more, std::int64_t limit) noexcept {
     return more <= limit && held <= limit - more;
   }
