@@ -427,7 +427,7 @@ class ConcurrencyLimiter final : public PermitSource {
     return o;
   }
   /// Whether `more` units fit beside `held` (>= 0; above `limit` after an adaptive limit fell) under
-  /// `limit` (>= 1), without forming a sum that could overflow: `permits` and `queue_limit` may be
+  /// `limit` (>= 0), without forming a sum that could overflow: `permits` and `queue_limit` may be
   /// INT64_MAX, `units` anything >= 1.
   static constexpr bool fits(std::int64_t held, std::int64_t more, std::int64_t limit) noexcept {
     return more <= limit && held <= limit - more;
