@@ -303,9 +303,11 @@ void write_series(const char* path, const std::vector<std::pair<std::string, Run
     std::fprintf(stderr, "bench_adaptive: cannot write %s: %s\n", path, std::strerror(errno));
     std::exit(1);
   }
-  std::fprintf(out, "# capacity-change run (load 2x of C = 100; C = 50 in the middle third); one block per limiter\n");
+  std::fprintf(out,
+               "# capacity-change run (load 2x of C = 100; C = 50 in the middle third), first seed; one block\n"
+               "# per limiter (gnuplot index 0..5: aimd, gradient, vegas, static_50, static_100, static_400)\n");
   for (const auto& [name, run] : runs) {
-    std::fprintf(out, "# %s\nt_s,capacity,limit,p99_ms\n", name.c_str());
+    std::fprintf(out, "# %s: t_s,capacity,limit,p99_ms\n", name.c_str());
     for (const SeriesRow& row : run.series) {
       std::fprintf(out, "%.2f,%.0f,%lld,%.2f\n", row.t_s, row.capacity, static_cast<long long>(row.limit), row.p99_ms);
     }

@@ -37,7 +37,7 @@ struct GradientOptions {
   /// A window closes at this age even with fewer samples; > 0.
   std::chrono::nanoseconds window_max = std::chrono::seconds(1);
   /// The min-RTT probe.
-  MinRttProbeOptions probe;
+  MinRttProbeOptions probe{};
 };
 
 /// A gradient of RTTs (Netflix concurrency-limits `Gradient2Limit`, with Envoy adaptive concurrency's
@@ -54,32 +54,23 @@ struct GradientOptions {
 /// Example:
 ///   ratelimit::GradientLimit gradient({.initial_limit = 10, .max_limit = 200});
 ///   gradient.on_sample({.now_ns = 0, .rtt_ns = 2'000'000, .in_flight = 10});
-class GradientLimit final : public AdaptiveAlgorithm {
+class GradientLimit final : public detail::ProbedLimit {
  public:
   explicit GradientLimit(GradientOptions options = {})
-      : options_(validated(options)),
-        estimate_(static_cast<double>(options_.initial_limit)),
-        window_(options_.window_samples, options_.window_max, options_.probe) {}
+      : ProbedLimit(validated(options).initial_limit, options.min_limit, options.max_limit, options.window_samples,
+                    options.window_max, options.probe),
+        options_(options) {}
 
   [[nodiscard]] std::string_view name() const noexcept override { return "gradient"; }
-  [[nodiscard]] std::int64_t limit() const noexcept override {
-    return window_.probing() ? window_.probe_limit()
-                             : detail::clamp_limit(estimate_, options_.min_limit, options_.max_limit);
-  }
   std::int64_t on_sample(const LatencySample& sample) override {
-    const auto w = window_.feed(detail::sanitised(sample), estimate_, options_.min_limit, options_.max_limit);
+    const auto w = feed(sample);
     if (w && (w->drops > 0 || static_cast<double>(w->max_in_flight) * 2 >= estimate_)) adjust(*w);
     return limit();
-  }
-  [[nodiscard]] std::int64_t min_rtt_ns() const noexcept override {
-    return static_cast<std::int64_t>(window_.min_rtt_ns());
   }
   [[nodiscard]] std::unique_ptr<AdaptiveAlgorithm> clone() const override {
     return std::make_unique<GradientLimit>(options_);
   }
   [[nodiscard]] const GradientOptions& options() const noexcept { return options_; }
-  /// Whether a min-RTT probe runs now (the limit is lowered).
-  [[nodiscard]] bool probing() const noexcept { return window_.probing(); }
 
  private:
   static GradientOptions validated(const GradientOptions& o) {
@@ -95,13 +86,12 @@ class GradientLimit final : public AdaptiveAlgorithm {
 
   /// One used window's move of the limit.
   void adjust(const detail::WindowStats& w) noexcept {
-    double gradient = options_.tolerance * window_.min_rtt_ns() / w.mean_rtt_ns;
+    double gradient = options_.tolerance * baseline_ns() / w.mean_rtt_ns;
     gradient = w.drops > 0 ? 0.5 : (gradient < 0.5 ? 0.5 : (gradient > 2 ? 2.0 : gradient));
     slow_start_ = slow_start_ && gradient >= kSlowStartExit;
     const double next = slow_start_ ? estimate_ * 2 : estimate_ * gradient + options_.queue_allowance;
     const double weight = slow_start_ ? 1.0 : options_.smoothing;
-    estimate_ =
-        detail::clamp_estimate(estimate_ * (1 - weight) + next * weight, options_.min_limit, options_.max_limit);
+    move_to(next, weight);
   }
 
   // Slow start ends at the first gradient below this: three standard deviations of a 1,000-sample mean
@@ -109,9 +99,6 @@ class GradientLimit final : public AdaptiveAlgorithm {
   static constexpr double kSlowStartExit = 0.9;
 
   GradientOptions options_;
-  double estimate_;
-  bool slow_start_ = true;
-  detail::ProbedWindow window_;
 };
 
 }  // namespace ratelimit

@@ -2,7 +2,7 @@
 
 /// @file
 /// Min-RTT probing for the adaptive algorithms that compare RTTs with the unloaded one (`GradientLimit`,
-/// `VegasLimit`): include/ratelimit/concurrency/README.md "Adaptive algorithms".
+/// `VegasLimit`), and their common base: include/ratelimit/concurrency/README.md "Adaptive algorithms".
 
 #include <chrono>
 #include <cstdint>
@@ -162,6 +162,44 @@ class ProbedWindow {
   SampleWindow window_;
   MinRttProbe probe_;
   double served_ = 0;  // the last window's concurrency served without queueing
+};
+
+/// The base of the algorithms with a min-RTT probe (`GradientLimit`, `VegasLimit`): their limit as a double in
+/// [min, max] (`limit()` rounds it down; the probe's limit while probing), their window and probe.
+class ProbedLimit : public AdaptiveAlgorithm {
+ public:
+  [[nodiscard]] std::int64_t limit() const noexcept final {
+    return window_.probing() ? window_.probe_limit() : clamp_limit(estimate_, min_, max_);
+  }
+  [[nodiscard]] std::int64_t min_rtt_ns() const noexcept final {
+    return static_cast<std::int64_t>(window_.min_rtt_ns());
+  }
+  /// Whether a min-RTT probe runs now (the limit is lowered).
+  [[nodiscard]] bool probing() const noexcept { return window_.probing(); }
+
+ protected:
+  ProbedLimit(std::int64_t initial, std::int64_t min, std::int64_t max, std::int64_t window_samples,
+              std::chrono::nanoseconds window_max, const MinRttProbeOptions& probe)
+      : estimate_(static_cast<double>(initial)), min_(min), max_(max), window_(window_samples, window_max, probe) {}
+
+  /// Feeds one sample; a completed window's stats when the algorithm should move its limit.
+  std::optional<WindowStats> feed(const LatencySample& sample) noexcept {
+    return window_.feed(sanitised(sample), estimate_, min_, max_);
+  }
+  /// The min RTT, ns (> 0 once a window was returned).
+  [[nodiscard]] double baseline_ns() const noexcept { return window_.min_rtt_ns(); }
+  /// Moves the limit to estimate x (1 - weight) + next x weight, kept in [min, max].
+  void move_to(double next, double weight) noexcept {
+    estimate_ = clamp_estimate(estimate_ * (1 - weight) + next * weight, min_, max_);
+  }
+
+  double estimate_;  // the limit before rounding
+  bool slow_start_ = true;
+
+ private:
+  std::int64_t min_;
+  std::int64_t max_;
+  ProbedWindow window_;
 };
 
 }  // namespace detail

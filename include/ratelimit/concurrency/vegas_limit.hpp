@@ -38,7 +38,7 @@ struct VegasOptions {
   /// A window closes at this age even with fewer samples; > 0.
   std::chrono::nanoseconds window_max = std::chrono::seconds(1);
   /// The min-RTT probe.
-  MinRttProbeOptions probe;
+  MinRttProbeOptions probe{};
 };
 
 /// TCP Vegas's queue estimate (Netflix concurrency-limits `VegasLimit`) with min-RTT probing (Envoy's
@@ -54,32 +54,23 @@ struct VegasOptions {
 /// Example:
 ///   ratelimit::VegasLimit vegas({.initial_limit = 10, .probe = {.interval = std::chrono::seconds(30)}});
 ///   vegas.on_sample({.now_ns = 0, .rtt_ns = 2'000'000, .in_flight = 10});
-class VegasLimit final : public AdaptiveAlgorithm {
+class VegasLimit final : public detail::ProbedLimit {
  public:
   explicit VegasLimit(VegasOptions options = {})
-      : options_(validated(options)),
-        estimate_(static_cast<double>(options_.initial_limit)),
-        window_(options_.window_samples, options_.window_max, options_.probe) {}
+      : ProbedLimit(validated(options).initial_limit, options.min_limit, options.max_limit, options.window_samples,
+                    options.window_max, options.probe),
+        options_(options) {}
 
   [[nodiscard]] std::string_view name() const noexcept override { return "vegas"; }
-  [[nodiscard]] std::int64_t limit() const noexcept override {
-    return window_.probing() ? window_.probe_limit()
-                             : detail::clamp_limit(estimate_, options_.min_limit, options_.max_limit);
-  }
   std::int64_t on_sample(const LatencySample& sample) override {
-    const auto w = window_.feed(detail::sanitised(sample), estimate_, options_.min_limit, options_.max_limit);
+    const auto w = feed(sample);
     if (w) adjust(*w);
     return limit();
-  }
-  [[nodiscard]] std::int64_t min_rtt_ns() const noexcept override {
-    return static_cast<std::int64_t>(window_.min_rtt_ns());
   }
   [[nodiscard]] std::unique_ptr<AdaptiveAlgorithm> clone() const override {
     return std::make_unique<VegasLimit>(options_);
   }
   [[nodiscard]] const VegasOptions& options() const noexcept { return options_; }
-  /// Whether a min-RTT probe runs now (the limit is lowered).
-  [[nodiscard]] bool probing() const noexcept { return window_.probing(); }
 
  private:
   static VegasOptions validated(const VegasOptions& o) {
@@ -103,7 +94,7 @@ class VegasLimit final : public AdaptiveAlgorithm {
       slow_start_ = false;
     } else if (static_cast<double>(w.max_in_flight) * 2 >= estimate_) {
       const double lg = estimate_ > 10 ? std::log10(estimate_) : 1.0;
-      const double min_rtt = window_.min_rtt_ns();
+      const double min_rtt = baseline_ns();
       const double queue = w.mean_rtt_ns > min_rtt ? w.mean_in_flight * (1 - min_rtt / w.mean_rtt_ns) : 0.0;
       slow_start_ = slow_start_ && queue < options_.alpha * lg;
       if (slow_start_) {
@@ -117,14 +108,10 @@ class VegasLimit final : public AdaptiveAlgorithm {
       }
     }
     const double weight = slow_start_ ? 1.0 : options_.smoothing;
-    estimate_ =
-        detail::clamp_estimate(estimate_ * (1 - weight) + next * weight, options_.min_limit, options_.max_limit);
+    move_to(next, weight);
   }
 
   VegasOptions options_;
-  double estimate_;
-  bool slow_start_ = true;
-  detail::ProbedWindow window_;
 };
 
 }  // namespace ratelimit
