@@ -13,8 +13,8 @@ build=${1:-build/g}
 [ $# -gt 0 ] && shift
 capacity=${CAPACITY:-8}
 connections=${CONNECTIONS:-$((8 * capacity))}
-seconds=${SECONDS_PER_RUN:-10}
-warmup=${WARMUP:-3}
+seconds=${SECONDS_PER_RUN:-15}
+warmup=${WARMUP:-15}
 limits=${*:-aimd gradient vegas $capacity $((4 * capacity))}
 command -v wrk >/dev/null || { echo "wrk not found (apt-get install wrk)" >&2; exit 77; }
 cmake --build "$build" -j2 --target http_server >/dev/null
