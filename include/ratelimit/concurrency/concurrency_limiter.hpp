@@ -77,16 +77,19 @@ struct ConcurrencyStats {
   std::int64_t adaptive_limit = 0;
   /// The algorithm's unloaded round-trip time; 0 when it does not know or use one.
   std::chrono::nanoseconds min_rtt{0};
-  /// Units in flight and waiting, over all keys.
+  /// Units in flight, over all keys.
   std::int64_t in_flight = 0;
+  /// Units waiting in the queues, over all keys.
   std::int64_t queued = 0;
   /// Acquisitions answered other than `acquired` (busy, queue_full, timed_out, too_many_units, ...).
   std::uint64_t denied = 0;
-  /// Permits returned, by the outcome reported (`Permit::release(PermitOutcome)`), and returned unused
-  /// (`Permit::release_unused`: no sample).
+  /// Permits returned `succeeded` (`Permit::release()`, the destructor, `release(PermitOutcome)`).
   std::uint64_t succeeded = 0;
+  /// Permits returned `failed`.
   std::uint64_t failed = 0;
+  /// Permits returned `dropped`.
   std::uint64_t dropped = 0;
+  /// Permits returned without a sample (`Permit::release_unused`, or an outcome outside the enum).
   std::uint64_t unused = 0;
   /// True when the adaptive limit runs in shadow mode (`ConcurrencyOptions::adaptive_shadow`).
   bool shadow = false;
