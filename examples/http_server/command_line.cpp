@@ -50,6 +50,26 @@ std::optional<int> parse_command_line(int argc, char** argv, Config& config) {
                  "JSON file of plan numbers {\"free\": {\"per_minute\": N, \"per_day\": N, \"burst\": N}, ...}; "
                  "read at start and on SIGHUP, keeping usage")
       ->check(CLI::ExistingFile);
+  app.add_option("--backend-capacity", config.backend_capacity,
+                 "serve /backend from a simulated backend of this capacity (requests at full speed; more slow "
+                 "every one down in proportion) behind an in-flight limit; 0: no /backend")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{100'000}));
+  app.add_option("--backend-ms", config.backend_ms, "the simulated backend's service time at or below capacity, ms")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{10'000}));
+  app.add_option("--backend-limit", config.backend_limit,
+                 "the in-flight limit of /backend: aimd, gradient or vegas (adaptive) or a number (static)")
+      ->check([](const std::string& value) {
+        if (value == "aimd" || value == "gradient" || value == "vegas") return std::string();
+        const bool digits =
+            !value.empty() && value.size() < 10 && value.find_first_not_of("0123456789") == std::string::npos;
+        return digits && std::stoll(value) >= 1 ? std::string() : "expected aimd, gradient, vegas or a number >= 1";
+      });
+  app.add_option("--backend-shadow", config.backend_shadow,
+                 "with an adaptive --backend-limit: enforce this static limit instead and only report the adaptive "
+                 "one (/metrics, and a line on stderr when it moves, at most one a second)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1'000'000}));
+  app.add_option("--threads", config.threads, "HTTP worker threads (one per open connection); 0: cpp-httplib's default")
+      ->check(CLI::Range(0, 4096));
   app.add_flag("--manual-clock", config.manual_clock,
                "tests only: time starts at 0, moved by POST /__test/advance?ms=N");
   try {

@@ -23,6 +23,12 @@ struct Config {
   bool no_limits = false;
   bool manual_clock = false;
   bool shadow = false;
+  // /backend: a simulated backend of fixed capacity behind an in-flight limit (backend.hpp, limits.cpp)
+  std::int64_t backend_capacity = 0;   // 0: no /backend route
+  std::int64_t backend_ms = 10;        // service time at or below capacity
+  std::string backend_limit = "aimd";  // aimd | gradient | vegas | N (a static limit)
+  std::int64_t backend_shadow = 0;     // > 0: enforce this static limit, only report the adaptive one
+  int threads = 0;                     // HTTP worker threads; 0: cpp-httplib's default
   std::string plans_file;  // JSON plan numbers, read at start and again on SIGHUP (limits.cpp)  // every layer in
                            // shadow (dry-run) mode: nothing is denied, would-be denials counted
 };

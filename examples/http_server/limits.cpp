@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -94,6 +95,47 @@ struct RedisBackend {
 };
 #endif
 
+/// One line on stderr when the shadow adaptive limit of /backend moved, at most one a second.
+void log_would_be_limit(std::int64_t from, std::int64_t to, std::int64_t enforced) {
+  static std::atomic<std::int64_t> last_ns{0};
+  const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  std::int64_t last = last_ns.load();
+  if (now - last < 1'000'000'000 || !last_ns.compare_exchange_strong(last, now)) return;
+  std::fprintf(stderr, "http_server: /backend adaptive limit would be %lld (was %lld; enforcing %lld)\n",
+               static_cast<long long>(to), static_cast<long long>(from), static_cast<long long>(enforced));
+}
+
+/// The in-flight limit of /backend (--backend-limit): an adaptive algorithm (include/ratelimit/concurrency/README.md
+/// "Adaptive limits in the limiter") or a static number; in memory whatever the backend, as the simulated backend's
+/// capacity is this process's. One key: the limit guards one service. Null without --backend-capacity.
+std::unique_ptr<ratelimit::ConcurrencyLimiter<ServerClock>> backend_limiter(const Config& config,
+                                                                            const ServerClock& clock) {
+  if (config.backend_capacity == 0) return nullptr;
+  ratelimit::ConcurrencyOptions o;
+  const std::string& kind = config.backend_limit;
+  if (kind == "aimd") {
+    ratelimit::AimdOptions aimd;  // AIMD needs a latency target: 1.5 x the unloaded service time
+    aimd.latency_threshold = std::chrono::milliseconds(config.backend_ms) * 3 / 2;
+    o.adaptive = std::make_shared<ratelimit::AimdLimit>(aimd);
+  } else if (kind == "gradient") {
+    o.adaptive = std::make_shared<ratelimit::GradientLimit>();
+  } else if (kind == "vegas") {
+    o.adaptive = std::make_shared<ratelimit::VegasLimit>();
+  }
+  if (!o.adaptive) {
+    o.permits = std::stoll(kind);  // checked by the command line
+  } else if (config.backend_shadow > 0) {
+    o.permits = config.backend_shadow;
+    o.adaptive_shadow = true;
+    o.on_limit_change = [enforced = o.permits](std::int64_t from, std::int64_t to) {
+      log_would_be_limit(from, to, enforced);
+    };
+  } else {
+    o.permits = std::numeric_limits<std::int64_t>::max();  // no ceiling: the algorithm's max_limit bounds it
+  }
+  return std::make_unique<ratelimit::ConcurrencyLimiter<ServerClock>>(o, clock);
+}
+
 /// The limiters and layers of the service on one backend.
 template <class Backend>
 class BackendLimits final : public Limits {
@@ -118,7 +160,9 @@ class BackendLimits final : public Limits {
         export_running_layer_("export-concurrency", *export_running_),
         tiers_(
             tier_options(), [this](std::string_view key) { return plan_of(key); }, make, clock),
-        make_(make) {
+        make_(make),
+        backend_running_(backend_limiter(config, clock)) {
+    if (backend_running_) backend_layer_.emplace("backend-concurrency", *backend_running_);
     for (const auto& [key, plan] : config.api_keys) directory_[key] = plan;
     for (const std::string& ip : config.deny) ip_layer_.lists().deny(ip);
 #if RATELIMIT_EXAMPLE_PROMETHEUS
@@ -127,11 +171,13 @@ class BackendLimits final : public Limits {
     collector_.add_limiter("search", *search_);
     collector_.add_limiter("export", *export_);
     collector_.add_limiter("login", *login_);
+    if (backend_running_) collector_.add_limiter("backend", *backend_running_);
 #endif
   }
 
   void layers_for(const std::string& path, const std::string& ip, const std::string& api_key,
                   std::vector<std::string>& keys, std::vector<ratelimit::LayerRequest>& out) override {
+    if (path == "/backend") return;  // an internal service: its in-flight limit only
     keys.reserve(3);
     keys.push_back(ip);
     // Only a key in the directory is a client of its own; missing and unknown keys are the free plan per
@@ -147,6 +193,7 @@ class BackendLimits final : public Limits {
   void concurrency_for(const std::string& path, const std::vector<std::string>& keys,
                        std::vector<ratelimit::ConcurrencyRequest>& out) override {
     if (path == "/export") out.push_back({&export_running_layer_, keys.at(1), 1});
+    if (path == "/backend" && backend_layer_) out.push_back({&*backend_layer_, "backend", 1});
   }
 
   std::string metrics() override {
@@ -163,6 +210,13 @@ class BackendLimits final : public Limits {
       out += l + "shadow_denied\"} " + std::to_string(c.shadow_denied) + "\n";
       out += l + "rolled_back\"} " + std::to_string(c.rolled_back) + "\n";
     });
+    if (backend_running_) {
+      const ratelimit::ConcurrencyStats st = backend_running_->stats();
+      out += "ratelimit_concurrency_limit{limiter=\"backend\"} " + std::to_string(st.limit) + "\n";
+      out += "ratelimit_concurrency_adaptive_limit{limiter=\"backend\"} " + std::to_string(st.adaptive_limit) + "\n";
+      out += "ratelimit_concurrency_in_flight{limiter=\"backend\"} " + std::to_string(st.in_flight) + "\n";
+      out += "ratelimit_concurrency_denied_total{limiter=\"backend\"} " + std::to_string(st.denied) + "\n";
+    }
     return out;
 #endif
   }
@@ -244,6 +298,8 @@ class BackendLimits final : public Limits {
   ratelimit::ConcurrencyLayer export_running_layer_;
   ratelimit::BasicTieredLimiter<Backend, ServerClock> tiers_;
   Backend make_;  // makes the throwaway limiters that check a reloaded plan file
+  std::unique_ptr<ratelimit::ConcurrencyLimiter<ServerClock>> backend_running_;  // /backend, with --backend-capacity
+  std::optional<ratelimit::ConcurrencyLayer> backend_layer_;
 #if RATELIMIT_EXAMPLE_PROMETHEUS
   ratelimit::http::MetricsCollector collector_;  // reads the layers' and limiters' counters at each scrape
 #endif

@@ -11,6 +11,11 @@
 //   in flight                     /export at most 2 at once per client (429 with Retry-After: 1 beyond)
 //                                                                                policy "export-concurrency"
 //
+//   /backend (with --backend-capacity N) no rate layers; a simulated backend of capacity N (more requests
+//                                 slow every one down) behind an in-flight limit, adaptive by default
+//                                 (--backend-limit aimd|gradient|vegas|N, --backend-shadow N; backend.hpp)
+//                                                                                policy "backend-concurrency"
+//
 // All layers and the concurrency limit are checked together, all or nothing. /health and /metrics are not limited. The
 // client IP is the socket peer; X-Forwarded-For is believed only when the peer is a --trusted-proxy. An X-API-Key over
 // 256 bytes gets 431, a key no limiter accepts (e.g. a 600-byte forwarded address) 400; any other
@@ -25,6 +30,9 @@
 //
 // --shadow runs every layer in shadow (dry-run) mode: nothing is denied, each layer keeps the state it
 // would keep enforcing, and its would-be denials show in /metrics (outcome="shadow_denied").
+//
+// bench/adaptive_wrk.sh runs wrk against /backend with an adaptive and with static limits (--threads 256: a
+// worker thread per connection) and reads /__backend/stats (latency of the 200s, measured in the server).
 //
 // --manual-clock is for tests: time starts at 0 and moves only by POST /__test/advance?ms=N.
 //

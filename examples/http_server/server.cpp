@@ -1,6 +1,8 @@
 // examples/http_server: the HTTP server. What each request gets is listed in main.cpp.
 #include "server.hpp"
 
+#include "backend.hpp"
+
 #include <httplib.h>
 #include <pthread.h>
 
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <ratelimit/concurrency.hpp>
 #include <ratelimit/http.hpp>
 #include <ratelimit/http/problem.hpp>
 #include <ratelimit/layers.hpp>
@@ -55,7 +58,9 @@ void set_fields(httplib::Response& res, const ratelimit::LayeredDecision& d) {
   for (const auto& [name, value] : ratelimit::http::rate_limit_fields(entries)) res.set_header(name, value);
 }
 
-void json_reply(httplib::Response& res, const nlohmann::json& body) { res.set_content(body.dump(), "application/json"); }
+void json_reply(httplib::Response& res, const nlohmann::json& body) {
+  res.set_content(body.dump(), "application/json");
+}
 
 /// Longest X-API-Key accepted; every issued key is far shorter.
 constexpr std::size_t kMaxApiKeyBytes = 256;
@@ -72,6 +77,12 @@ void problem_reply(httplib::Response& res, int status, const char* title) {
 std::vector<ratelimit::Permit>& running_permits() {
   thread_local std::vector<ratelimit::Permit> permits;
   return permits;
+}
+
+/// When the request this thread serves reached the pre-routing handler (its latency on /backend).
+std::chrono::steady_clock::time_point& request_start() {
+  thread_local std::chrono::steady_clock::time_point start;
+  return start;
 }
 
 /// 429 for a concurrency limit without room: which limit, how many are running, retry in a second.
@@ -92,7 +103,9 @@ void add_limits(httplib::Server& server, const Config& config, Limits& limits,
                 const std::set<std::string, std::less<>>& trusted) {
   server.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
     using Handled = httplib::Server::HandlerResponse;
-    if (config.no_limits || req.path == "/health" || req.path == "/metrics" || req.path.rfind("/__test/", 0) == 0) {
+    request_start() = std::chrono::steady_clock::now();
+    if (config.no_limits || req.path == "/health" || req.path == "/metrics" || req.path.rfind("/__test/", 0) == 0 ||
+        req.path.rfind("/__backend/", 0) == 0) {
       return Handled::Unhandled;
     }
     const std::string api_key = req.get_header_value("X-API-Key");
@@ -122,7 +135,7 @@ void add_limits(httplib::Server& server, const Config& config, Limits& limits,
     set_fields(res, d);
     if (d) {
       running_permits() = std::move(checked->permits);  // held until the handler is done
-      return Handled::Unhandled;  // on to the route, with the headers set
+      return Handled::Unhandled;                        // on to the route, with the headers set
     }
     bool listed = false;
     for (const auto& o : d.layers) listed = listed || (o.denied() && o.verdict == ratelimit::Verdict::deny_listed);
@@ -135,6 +148,30 @@ void add_limits(httplib::Server& server, const Config& config, Limits& limits,
     res.set_content(ratelimit::http::quota_exceeded_json(violated, d.decision, req.path),
                     std::string(ratelimit::http::kProblemContentType));
     return Handled::Handled;
+  });
+}
+
+/// With --backend-capacity: /backend (the simulated backend behind its in-flight limit; the permit is
+/// released with the outcome as soon as the backend answered) and its latency record for
+/// bench/adaptive_wrk.sh: GET /__backend/stats?slo_us=N (served, within the SLO, p50, p99), POST /__backend/reset.
+void add_backend_routes(httplib::Server& server, SimulatedBackend& backend, LatencyRecord& record) {
+  server.Get("/backend", [&](const httplib::Request&, httplib::Response& res) {
+    backend.serve();
+    for (ratelimit::Permit& p : running_permits()) p.release(ratelimit::PermitOutcome::succeeded);
+    record.add(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - request_start()));
+    json_reply(res, {{"served", true}});
+  });
+  server.Get("/__backend/stats", [&](const httplib::Request& req, httplib::Response& res) {
+    const long long slo_us = req.has_param("slo_us") ? std::stoll(req.get_param_value("slo_us")) : 0;
+    json_reply(res, {{"served", record.count()},
+                     {"within_slo", record.within(std::chrono::microseconds(slo_us))},
+                     {"p50_ms", record.quantile_ms(0.5)},
+                     {"p99_ms", record.quantile_ms(0.99)}});
+  });
+  server.Post("/__backend/reset", [&](const httplib::Request&, httplib::Response& res) {
+    record.reset();
+    res.set_content("ok\n", "text/plain");
   });
 }
 
@@ -206,6 +243,16 @@ int serve(const Config& config, Limits& limits, const ServerClock& clock, const 
     problem_reply(res, 500, "Internal Server Error");
   });
   add_routes(server, limits, clock);
+  std::optional<SimulatedBackend> backend;
+  LatencyRecord record;
+  if (config.backend_capacity > 0) {
+    backend.emplace(config.backend_capacity, std::chrono::milliseconds(config.backend_ms));
+    add_backend_routes(server, *backend, record);
+  }
+  if (config.threads > 0) {
+    const auto threads = static_cast<std::size_t>(config.threads);
+    server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  }
 
   const int port = config.port == 0 ? server.bind_to_any_port(config.host)
                                     : (server.bind_to_port(config.host, config.port) ? config.port : -1);

@@ -1,9 +1,10 @@
 #pragma once
 
 /// @file
-/// `ConcurrencyLimiter`: at most `permits` units in flight per key, in process, with a bounded wait
-/// queue per key (include/ratelimit/concurrency/README.md "Concurrency limits").
+/// `ConcurrencyLimiter`: at most `permits` units in flight per key (or an adaptive limit below it), in
+/// process, with a bounded wait queue per key (include/ratelimit/concurrency/README.md "Concurrency limits").
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <chrono>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "ratelimit/clock.hpp"
+#include "ratelimit/concurrency/adaptive_algorithm.hpp"
 #include "ratelimit/concurrency/permit.hpp"
 #include "ratelimit/detail/arithmetic.hpp"
 #include "ratelimit/detail/entropy.hpp"
@@ -40,7 +42,8 @@ enum class QueueOrder {
 
 /// Options of `ConcurrencyLimiter`; a plain aggregate.
 struct ConcurrencyOptions {
-  /// Units in flight per key at most; >= 1.
+  /// Units in flight per key at most; >= 1. With `adaptive` (not in shadow) the ceiling of the adaptive
+  /// limit, and at least its initial limit (set it to the algorithm's `max_limit`, or INT64_MAX).
   std::int64_t permits = 1;
   /// Units that may wait per key at most (a waiter of n units takes n); >= 0. 0: nobody waits.
   std::int64_t queue_limit = 0;
@@ -53,6 +56,43 @@ struct ConcurrencyOptions {
   std::size_t max_key_bytes = 512;
   /// Independently locked shards, rounded up to a power of two; 0 picks 16. <= 65536.
   std::size_t shards = 0;
+  /// An adaptive limit (include/ratelimit/concurrency/README.md "Adaptive limits in the limiter"): a
+  /// prototype, which the limiter `clone()`s (one algorithm per limiter, fed by every key's releases).
+  /// The limit in force for each key is then min(`permits`, the algorithm's limit). Null: `permits`.
+  std::shared_ptr<const AdaptiveAlgorithm> adaptive{};
+  /// With `adaptive`: dry run. The limiter enforces `permits` and only computes the adaptive limit,
+  /// which `stats()` and `on_limit_change` report.
+  bool adaptive_shadow = false;
+  /// Called with (old, new) each time the adaptive limit moves, in order, under the limiter's adaptive
+  /// mutex: must be quick, must not throw (what it throws is dropped) and must not release permits of
+  /// this limiter. Optional.
+  std::function<void(std::int64_t, std::int64_t)> on_limit_change{};
+};
+
+/// A snapshot of a `ConcurrencyLimiter`'s counts (`ConcurrencyLimiter::stats()`), for metrics.
+struct ConcurrencyStats {
+  /// The limit in force per key now: `permits`, or the adaptive limit below it (not in shadow).
+  std::int64_t limit = 0;
+  /// The adaptive algorithm's limit now (in shadow: the one it would use); 0 without `adaptive`.
+  std::int64_t adaptive_limit = 0;
+  /// The algorithm's unloaded round-trip time; 0 when it does not know or use one.
+  std::chrono::nanoseconds min_rtt{0};
+  /// Units in flight, over all keys.
+  std::int64_t in_flight = 0;
+  /// Units waiting in the queues, over all keys.
+  std::int64_t queued = 0;
+  /// Acquisitions answered other than `acquired` (busy, queue_full, timed_out, too_many_units, ...).
+  std::uint64_t denied = 0;
+  /// Permits returned `succeeded` (`Permit::release()`, the destructor, `release(PermitOutcome)`).
+  std::uint64_t succeeded = 0;
+  /// Permits returned `failed`.
+  std::uint64_t failed = 0;
+  /// Permits returned `dropped`.
+  std::uint64_t dropped = 0;
+  /// Permits returned without a sample (`Permit::release_unused`, or an outcome outside the enum).
+  std::uint64_t unused = 0;
+  /// True when the adaptive limit runs in shadow mode (`ConcurrencyOptions::adaptive_shadow`).
+  bool shadow = false;
 };
 
 /// What a blocked `ConcurrencyLimiter::acquire` waits on: its own wake-up signal. A wait strategy is
@@ -103,6 +143,11 @@ struct BlockingWait {
 /// they fit (and, oldest-first, nobody waits ahead), and each returned unit goes to the queue in
 /// `queue_order`, as many waiters as fit (include/ratelimit/concurrency/README.md "Concurrency limits").
 ///
+/// With `ConcurrencyOptions::adaptive` the limit per key moves: each measured release gives the one
+/// algorithm of the limiter a latency sample (its own mutex, never held with a shard's lock); a limit
+/// that rises grants the waiters that now fit at once, one that falls revokes nothing (new grants wait
+/// until fewer than the limit are in flight).
+///
 /// Thread-safe: every method may be called from any number of threads; one key's operations are
 /// linearizable under its shard's lock. Callbacks and wake-ups run after that lock is released.
 /// Memory: a key is held only while it has permits out or waiters queued (idle keys are forgotten at
@@ -126,12 +171,26 @@ class ConcurrencyLimiter final : public PermitSource {
   using Callback = std::function<void(PermitResult)>;
 
   /// Throws `std::invalid_argument` naming the field (`ConcurrencyOptions.permits`, `.queue_limit`,
-  /// `.queue_order`, `.max_keys`, `.max_key_bytes`, `.shards`) when out of range.
+  /// `.queue_order`, `.max_keys`, `.max_key_bytes`, `.shards`, `.adaptive`, `.adaptive_shadow`) when out
+  /// of range, and `ConcurrencyOptions.permits` when below the adaptive algorithm's initial limit
+  /// (enforcing: it would be the ceiling).
   explicit ConcurrencyLimiter(ConcurrencyOptions options, C clock = {})
       : options_(validated(options)),
         clock_(std::move(clock)),
         shard_count_(shard_count(options_)),
-        shards_(std::make_unique<Shard[]>(shard_count_)) {
+        shards_(std::make_unique<Shard[]>(shard_count_)),
+        algorithm_(options_.adaptive ? options_.adaptive->clone() : nullptr),
+        enforce_adaptive_(algorithm_ != nullptr && !options_.adaptive_shadow) {
+    if (options_.adaptive && !algorithm_) detail::invalid("ConcurrencyOptions.adaptive", "clone() returned null");
+    if (algorithm_) {
+      adaptive_limit_.store(std::max<std::int64_t>(1, algorithm_->limit()));
+      min_rtt_ns_.store(algorithm_->min_rtt_ns());
+      if (enforce_adaptive_ && options_.permits < adaptive_limit_.load()) {
+        detail::invalid("ConcurrencyOptions.permits",
+                        "the ceiling of an adaptive limit must be >= its initial limit (" +
+                            std::to_string(adaptive_limit_.load()) + "), got " + std::to_string(options_.permits));
+      }
+    }
     detail::fill_with_entropy(hash_key_, 2);
     for (std::size_t i = 0; i < shard_count_; ++i) shards_[i].keys = Map(0, Hash{hash_key_}, Equal{});
   }
@@ -202,7 +261,7 @@ class ConcurrencyLimiter final : public PermitSource {
       }
     } catch (...) {
       withdraw(*w, PermitStatus::cancelled);
-      if (w->state_.load(std::memory_order_acquire) == PermitWait::kGranted) (void)answer(*w);  // give it back
+      if (w->state_.load(std::memory_order_acquire) == PermitWait::kGranted) answer(*w).permit.release_unused();
       throw;
     }
   }
@@ -234,7 +293,7 @@ class ConcurrencyLimiter final : public PermitSource {
           const std::size_t before = out.size();
           expire(it->second, now, out);
           expired += out.size() - before;
-          grant(it->second, out);
+          grant(it->second, now, out);
           it = it->second.idle() ? erase(shards_[s], it) : std::next(it);
         }
       }
@@ -249,24 +308,61 @@ class ConcurrencyLimiter final : public PermitSource {
   [[nodiscard]] std::int64_t queued(std::string_view key) const { return counts(key).second; }
   /// Keys held now (with permits out or waiters queued). Thread-safe (a snapshot).
   [[nodiscard]] std::size_t size() const noexcept { return keys_.load(std::memory_order_relaxed); }
+  /// The limit in force per key now: `permits`, or min(`permits`, the adaptive limit) unless in shadow.
+  /// Thread-safe (a snapshot).
+  [[nodiscard]] std::int64_t limit() const noexcept {
+    return enforce_adaptive_ ? std::min(options_.permits, adaptive_limit_.load(std::memory_order_acquire))
+                             : options_.permits;
+  }
+  /// The counts for metrics: limits, min RTT, units in flight and queued over all keys, denials and
+  /// releases by outcome. Thread-safe; O(shards); each field a snapshot (not one instant for all).
+  [[nodiscard]] ConcurrencyStats stats() const noexcept {
+    ConcurrencyStats out;
+    out.limit = limit();
+    out.adaptive_limit = algorithm_ ? adaptive_limit_.load(std::memory_order_acquire) : 0;
+    out.min_rtt = std::chrono::nanoseconds(min_rtt_ns_.load(std::memory_order_relaxed));
+    for (std::size_t s = 0; s < shard_count_; ++s) {
+      out.in_flight += shards_[s].in_flight.load(std::memory_order_relaxed);
+      out.queued += shards_[s].queued.load(std::memory_order_relaxed);
+    }
+    out.denied = denied_.load(std::memory_order_relaxed);
+    out.succeeded = ended_[0].load(std::memory_order_relaxed);
+    out.failed = ended_[1].load(std::memory_order_relaxed);
+    out.dropped = ended_[2].load(std::memory_order_relaxed);
+    out.unused = ended_[3].load(std::memory_order_relaxed);
+    out.shadow = algorithm_ != nullptr && !enforce_adaptive_;
+    return out;
+  }
   /// The options as given. Thread-safe (immutable).
   [[nodiscard]] const ConcurrencyOptions& options() const noexcept { return options_; }
   /// The clock deadlines are read on (a `ManualClock` copy shares its time with the caller's).
   [[nodiscard]] C& clock() noexcept { return clock_; }
 
   // PermitSource
+  /// Returns the units unmeasured (`Permit` calls `end_permit`).
   void release_permit(void* token, std::int64_t units) noexcept override {
+    end_permit(token, PermitEnd{units, 0, 0, PermitOutcome::succeeded, false});
+  }
+  /// Returns the units; a measured end gives the adaptive algorithm a sample first, so the grants this
+  /// release makes see the moved limit, and a risen limit grants other keys' waiters too.
+  void end_permit(void* token, const PermitEnd& end) noexcept override {
+    const auto kind = static_cast<std::size_t>(end.outcome);
+    const bool measured = end.measured && kind < 3;  // an outcome outside the enum gives no sample
+    ended_[measured ? kind : 3].fetch_add(1, std::memory_order_relaxed);
+    const bool rose = algorithm_ && measured && sample(end);
     auto* state = static_cast<KeyState*>(token);
     Shard& shard = shards_[state->shard];
     std::vector<std::shared_ptr<Waiter>> out;
     {
       std::lock_guard lock(shard.mutex);
-      state->in_flight -= units;
-      expire(*state, now_ns(), out);
-      grant(*state, out);
+      add_in_flight(*state, -end.units);
+      const std::int64_t now = now_ns();
+      expire(*state, now, out);
+      grant(*state, now, out);
       if (state->idle()) erase(shard, shard.keys.find(*state->key));
     }
     for (auto& w : out) deliver(*w);
+    if (rose) grant_everywhere();
   }
   [[nodiscard]] bool permit_valid(const void*) const noexcept override { return true; }
 
@@ -281,8 +377,11 @@ class ConcurrencyLimiter final : public PermitSource {
     PermitStatus denial = PermitStatus::timed_out;
     std::int64_t in_flight = 0;  // at the answer
     std::int64_t queued = 0;
-    void* token = nullptr;  // the key's state, when granted
-    Callback done;          // async only
+    std::int64_t limit = 0;
+    std::int64_t granted_ns = 0;     // when granted
+    std::int64_t in_flight_all = 0;  // the limiter's units in flight then (adaptive only)
+    void* token = nullptr;           // the key's state, when granted
+    Callback done;                   // async only
   };
   using Queue = std::list<std::shared_ptr<Waiter>>;
 
@@ -309,6 +408,10 @@ class ConcurrencyLimiter final : public PermitSource {
   struct alignas(64) Shard {
     std::mutex mutex;
     Map keys{0, Hash{nullptr}, Equal{}};
+    // The shard's units in flight and queued: written under `mutex`, read without it (metrics, and
+    // to skip shards with nobody waiting when the adaptive limit rises).
+    std::atomic<std::int64_t> in_flight{0};
+    std::atomic<std::int64_t> queued{0};
   };
 
   static ConcurrencyOptions validated(ConcurrencyOptions o) {
@@ -322,10 +425,13 @@ class ConcurrencyLimiter final : public PermitSource {
     if (o.max_key_bytes > (std::size_t{1} << 31))
       detail::invalid("ConcurrencyOptions.max_key_bytes", "must be <= 2^31");
     if (o.shards > 65536) detail::invalid("ConcurrencyOptions.shards", "must be <= 65536");
+    if (o.adaptive_shadow && !o.adaptive)
+      detail::invalid("ConcurrencyOptions.adaptive_shadow", "needs an adaptive algorithm (adaptive is null)");
     return o;
   }
-  /// Whether `more` units fit beside `held` (0 <= held <= limit) under `limit`, without forming a sum
-  /// that could overflow: `permits` and `queue_limit` may be INT64_MAX, `units` anything >= 1.
+  /// Whether `more` units fit beside `held` (>= 0; above `limit` after an adaptive limit fell) under
+  /// `limit` (>= 0), without forming a sum that could overflow: `permits` and `queue_limit` may be
+  /// INT64_MAX, `units` anything >= 1.
   static constexpr bool fits(std::int64_t held, std::int64_t more, std::int64_t limit) noexcept {
     return more <= limit && held <= limit - more;
   }
@@ -360,47 +466,39 @@ class ConcurrencyLimiter final : public PermitSource {
     PermitResult result;
     {
       std::lock_guard lock(shard.mutex);
+      const std::int64_t limit_now = limit();
       auto it = shard.keys.find(key);
       if (it == shard.keys.end()) {
-        if (units > options_.permits) return PermitResult{{}, PermitStatus::too_many_units, 0, 0};
+        if (units > options_.permits) return denied(PermitResult{{}, PermitStatus::too_many_units, 0, 0, limit_now});
         if (keys_.fetch_add(1, std::memory_order_relaxed) >= options_.max_keys) {
           keys_.fetch_sub(1, std::memory_order_relaxed);
-          return PermitResult{{}, PermitStatus::key_limit, 0, 0};
+          return denied(PermitResult{{}, PermitStatus::key_limit, 0, 0, limit_now});
         }
         it = shard.keys.try_emplace(std::string(key)).first;
         it->second.key = &it->first;
         it->second.shard = s;
       }
       KeyState& state = it->second;
-      expire(state, now_ns(), out);
-      grant(state, out);
+      const std::int64_t now = now_ns();
+      expire(state, now, out);
+      grant(state, now, out);
       const bool nobody_ahead = state.queue.empty() || options_.queue_order == QueueOrder::newest_first;
+      const auto refuse = [&](PermitStatus why) {
+        return denied(PermitResult{{}, why, state.in_flight, state.queued_units, limit_now});
+      };
       if (units > options_.permits) {
-        result = PermitResult{{}, PermitStatus::too_many_units, state.in_flight, state.queued_units};
-      } else if (nobody_ahead && fits(state.in_flight, units, options_.permits)) {
-        state.in_flight += units;
-        result = PermitResult{Permit(this, &state, units), PermitStatus::acquired, state.in_flight, state.queued_units};
+        result = refuse(PermitStatus::too_many_units);
+      } else if (nobody_ahead && fits(state.in_flight, units, limit_now)) {
+        const std::int64_t all = add_in_flight(state, units);
+        result = PermitResult{Permit(this, &state, units, now, all), PermitStatus::acquired, state.in_flight,
+                              state.queued_units, limit_now};
       } else if (max_wait.count() == 0) {
-        result = PermitResult{{}, PermitStatus::busy, state.in_flight, state.queued_units};
+        result = refuse(PermitStatus::busy);
       } else if (!fits(options_.queue_order == QueueOrder::oldest_first ? state.queued_units : 0, units,
                        options_.queue_limit)) {
-        result = PermitResult{{}, PermitStatus::queue_full, state.in_flight, state.queued_units};
+        result = refuse(PermitStatus::queue_full);
       } else {
-        while (!fits(state.queued_units, units, options_.queue_limit)) {  // newest-first: push the oldest out
-          out.push_back(state.queue.front());
-          state.queue.pop_front();
-          Waiter& old = *out.back();
-          state.queued_units -= old.units;
-          answer_denied(old, PermitStatus::queue_full, state);
-        }
-        w = std::make_shared<Waiter>();
-        w->units = units;
-        w->deadline_ns = deadline;
-        w->where = &state;
-        w->shard = s;
-        if (done != nullptr) w->done = std::move(*done);
-        w->pos = state.queue.insert(state.queue.end(), w);
-        state.queued_units += units;
+        w = queue_waiter(state, units, deadline, done, out);
       }
       if (state.idle()) erase(shard, it);
     }
@@ -408,41 +506,130 @@ class ConcurrencyLimiter final : public PermitSource {
     return result;
   }
 
-  static void answer_denied(Waiter& w, PermitStatus why, const KeyState& state) {
+  /// Under the lock: queues a waiter of `units` on `state`, newest-first pushing the oldest out to make room.
+  std::shared_ptr<Waiter> queue_waiter(KeyState& state, std::int64_t units, std::int64_t deadline, Callback* done,
+                                       std::vector<std::shared_ptr<Waiter>>& out) {
+    while (!fits(state.queued_units, units, options_.queue_limit)) {
+      out.push_back(state.queue.front());
+      state.queue.pop_front();
+      Waiter& old = *out.back();
+      add_queued(state, -old.units);
+      answer_denied(old, PermitStatus::queue_full, state);
+    }
+    auto w = std::make_shared<Waiter>();
+    w->units = units;
+    w->deadline_ns = deadline;
+    w->where = &state;
+    w->shard = state.shard;
+    if (done != nullptr) w->done = std::move(*done);
+    w->pos = state.queue.insert(state.queue.end(), w);
+    add_queued(state, units);
+    return w;
+  }
+
+  /// Counts a denial; returns `r`.
+  PermitResult denied(PermitResult r) noexcept {
+    denied_.fetch_add(1, std::memory_order_relaxed);
+    return r;
+  }
+
+  void answer_denied(Waiter& w, PermitStatus why, const KeyState& state) noexcept {
+    denied_.fetch_add(1, std::memory_order_relaxed);
     w.denial = why;
     w.in_flight = state.in_flight;
     w.queued = state.queued_units;
+    w.limit = limit();
     w.state_.store(PermitWait::kDenied, std::memory_order_release);
   }
 
+  /// Under the key's shard lock: moves the key's and its shard's units in flight by `delta`, and with an
+  /// adaptive limit the limiter's. Returns the limiter's units in flight after (0 without adaptive).
+  std::int64_t add_in_flight(KeyState& state, std::int64_t delta) noexcept {
+    state.in_flight += delta;
+    shards_[state.shard].in_flight.fetch_add(delta, std::memory_order_relaxed);
+    return algorithm_ ? in_flight_all_.fetch_add(delta, std::memory_order_relaxed) + delta : 0;
+  }
+  /// Under the key's shard lock: moves the key's and its shard's queued units by `delta`.
+  void add_queued(KeyState& state, std::int64_t delta) noexcept {
+    state.queued_units += delta;
+    shards_[state.shard].queued.fetch_add(delta, std::memory_order_relaxed);
+  }
+
   /// Under the lock: answers the waiters whose deadline passed (`now` on the limiter's clock).
-  static void expire(KeyState& state, std::int64_t now, std::vector<std::shared_ptr<Waiter>>& out) {
+  void expire(KeyState& state, std::int64_t now, std::vector<std::shared_ptr<Waiter>>& out) {
     for (auto it = state.queue.begin(); it != state.queue.end();) {
       if ((*it)->deadline_ns > now) {
         ++it;
         continue;
       }
-      state.queued_units -= (*it)->units;
+      add_queued(state, -(*it)->units);
       answer_denied(**it, PermitStatus::timed_out, state);
       out.push_back(std::move(*it));
       it = state.queue.erase(it);
     }
   }
 
-  /// Under the lock: grants queued waiters in `queue_order` while the next one fits.
-  void grant(KeyState& state, std::vector<std::shared_ptr<Waiter>>& out) {
+  /// Under the lock: grants queued waiters in `queue_order` while the next one fits the limit now;
+  /// `now` (the limiter's clock) is their grant time.
+  void grant(KeyState& state, std::int64_t now, std::vector<std::shared_ptr<Waiter>>& out) {
     const bool fifo = options_.queue_order == QueueOrder::oldest_first;
+    const std::int64_t limit_now = limit();
     while (!state.queue.empty()) {
       std::shared_ptr<Waiter>& next = fifo ? state.queue.front() : state.queue.back();
-      if (!fits(state.in_flight, next->units, options_.permits)) break;
-      state.in_flight += next->units;
-      state.queued_units -= next->units;
+      if (!fits(state.in_flight, next->units, limit_now)) break;
+      next->in_flight_all = add_in_flight(state, next->units);
+      add_queued(state, -next->units);
       next->in_flight = state.in_flight;
       next->queued = state.queued_units;
+      next->limit = limit_now;
+      next->granted_ns = now;
       next->token = &state;
       next->state_.store(PermitWait::kGranted, std::memory_order_release);
       out.push_back(std::move(next));
       fifo ? state.queue.pop_front() : state.queue.pop_back();
+    }
+  }
+
+  /// Outside every lock: gives the algorithm one measured release; returns whether the limit in force
+  /// rose. A sample the algorithm throws on is lost (the limit stays).
+  bool sample(const PermitEnd& end) noexcept {
+    const std::int64_t now = now_ns();
+    const LatencySample s{now, std::max<std::int64_t>(0, detail::saturating_sub(now, end.granted_ns)),
+                          std::max<std::int64_t>(1, end.in_flight), end.outcome};
+    std::lock_guard lock(adaptive_mutex_);
+    const std::int64_t before = adaptive_limit_.load(std::memory_order_relaxed);
+    std::int64_t after = before;
+    try {
+      after = std::max<std::int64_t>(1, algorithm_->on_sample(s));
+    } catch (...) {
+      return false;
+    }
+    adaptive_limit_.store(after, std::memory_order_release);
+    min_rtt_ns_.store(algorithm_->min_rtt_ns(), std::memory_order_relaxed);
+    if (after != before && options_.on_limit_change) {
+      try {
+        options_.on_limit_change(before, after);
+      } catch (...) {  // a logging hook must not stop releases
+      }
+    }
+    return enforce_adaptive_ && after > before && before < options_.permits;
+  }
+
+  /// After the adaptive limit rose: grants, in every shard with waiters, those that fit now.
+  void grant_everywhere() noexcept {
+    for (std::size_t s = 0; s < shard_count_; ++s) {
+      if (shards_[s].queued.load(std::memory_order_relaxed) == 0) continue;
+      std::vector<std::shared_ptr<Waiter>> out;
+      {
+        std::lock_guard lock(shards_[s].mutex);
+        const std::int64_t now = now_ns();
+        for (auto it = shards_[s].keys.begin(); it != shards_[s].keys.end();) {
+          expire(it->second, now, out);
+          grant(it->second, now, out);
+          it = it->second.idle() ? erase(shards_[s], it) : std::next(it);
+        }
+      }
+      for (auto& w : out) deliver(*w);
     }
   }
 
@@ -460,10 +647,11 @@ class ConcurrencyLimiter final : public PermitSource {
   PermitResult answer(Waiter& w) {
     if (w.state_.load(std::memory_order_acquire) == PermitWait::kGranted) {
       void* token = std::exchange(w.token, nullptr);
-      if (token == nullptr) return PermitResult{{}, PermitStatus::cancelled, w.in_flight, w.queued};
-      return PermitResult{Permit(this, token, w.units), PermitStatus::acquired, w.in_flight, w.queued};
+      if (token == nullptr) return PermitResult{{}, PermitStatus::cancelled, w.in_flight, w.queued, w.limit};
+      return PermitResult{Permit(this, token, w.units, w.granted_ns, w.in_flight_all), PermitStatus::acquired,
+                          w.in_flight, w.queued, w.limit};
     }
-    return PermitResult{{}, w.denial, w.in_flight, w.queued};
+    return PermitResult{{}, w.denial, w.in_flight, w.queued, w.limit};
   }
 
   /// Takes a still-queued waiter out of its queue, answering it `why` (a granted one stays granted).
@@ -474,10 +662,10 @@ class ConcurrencyLimiter final : public PermitSource {
       std::lock_guard lock(shard.mutex);
       if (w.answered()) return;
       KeyState& state = *w.where;  // held: the key has this waiter queued
-      state.queued_units -= w.units;
+      add_queued(state, -w.units);
       answer_denied(w, why, state);
       state.queue.erase(w.pos);
-      grant(state, out);  // oldest-first, the one that held back others is gone
+      grant(state, now_ns(), out);  // oldest-first, the one that held back others is gone
       if (state.idle()) erase(shard, shard.keys.find(*state.key));
     }
     for (auto& x : out) deliver(*x);
@@ -497,6 +685,16 @@ class ConcurrencyLimiter final : public PermitSource {
   std::size_t shard_count_;
   std::unique_ptr<Shard[]> shards_;
   std::atomic<std::size_t> keys_{0};
+  // The adaptive limit: the algorithm is used only under `adaptive_mutex_` (never held with a shard's
+  // lock); its limit and min RTT are mirrored in atomics that grants and metrics read.
+  std::unique_ptr<AdaptiveAlgorithm> algorithm_;
+  const bool enforce_adaptive_;
+  std::mutex adaptive_mutex_;
+  std::atomic<std::int64_t> adaptive_limit_{0};
+  std::atomic<std::int64_t> min_rtt_ns_{0};
+  std::atomic<std::int64_t> in_flight_all_{0};  // maintained with an adaptive limit only
+  std::atomic<std::uint64_t> denied_{0};
+  std::atomic<std::uint64_t> ended_[4]{};  // succeeded, failed, dropped, unused
 };
 
 }  // namespace ratelimit

@@ -65,9 +65,16 @@ class MetricsCollector final : public ::prometheus::Collectable {
   /// buckets 100 us to 1 s); for one with an in-memory fallback in its `stats()`
   /// (`redis::RedisLimiter`, `redis::LeasedLimiter`, include/ratelimit/redis/README.md "Fallback during outages") the
   /// gauge `ratelimit_fallback_active{limiter}` (1 while Redis is considered down) and the counter
-  /// `ratelimit_fallback_checks_total{limiter}`. `name` is a configured name (never a key): one series set
-  /// per limiter. Throws `std::invalid_argument` naming `MetricsCollector.add_limiter` when `name` is not
-  /// valid UTF-8 or was added already (as `add_layer`).
+  /// `ratelimit_fallback_checks_total{limiter}`; for a `ConcurrencyLimiter` (its `stats()`,
+  /// include/ratelimit/concurrency/README.md "Adaptive limits in the limiter") the gauges
+  /// `ratelimit_concurrency_limit{limiter}` (in force per key), `ratelimit_concurrency_in_flight{limiter}` and
+  /// `ratelimit_concurrency_queued{limiter}` (units, all keys), the counters
+  /// `ratelimit_concurrency_denied_total{limiter}` and `ratelimit_concurrency_releases_total{limiter, outcome}`
+  /// (succeeded, failed, dropped, unused), and with an adaptive limit the gauges
+  /// `ratelimit_concurrency_adaptive_limit{limiter}` (in shadow mode: the limit it would use),
+  /// `ratelimit_concurrency_adaptive_shadow{limiter}` and `ratelimit_concurrency_min_rtt_seconds{limiter}`. `name`
+  /// is a configured name (never a key): one series set per limiter. Throws `std::invalid_argument` naming
+  /// `MetricsCollector.add_limiter` when `name` is not valid UTF-8 or was added already (as `add_layer`).
   template <class L>
   void add_limiter(std::string name, const L& limiter) {
     std::lock_guard guard(mutex_);
@@ -105,6 +112,7 @@ class MetricsCollector final : public ::prometheus::Collectable {
         sink.gauge("ratelimit_fallback_active", {{"limiter", name}}, s.fallback_active ? 1.0 : 0.0);
         sink.counter("ratelimit_fallback_checks_total", {{"limiter", name}}, static_cast<double>(s.fallback_checks));
       }
+      if constexpr (requires { limiter.stats().adaptive_limit; }) add_concurrency(sink, name, limiter.stats());
     };
     limiters_.push_back(std::move(read));
     limiter_names_.push_back(std::move(name));
@@ -132,6 +140,27 @@ class MetricsCollector final : public ::prometheus::Collectable {
   }
 
  private:
+  struct Sink;
+  /// The families of a concurrency limiter's `stats()` (`ConcurrencyStats`).
+  template <class Stats>
+  static void add_concurrency(Sink& sink, const std::string& name, const Stats& s) {
+    sink.gauge("ratelimit_concurrency_limit", {{"limiter", name}}, static_cast<double>(s.limit));
+    sink.gauge("ratelimit_concurrency_in_flight", {{"limiter", name}}, static_cast<double>(s.in_flight));
+    sink.gauge("ratelimit_concurrency_queued", {{"limiter", name}}, static_cast<double>(s.queued));
+    sink.counter("ratelimit_concurrency_denied_total", {{"limiter", name}}, static_cast<double>(s.denied));
+    const std::pair<const char*, std::uint64_t> outcomes[] = {
+        {"succeeded", s.succeeded}, {"failed", s.failed}, {"dropped", s.dropped}, {"unused", s.unused}};
+    for (const auto& [outcome, n] : outcomes) {
+      sink.counter("ratelimit_concurrency_releases_total", {{"limiter", name}, {"outcome", outcome}},
+                   static_cast<double>(n));
+    }
+    if (s.adaptive_limit == 0) return;  // no adaptive limit
+    sink.gauge("ratelimit_concurrency_adaptive_limit", {{"limiter", name}}, static_cast<double>(s.adaptive_limit));
+    sink.gauge("ratelimit_concurrency_adaptive_shadow", {{"limiter", name}}, s.shadow ? 1.0 : 0.0);
+    sink.gauge("ratelimit_concurrency_min_rtt_seconds", {{"limiter", name}},
+               static_cast<double>(s.min_rtt.count()) / 1e9);
+  }
+
   /// Families being built, found by name (few: a linear search).
   struct Sink {
     std::vector<::prometheus::MetricFamily> families;
@@ -188,6 +217,14 @@ class MetricsCollector final : public ::prometheus::Collectable {
       if (family == "ratelimit_backend_call_duration_seconds") return "Latency of Redis backend calls";
       if (family == "ratelimit_fallback_active") return "1 while Redis is down and the in-memory fallback answers";
       if (family == "ratelimit_fallback_checks_total") return "Checks answered by the in-memory fallback";
+      if (family == "ratelimit_concurrency_limit") return "Units in flight allowed per key now";
+      if (family == "ratelimit_concurrency_in_flight") return "Units in flight over all keys";
+      if (family == "ratelimit_concurrency_queued") return "Units waiting in the queues over all keys";
+      if (family == "ratelimit_concurrency_denied_total") return "Acquisitions answered without a permit";
+      if (family == "ratelimit_concurrency_releases_total") return "Permits returned, by the outcome reported";
+      if (family == "ratelimit_concurrency_adaptive_limit") return "The adaptive algorithm's limit (shadow: would-be)";
+      if (family == "ratelimit_concurrency_adaptive_shadow") return "1 while the adaptive limit runs in shadow mode";
+      if (family == "ratelimit_concurrency_min_rtt_seconds") return "Unloaded latency the adaptive algorithm measured";
       return family;
     }
   };

@@ -66,12 +66,21 @@ struct AdmittedRequest {
   /// The index of the concurrency request that denied, if one did.
   std::optional<std::size_t> denied_by{};
   /// That request's answer (its status and the key's `in_flight`); `acquired` when none denied.
-  PermitResult concurrency{{}, PermitStatus::acquired, 0, 0};
+  PermitResult concurrency{{}, PermitStatus::acquired, 0, 0, 0};
 
   /// True when every rate layer admitted and every permit was taken.
   [[nodiscard]] bool allowed() const noexcept { return !denied_by && rate.decision.allowed; }
   explicit operator bool() const noexcept { return allowed(); }
 };
+
+namespace detail {
+/// Returns permits taken for a request that was then refused: unmeasured, so an adaptive limit takes no
+/// latency sample of work that never ran.
+inline void release_unused(std::vector<Permit>& held) noexcept {
+  for (Permit& p : held) p.release_unused();
+  held.clear();
+}
+}  // namespace detail
 
 /// Checks a request against rate layers and concurrency limits, all or nothing.
 ///
@@ -87,7 +96,9 @@ struct AdmittedRequest {
 /// consumes no concurrency and a concurrency denial no rate. Thread-safe. Throws
 /// `std::invalid_argument` for a null layer or `units < 1` before anything is taken, and what the
 /// limiters and `check_layers` throw (permits taken so far are released first). `options` go to the rate
-/// check (e.g. `shadow`); concurrency layers always enforce.
+/// check (e.g. `shadow`); concurrency layers always enforce. Permits given back because the request was
+/// refused are released unused (`Permit::release_unused`: no latency sample for an adaptive limit); the
+/// admitted request reports its outcome with `permit.release(PermitOutcome)`.
 /// Example:
 ///   ratelimit::MemoryLimiter<ratelimit::Gcra> rate(
 ///       ratelimit::Gcra{.limit = 100, .period = std::chrono::minutes(1), .burst = 20});
@@ -109,7 +120,7 @@ inline AdmittedRequest check_layers(std::span<const LayerRequest> rate, std::spa
   for (std::size_t i = 0; i < concurrency.size(); ++i) {
     PermitResult r = concurrency[i].layer->try_acquire(concurrency[i].key, concurrency[i].units);
     if (!r) {
-      held.clear();  // releases what was taken
+      detail::release_unused(held);
       out.rate.layers.resize(rate.size());
       for (std::size_t k = 0; k < rate.size(); ++k) out.rate.layers[k].layer = rate[k].layer;
       out.denied_by = i;
@@ -119,8 +130,17 @@ inline AdmittedRequest check_layers(std::span<const LayerRequest> rate, std::spa
     held.push_back(std::move(r.permit));
     out.concurrency.in_flight = r.in_flight;
   }
-  out.rate = check_layers(rate, options);  // throws: `held` releases on unwinding
-  if (out.rate.decision.allowed) out.permits = std::move(held);
+  try {
+    out.rate = check_layers(rate, options);
+  } catch (...) {
+    detail::release_unused(held);
+    throw;
+  }
+  if (out.rate.decision.allowed) {
+    out.permits = std::move(held);
+  } else {
+    detail::release_unused(held);
+  }
   return out;
 }
 

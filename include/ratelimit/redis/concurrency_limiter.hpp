@@ -375,7 +375,7 @@ class RedisConcurrencyLimiter final : public PermitSource {
 
   /// One acquire script run; a failure is answered by `on_error` (thrown under `raise`).
   Attempt attempt(std::string_view key, std::int64_t units, OnLost& on_lost) {
-    if (units > options_.permits) return {PermitResult{{}, PermitStatus::too_many_units, 0, 0}, 0};
+    if (units > options_.permits) return {PermitResult{{}, PermitStatus::too_many_units, 0, 0, options_.permits}, 0};
     auto h = std::make_shared<Held>();
     h->redis_key = redis_key(key);
     h->released_key = detail::redis_key(redis_.key_prefix, identity(), key, ":released");
@@ -400,7 +400,7 @@ class RedisConcurrencyLimiter final : public PermitSource {
       }
       const std::int64_t in_flight = r.element[1]->integer;
       if (r.element[0]->integer != 1)
-        return {PermitResult{{}, PermitStatus::busy, in_flight, 0}, r.element[2]->integer};
+        return {PermitResult{{}, PermitStatus::busy, in_flight, 0, options_.permits}, r.element[2]->integer};
       h->valid_until = sent + options_.expiry;
       h->on_lost = std::move(on_lost);
       Held* token = h.get();
@@ -408,10 +408,10 @@ class RedisConcurrencyLimiter final : public PermitSource {
         std::lock_guard lock(mutex_);
         held_.emplace(token, std::move(h));
       }
-      return {PermitResult{Permit(this, token, units), PermitStatus::acquired, in_flight, 0}, 0};
+      return {PermitResult{Permit(this, token, units), PermitStatus::acquired, in_flight, 0, options_.permits}, 0};
     } catch (const BackendError&) {
       if (redis_.on_error == FailurePolicy::raise) throw;
-      return {PermitResult{{}, PermitStatus::backend_failed, 0, 0}, 0};
+      return {PermitResult{{}, PermitStatus::backend_failed, 0, 0, options_.permits}, 0};
     }
   }
 
