@@ -51,17 +51,18 @@ using Context = std::unique_ptr<redisContext, decltype(&redisFree)>;
 Context connect_raw() {
   Context c(redisConnect("127.0.0.1", server()->port()), &redisFree);
   if (c == nullptr || c->err != 0) {
-    std::fprintf(stderr, "bench_redis: cannot connect to the benchmark's redis-server\n");
+    std::fprintf(stderr, "bench_redis: cannot connect to the benchmark's redis-server: %s\n",
+                 c == nullptr ? "out of memory" : c->errstr);
     std::abort();
   }
   return c;
 }
 
 /// A reply that must not be an error: a floor answered with errors would measure less work than a check.
-redisReply* checked(void* reply) {
+redisReply* checked(redisContext* c, void* reply) {
   auto* r = static_cast<redisReply*>(reply);
   if (r == nullptr || r->type == REDIS_REPLY_ERROR) {
-    std::fprintf(stderr, "bench_redis: redis replied %s\n", r == nullptr ? "nothing" : r->str);
+    std::fprintf(stderr, "bench_redis: %s\n", r == nullptr ? c->errstr : r->str);
     std::abort();
   }
   return r;
@@ -74,7 +75,8 @@ struct RawConnection {
 
   RawConnection() {
     const auto& script = ratelimit::redis::detail::script_for(ratelimit::Gcra::kind);
-    auto* reply = checked(redisCommand(context.get(), "SCRIPT LOAD %b", script.body.data(), script.body.size()));
+    auto* reply =
+        checked(context.get(), redisCommand(context.get(), "SCRIPT LOAD %b", script.body.data(), script.body.size()));
     sha1.assign(reply->str, reply->len);
     freeReplyObject(reply);
   }
@@ -108,7 +110,7 @@ void send(redisContext* c, const std::vector<std::string>& args) {
 void receive(redisContext* c) {
   void* reply = nullptr;
   if (redisGetReply(c, &reply) != REDIS_OK) std::abort();
-  freeReplyObject(checked(reply));
+  freeReplyObject(checked(c, reply));
 }
 
 /// What a case costs besides its wall time, read before and after the timed loop.
@@ -129,7 +131,7 @@ double info_field(const std::string& info, const char* name) {
 
 Usage usage_now(redisContext* admin) {
   Usage u;
-  auto* reply = checked(redisCommand(admin, "INFO cpu stats commandstats"));
+  auto* reply = checked(admin, redisCommand(admin, "INFO cpu stats commandstats"));
   const std::string info(reply->str, reply->len);
   freeReplyObject(reply);
   u.server_cpu_s = info_field(info, "used_cpu_sys:") + info_field(info, "used_cpu_user:");
@@ -314,4 +316,13 @@ BENCHMARK(limiter_allow_one_connection)->Name("redis/gcra/allow_one_connection")
 BENCHMARK(limiter_allow_async)->Name("redis/gcra/allow_async")->Arg(64)->UseManualTime();
 BENCHMARK(limiter_allow_many)->Name("redis/gcra/allow_many")->Arg(16)->Arg(64)->UseRealTime();
 
-BENCHMARK_MAIN();
+// The server is started here, on the main thread, before any case: it is tied to the thread that starts it
+// (PR_SET_PDEATHSIG), and a multi-threaded case's first caller may be a worker thread that exits after the case.
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  (void)server();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
