@@ -97,12 +97,18 @@ def fleet_table(path, out):
     out.append("| fleet shape (sync checks of one key) | default checks/s | default Redis CPU us/check | "
                "default / best `pool_size` throughput | default CPU / lowest |")
     out.append("|---|---:|---:|---:|---:|")
+    failed = []
     for s in json.loads(lines[-1])["pool_sweep"]:
+        if s.get("failed_checks"):
+            failed.append(f"{s['shape']}: {s['failed_checks']:,}")
         p, t = s["shape"].split("x")
         out.append(f"| {p} process{'es' if p != '1' else ''} x {t} threads | {s['default_checks_per_s']:,.0f} | "
                    f"{s['default_cpu_us_per_check']:.2f} | **{s['throughput_ratio']:.3f}** "
                    f"({verdict(s['throughput_ratio'], 0.9)}) | **{s['cpu_ratio']:.3f}** "
                    f"({verdict(s['cpu_ratio'], 1.15, at_most=True)}) |")
+    if failed:
+        out.append(f"\n**Checks the failure policy answered (no reply by the 100 ms deadline: the machine stalled), "
+                   f"left out of the figures: {', '.join(failed)}.**")
 
 
 def main():

@@ -89,6 +89,12 @@ else
   mkdir -p "$out" || die "--out: cannot create '$out'"
 fi
 
+# A crowded machine moves the ratios: the 8 threads of a get a larger share of busy cores than the one raw
+# client, and every sync wait includes the scheduler's.
+load_note() {
+  awk -v n="$(nproc)" -v start="$1" '{ if ($1 > n || start > n) printf "\n**Load average above the %d CPUs (%s at the start, %s at the end): other work shared the cores, so these ratios are not the floors: 8 threads get a larger share of crowded cores than one raw client, and each sync wait includes the scheduler'"'"'s. Compare runs at a load below the CPU count.**\n", n, start, $1 }' /proc/loadavg
+}
+
 header() {
   local commit
   commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')
@@ -101,6 +107,7 @@ header() {
     "--fleet-seconds $fleet_seconds"
 }
 
+load_start=$(cut -d' ' -f1 /proc/loadavg)
 header | tee "$out/floors.md"
 echo "a-c: $rounds interleaved repetitions per case ..." >&2
 "$build/bench/bench_redis" \
@@ -118,11 +125,12 @@ fi
   echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo
   python3 "$root/bench/redis_floors.py" "$out/floors.json" "${fleet[@]}"
+  load_note "$load_start"
 } | tee -a "$out/floors.md"
 if ((fleet_rounds > 0)); then
   echo
   echo "bench_redis_fleet --pool-sweep, every setting:"
-  grep -v '^round \|^{' "$out/fleet.txt"
+  grep -v '^round \|^{\|^ratelimit: ' "$out/fleet.txt"
 fi
 echo
 echo "Results: $out (floors.md, floors.json: Google Benchmark; floors.txt: its console; fleet.txt)"
