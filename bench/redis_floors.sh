@@ -23,7 +23,8 @@ Benchmark repetitions in random interleaved order, d's settings in rotating inte
 load on a shared machine spreads over both sides. Per case it also prints where the time goes: Redis's CPU
 (INFO cpu) and this process's CPU (getrusage, all threads) per check, commands per Redis read event (the
 batch depth Redis saw: INFO stats total_reads_processed), context switches per check, and the most checks/s
-the two CPU costs allow on this machine's cores.
+the two CPU costs allow on this machine's cores; beside them, not a floor, a's 8 threads on two connections
+(4 each: two batches in flight).
 
 Flags:
   --rounds N          repetitions of each case of a-c (9)
@@ -111,7 +112,7 @@ load_start=$(cut -d' ' -f1 /proc/loadavg)
 header | tee "$out/floors.md"
 echo "a-c: $rounds interleaved repetitions per case ..." >&2
 "$build/bench/bench_redis" \
-  --benchmark_filter='^(redis_floor/evalsha_sync|redis_floor/evalsha_pipelined/(8|64)/|redis/gcra/allow/real_time/threads:1$|redis/gcra/allow_one_connection/|redis/gcra/allow_async/64/)' \
+  --benchmark_filter='^(redis_floor/evalsha_sync|redis_floor/evalsha_pipelined/(8|64)/|redis/gcra/allow/real_time/threads:1$|redis/gcra/allow_(one|two)_connections?/|redis/gcra/allow_async/64/)' \
   --benchmark_repetitions="$rounds" --benchmark_enable_random_interleaving=true --benchmark_min_time="$min_time" \
   --benchmark_out="$out/floors.json" --benchmark_out_format=json >"$out/floors.txt" 2>&1
 fleet=()
