@@ -96,6 +96,13 @@ load_note() {
   awk -v n="$(nproc)" -v start="$1" '{ if ($1 > n || start > n) printf "\n**Load average above the %d CPUs (%s at the start, %s at the end): other work shared the cores, so these ratios are not the floors: 8 threads get a larger share of crowded cores than one raw client, and each sync wait includes the scheduler'"'"'s. Compare runs at a load below the CPU count.**\n", n, start, $1 }' /proc/loadavg
 }
 
+# The share of the last minute in which some task waited for a CPU (Linux PSI), when the kernel reports it.
+pressure() {
+  [[ -r /proc/pressure/cpu ]] || return 0
+  sed -n 's/^some .*avg60=\([0-9.]*\).*/; CPU pressure (some task waiting for a core) over the last minute: \1 %/p' \
+    /proc/pressure/cpu
+}
+
 header() {
   local commit
   commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')
@@ -103,7 +110,7 @@ header() {
   echo "Redis engine floors: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit"
   echo "Machine: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1), $(nproc) CPUs" \
     "($(lscpu 2>/dev/null | sed -n 's/^Hypervisor vendor: *//p' | head -1 | sed 's/./under &/')); $(redis-server --version | cut -d' ' -f1-3)"
-  echo "Load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "Load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)$(pressure)"
   echo "Command: bench/redis_floors.sh --rounds $rounds --min-time $min_time --fleet-rounds $fleet_rounds" \
     "--fleet-seconds $fleet_seconds"
 }
@@ -123,7 +130,7 @@ if ((fleet_rounds > 0)); then
   fleet=("$out/fleet.txt")
 fi
 {
-  echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)$(pressure)"
   echo
   python3 "$root/bench/redis_floors.py" "$out/floors.json" "${fleet[@]}"
   load_note "$load_start"
