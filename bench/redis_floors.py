@@ -99,6 +99,14 @@ def costs_table(runs, cores, out):
                    f"{bound:,.0f} |")
 
 
+def noise(shape):
+    """With one connection per process in every setting the settings run the same code, so their spread is the
+    machine's noise: a default ratio inside it says nothing either way."""
+    if shape.get("most_connections", 2) > 1:
+        return "(settings differ)"
+    return f"{shape['same_code_throughput_spread']:.3f}, {shape['same_code_cpu_spread']:.3f} (the same code)"
+
+
 def fleet_table(path, out):
     with open(path) as f:
         lines = [line for line in f if line.startswith('{"pool_sweep"')]
@@ -106,8 +114,9 @@ def fleet_table(path, out):
         out.append(f"(no `--pool-sweep` result in {path})")
         return
     out.append("| fleet shape (sync checks of one key) | default checks/s | default Redis CPU us/check | "
-               "default / best `pool_size` throughput | default CPU / lowest |")
-    out.append("|---|---:|---:|---:|---:|")
+               "default / best `pool_size` throughput | default CPU / lowest | connections per process (most) | "
+               "noise: `pool_size` 1-8 lowest / highest checks/s, highest / lowest CPU |")
+    out.append("|---|---:|---:|---:|---:|---:|---|")
     failed = []
     for s in json.loads(lines[-1])["pool_sweep"]:
         if s.get("failed_checks"):
@@ -116,7 +125,8 @@ def fleet_table(path, out):
         out.append(f"| {p} process{'es' if p != '1' else ''} x {t} threads | {s['default_checks_per_s']:,.0f} | "
                    f"{s['default_cpu_us_per_check']:.2f} | **{s['throughput_ratio']:.3f}** "
                    f"({verdict(s['throughput_ratio'], 0.9)}) | **{s['cpu_ratio']:.3f}** "
-                   f"({verdict(s['cpu_ratio'], 1.15, at_most=True)}) |")
+                   f"({verdict(s['cpu_ratio'], 1.15, at_most=True)}) | {s.get('most_connections', 0):.0f} | "
+                   f"{noise(s)} |")
     if failed:
         out.append(f"\n**Checks the failure policy answered (no reply by the 100 ms deadline: the machine stalled), "
                    f"left out of the figures: {', '.join(failed)}.**")
