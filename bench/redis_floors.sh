@@ -70,8 +70,9 @@ done
 [[ $fleet_rounds =~ ^[0-9]{1,3}$ ]] || die "--fleet-rounds: a whole number in 0..999"
 [[ $jobs =~ ^[1-9][0-9]{0,3}$ ]] || die "--jobs: a positive number"
 for v in "$min_time" "$fleet_seconds"; do
-  [[ $v =~ ^[0-9]*\.?[0-9]+$ ]] && awk -v s="$v" 'BEGIN { exit !(s > 0 && s <= 60) }' ||
+  if ! [[ $v =~ ^[0-9]*\.?[0-9]+$ ]] || ! awk -v s="$v" 'BEGIN { exit !(s > 0 && s <= 60) }'; then
     die "--min-time, --fleet-seconds: seconds in (0, 60]"
+  fi
 done
 command -v redis-server >/dev/null || die "no redis-server on PATH (Debian: redis-server)"
 command -v python3 >/dev/null || die "no python3 on PATH"
@@ -121,12 +122,14 @@ echo "a-c: $rounds interleaved repetitions per case ..." >&2
 "$build/bench/bench_redis" \
   --benchmark_filter='^(redis_floor/evalsha_sync|redis_floor/evalsha_pipelined/(8|64)/|redis/gcra/allow/real_time/threads:1$|redis/gcra/allow_(one|two)_connections?/|redis/gcra/allow_async/64/)' \
   --benchmark_repetitions="$rounds" --benchmark_enable_random_interleaving=true --benchmark_min_time="$min_time" \
-  --benchmark_out="$out/floors.json" --benchmark_out_format=json >"$out/floors.txt" 2>&1
+  --benchmark_out="$out/floors.json" --benchmark_out_format=json >"$out/floors.txt" 2>&1 ||
+  { tail -5 "$out/floors.txt" >&2; die "bench_redis failed (its output: $out/floors.txt)"; }
 fleet=()
 if ((fleet_rounds > 0)); then
   echo "d: bench_redis_fleet --pool-sweep, $fleet_rounds rounds ..." >&2
   "$build/bench/bench_redis_fleet" --pool-sweep --rounds "$fleet_rounds" --seconds "$fleet_seconds" \
-    --shapes 4x8,1x8 >"$out/fleet.txt" 2>&1
+    --shapes 4x8,1x8 >"$out/fleet.txt" 2>&1 ||
+    { tail -5 "$out/fleet.txt" >&2; die "bench_redis_fleet failed (its output: $out/fleet.txt)"; }
   fleet=("$out/fleet.txt")
 fi
 {
