@@ -29,8 +29,8 @@ the two CPU costs allow on this machine's cores; beside them, not a floor, a's 8
 Flags:
   --rounds N          repetitions of each case of a-c (9)
   --min-time S        Google Benchmark's least time per repetition, seconds (0.5)
-  --fleet-rounds N    interleaved rounds of d (5); 0 leaves d out
-  --fleet-seconds S   seconds per setting and round of d (1.5)
+  --fleet-rounds N    interleaved rounds of d (7); 0 leaves d out
+  --fleet-seconds S   seconds per setting and round of d (1)
   --build DIR         build directory (build/bench-floors); configured Release with the benchmarks
   --no-build          use the binaries already in --build
   --jobs N            build jobs (2)
@@ -45,7 +45,7 @@ die() {
   exit 2
 }
 
-rounds=9 min_time=0.5 fleet_rounds=5 fleet_seconds=1.5 build=$root/build/bench-floors no_build=0 jobs=2 out=''
+rounds=9 min_time=0.5 fleet_rounds=7 fleet_seconds=1 build=$root/build/bench-floors no_build=0 jobs=2 out=''
 while (($#)); do
   case $1 in
     -h | --help) usage; exit 0 ;;
