@@ -122,6 +122,7 @@ echo "a-c: $rounds interleaved repetitions per case ..." >&2
 "$build/bench/bench_redis" \
   --benchmark_filter='^(redis_floor/evalsha_sync|redis_floor/evalsha_pipelined/(8|64)/|redis/gcra/allow/real_time/threads:1$|redis/gcra/allow_(one|two)_connections?/|redis/gcra/allow_async/64/)' \
   --benchmark_repetitions="$rounds" --benchmark_enable_random_interleaving=true --benchmark_min_time="$min_time" \
+  --benchmark_min_warmup_time=0.2 \
   --benchmark_out="$out/floors.json" --benchmark_out_format=json >"$out/floors.txt" 2>&1 ||
   { tail -5 "$out/floors.txt" >&2; die "bench_redis failed (its output: $out/floors.txt)"; }
 fleet=()
