@@ -8,9 +8,14 @@
 // and context switches (getrusage: the benchmark's threads and the library's I/O threads), and how many
 // commands the server read per read event and answered per write event (INFO stats
 // total_reads_processed / total_writes_processed): the batch depth the pipeline reached, seen by Redis.
+// floor/thread_handoff is the machine's price of a sync wait: one thread waking another through a futex.
 #include <benchmark/benchmark.h>
 #include <hiredis/hiredis.h>
+#include <linux/futex.h>
+#include <pthread.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -21,6 +26,7 @@
 #include <latch>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <ratelimit/redis.hpp>
@@ -129,6 +135,12 @@ double info_field(const std::string& info, const char* name) {
   return p == std::string::npos ? 0 : std::strtod(info.c_str() + p + std::strlen(name), nullptr);
 }
 
+/// User + system CPU of a getrusage result, in us.
+double cpu_us(const rusage& r) {
+  return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1e6 +
+         static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec);
+}
+
 Usage usage_now(redisContext* admin) {
   Usage u;
   auto* reply = checked(admin, redisCommand(admin, "INFO cpu stats commandstats"));
@@ -140,10 +152,7 @@ Usage usage_now(redisContext* admin) {
   u.server_scripts = info_field(info, "cmdstat_evalsha:calls=") + info_field(info, "cmdstat_eval:calls=");
   rusage r{};
   ::getrusage(RUSAGE_SELF, &r);
-  const auto seconds = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
-  };
-  u.client_cpu_s = seconds(r.ru_utime) + seconds(r.ru_stime);
+  u.client_cpu_s = cpu_us(r) / 1e6;
   u.voluntary = static_cast<double>(r.ru_nvcsw);
   u.involuntary = static_cast<double>(r.ru_nivcsw);
   return u;
@@ -317,6 +326,64 @@ void limiter_allow_many(benchmark::State& state) {
   if (limiter.stats().failures != 0) state.SkipWithError("backend failures");
 }
 
+/// Pins the calling thread to `cpu` (no effect where the machine has fewer).
+void pin_to(unsigned cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  (void)::pthread_setaffinity_np(::pthread_self(), sizeof set, &set);
+}
+
+/// A turn two threads hand back and forth through a futex, as a sync caller is woken with its reply.
+struct Turn {
+  std::atomic<std::uint32_t> value{0};
+
+  void wait_for(std::uint32_t v) {
+    for (std::uint32_t t = value.load(); t != v; t = value.load()) {
+      ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&value), FUTEX_WAIT_PRIVATE, t, nullptr, nullptr, 0);
+    }
+  }
+  void give(std::uint32_t v) {
+    value.store(v);
+    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&value), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  }
+};
+
+/// A machine floor of the sync path, not of Redis: wall time, process CPU and context switches per hand-off of
+/// a turn between two threads, both on CPU 0 (argument 0) or on CPUs 0 and 1 (argument 1).
+void floor_thread_handoff(benchmark::State& state) {
+  cpu_set_t before;
+  (void)::pthread_getaffinity_np(::pthread_self(), sizeof before, &before);
+  Turn turn;
+  std::atomic<bool> stop{false};
+  pin_to(0);
+  std::thread partner([&, cpu = state.range(0) == 0 ? 0U : 1U] {
+    pin_to(cpu);
+    for (std::uint32_t v = 1;; v += 2) {  // odd: the partner's turn
+      turn.wait_for(v);
+      if (stop.load()) return;
+      turn.give(v + 1);
+    }
+  });
+  rusage r0{}, r1{};
+  ::getrusage(RUSAGE_SELF, &r0);
+  std::uint32_t v = 1;
+  for (auto _ : state) {
+    turn.give(v);
+    turn.wait_for(v + 1);
+    v += 2;
+  }
+  ::getrusage(RUSAGE_SELF, &r1);
+  stop = true;
+  turn.give(v);
+  partner.join();
+  (void)::pthread_setaffinity_np(::pthread_self(), sizeof before, &before);
+  const double n = 2.0 * static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
+  state.counters["client_cpu_us"] = (cpu_us(r1) - cpu_us(r0)) / n;
+  state.counters["vol_cs"] = static_cast<double>(r1.ru_nvcsw - r0.ru_nvcsw) / n;
+  state.SetItemsProcessed(state.iterations() * 2);
+}
+
 }  // namespace
 
 BENCHMARK(floor_incr)->Name("redis_floor/incr")->UseRealTime();
@@ -327,6 +394,7 @@ BENCHMARK(limiter_allow_one_connection)->Name("redis/gcra/allow_one_connection")
 BENCHMARK(limiter_allow_two_connections)->Name("redis/gcra/allow_two_connections")->Threads(8)->UseRealTime();
 BENCHMARK(limiter_allow_async)->Name("redis/gcra/allow_async")->Arg(64)->UseManualTime();
 BENCHMARK(limiter_allow_many)->Name("redis/gcra/allow_many")->Arg(16)->Arg(64)->UseRealTime();
+BENCHMARK(floor_thread_handoff)->Name("floor/thread_handoff")->ArgName("other_cpu")->Arg(0)->Arg(1)->UseRealTime();
 
 // The server is started here, on the main thread, before any case: it is tied to the thread that starts it
 // (PR_SET_PDEATHSIG), and a multi-threaded case's first caller may be a worker thread that exits after the case.

@@ -107,6 +107,21 @@ def noise(shape):
     return f"{shape['same_code_throughput_spread']:.3f}, {shape['same_code_cpu_spread']:.3f} (the same code)"
 
 
+def handoff_table(runs, out):
+    """The machine's floor of a sync wait: what one futex hand-off between two threads costs, on one CPU and on two."""
+    rows = [(where, runs.get(f"floor/thread_handoff/other_cpu:{arg}/real_time")) for where, arg in
+            (("both threads on one CPU", 0), ("on two CPUs", 1))]
+    if not any(r for _, r in rows):
+        return
+    out.append("| a thread woken through a futex (machine floor) | wall us per hand-off | CPU us per hand-off | "
+               "context switches per hand-off |")
+    out.append("|---|---:|---:|---:|")
+    for where, r in rows:
+        if r:
+            out.append(f"| {where} | {1e6 / median(r, 'items_per_second'):.2f} | {median(r, 'client_cpu_us'):.2f} | "
+                       f"{median(r, 'vol_cs'):.2f} |")
+
+
 def fleet_table(path, out):
     with open(path) as f:
         lines = [line for line in f if line.startswith('{"pool_sweep"')]
@@ -143,6 +158,8 @@ def main():
     floors_table(runs, out)
     out.append("")
     costs_table(runs, cores, out)
+    out.append("")
+    handoff_table(runs, out)
     if len(sys.argv) == 3:
         out.append("")
         fleet_table(sys.argv[2], out)

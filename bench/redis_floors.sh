@@ -24,7 +24,8 @@ load on a shared machine spreads over both sides. Per case it also prints where 
 (INFO cpu) and this process's CPU (getrusage, all threads) per check, commands per Redis read event (the
 batch depth Redis saw: INFO stats total_reads_processed), context switches per check, and the most checks/s
 the two CPU costs allow on this machine's cores; beside them, not a floor, a's 8 threads on two connections
-(4 each: two batches in flight).
+(4 each: two batches in flight), and the machine's floor of a sync wait: one thread waking another through a
+futex, on one CPU and across two.
 
 Flags:
   --rounds N          repetitions of each case of a-c (9)
@@ -120,7 +121,7 @@ load_start=$(cut -d' ' -f1 /proc/loadavg)
 header | tee "$out/floors.md"
 echo "a-c: $rounds interleaved repetitions per case ..." >&2
 "$build/bench/bench_redis" \
-  --benchmark_filter='^(redis_floor/evalsha_sync|redis_floor/evalsha_pipelined/(8|64)/|redis/gcra/allow/real_time/threads:1$|redis/gcra/allow_(one|two)_connections?/|redis/gcra/allow_async/64/)' \
+  --benchmark_filter='^(redis_floor/evalsha_sync|redis_floor/evalsha_pipelined/(8|64)/|redis/gcra/allow/real_time/threads:1$|redis/gcra/allow_(one|two)_connections?/|redis/gcra/allow_async/64/|floor/thread_handoff/)' \
   --benchmark_repetitions="$rounds" --benchmark_enable_random_interleaving=true --benchmark_min_time="$min_time" \
   --benchmark_min_warmup_time=0.2 \
   --benchmark_out="$out/floors.json" --benchmark_out_format=json >"$out/floors.txt" 2>&1 ||
@@ -145,4 +146,4 @@ if ((fleet_rounds > 0)); then
   grep -v '^round \|^{\|^ratelimit: ' "$out/fleet.txt"
 fi
 echo
-echo "Results: $out (floors.md, floors.json: Google Benchmark; floors.txt: its console; fleet.txt)"
+echo "Results: $out (floors.md, floors.json: Google Benchmark; floors.txt: its console${fleet:+; fleet.txt})"
