@@ -37,7 +37,7 @@ Flags:
   --jobs N            build jobs (2)
   --out DIR           where floors.json, fleet.txt and floors.md go (default: a fresh folder under --build)
   -h, --help          this text
-About 2.5 minutes with the defaults after the build (the build: about 1 minute on an idle 2-core machine).
+About 3 minutes with the defaults after the build (the build: about 1 minute on an idle 2-core machine).
 EOF
 }
 
