@@ -20,7 +20,8 @@
 // setting, the median checks/s and Redis CPU per check (INFO cpu's used_cpu_sys + used_cpu_user over the
 // round, divided by the checks Redis decided; those the failure policy answered are counted apart as failed)
 // with their spread, and the default's ratios to the best of pool_size 1..8; when every setting opened one
-// connection per process (the same code), the spread of pool_size 1..8's medians: the machine's noise.
+// connection per process (the same code), the spread of pool_size 1..8's medians: the machine's noise; and the
+// default against the setting of its own pool_size (the same configuration twice).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -592,13 +593,26 @@ std::string report_shape(const Args& a, const Shape& shape, const std::vector<st
         "%.3f (lowest / highest checks/s) and %.3f (highest / lowest CPU per check)\n",
         *tp_lo / *tp_hi, *cpu_hi / *cpu_lo);
   }
-  char json[512];
+  // The default options' own pool_size, when swept, runs the default's configuration a second time: an A/A pair.
+  const auto default_pool = static_cast<int>(ratelimit::redis::RedisOptions{}.pool_size);
+  double aa_tp = 0, aa_cpu = 0;
+  for (std::size_t i = 1; i < kSweepSettings; ++i) {
+    if (kSweepPools[i] != default_pool) continue;
+    aa_tp = tp_med[0] / tp_med[i];
+    aa_cpu = cpu_med[0] / cpu_med[i];
+    std::printf(
+        "the default options are pool_size %d, the same configuration: default / pool_size %d %.3f (checks/s), "
+        "%.3f (CPU per check)\n",
+        default_pool, default_pool, aa_tp, aa_cpu);
+  }
+  char json[640];
   std::snprintf(json, sizeof json,
                 "{\"shape\": \"%s\", \"default_checks_per_s\": %.0f, \"default_cpu_us_per_check\": %.3f, "
                 "\"throughput_ratio\": %.4f, \"cpu_ratio\": %.4f, \"failed_checks\": %lld, "
-                "\"most_connections\": %.1f, \"same_code_throughput_spread\": %.4f, \"same_code_cpu_spread\": %.4f}",
+                "\"most_connections\": %.1f, \"same_code_throughput_spread\": %.4f, \"same_code_cpu_spread\": %.4f, "
+                "\"default_pool_size\": %d, \"same_config_throughput_ratio\": %.4f, \"same_config_cpu_ratio\": %.4f}",
                 shape.name.c_str(), tp_med[0], cpu_med[0], tp_ratio, cpu_ratio, static_cast<long long>(failed_all),
-                most_connections, *tp_lo / *tp_hi, *cpu_hi / *cpu_lo);
+                most_connections, *tp_lo / *tp_hi, *cpu_hi / *cpu_lo, default_pool, aa_tp, aa_cpu);
   return json;
 }
 

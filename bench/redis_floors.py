@@ -102,9 +102,13 @@ def costs_table(runs, cores, out):
 def noise(shape):
     """With one connection per process in every setting the settings run the same code, so their spread is the
     machine's noise: a default ratio inside it says nothing either way."""
+    same = ""
+    if shape.get("same_config_throughput_ratio"):
+        same = (f"; default / `pool_size = {shape['default_pool_size']}` (the same configuration): "
+                f"{shape['same_config_throughput_ratio']:.3f}, {shape['same_config_cpu_ratio']:.3f}")
     if shape.get("most_connections", 2) > 1:
-        return "(settings differ)"
-    return f"{shape['same_code_throughput_spread']:.3f}, {shape['same_code_cpu_spread']:.3f} (the same code)"
+        return "(settings differ)" + same
+    return f"{shape['same_code_throughput_spread']:.3f}, {shape['same_code_cpu_spread']:.3f} (the same code)" + same
 
 
 def handoff_table(runs, out):
