@@ -18,7 +18,10 @@
 // threads of sync checks; PxKa: P processes x K async calls in flight) and each pool setting (the default
 // options, then pool_size 1, 2, 4, 8), in --rounds interleaved rounds of --seconds each. Prints, per shape and
 // setting, the median checks/s and Redis CPU per check (INFO cpu's used_cpu_sys + used_cpu_user over the
-// round, divided by the checks) with their spread, and the default's ratios to the best of pool_size 1..8.
+// round, divided by the checks Redis decided; those the failure policy answered are counted apart as failed)
+// with their spread, and the default's ratios to the best of pool_size 1..8; when every setting opened one
+// connection per process (the same code), the spread of pool_size 1..8's medians: the machine's noise; and the
+// default against the setting of its own pool_size (the same configuration twice).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -527,7 +530,9 @@ Sample sweep_once(Args a, const Shape& shape, int pool, const char* self, rateli
     connects += m["connects"];
     std::remove(f.c_str());
   }
-  const double n = static_cast<double>(std::max<std::int64_t>(1, checks + failed));
+  // Checks Redis decided: a failed one (the failure policy answered, e.g. no reply by its deadline on a
+  // stalled machine) is counted apart, not as throughput.
+  const double n = static_cast<double>(std::max<std::int64_t>(1, checks));
   return {n / a.seconds, (cpu1 - cpu0) * 1e6 / n, failed, static_cast<double>(connects) / shape.processes};
 }
 
@@ -549,6 +554,8 @@ std::string report_shape(const Args& a, const Shape& shape, const std::vector<st
   std::printf("%-10s %28s %34s %8s %12s\n", "pool_size", "checks/s median [min - max]",
               "Redis CPU us/check median [min - max]", "failed", "connections");
   std::vector<double> tp_med(kSweepSettings), cpu_med(kSweepSettings);
+  std::int64_t failed_all = 0;
+  double most_connections = 0;
   for (std::size_t i = 0; i < kSweepSettings; ++i) {
     std::vector<double> tp, cpu, conns;
     std::int64_t failed = 0;
@@ -565,6 +572,8 @@ std::string report_shape(const Args& a, const Shape& shape, const std::vector<st
                 *std::min_element(tp.begin(), tp.end()), *std::max_element(tp.begin(), tp.end()), cpu_med[i],
                 *std::min_element(cpu.begin(), cpu.end()), *std::max_element(cpu.begin(), cpu.end()),
                 static_cast<long long>(failed), median(conns));
+    failed_all += failed;
+    most_connections = std::max(most_connections, median(conns));
   }
   std::size_t best = 1, cheapest = 1;
   for (std::size_t i = 2; i < kSweepSettings; ++i) {
@@ -574,11 +583,36 @@ std::string report_shape(const Args& a, const Shape& shape, const std::vector<st
   const double tp_ratio = tp_med[0] / tp_med[best], cpu_ratio = cpu_med[0] / cpu_med[cheapest];
   std::printf("default / best throughput (pool_size %d): %.3f; default CPU per check / lowest (pool_size %d): %.3f\n",
               kSweepPools[best], tp_ratio, kSweepPools[cheapest], cpu_ratio);
-  char json[256];
+  // When every setting opened one connection per process they ran the same code: the spread of pool_size
+  // 1..8's medians is then the machine's noise, the yardstick for the default's ratios.
+  const auto [tp_lo, tp_hi] = std::minmax_element(tp_med.begin() + 1, tp_med.end());
+  const auto [cpu_lo, cpu_hi] = std::minmax_element(cpu_med.begin() + 1, cpu_med.end());
+  if (most_connections <= 1) {
+    std::printf(
+        "every setting opened one connection per process (the same code): pool_size 1..8's medians spread "
+        "%.3f (lowest / highest checks/s) and %.3f (highest / lowest CPU per check)\n",
+        *tp_lo / *tp_hi, *cpu_hi / *cpu_lo);
+  }
+  // The default options' own pool_size, when swept, runs the default's configuration a second time: an A/A pair.
+  const auto default_pool = static_cast<int>(ratelimit::redis::RedisOptions{}.pool_size);
+  double aa_tp = 0, aa_cpu = 0;
+  for (std::size_t i = 1; i < kSweepSettings; ++i) {
+    if (kSweepPools[i] != default_pool) continue;
+    aa_tp = tp_med[0] / tp_med[i];
+    aa_cpu = cpu_med[0] / cpu_med[i];
+    std::printf(
+        "the default options are pool_size %d, the same configuration: default / pool_size %d %.3f (checks/s), "
+        "%.3f (CPU per check)\n",
+        default_pool, default_pool, aa_tp, aa_cpu);
+  }
+  char json[640];
   std::snprintf(json, sizeof json,
                 "{\"shape\": \"%s\", \"default_checks_per_s\": %.0f, \"default_cpu_us_per_check\": %.3f, "
-                "\"throughput_ratio\": %.4f, \"cpu_ratio\": %.4f}",
-                shape.name.c_str(), tp_med[0], cpu_med[0], tp_ratio, cpu_ratio);
+                "\"throughput_ratio\": %.4f, \"cpu_ratio\": %.4f, \"failed_checks\": %lld, "
+                "\"most_connections\": %.1f, \"same_code_throughput_spread\": %.4f, \"same_code_cpu_spread\": %.4f, "
+                "\"default_pool_size\": %d, \"same_config_throughput_ratio\": %.4f, \"same_config_cpu_ratio\": %.4f}",
+                shape.name.c_str(), tp_med[0], cpu_med[0], tp_ratio, cpu_ratio, static_cast<long long>(failed_all),
+                most_connections, *tp_lo / *tp_hi, *cpu_hi / *cpu_lo, default_pool, aa_tp, aa_cpu);
   return json;
 }
 
