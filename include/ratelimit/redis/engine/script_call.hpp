@@ -245,7 +245,7 @@ class AsyncScriptCall : public PipelineOp {
     if (sink() != nullptr && step_.next(error ? nullptr : reply.get(), *route_) && prepare()) {
       sink()->submit(*this);
     } else if (load) {  // the call did not run; it fails as its load did
-      args.swap(saved_);
+      if (!saved_.empty()) args.swap(saved_);
       finished(nullptr, detail::load_failed(std::move(error)), step_.reloaded());
     } else {
       finished(std::move(reply), std::move(error), step_.reloaded());
