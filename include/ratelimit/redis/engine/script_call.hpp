@@ -193,21 +193,14 @@ inline void send_script_calls(Route& route, const Script& script, std::span<Rout
 
 }  // namespace detail
 
-/// Runs `calls` (each `{"EVALSHA", script.sha1, numkeys, keys..., args...}`, `slot` set) through `route`
-/// and returns how many calls found their script missing and were answered (`NOSCRIPT`: one `EVAL` each,
-/// which also caches the script again; with Functions, a missing library: `FUNCTION LOAD` once per slot,
-/// then the call again). No `SCRIPT LOAD` is ever sent, so a user without `script|load` permission, or a
-/// server with `SCRIPT` renamed, works as long as `EVALSHA` and `EVAL` are allowed. Each call goes through
-/// its `detail::ScriptStep` (with Functions, `route.functions_usable()`: `FCALL`, and `EVALSHA` from a refusal
-/// on). One deadline per call: the earlier of its own and `command_timeout` from now, reloads included.
-///
-/// Order: `order_keys[i]` names the key whose requests must run in order (empty span: all distinct).
-/// A pipeline can meet a script cache flush halfway, and a `NOSCRIPT`'d call re-sent after later calls
-/// ran would run out of order. So the calls go in rounds, each holding at most one call per key, and a
-/// round's calls are answered before the next round is sent. A batch of distinct keys is one round.
-///
-/// Outcomes land in each call; never throws `BackendError`; may throw `std::bad_alloc`. Thread-safe as
-/// the route is.
+/// Runs `calls` (each `{"EVALSHA", script.sha1, numkeys, keys..., args...}`, `slot` set) through `route`, each
+/// through its `detail::ScriptStep`, and returns how many calls had their script (or library) sent again. No
+/// `SCRIPT LOAD` is ever sent. One deadline per call: the earlier of its own and `command_timeout` from now,
+/// reloads included. `order_keys[i]` names the key whose calls must run in order (empty span: all distinct): a
+/// call re-sent after `NOSCRIPT` must not run after a later call of its key, so the calls go in rounds holding at
+/// most one call per key, each round answered before the next is sent (a batch of distinct keys is one round).
+/// Outcomes land in each call; never throws `BackendError`; may throw `std::bad_alloc`. Thread-safe as the route
+/// is.
 inline std::size_t run_script(Route& route, const Script& script, std::span<RouteCall> calls,
                               std::span<const std::string_view> order_keys = {}) {
   const auto deadline = std::chrono::steady_clock::now() + route.options().command_timeout;
