@@ -160,6 +160,23 @@ std::vector<std::string> commands(const std::vector<std::string>& log) {
   return out;
 }
 
+// The commands `route` saw and a call's outcome are what `t` expects.
+void expect_case(const Case& t, const ScriptedRoute& route, const Reply& reply,
+                 const std::optional<BackendError>& error, bool reloaded) {
+  EXPECT_EQ(commands(route.log), t.sends);
+  EXPECT_EQ(reloaded, t.reloaded);
+  EXPECT_EQ(route.functions_usable(), t.functions_usable_after);
+  if (t.outcome) {
+    ASSERT_FALSE(error);
+    ASSERT_TRUE(reply);
+    EXPECT_EQ(reply->integer, *t.outcome);
+  } else {
+    ASSERT_TRUE(error);
+    EXPECT_EQ(error->cause(), BackendErrorCause::io);
+    EXPECT_FALSE(reply);
+  }
+}
+
 TEST(ScriptStep, SyncCallsSendWhatEachReplyAsksFor) {
   for (const Case& t : kCases) {
     SCOPED_TRACE(t.name);
@@ -168,18 +185,8 @@ TEST(ScriptStep, SyncCallsSendWhatEachReplyAsksFor) {
     call.slot = 5;
     call.args = {"EVALSHA", "sha", "1", "k"};
     const std::size_t reloads = ratelimit::redis::run_script(route, kScript, std::span<RouteCall>(&call, 1));
-    EXPECT_EQ(commands(route.log), t.sends);
-    EXPECT_EQ(reloads, t.reloaded ? 1u : 0u);
-    if (t.outcome) {
-      ASSERT_FALSE(call.error);
-      ASSERT_TRUE(call.reply);
-      EXPECT_EQ(call.reply->integer, *t.outcome);
-    } else {
-      ASSERT_TRUE(call.error);
-      EXPECT_EQ(call.error->cause(), BackendErrorCause::io);
-      EXPECT_FALSE(call.reply);
-    }
-    EXPECT_EQ(route.functions_usable(), t.functions_usable_after);
+    expect_case(t, route, call.reply, call.error, reloads == 1);
+    EXPECT_LE(reloads, 1u);
     ASSERT_FALSE(route.deadlines.empty());
     for (const auto d : route.deadlines) EXPECT_EQ(d, route.deadlines.front());  // one deadline, reloads included
   }
@@ -193,19 +200,8 @@ TEST(ScriptStep, AsyncCallsSendWhatEachReplyAsksFor) {
     call.slot = 5;
     call.args = {"EVALSHA", "sha", "1", "k"};
     call.start(route);
-    EXPECT_EQ(commands(route.log), t.sends);
     EXPECT_EQ(call.outcomes, 1);
-    EXPECT_EQ(call.reloaded, t.reloaded);
-    if (t.outcome) {
-      ASSERT_FALSE(call.error);
-      ASSERT_TRUE(call.reply);
-      EXPECT_EQ(call.reply->integer, *t.outcome);
-    } else {
-      ASSERT_TRUE(call.error);
-      EXPECT_EQ(call.error->cause(), BackendErrorCause::io);
-      EXPECT_FALSE(call.reply);
-    }
-    EXPECT_EQ(route.functions_usable(), t.functions_usable_after);
+    expect_case(t, route, call.reply, call.error, call.reloaded);
     EXPECT_EQ(call.args[2], "1");  // the call's own arguments are back after a load
     EXPECT_EQ(call.args[3], "k");
   }
