@@ -2,10 +2,12 @@
 
 /// @file
 /// How a policy's rules reach its Lua script: the embedded script, the key suffix and the ARGV
-/// parameters in microsecond ticks, plus the bounds that keep every Lua value exact.
+/// parameters in microsecond ticks, plus the bounds that keep every Lua value exact; and the embedded
+/// scripts as the engine sends them (`Script`, with the Functions library).
 
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -20,6 +22,7 @@
 #include "ratelimit/policy/token_bucket.hpp"
 #include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/detail/lua_scripts.hpp"
+#include "ratelimit/redis/engine/script_call.hpp"
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
@@ -33,6 +36,30 @@ inline constexpr std::int64_t kLuaExact = std::int64_t{1} << 53;
 /// (the longest wait it can report, e.g. 2 * tau) by the core's ~73 years, about 2.3e15 us, so a script's
 /// largest value, time plus that horizon, stays below 2^53.
 inline constexpr std::int64_t kMaxTimeUs = std::int64_t{1} << 52;
+
+/// The source of the Redis Functions library `kFunctionLibrary` (`FUNCTION LOAD`): every embedded script,
+/// registered under its `function` name as `function(KEYS, ARGV) <body> end`, so it runs unchanged.
+/// Built once; thread-safe.
+[[nodiscard]] inline const std::string& function_library_code() {
+  static const std::string code = [] {
+    std::string s = "#!lua name=" + std::string(kFunctionLibrary) + "\n";
+    for (const EmbeddedScript& e : kEmbeddedScripts) {
+      s += "redis.register_function('";
+      s += e.function;
+      s += "', function(KEYS, ARGV)\n";
+      s += e.body;
+      s += "\nend)\n";
+    }
+    return s;
+  }();
+  return code;
+}
+
+/// An embedded script as the engine sends it (found by argument-dependent lookup: an `EmbeddedScript`
+/// converts to `Script` where `run_script` or `AsyncScriptCall` takes one).
+[[nodiscard]] inline Script script_text(const EmbeddedScript& e) {
+  return Script(e.sha1, e.body, e.function, function_library_code());
+}
 
 /// The embedded script of a policy kind; throws `std::logic_error` if there is none (a build error).
 [[nodiscard]] inline const EmbeddedScript& script_for(std::string_view kind) {

@@ -2,25 +2,25 @@
 
 /// @file
 /// The one place a Lua script call is sent, for single checks, batches, layered checks, leases and
-/// concurrency permits, on one server or Redis Cluster: `EVALSHA`, and `EVAL` with the body for each call
-/// answered `NOSCRIPT`; or, with `ConnectionOptions::use_functions`, `FCALL` of the scripts' Functions
-/// library, `FUNCTION LOAD` where a server lacks it, and `EVALSHA` where a server refuses Functions.
+/// concurrency permits, sync or async, on one server or Redis Cluster (include/ratelimit/redis/README.md
+/// "Failures" and "Redis Functions"): each call is a `detail::ScriptStep`, which reads each reply and says
+/// what goes next.
 
 #include <algorithm>
 #include <chrono>
+#include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
-#include "ratelimit/redis/abi.hpp"
-#include "ratelimit/redis/detail/lua_scripts.hpp"
 #include "ratelimit/error.hpp"
+#include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/engine/pipeline.hpp"
 #include "ratelimit/redis/engine/reply.hpp"
 #include "ratelimit/redis/engine/route.hpp"
@@ -28,25 +28,28 @@
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
-namespace detail {
+/// A Lua script as the engine sends it. The views must outlive every call made with it (the embedded
+/// scripts are static).
+struct Script {
+  /// The `EVALSHA` name: the SHA1 of `body`.
+  std::string_view sha1;
+  /// Sent with `EVAL` when the server answers `NOSCRIPT`.
+  std::string_view body;
+  /// Its name for `FCALL`, and the source of the Functions library holding it (`FUNCTION LOAD`).
+  std::string_view function;
+  std::string_view library;
 
-/// The source of the Redis Functions library `kFunctionLibrary` (`FUNCTION LOAD`): every embedded script,
-/// registered under its `function` name as `function(KEYS, ARGV) <body> end`, so it runs unchanged.
-/// Built once; thread-safe.
-[[nodiscard]] inline const std::string& function_library_code() {
-  static const std::string code = [] {
-    std::string s = "#!lua name=" + std::string(kFunctionLibrary) + "\n";
-    for (const EmbeddedScript& e : kEmbeddedScripts) {
-      s += "redis.register_function('";
-      s += e.function;
-      s += "', function(KEYS, ARGV)\n";
-      s += e.body;
-      s += "\nend)\n";
+  Script(std::string_view sha1_, std::string_view body_, std::string_view function_, std::string_view library_)
+      : sha1(sha1_), body(body_), function(function_), library(library_) {}
+  /// A script of a floor above, described by its `script_text(s)` (found by argument-dependent lookup).
+  template <class S>
+    requires requires(const S& s) {
+      { script_text(s) } -> std::same_as<Script>;
     }
-    return s;
-  }();
-  return code;
-}
+  Script(const S& s) : Script(script_text(s)) {}  // NOLINT(google-explicit-constructor): call sites pass theirs
+};
+
+namespace detail {
 
 /// An `FCALL` of a function the server does not have (fresh server, `FUNCTION FLUSH`): it did not run.
 [[nodiscard]] inline bool function_missing(const redisReply& r) noexcept {
@@ -67,204 +70,179 @@ namespace detail {
   return !is_error(r) || text(r).find("already exists") != std::string_view::npos;
 }
 
+/// One script call's state: `EVALSHA`, then one `EVAL` with the body on `NOSCRIPT`; with Functions, `FCALL`,
+/// then on a missing function `FUNCTION LOAD` and the `FCALL` again (`EVALSHA` if it is still missing or the
+/// load failed), and `EVALSHA` wherever Functions are refused (`Route::refuse_functions`). Every reply of the
+/// call, sync or async, goes through `next`: the only place these replies are recognised. Each step sends
+/// something that did not run before, so no call runs twice.
+class ScriptStep {
+ public:
+  explicit ScriptStep(bool fcall) noexcept : phase_(fcall ? Phase::fcall : Phase::evalsha) {}
+
+  /// Takes the reply to what was sent last (null: none came, the error stands). True when something goes
+  /// next: `FUNCTION LOAD` when `loading()`, else the call as `write` spells it; false when this is the
+  /// call's outcome (a failed load: see `loading()`).
+  bool next(const redisReply* reply, Route& route) noexcept {
+    if (reply == nullptr || phase_ == Phase::eval) return false;
+    if (phase_ == Phase::evalsha) {
+      if (!is_error(*reply, "NOSCRIPT")) return false;
+      return to(Phase::eval, true);
+    }
+    if (functions_refused(*reply)) {
+      route.refuse_functions();
+      return to(Phase::evalsha, false);
+    }
+    if (phase_ == Phase::loading) return to(library_loaded(*reply) ? Phase::fcall_again : Phase::evalsha, false);
+    if (!function_missing(*reply)) return false;
+    return phase_ == Phase::fcall ? to(Phase::loading, true) : to(Phase::evalsha, false);
+  }
+  /// True while the next send is `FUNCTION LOAD`; after `next` returned false, the load failed (no reply):
+  /// the call did not run.
+  [[nodiscard]] bool loading() const noexcept { return phase_ == Phase::loading; }
+  /// True once the script (or library) had to be sent again: the call counts one `script_reloads`.
+  [[nodiscard]] bool reloaded() const noexcept { return reloaded_; }
+  /// Spells the call's command (`args[0..1]`) for the current phase; not while `loading()`.
+  template <class Args>
+  void write(Args& args, const Script& s) const {
+    const bool fcall = phase_ == Phase::fcall || phase_ == Phase::fcall_again;
+    args[0] = std::string_view(fcall ? "FCALL" : phase_ == Phase::eval ? "EVAL" : "EVALSHA");
+    args[1] = fcall ? s.function : phase_ == Phase::eval ? s.body : s.sha1;
+  }
+
+ private:
+  enum class Phase : std::uint8_t { evalsha, eval, fcall, loading, fcall_again };
+  bool to(Phase p, bool reload) noexcept {
+    phase_ = p;
+    reloaded_ = reloaded_ || reload;
+    return true;
+  }
+  Phase phase_;
+  bool reloaded_ = false;
+};
+
+/// The error of a call whose `FUNCTION LOAD` failed: `error`, or a protocol error when there was none.
+[[nodiscard]] inline BackendError load_failed(std::optional<BackendError> error) {
+  return error ? std::move(*error) : BackendError(BackendErrorCause::protocol, "FUNCTION LOAD: no reply");
+}
+
+/// The rounds of `run_script`: each holds at most one call per key of `order_keys` (the n-th call of a
+/// key in round n); no `order_keys`: one round of every call.
+[[nodiscard]] inline std::vector<std::vector<std::size_t>> script_rounds(std::size_t n,
+                                                                         std::span<const std::string_view> order_keys) {
+  std::vector<std::vector<std::size_t>> rounds(n == 0 ? 0 : 1);
+  std::unordered_map<std::string_view, std::size_t> seen;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t r = order_keys.empty() ? 0 : seen[order_keys[i]]++;
+    if (r == rounds.size()) rounds.emplace_back();
+    rounds[r].push_back(i);
+  }
+  return rounds;
+}
+
+/// Sends what each call of `which` (indices into `calls`) needs next, as one `Route::execute`: the call,
+/// or its step's `FUNCTION LOAD` (one per slot), and hands every reply to the call's step. Leaves in
+/// `which` the calls that go on; the others have their outcome.
+inline void send_script_calls(Route& route, const Script& script, std::span<RouteCall> calls,
+                              std::span<ScriptStep> steps, std::vector<std::size_t>& which) {
+  const bool whole =
+      which.size() == calls.size() && std::none_of(steps.begin(), steps.end(), [](auto& s) { return s.loading(); });
+  std::vector<RouteCall> part;                             // unless `whole`: what goes
+  std::vector<std::size_t> at(which.size());               // which[k]'s reply: part[at[k]]
+  std::unordered_map<std::uint16_t, std::size_t> load_of;  // slot -> its load in part
+  auto add = [&](const RouteCall& c, std::vector<std::string_view> args, std::string_view key) {
+    RouteCall& p = part.emplace_back();
+    p.slot = c.slot;
+    p.key = key;
+    p.args = std::move(args);
+    p.deadline = c.deadline;
+    return part.size() - 1;
+  };
+  for (std::size_t k = 0; k < which.size(); ++k) {
+    RouteCall& c = calls[which[k]];
+    if (whole) {  // in place: no stale outcome of an earlier send stays
+      c.reply.reset();
+      c.error.reset();
+    } else if (!steps[which[k]].loading()) {
+      at[k] = add(c, c.args, c.key);
+    } else if (const auto found = load_of.find(c.slot); found != load_of.end()) {
+      at[k] = found->second;
+    } else {
+      at[k] = load_of[c.slot] = add(c, {"FUNCTION", "LOAD", script.library}, {});
+    }
+  }
+  route.execute(whole ? calls : std::span<RouteCall>(part));
+  std::vector<std::size_t> again;
+  for (std::size_t k = 0; k < which.size(); ++k) {
+    RouteCall& c = calls[which[k]];
+    ScriptStep& step = steps[which[k]];
+    RouteCall& out = whole ? c : part[at[k]];
+    const bool load = step.loading();
+    if (step.next(out.error ? nullptr : out.reply.get(), route)) {
+      if (!step.loading()) step.write(c.args, script);
+      again.push_back(which[k]);
+    } else if (load) {  // the call did not run; it fails as its load did
+      c.reply.reset();
+      c.error = load_failed(out.error);
+    } else if (!whole) {
+      c.reply = std::move(out.reply);
+      c.error = std::move(out.error);
+    }
+  }
+  which = std::move(again);
+}
+
 }  // namespace detail
 
-/// Runs `calls` (each `{"EVALSHA", script.sha1, numkeys, keys..., args...}`, `slot` set) through `route`
-/// and returns how many calls found their script missing and were answered (`NOSCRIPT`: one `EVAL` each,
-/// which also caches the script again; with Functions, a missing library: `FUNCTION LOAD` once per slot,
-/// then the call again). No `SCRIPT LOAD` is ever sent, so a user without `script|load` permission, or a
-/// server with `SCRIPT` renamed, works as long as `EVALSHA` and `EVAL` are allowed.
-///
-/// Functions (`route.functions_usable()`): the calls go as `FCALL <script.function>`; a call refused as a
-/// Functions call (see `detail::functions_refused`) did not run and goes again as `EVALSHA`, and the route
-/// sends `EVALSHA` from then on (`Route::refuse_functions`).
-///
-/// Order: `order_keys[i]` names the key whose requests must run in order (empty span: all distinct).
-/// A pipeline can meet a script cache flush halfway, and a `NOSCRIPT`'d call re-sent after later calls
-/// ran would run out of order. So the calls go in rounds, each holding at most one call per key (the
-/// n-th call of a key in round n), and a round's `NOSCRIPT`s (and missing functions) are answered before
-/// the next round is sent: no call of a key runs after a later one of the same key. A batch of distinct
-/// keys is one round.
-///
-/// Outcomes land in each call; never throws `BackendError`; may throw `std::bad_alloc`. Thread-safe as
-/// the route is.
-inline std::size_t run_script(Route& route, const detail::EmbeddedScript& script, std::span<RouteCall> calls,
+/// Runs `calls` (each `{"EVALSHA", script.sha1, numkeys, keys..., args...}`, `slot` set) through `route`, each
+/// through its `detail::ScriptStep`, and returns how many calls had their script (or library) sent again. No
+/// `SCRIPT LOAD` is ever sent. One deadline per call: the earlier of its own and `command_timeout` from now,
+/// reloads included. `order_keys[i]` names the key whose calls must run in order (empty span: all distinct): a
+/// call re-sent after `NOSCRIPT` must not run after a later call of its key, so the calls go in rounds holding at
+/// most one call per key, each round answered before the next is sent (a batch of distinct keys is one round).
+/// Outcomes land in each call; never throws `BackendError`; may throw `std::bad_alloc`. Thread-safe as the route
+/// is.
+inline std::size_t run_script(Route& route, const Script& script, std::span<RouteCall> calls,
                               std::span<const std::string_view> order_keys = {}) {
-  std::size_t reloads = 0;
-  // One deadline for the whole call, reloads and retries included.
   const auto deadline = std::chrono::steady_clock::now() + route.options().command_timeout;
-  for (RouteCall& c : calls) c.deadline = std::min(c.deadline, deadline);
-  const bool fcall = route.functions_usable();
-  if (fcall) {
-    for (RouteCall& c : calls) {
-      c.args[0] = "FCALL";
-      c.args[1] = script.function;
-    }
+  std::vector<detail::ScriptStep> steps(calls.size(), detail::ScriptStep(route.functions_usable()));
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    calls[i].deadline = std::min(calls[i].deadline, deadline);
+    steps[i].write(calls[i].args, script);
   }
-  // Sends calls[i] for each i of `which` again as they stand, outcomes back into calls.
-  auto resend = [&](const std::vector<std::size_t>& which) {
-    std::vector<RouteCall> again(which.size());
-    for (std::size_t k = 0; k < which.size(); ++k) {
-      again[k].slot = calls[which[k]].slot;
-      again[k].key = calls[which[k]].key;
-      again[k].args = calls[which[k]].args;
-      again[k].deadline = calls[which[k]].deadline;
-    }
-    route.execute(again);
-    for (std::size_t k = 0; k < which.size(); ++k) {
-      calls[which[k]].reply = std::move(again[k].reply);
-      calls[which[k]].error = std::move(again[k].error);
-    }
-  };
-  auto as_evalsha = [&](RouteCall& c) {
-    c.args[0] = "EVALSHA";
-    c.args[1] = script.sha1;
-  };
-  auto replied = [&](std::size_t i, auto&& test) { return !calls[i].error && calls[i].reply && test(*calls[i].reply); };
-  // Functions: a refused FCALL goes as EVALSHA; a missing library is loaded (once per slot), then the call
-  // goes again (as EVALSHA if the load was refused, or the function is still missing).
-  auto answer_functions = [&](const std::vector<std::size_t>& batch) {
-    for (int pass = 0; pass < 2; ++pass) {
-      std::vector<std::size_t> missing, again;
-      for (const std::size_t i : batch) {
-        if (calls[i].args[0] != "FCALL") continue;
-        if (replied(i, detail::functions_refused)) {
-          route.refuse_functions();
-          as_evalsha(calls[i]);
-          again.push_back(i);
-        } else if (replied(i, detail::function_missing)) {
-          if (pass == 0) {
-            missing.push_back(i);
-          } else {
-            as_evalsha(calls[i]);
-            again.push_back(i);
-          }
-        }
-      }
-      if (!missing.empty()) {
-        reloads += missing.size();
-        std::vector<RouteCall> loads;
-        std::unordered_map<std::uint16_t, std::size_t> load_of;  // slot -> index in loads
-        for (const std::size_t i : missing) {
-          if (load_of.emplace(calls[i].slot, loads.size()).second) {
-            RouteCall& l = loads.emplace_back();
-            l.slot = calls[i].slot;
-            l.args = {"FUNCTION", "LOAD", detail::function_library_code()};
-            l.deadline = deadline;
-          }
-        }
-        route.execute(loads);
-        for (const std::size_t i : missing) {
-          const RouteCall& l = loads[load_of[calls[i].slot]];
-          if (l.error) {  // the call did not run; it fails as the load did
-            calls[i].reply.reset();
-            calls[i].error = l.error;
-            continue;
-          }
-          if (!detail::library_loaded(*l.reply)) {
-            if (detail::functions_refused(*l.reply)) route.refuse_functions();
-            as_evalsha(calls[i]);
-          }
-          again.push_back(i);
-        }
-      }
-      if (again.empty()) return;
-      resend(again);
-    }
-  };
-  // Answers the NOSCRIPTs of `batch` (indices into calls) with EVAL, once each.
-  auto answer_noscript = [&](const std::vector<std::size_t>& batch) {
-    std::vector<std::size_t> missing;
-    for (const std::size_t i : batch) {
-      if (replied(i, [](const redisReply& r) { return is_error(r, "NOSCRIPT"); })) missing.push_back(i);
-    }
-    if (missing.empty()) return;
-    reloads += missing.size();
-    for (const std::size_t i : missing) {
-      calls[i].args[0] = "EVAL";
-      calls[i].args[1] = script.body;
-    }
-    resend(missing);
-  };
-  auto answer = [&](const std::vector<std::size_t>& batch) {
-    if (fcall) answer_functions(batch);
-    answer_noscript(batch);
-  };
-
-  std::vector<std::size_t> round_of(calls.size(), 0);
-  std::size_t rounds = calls.empty() ? 0 : 1;
-  if (!order_keys.empty()) {
-    std::unordered_map<std::string_view, std::size_t> seen;
-    for (std::size_t i = 0; i < calls.size(); ++i) {
-      const std::size_t n = seen[order_keys[i]]++;
-      round_of[i] = n;
-      if (n + 1 > rounds) rounds = n + 1;
-    }
+  for (std::vector<std::size_t>& which : detail::script_rounds(calls.size(), order_keys)) {
+    while (!which.empty()) detail::send_script_calls(route, script, calls, steps, which);
   }
-  if (rounds == 1) {
-    route.execute(calls);
-    std::vector<std::size_t> all(calls.size());
-    for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
-    answer(all);
-    return reloads;
-  }
-  for (std::size_t r = 0; r < rounds; ++r) {
-    std::vector<std::size_t> batch;
-    for (std::size_t i = 0; i < calls.size(); ++i) {
-      if (round_of[i] == r) batch.push_back(i);
-    }
-    std::vector<RouteCall> part(batch.size());
-    for (std::size_t k = 0; k < batch.size(); ++k) {
-      part[k].slot = calls[batch[k]].slot;
-      part[k].key = calls[batch[k]].key;
-      part[k].args = calls[batch[k]].args;
-      part[k].deadline = calls[batch[k]].deadline;
-    }
-    route.execute(part);
-    for (std::size_t k = 0; k < batch.size(); ++k) {
-      calls[batch[k]].reply = std::move(part[k].reply);
-      calls[batch[k]].error = std::move(part[k].error);
-    }
-    answer(batch);
-  }
-  return reloads;
+  return static_cast<std::size_t>(std::count_if(steps.begin(), steps.end(), [](auto& s) { return s.reloaded(); }));
 }
 
 /// One async script call: `args` = `{"EVALSHA", script.sha1, numkeys, keys..., args...}`. Started with
-/// `start`; a `NOSCRIPT` reply is answered once by sending `EVAL` with the body on the same connection
-/// (it did not run, so this is no re-send of a call that may have run). With Functions
-/// (`Route::functions_usable`) it goes as `FCALL`; a missing library is loaded (`FUNCTION LOAD`) on the
-/// same connection and the call sent again, and a refusal sends it as `EVALSHA` (as `run_script` does).
+/// `start`, it goes through its `detail::ScriptStep` as `run_script`'s calls do, each next command on the
+/// same connection (a `NOSCRIPT`'d call did not run, so this is no re-send of a call that may have run).
 /// `finished` then runs once, on the route's I/O thread, with the final reply or the error and whether the
 /// script (or library) was loaded again.
 class AsyncScriptCall : public PipelineOp {
  public:
-  explicit AsyncScriptCall(const detail::EmbeddedScript& script) : script_(&script) {}
+  explicit AsyncScriptCall(const Script& script) : script_(script) {}
 
   /// Submits the call through `route` (`slot` and `deadline` set). Throws what `Route::submit` throws.
   void start(Route& route) {
     route_ = &route;
-    if (route.functions_usable()) {
-      args[0] = "FCALL";
-      args[1] = std::string(script_->function);
-      phase_ = Phase::fcall;
-    }
+    step_ = detail::ScriptStep(route.functions_usable());
+    step_.write(args, script_);
     format();
     route.submit(*this);
   }
 
   void complete(Reply reply, std::optional<BackendError> error) noexcept final {
-    if (!error && reply && sink() != nullptr && next(*reply)) {
-      format();
+    const bool load = step_.loading();
+    if (sink() != nullptr && step_.next(error ? nullptr : reply.get(), *route_) && prepare()) {
       sink()->submit(*this);
-      return;
+    } else if (load) {  // the call did not run; it fails as its load did
+      if (!saved_.empty()) args.swap(saved_);
+      finished(nullptr, detail::load_failed(std::move(error)), step_.reloaded());
+    } else {
+      finished(std::move(reply), std::move(error), step_.reloaded());
     }
-    if (phase_ == Phase::loading) {  // the load failed (no reply): the call did not run
-      finished(nullptr, error ? std::move(error) : BackendError(BackendErrorCause::protocol, "FUNCTION LOAD: no reply"),
-               reloaded_);
-      return;
-    }
-    finished(std::move(reply), std::move(error), reloaded_);
   }
 
  protected:
@@ -273,66 +251,34 @@ class AsyncScriptCall : public PipelineOp {
   virtual void finished(Reply reply, std::optional<BackendError> error, bool reloaded) noexcept = 0;
 
  private:
-  enum class Phase { evalsha, fcall, loading, fcall_again, eval };
-
-  // Turns this op into its next command for `reply`, or returns false when `reply` is the outcome.
-  bool next(const redisReply& reply) noexcept {
+  // Makes this op the command its step sends next; false (std::bad_alloc) when the last reply stands.
+  bool prepare() noexcept {
     try {
-      switch (phase_) {
-        case Phase::evalsha:
-          if (!is_error(reply, "NOSCRIPT")) return false;
-          return to_eval();
-        case Phase::fcall:
-        case Phase::fcall_again:
-          if (detail::functions_refused(reply)) {
-            route_->refuse_functions();
-            return to_evalsha();
-          }
-          if (!detail::function_missing(reply)) return false;
-          if (phase_ == Phase::fcall_again) return to_evalsha();
-          reloaded_ = true;
-          saved_.swap(args);
-          args = {"FUNCTION", "LOAD", detail::function_library_code()};
-          phase_ = Phase::loading;
-          return true;
-        case Phase::loading:
+      if (step_.loading()) {
+        saved_.swap(args);
+        args = {"FUNCTION", "LOAD", std::string(script_.library)};
+      } else {
+        if (!saved_.empty()) {
           args.swap(saved_);
           saved_.clear();
-          if (detail::library_loaded(reply)) {
-            phase_ = Phase::fcall_again;
-            return true;
-          }
-          if (detail::functions_refused(reply)) route_->refuse_functions();
-          return to_evalsha();
-        case Phase::eval: return false;
+        }
+        step_.write(args, script_);
       }
-    } catch (...) {  // std::bad_alloc: the reply stands as the outcome
+      format();
+      return true;
+    } catch (...) {
+      return false;
     }
-    return false;
-  }
-  bool to_evalsha() {
-    args[0] = "EVALSHA";
-    args[1] = std::string(script_->sha1);
-    phase_ = Phase::evalsha;
-    return true;
-  }
-  bool to_eval() {
-    reloaded_ = true;
-    args[0] = "EVAL";
-    args[1] = std::string(script_->body);
-    phase_ = Phase::eval;
-    return true;
   }
   void format() {
     std::vector<std::string_view> views(args.begin(), args.end());
     command.clear();
     append_resp(command, views);
   }
-  const detail::EmbeddedScript* script_;
+  Script script_;
   Route* route_ = nullptr;
-  Phase phase_ = Phase::evalsha;
-  std::vector<std::string> saved_;  // the FCALL's arguments while the library loads
-  bool reloaded_ = false;
+  detail::ScriptStep step_{false};
+  std::vector<std::string> saved_;  // the call's arguments while the library loads
 };
 
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
