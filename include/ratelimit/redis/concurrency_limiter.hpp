@@ -70,26 +70,12 @@ struct RedisConcurrencyOptions {
 };
 
 /// At most `permits` units in flight per key across processes, on Redis (include/ratelimit/concurrency/README.md
-/// "Concurrency limits").
-///
-/// Each key is one sorted set: a member per unit held (`<permit id>:<unit>`, the id random per
-/// acquisition), scored by its expiry in server microseconds. One atomic script per acquire, renew and
-/// release (lua/concurrency_*.lua, keys in `KEYS`, all of one hash tag so one hash slot); each drops expired
-/// units first, so a crashed holder's units come back `expiry` after its last renewal. Release removes only
-/// its own members: idempotent, and a release after expiry never frees someone else's units. An acquire
-/// that failed once sent is released at once, its id kept so that it takes nothing if it runs later; a
-/// release on an async completion's thread is sent async (include/ratelimit/concurrency/README.md "Concurrency limits",
-/// failures).
-///
-/// In flight means "holding an unexpired permit". A background thread renews every held permit each
-/// `renew_every` (one pipelined round trip for all); when a renewal fails (Redis unreachable, or the
-/// permit had expired) the permit turns invalid at once and for good (`Permit::valid()` false, the
-/// `on_lost` callback runs once on the renewal thread), and `valid()` also turns false by itself when
-/// `expiry` passes without a successful renewal (as measured locally from before the last successful
-/// call was sent). A holder stalled past its expiry no longer counts: others may be admitted.
-///
-/// Waiting across processes polls with backoff (no FIFO across processes); a release in this process
-/// wakes this process's waiters at once. Thread-safe. Must outlive its permits.
+/// "Concurrency limits"): each key is one sorted set of the units held, scored by their expiry; one atomic script per
+/// acquire, renew and release (lua/concurrency_*.lua), each dropping expired units first, so a crashed holder's units
+/// come back `expiry` after its last renewal. A background thread renews every held permit each `renew_every`; a
+/// permit whose renewal fails, or whose `expiry` passes without one, turns invalid for good (`Permit::valid()`
+/// false, `on_lost` runs once). Waiting across processes polls with backoff; a release in this process wakes its
+/// waiters at once. Thread-safe. Must outlive its permits.
 /// Example:
 ///   ratelimit::redis::RedisOptions redis;
 ///   redis.connection() = ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379");
@@ -107,13 +93,11 @@ class RedisConcurrencyLimiter final : public PermitSource {
   /// release returns at once and is done when the callback returns. Must not throw.
   using OnLost = std::function<void()>;
 
-  /// Over `pool`'s server. Throws `std::invalid_argument` naming the field
-  /// (`RedisConcurrencyOptions.permits`, `.expiry`, `.renew_every`, `.poll_min`, `.poll_max`, `.name`).
-  RedisConcurrencyLimiter(RedisConcurrencyOptions options, std::shared_ptr<ConnectionPool> pool)
-      : RedisConcurrencyLimiter(std::move(options), detail::server_route(std::move(pool))) {}
-  /// On Redis Cluster, over `router`. Throws as above.
-  RedisConcurrencyLimiter(RedisConcurrencyOptions options, std::shared_ptr<ClusterRouter> router)
-      : RedisConcurrencyLimiter(std::move(options), std::shared_ptr<Route>(std::move(router))) {}
+  /// Over `route` (a `ConnectionPool`, `ClusterRouter` or `SentinelRoute`). Throws `std::invalid_argument` naming
+  /// the field (`RedisConcurrencyOptions.permits`, `.expiry`, `.renew_every`, `.poll_min`, `.poll_max`, `.name`).
+  template <class R>
+  RedisConcurrencyLimiter(RedisConcurrencyOptions options, std::shared_ptr<R> route)
+      : RedisConcurrencyLimiter(std::move(options), detail::route_of(std::move(route))) {}
   /// With a pool (or a cluster router, with `cluster_nodes`) of its own. Throws as above.
   RedisConcurrencyLimiter(RedisConcurrencyOptions options, const RedisOptions& redis)
       : RedisConcurrencyLimiter(std::move(options), make_route(redis.connection(), redis.limiter())) {}
@@ -391,11 +375,8 @@ class RedisConcurrencyLimiter final : public PermitSource {
         auto done = [counter = failed_releases_, failed](Reply r, std::optional<BackendError> e, bool) {
           if (failed(r, e)) counter->fetch_add(1, std::memory_order_relaxed);
         };
-        auto async = std::make_unique<detail::AsyncCall<decltype(done)>>(s, std::move(done));
-        async->args.assign(call.args.begin(), call.args.end());
-        async->slot = call.slot;
-        async->deadline = std::chrono::steady_clock::now() + route_->options().command_timeout;
-        decltype(async)::element_type::start(std::move(async), *route_);  // throws only with nothing started
+        const auto deadline = std::chrono::steady_clock::now() + route_->options().command_timeout;
+        detail::start_async_call(*route_, s, call, deadline, std::move(done));  // throws only with nothing started
         return;
       }
       run_script(*route_, s, std::span<RouteCall>(&call, 1));

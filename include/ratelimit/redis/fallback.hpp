@@ -176,9 +176,6 @@ class Fallback final : public FallbackBase {
     if (Overridable* o = overridable_ready_.load(std::memory_order_acquire)) o->reset(key);
   }
 
-  /// The memory limiter (for joint checks of several limiters' fallbacks); null when not `enabled()`.
-  [[nodiscard]] MemoryLimiter<P, C>* memory() const noexcept { return memory_.get(); }
-
   /// Whether the fallback is active, checks it served, and times it became active.
   [[nodiscard]] FallbackCounters counters() const noexcept {
     FallbackCounters c;

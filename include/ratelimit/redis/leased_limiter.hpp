@@ -50,10 +50,8 @@ inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 /// How `LeasedLimiter` sizes and keeps its leases. A plain aggregate; every field has a working default.
 struct LeaseOptions {
-  /// The lease lifetime L: every unit of a lease is served at most L after the lease request was sent
-  /// (monotonic clock), and every check of a leased key runs with the tolerance reduced by L. In (0, 1 h],
-  /// a whole number of microseconds. Every process sharing a limit must use the same L (it is part of the
-  /// Redis key). Units are handed out only until 7/8 L, leaving L/8 for the caller to act on a decision.
+  /// The lease lifetime L: every unit of a lease is served within 7/8 L of the lease request (monotonic clock). In
+  /// (0, 1 h], whole microseconds; the same in every process sharing a limit (it is part of the Redis key).
   std::chrono::microseconds lifetime{200'000};
   /// Most units one lease asks for; >= 1.
   std::int64_t max_slice = 1000;
@@ -62,9 +60,8 @@ struct LeaseOptions {
   double max_fraction = 0.1;
   /// Most keys kept in process memory (leases and denials); >= 1. A key beyond it is checked per request.
   std::size_t max_keys = 100'000;
-  /// After Redis denies cost n with retry_after R, deny requests of that key with cost >= n locally until the
-  /// slice it asks for fits (GCRA: R + (slice - n) * T; include/ratelimit/redis/README.md "Budget leases", denial
-  /// cache).
+  /// Deny a key's requests locally after Redis denied them, until the slice asked for fits
+  /// (include/ratelimit/redis/README.md "Budget leases").
   bool deny_cache = true;
 };
 
@@ -88,27 +85,13 @@ struct LeaseStats : FallbackCounters {
   std::uint64_t failed_returns = 0;
 };
 
-/// A Redis limiter with budget leases (include/ratelimit/redis/README.md "Budget leases"): per key it leases a slice of
-/// budget from Redis in one script call and serves requests from the slice in memory; when the slice runs out or its
-/// lifetime ends it leases again, and unused units go back when the lease expires (`sweep`, or the next Redis
-/// call of its shard) and when the limiter is destroyed. The slice follows the key's recent local demand
-/// (units per lease lifetime), bounded by `max_slice` and `max_fraction` of the limit: a cold key costs one
-/// Redis call per request, as `RedisLimiter`, a hot key one per slice.
-///
-/// Never over-admits across any number of processes (include/ratelimit/redis/README.md "Budget leases", with the
-/// proof): FixedWindow at most `limit` per window fleet-wide; GCRA and TokenBucket at most `B + floor(d / T)` units in
-/// any interval of length d, counting each unit when it is served. Every check of a leased key runs on Redis with the
-/// tolerance reduced by the lifetime; a policy whose `B * T <= L` cannot lease and is checked per request.
-/// SlidingWindowLog and SlidingWindowCounter are refused at compile time.
-///
-/// Decisions: `limit` is the lease-mode limit (GCRA/TokenBucket: `floor((B*T - L) / T)`; FixedWindow: the
-/// limit); `remaining` the units this process holds plus what Redis had unleased at its last answer;
-/// `retry_after` the denial cache's wait (Redis's, plus the rest of the slice) or the rest of it; `reset_after`
-/// Redis's, minus the time since it answered. Thread-safe: every method may be called from any thread. Throws
-/// `std::invalid_argument` for bad options (naming the field), a negative cost or a key over
-/// `max_key_bytes`; `BackendError` under `FailurePolicy::raise`. With `FailurePolicy::fallback`, what would go to
-/// Redis while it fails goes to an in-memory share of the quota (include/ratelimit/redis/README.md "Fallback during
-/// outages").
+/// A Redis limiter with budget leases (include/ratelimit/redis/README.md "Budget leases", which proves its bounds): per
+/// key it leases a slice of budget from Redis and serves requests from it in memory; unused units go back when the
+/// lease expires (`sweep`, or the next Redis call of its shard) and when the limiter is destroyed. It never
+/// over-admits across processes. `Decision::limit` is the lease-mode limit (GCRA/TokenBucket: `floor((B*T - L) /
+/// T)`; FixedWindow: the limit); a policy whose `B * T <= L` cannot lease and is checked per request. Thread-safe.
+/// Throws `std::invalid_argument` for bad options (naming the field), a negative cost or a key over `max_key_bytes`;
+/// `BackendError` under `FailurePolicy::raise`; the other failure policies answer as `RedisLimiter`'s.
 ///
 /// @tparam P `Gcra`, `TokenBucket` or `FixedWindow` (durations whole microseconds, as for `RedisLimiter`).
 /// @tparam C the clock whose time is sent with `time_source = client` (tests: `ManualClock`).
@@ -136,16 +119,11 @@ class LeasedLimiter {
       : LeasedLimiter(std::move(policy), make_route(options.connection()), options.limiter(), lease, std::move(clock),
                       std::move(mono)) {}
 
-  /// Sharing `pool`'s connections, with its own limiter options.
-  LeasedLimiter(P policy, std::shared_ptr<ConnectionPool> pool, const LimiterOptions& limiter, LeaseOptions lease = {},
+  /// Sharing `route` (a `ConnectionPool`, `ClusterRouter` or `SentinelRoute`), with its own limiter options.
+  template <class R>
+  LeasedLimiter(P policy, std::shared_ptr<R> route, const LimiterOptions& limiter, LeaseOptions lease = {},
                 C clock = {}, M mono = {})
-      : LeasedLimiter(std::move(policy), detail::server_route(std::move(pool)), limiter, lease, std::move(clock),
-                      std::move(mono)) {}
-
-  /// On Redis Cluster, sharing `router`, with its own limiter options (one key, one slot: nothing else changes).
-  LeasedLimiter(P policy, std::shared_ptr<ClusterRouter> router, const LimiterOptions& limiter, LeaseOptions lease = {},
-                C clock = {}, M mono = {})
-      : LeasedLimiter(std::move(policy), std::shared_ptr<Route>(std::move(router)), limiter, lease, std::move(clock),
+      : LeasedLimiter(std::move(policy), detail::route_of(std::move(route)), limiter, lease, std::move(clock),
                       std::move(mono)) {}
 
   /// Over any `Route` (a server's, a cluster's, or a stand-in for simulations), with its own limiter options.
@@ -259,9 +237,7 @@ class LeasedLimiter {
       (void)parse(calls[0]);
       return true;
     } catch (const BackendError& e) {
-      answer_.failed(e);
-      if (options_.on_error == FailurePolicy::raise) throw;
-      return false;
+      return answer_.failed_reset(e);
     }
   }
 

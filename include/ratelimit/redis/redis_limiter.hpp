@@ -3,7 +3,6 @@
 /// @file
 /// `RedisLimiter`: a policy checked atomically in Redis, shared by every process that uses the server.
 
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <concepts>
@@ -17,14 +16,12 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "ratelimit/batch_request.hpp"
 #include "ratelimit/clock.hpp"
 #include "ratelimit/decision.hpp"
-#include "ratelimit/detail/arithmetic.hpp"
 #include "ratelimit/detail/key_length.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/policy/policy.hpp"
@@ -33,17 +30,12 @@
 #include "ratelimit/redis/detail/key_encoding.hpp"
 #include "ratelimit/redis/detail/layered_call.hpp"
 #include "ratelimit/redis/detail/limiter_setup.hpp"
-#include "ratelimit/redis/detail/script_binding.hpp"
-#include "ratelimit/redis/engine/cluster_router.hpp"
 #include "ratelimit/redis/engine/pool.hpp"
-#include "ratelimit/redis/engine/route.hpp"
 #include "ratelimit/redis/engine/routes.hpp"
-#include "ratelimit/redis/engine/sentinel_route.hpp"
 #include "ratelimit/redis/engine/slots.hpp"
 #include "ratelimit/redis/failure_report.hpp"
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/readiness.hpp"
-#include "ratelimit/redis/stats.hpp"
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
@@ -52,13 +44,9 @@ inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 using Request = ratelimit::BatchRequest;
 
 /// The Redis backend (include/ratelimit/README.md "Redis contract"): each check is one atomic Lua script run on the
-/// key's Redis key, so any number of threads and processes sharing the server share each key's limit exactly.
-/// Decisions are the in-memory backend's for the same calls when times and durations are whole microseconds.
-/// Thread-safe: every method may be called from any thread; calls from every thread share the route's pipelined
-/// connections (include/ratelimit/redis/README.md "Redis engine"), and the `*_async` methods never block. When Redis
-/// fails, `LimiterOptions::on_error` answers (include/ratelimit/redis/README.md "Failures", "Fallback during
-/// outages"). On Redis Cluster each check runs on the master owning its key's slot (a failover can lose that
-/// master's last writes). Layered checks of limiters on one route run as one script (`check_jointly`).
+/// key's Redis key, so every process sharing the server shares each key's limit exactly; decisions are the in-memory
+/// backend's when times and durations are whole microseconds. Thread-safe; the `*_async` methods never block. When
+/// Redis fails, `LimiterOptions::on_error` answers (include/ratelimit/redis/README.md "Failures").
 ///
 /// @tparam P a `Policy`. On Redis its durations must be whole microseconds, its rate at most one per
 ///           microsecond, its counts below 2^53, and for `SlidingWindowCounter` `limit * window_us <= 2^53`.
@@ -76,59 +64,28 @@ template <Policy P, Clock C = std::chrono::system_clock>
 class RedisLimiter final : public detail::LayeredMember {
   using Mode = detail::Mode;
   using Answer = detail::Answer<P, C, detail::GateClock<C>>;
-  /// One policy with what its calls send (immutable): its rules at 1 us, its script binding, an id unique in the
-  /// process for the denial cache (an address could be reused), and a per-call policy's share of the fallback.
-  struct Config {
-    explicit Config(P p)
-        : policy(std::move(p)), rules(policy.rules(detail::kTickNs)), binding(detail::bind<P>(rules)) {}
-    P policy;
-    RulesOf<P> rules;
-    detail::ScriptBinding binding;
-    std::uint64_t id = next_id();
-    std::shared_ptr<const typename Answer::Share> fallback_share{};
-    static std::uint64_t next_id() noexcept {
-      static std::atomic<std::uint64_t> last{0};
-      return last.fetch_add(1, std::memory_order_relaxed) + 1;
-    }
-  };
+  using Config = detail::PolicyConfig<P, typename Answer::Share>;
 
  public:
   using policy_type = P;
   using clock_type = C;
 
-  /// Validates the policy for Redis and the options, and makes a connection pool (or, with `cluster_nodes`, a
-  /// `ClusterRouter`; with `sentinel.master_name`, a `SentinelRoute`); connects nothing yet, so Redis may be down at
-  /// start. Throws `std::invalid_argument` naming the field (e.g. `Gcra.period`, `LimiterOptions.key_prefix`,
-  /// `ConnectionOptions.pool_size`).
+  /// Validates the policy and the options and makes a route of its own (`make_route`); connects nothing yet. Throws
+  /// `std::invalid_argument` naming the field (e.g. `Gcra.period`, `LimiterOptions.key_prefix`).
   RedisLimiter(P policy, const RedisOptions& options, C clock = {})
       : RedisLimiter(std::move(policy), make_route(options.connection()), std::move(clock), &options.limiter()) {}
 
-  /// As above, from the two halves: the connections (`connection`, a pool or router of its own) and this
-  /// limiter's `limiter` options. Throws `std::invalid_argument` as above.
+  /// As above, from the two halves of the options. Throws `std::invalid_argument` as above.
   RedisLimiter(P policy, const ConnectionOptions& connection, const LimiterOptions& limiter = {}, C clock = {})
       : RedisLimiter(std::move(policy), make_route(connection), std::move(clock), &limiter) {}
 
-  /// As above, sharing `pool` with other limiters, e.g. one per policy of a layered limit; the limiter
-  /// options are the pool's `limiter_defaults()`. Throws `std::invalid_argument` as above.
-  RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, C clock = {})
-      : RedisLimiter(std::move(policy), detail::server_route(std::move(pool)), std::move(clock), nullptr) {}
+  /// Sharing `route` (a `ConnectionPool`, `ClusterRouter` or `SentinelRoute`) with other limiters, e.g. the layers
+  /// of a layered limit, under the route's `limiter_defaults()`. Throws `std::invalid_argument` as above.
+  template <class R>
+  RedisLimiter(P policy, std::shared_ptr<R> route, C clock = {})
+      : RedisLimiter(std::move(policy), detail::route_of(std::move(route)), std::move(clock), nullptr) {}
 
-  /// On Redis Cluster, sharing `router` (its pools, slot map and options) with other limiters. A layered check
-  /// over limiters of one router is one script only when every key is in one slot (the hash tag is the user key);
-  /// otherwise `check_layers` checks layer by layer and refunds. Throws `std::invalid_argument` as above.
-  RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, C clock = {})
-      : RedisLimiter(std::move(policy), std::shared_ptr<Route>(std::move(router)), std::move(clock), nullptr) {}
-
-  /// As above with this limiter's own `key_prefix` instead of the pool's default. Throws
-  /// `std::invalid_argument` naming `LimiterOptions.key_prefix` when it holds `{` or `}`.
-  RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, std::string key_prefix, C clock = {})
-      : RedisLimiter(std::move(policy), pool,
-                     with_prefix(detail::server_route(pool)->limiter_defaults(), std::move(key_prefix)),
-                     std::move(clock)) {}
-
-  /// Sharing `pool`'s connections, with this limiter's own options (key prefix, name, time source,
-  /// failure policy): e.g. the layers of a layered limit, each named. Throws `std::invalid_argument`
-  /// naming the field.
+  /// As above with this limiter's own options, e.g. each layer named. Throws `std::invalid_argument` as above.
   /// Example:
   ///   auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(
   ///       ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379"));
@@ -139,30 +96,20 @@ class RedisLimiter final : public detail::LayeredMember {
   ///   ratelimit::LimiterLayer ip(per_ip, "ip");
   ///   ratelimit::LimiterLayer key(per_key, "api-key");
   ///   if (!ratelimit::check_layers({{&ip, "203.0.113.7"}, {&key, "7f3a"}})) { /* 429: one script, all or nothing */ }
-  RedisLimiter(P policy, std::shared_ptr<ConnectionPool> pool, const LimiterOptions& limiter, C clock = {})
-      : RedisLimiter(std::move(policy), detail::server_route(std::move(pool)), std::move(clock), &limiter) {}
+  template <class R>
+  RedisLimiter(P policy, std::shared_ptr<R> route, const LimiterOptions& limiter, C clock = {})
+      : RedisLimiter(std::move(policy), detail::route_of(std::move(route)), std::move(clock), &limiter) {}
 
-  /// On Redis Cluster, sharing `router`, with this limiter's own options. Throws as above.
-  RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, const LimiterOptions& limiter, C clock = {})
-      : RedisLimiter(std::move(policy), std::shared_ptr<Route>(std::move(router)), std::move(clock), &limiter) {}
+  /// As above with the route's limiter defaults but this limiter's own `key_prefix`. Throws `std::invalid_argument`
+  /// naming `LimiterOptions.key_prefix` when it holds `{` or `}`.
+  template <class R>
+  RedisLimiter(P policy, std::shared_ptr<R> route, std::string key_prefix, C clock = {})
+      : RedisLimiter(std::move(policy), detail::route_of(std::move(route)), std::move(clock), nullptr,
+                     std::move(key_prefix)) {}
 
-  /// On the master Redis Sentinel names, sharing `route` (its pools and discovery) with other limiters, e.g. the
-  /// layers of one layered check. Throws as above.
-  RedisLimiter(P policy, std::shared_ptr<SentinelRoute> route, const LimiterOptions& limiter, C clock = {})
-      : RedisLimiter(std::move(policy), std::shared_ptr<Route>(std::move(route)), std::move(clock), &limiter) {}
-
-  /// On Redis Cluster, sharing `router` with this limiter's own `key_prefix` instead of the router's (outside the
-  /// hash tag: layered checks over one user key stay one script). Throws `std::invalid_argument` naming
-  /// `LimiterOptions.key_prefix` when it holds `{` or `}`.
-  RedisLimiter(P policy, std::shared_ptr<ClusterRouter> router, std::string key_prefix, C clock = {})
-      : RedisLimiter(std::move(policy), router,
-                     with_prefix(detail::options_on(router.get(), nullptr).limiter(), std::move(key_prefix)),
-                     std::move(clock)) {}
-
-  /// Checks `cost` units for `key` and consumes them if admitted (cost >= 1); one round trip (or none
-  /// while the circuit breaker is open or the denial cache knows the answer). Thread-safe.
-  /// Throws `std::invalid_argument` for a negative cost or a key longer than `max_key_bytes`;
-  /// `BackendError` when Redis fails under `FailurePolicy::raise`.
+  /// Checks `cost` (>= 0) units for `key` and consumes them if admitted; one round trip at most. Thread-safe. Throws
+  /// `std::invalid_argument` for a negative cost or a key longer than `max_key_bytes`; `BackendError` when Redis
+  /// fails under `FailurePolicy::raise`.
   /// Example:
   ///   ratelimit::redis::RedisLimiter<ratelimit::FixedWindow> limiter(
   ///       ratelimit::FixedWindow{.limit = 1000, .window = std::chrono::hours(1)},
@@ -171,9 +118,8 @@ class RedisLimiter final : public detail::LayeredMember {
   ///   if (!d) { /* answer 429, Retry-After from d.retry_after */ }
   Decision allow(std::string_view key, std::int64_t cost = 1) { return run(key, cost, Mode::check, config()).decision; }
 
-  /// As `allow`, and says who decided: `Outcome::failure_policy` when Redis failed and `on_error`
-  /// (`fail_open`, `fail_closed`, or `fallback` from its in-memory share) answered. Thread-safe. Throws as
-  /// `allow`.
+  /// As `allow`, and says who decided (`Outcome::failure_policy`: Redis failed and `on_error` answered). Thread-safe.
+  /// Throws as `allow`.
   /// Example:
   ///   ratelimit::redis::RedisLimiter<ratelimit::Gcra> limiter(
   ///       ratelimit::Gcra{.limit = 10, .period = std::chrono::seconds(1), .burst = 10},
@@ -187,11 +133,10 @@ class RedisLimiter final : public detail::LayeredMember {
   /// as `allow`.
   Decision peek(std::string_view key) { return run(key, 1, Mode::peek, config()).decision; }
 
-  /// For a service's start-up (include/ratelimit/redis/README.md "Readiness at start-up"): connects and runs this
-  /// limiter's script once (a peek), retrying until Redis answers or `timeout` has passed (may overrun it by
-  /// `connect_timeout` plus `command_timeout`). Ignores the failure policy, the fallback and the denial cache; counts
-  /// no failure and calls no hook. Thread-safe. Throws `BackendError` naming the server and the last failure,
-  /// `std::invalid_argument` for `timeout` outside (0, 24 h].
+  /// For a service's start-up (include/ratelimit/redis/README.md "Readiness at start-up"): runs this limiter's script
+  /// once (a peek), retrying until Redis answers or `timeout` has passed, outside the failure policy. Thread-safe.
+  /// Throws `BackendError` naming the server and the last failure, `std::invalid_argument` for `timeout` outside
+  /// (0, 24 h].
   /// Example:
   ///   ratelimit::redis::RedisLimiter<ratelimit::Gcra> limiter(
   ///       ratelimit::Gcra{.limit = 100, .period = std::chrono::minutes(1), .burst = 10},
@@ -205,17 +150,15 @@ class RedisLimiter final : public detail::LayeredMember {
     detail::wait_until_ready(detail::servers_of(options_.connection()), timeout, [this] { return ready_once(); });
   }
 
-  /// Gives back up to `cost` units `key` consumed (include/ratelimit/README.md "Refunds"), never past full. Returns
-  /// the key's state afterwards as a cost-0 check sees it. Thread-safe. Throws as `allow`; when Redis fails and
-  /// `on_error` is not `raise`, nothing is given back and a fresh key's state is returned (the failure is counted).
+  /// Gives back up to `cost` units `key` consumed (include/ratelimit/README.md "Refunds"); returns the key's state
+  /// afterwards (a fresh key's when Redis failed). Thread-safe. Throws as `allow`.
   Decision refund(std::string_view key, std::int64_t cost) { return run(key, cost, Mode::refund, config()).decision; }
 
-  /// A policy of this limiter's kind validated for Redis, for calls that name it (`QuotaOverrides`: per-key
-  /// quota overrides, include/ratelimit/layers/README.md "Per-key quota overrides"). Immutable; made by `prepare`.
+  /// A policy validated for Redis for calls that name it (include/ratelimit/layers/README.md "Per-key quota
+  /// overrides"). Immutable; made by `prepare`.
   class PreparedPolicy;
 
-  /// Validates `policy` for Redis and binds its script parameters, for the calls below that name it. Only a named
-  /// limiter (`LimiterOptions::name`), as for `set_policy`: the script converts a key's usage to the policy it gets.
+  /// Validates `policy` for Redis, for the calls below that name it; only a named limiter, as for `set_policy`.
   /// Thread-safe. Throws `std::invalid_argument` naming the field (e.g. `Gcra.burst`), or `LimiterOptions.name`.
   [[nodiscard]] std::shared_ptr<const PreparedPolicy> prepare(P policy) const {
     require_name("per-call policies need");
@@ -223,8 +166,8 @@ class RedisLimiter final : public detail::LayeredMember {
     c.fallback_share = core_->answer.fallback.prepare_share(c.policy);  // the fallback answers under its share
     return std::make_shared<const PreparedPolicy>(PreparedPolicy(std::move(c)));
   }
-  /// As `check(key, cost)`, under `policy` instead of `policy()`; the failure policy answers under `policy` too
-  /// (`FailurePolicy::fallback` with this process's share of it). Thread-safe. Throws as `check`.
+  /// As `check(key, cost)`, under `policy` instead of `policy()` (the failure policy too). Thread-safe. Throws as
+  /// `check`.
   CheckResult check(std::string_view key, std::int64_t cost, const PreparedPolicy& policy) {
     return run(key, cost, Mode::check, policy.config_);
   }
@@ -241,15 +184,12 @@ class RedisLimiter final : public detail::LayeredMember {
     return run(key, cost, Mode::refund, policy.config_).decision;
   }
 
-  /// The async `check` (include/ratelimit/redis/README.md "Redis engine"): starts the check and returns at once.
-  /// `callback(std::exception_ptr error, CheckResult result)` runs exactly once, on the I/O thread of the connection
-  /// that carried the call (never inside this function): with Redis's decision, or when Redis failed with the
-  /// failure policy's (`Outcome::failure_policy`); under `FailurePolicy::raise` `error` then holds the `BackendError`
-  /// (and `result` a fail_closed-style denial). The callback must not throw (the process terminates) and must not
-  /// block: a sync call on a `RedisLimiter` from it throws `std::logic_error`. `timeout`: the call's deadline from
-  /// now, in (0, 24 h]; by default `command_timeout`. The limiter may be destroyed before the call completes.
-  /// Thread-safe. Throws `std::invalid_argument` (key length, negative cost, timeout) and `std::logic_error` (used in
-  /// a forked child) with nothing started.
+  /// The async `check` (include/ratelimit/redis/README.md "Redis engine"): returns at once;
+  /// `callback(std::exception_ptr error, CheckResult result)` runs exactly once on an I/O thread, never inside this
+  /// call, with Redis's decision or the failure policy's (under `raise`, `error` holds the `BackendError`). It must not
+  /// throw (the process terminates) nor block (a sync call from it throws `std::logic_error`). `timeout`: the deadline
+  /// from now, in (0, 24 h]. The limiter may be destroyed first. Thread-safe. Throws `std::invalid_argument` (key
+  /// length, negative cost, timeout) and `std::logic_error` (in a forked child) with nothing started.
   template <class F>
     requires std::invocable<F&, std::exception_ptr, CheckResult>
   void check_async(std::string_view key, std::int64_t cost, std::chrono::milliseconds timeout, F&& callback) {
@@ -290,9 +230,9 @@ class RedisLimiter final : public detail::LayeredMember {
     start_async(key, cost, Mode::refund, options_.command_timeout, decision_only(std::forward<F>(callback)));
   }
 
-  /// Forgets the key's state (`DEL` of its Redis keys, its cached denial and the fallback's state of it). Thread-safe.
-  /// Returns false when Redis failed and `on_error` is not `raise` (the failure is counted); throws `BackendError`
-  /// under `raise`, and `std::invalid_argument` for a key longer than `max_key_bytes`.
+  /// Forgets the key's state (in Redis, the denial cache and the fallback). Thread-safe. Returns false when Redis
+  /// failed and `on_error` is not `raise`; throws `BackendError` under `raise`, `std::invalid_argument` for a key
+  /// longer than `max_key_bytes`.
   bool reset(std::string_view key) {
     check_key(key);
     Answer& a = core_->answer;
@@ -307,23 +247,17 @@ class RedisLimiter final : public detail::LayeredMember {
       route_->execute(std::span<RouteCall>(&call, 1));
       // Again once the DEL ran (or may have): a denial Redis gave before it may have been remembered meanwhile.
       if (a.denials) a.denials->invalidate(key);
-      if (detail::reply_of(call).type != REDIS_REPLY_INTEGER) {
-        throw BackendError(BackendErrorCause::protocol, "DEL: not an integer reply");
-      }
-      return true;
+      if (detail::reply_of(call).type == REDIS_REPLY_INTEGER) return true;
+      throw BackendError(BackendErrorCause::protocol, "DEL: not an integer reply");
     } catch (const BackendError& e) {
-      a.failed(e);
-      if (a.on_error == FailurePolicy::raise) throw;
-      return false;
+      return a.failed_reset(e);
     }
   }
 
-  /// Checks many requests (any keys and costs) pipelined on one connection (per node on Redis Cluster); decisions
-  /// come back in the order of `requests`, all under one time reading. Each request is atomic on its own, not the
-  /// batch; the requests of one key run in their order. Thread-safe. Validates every request first (throws
-  /// `std::invalid_argument` naming the first bad one, `"requests[i].key: ..."` or `"requests[i].cost: ..."`,
-  /// sending nothing). When the connection fails midway, requests already sent may have been applied while their
-  /// decisions are failure decisions; under `raise` the first failure is thrown after the replies are drained.
+  /// Checks many requests pipelined (include/ratelimit/redis/README.md "Failures"): decisions in the order of
+  /// `requests`, under one time reading, each request atomic on its own. Thread-safe. Validates every request first
+  /// (throws `std::invalid_argument` naming the first bad one, `"requests[i].key: ..."`, sending nothing); under
+  /// `raise` the first failure is thrown once every request was answered.
   /// Example:
   ///   ratelimit::redis::RedisLimiter<ratelimit::Gcra> limiter(
   ///       ratelimit::Gcra{.limit = 100, .period = std::chrono::seconds(1), .burst = 100},
@@ -375,17 +309,15 @@ class RedisLimiter final : public detail::LayeredMember {
   /// This limiter's identity in its Redis keys: `<kind>:<parameters>`, or `<kind>@<name>` when named. Thread-safe.
   [[nodiscard]] const std::string& identity() const noexcept { return identity_; }
 
-  /// The policy now, as given (durations in nanoseconds). Thread-safe; the reference stays valid, and its
-  /// value unchanged, while the limiter lives (`set_policy` keeps every policy it was given).
+  /// The policy now, as given. Thread-safe; the reference stays valid and unchanged while the limiter lives.
   [[nodiscard]] const P& policy() const noexcept { return config().policy; }
   /// The validated rules now, in ticks of 1 us (Redis's time unit). Thread-safe; valid as `policy()`.
   [[nodiscard]] const RulesOf<P>& rules() const noexcept { return config().rules; }
 
   /// Replaces the policy at run time, keeping every key's usage (include/ratelimit/README.md "Changing a policy at run
-  /// time", Redis): only a named limiter (`LimiterOptions::name`). Each key's state is converted to the new
-  /// parameters on its next touch. Thread-safe: a call started before sends the old parameters, one started after the
-  /// new ones. Throws `std::invalid_argument` naming the field for a bad policy, or `LimiterOptions.name` for an
-  /// unnamed limiter, changing nothing.
+  /// time", Redis): only a named limiter (`LimiterOptions::name`). Thread-safe: a call started before sends the old
+  /// parameters, one started after the new ones. Throws `std::invalid_argument` naming the field for a bad policy, or
+  /// `LimiterOptions.name` for an unnamed limiter, changing nothing.
   void set_policy(P policy) {
     require_name("set_policy needs");
     Config c(std::move(policy));
@@ -416,13 +348,10 @@ class RedisLimiter final : public detail::LayeredMember {
   /// The pool, or on Redis Cluster the router: limiters sharing it can be checked jointly.
   [[nodiscard]] const void* joint_domain() const noexcept override { return route_->domain(); }
 
-  /// All-or-nothing check of `requests` (each naming a `RedisLimiter` with this one's `joint_domain()`, any policies
-  /// and clocks, each reading its own) as one script call; see `JointBackend::check_jointly`. Returns false, sending
-  /// nothing, when the keys are in different cluster slots or two requests name one Redis key; also false, with
-  /// nothing applied, when the slot is migrating (`TRYAGAIN`). When Redis fails, every limiter counts the failure;
-  /// if any has `on_error = raise`, `BackendError` is thrown; otherwise each gives its own failure decision, all or
-  /// nothing (include/ratelimit/redis/README.md "Fallback during outages"). Thread-safe. Throws
-  /// `std::invalid_argument` for a negative cost or a key over `max_key_bytes`.
+  /// All-or-nothing check of `requests` (each naming a `RedisLimiter` with this one's `joint_domain()`) as one script
+  /// call; see `JointBackend::check_jointly` and `detail::run_layered` (false: check them one by one). Thread-safe.
+  /// Throws `std::invalid_argument` for a negative cost or a key over `max_key_bytes`; `BackendError` when Redis fails
+  /// and a member's `on_error` is `raise`.
   bool check_jointly(std::span<const JointRequest> requests, std::span<CheckResult> results) override {
     return detail::run_layered(joint_domain(), requests, results);
   }
@@ -446,15 +375,13 @@ class RedisLimiter final : public detail::LayeredMember {
     Core(Config first, const RedisOptions& o, const C& clock)
         : answer(first.policy, o, clock, detail::gate_clock(clock), true), configs{std::move(first)} {}
     Answer answer;
-    std::mutex change_mutex;     // serializes set_policy (the fallback's share, then the policy)
-    std::mutex configs_mutex;    // guards appending to configs
+    std::mutex change_mutex;     // serializes set_policy (the fallback's share, then the policy) and appending
     std::deque<Config> configs;  // every policy given so far, each once (a deque: references stay valid)
     std::atomic<const Config*> current{&configs.front()};
     std::atomic<std::uint64_t> generation{0};
 
-    /// Makes `c` the policy of the calls that start from now on; a policy given before is reused.
+    /// Makes `c` the policy of the calls that start from now on (a policy given before is reused); `change_mutex` held.
     void set_config(Config c) {
-      std::lock_guard guard(configs_mutex);
       const Config* same = nullptr;
       for (const Config& known : configs) {
         if (known.binding.params == c.binding.params) same = &known;
@@ -464,18 +391,15 @@ class RedisLimiter final : public detail::LayeredMember {
     }
   };
 
-  RedisLimiter(P policy, std::shared_ptr<Route> route, C clock, const LimiterOptions* limiter)
+  RedisLimiter(P policy, std::shared_ptr<Route> route, C clock, const LimiterOptions* limiter,
+               std::optional<std::string> key_prefix = std::nullopt)
       : route_(std::move(route)),
-        options_(detail::options_on(route_.get(), limiter)),
+        options_(detail::options_on(route_.get(), limiter, std::move(key_prefix))),
         clock_(std::move(clock)),
         core_(std::make_shared<Core>(Config(std::move(policy)), options_, clock_)),
         identity_(detail::limiter_identity(P::kind, options_.name, config().binding.params)) {}
 
   [[nodiscard]] const Config& config() const noexcept { return *core_->current.load(std::memory_order_acquire); }
-  static LimiterOptions with_prefix(LimiterOptions o, std::string prefix) {
-    o.key_prefix = std::move(prefix);
-    return o;
-  }
   void require_name(std::string_view what) const {
     if (options_.name.empty()) {
       ratelimit::detail::invalid(
@@ -485,13 +409,6 @@ class RedisLimiter final : public detail::LayeredMember {
   }
   void check_key(std::string_view key) const { ratelimit::detail::check_key_length(key, options_.max_key_bytes); }
   std::int64_t now_us() { return detail::now_us(clock_); }
-
-  /// `EVALSHA` of `c`'s script for Redis key `k` (the strings must outlive the call).
-  static RouteCall script_call(const Config& c, const std::string& k, std::string_view now, std::string_view cost,
-                               Mode mode) {
-    const std::span<const std::string> params(c.binding.params.data(), detail::kScriptParams);
-    return detail::script_call(*c.binding.script, k, {now, cost, detail::mode_arg(mode)}, params);
-  }
 
   [[nodiscard]] detail::LayeredPart layered_part(std::string_view key, std::int64_t cost) override {
     check_key(key);
@@ -518,64 +435,14 @@ class RedisLimiter final : public detail::LayeredMember {
     return run_many(std::span<const Request>(&one, 1), mode, now, config).front();
   }
 
-  /// The denial cache answers what it can (checks only); the rest goes to Redis in one batch, in request order.
+  /// Checks first ask the denial cache; the rest go to Redis in one batch, in request order.
   std::vector<CheckResult> run_many(std::span<const Request> requests, Mode mode, std::int64_t now,
                                     const Config& config) {
-    Answer& a = core_->answer;
-    if (!a.denials || mode != Mode::check) return send_many(requests, mode, now, config);
-    const std::int64_t t = a.mono_ns();
-    std::vector<CheckResult> out(requests.size());
-    std::vector<bool> local(requests.size(), false);
-    std::vector<Request> rest;
-    for (std::size_t i = 0; i < requests.size(); ++i) {
-      local[i] = a.cached(requests[i].key, requests[i].cost, t, config.id, out[i].decision);
-      if (!local[i]) rest.push_back(requests[i]);
-    }
-    if (rest.size() == requests.size()) return send_many(requests, mode, now, config);
-    if (rest.empty()) return out;
-    std::vector<CheckResult> sent = send_many(rest, mode, now, config);
-    for (std::size_t i = 0, k = 0; i < requests.size(); ++i) {
-      if (!local[i]) out[i] = sent[k++];
-    }
-    return out;
-  }
-
-  /// Every request to Redis in one pipelined batch (or, while the fallback's gate is shut, to the fallback), each
-  /// answered by the answer step; under `raise` the first failure is thrown once all are answered.
-  std::vector<CheckResult> send_many(std::span<const Request> requests, Mode mode, std::int64_t now,
-                                     const Config& config) {
-    Answer& a = core_->answer;
-    std::vector<CheckResult> out;
-    out.reserve(requests.size());
-    typename Answer::Ticket ticket = a.admit();
-    if (!ticket) {
-      for (const Request& r : requests) out.push_back(a.serve(r.key, r.cost, mode, config.fallback_share.get()));
-      return out;
-    }
-    const std::string now_arg = detail::time_arg(options_, now);
-    std::vector<std::string> keys(requests.size());
-    std::vector<std::string> costs(requests.size());
-    std::vector<RouteCall> calls(requests.size());
-    std::vector<detail::Sent> sent(requests.size());
-    for (std::size_t i = 0; i < requests.size(); ++i) {
-      sent[i] = {requests[i].key, requests[i].cost, mode, now, 0, a.denials ? a.denials->stamp(requests[i].key) : 0};
-      keys[i] = redis_key(requests[i].key);
-      costs[i] = std::to_string(requests[i].cost);
-      calls[i] = script_call(config, keys[i], now_arg, costs[i], mode);
-    }
-    const std::int64_t sent_ns = a.denials ? a.mono_ns() : 0;
-    a.run(*route_, *config.binding.script, calls);
-    std::optional<BackendError> raised;
-    bool any_reply = false;
-    for (std::size_t i = 0; i < requests.size(); ++i) {
-      any_reply = any_reply || calls[i].reply != nullptr;  // an error reply too: the server is alive
-      sent[i].sent_ns = sent_ns;
-      const BackendError* error = calls[i].error ? &*calls[i].error : nullptr;
-      out.push_back(a.answer(config, sent[i], calls[i].reply.get(), error, raised));
-    }
-    Answer::settle(ticket, any_reply ? nullptr : &*raised);
-    if (raised && a.on_error == FailurePolicy::raise) throw *raised;
-    return out;
+    auto send = [&](std::span<const Request> rest) {
+      auto key_of = [this](std::string_view key) { return redis_key(key); };
+      return core_->answer.send(*route_, config, rest, mode, now, detail::time_arg(options_, now), key_of);
+    };
+    return mode == Mode::check ? core_->answer.check_cached(requests, config.id, send) : send(requests);
   }
 
   /// One peek of the empty key for `wait_ready`, outside the failure policy: empty when Redis answered.
@@ -583,7 +450,7 @@ class RedisLimiter final : public detail::LayeredMember {
     const Config& c = config();
     const std::string key = redis_key("");
     const std::string now = detail::time_arg(options_, now_us());
-    RouteCall call = script_call(c, key, now, "1", Mode::peek);
+    RouteCall call = c.call(key, now, "1", Mode::peek);
     (void)run_script(*route_, *c.binding.script, std::span<RouteCall>(&call, 1));
     try {
       (void)detail::decision_of(detail::reply_of(call), c.rules.limit());
@@ -598,8 +465,8 @@ class RedisLimiter final : public detail::LayeredMember {
     return [f = std::forward<F>(f)](std::exception_ptr e, const CheckResult& r) mutable { f(e, r.decision); };
   }
 
-  /// One async script call: the denial cache or a shut fallback gate answers it on the I/O thread without writing
-  /// it (a past deadline), as every callback runs; else Redis's reply or failure goes to the answer step.
+  /// One async script call; one the denial cache or a shut fallback gate answers is never written (a past
+  /// deadline): it completes on the I/O thread, as every callback runs.
   template <class G>
   void start_async(std::string_view key, std::int64_t cost, Mode mode, std::chrono::milliseconds timeout, G&& g) {
     check_key(key);
@@ -607,52 +474,19 @@ class RedisLimiter final : public detail::LayeredMember {
     if (timeout.count() <= 0 || timeout > std::chrono::hours(24)) {
       ratelimit::detail::invalid("timeout", "must be in (0, 24 h]");
     }
-    Answer& a = core_->answer;
     const Config& config = this->config();
-    detail::Sent s{{}, cost, mode, now_us()};
-    std::optional<Decision> cached;
-    if (a.denials) {
-      s.stamp = a.denials->stamp(key);
-      s.sent_ns = a.mono_ns();
-      if (Decision d; mode == Mode::check && a.cached(key, cost, s.sent_ns, config.id, d)) cached = d;
-    }
-    std::optional<typename Answer::Ticket> ticket;
-    if (a.fallback.enabled() && !cached) ticket.emplace(a.admit());
-    const bool local = cached || (ticket && !*ticket);
-    std::string user_key = a.denials || ticket ? std::string(key) : std::string();
-    auto done = [core = core_, &config, s, user_key = std::move(user_key), cached, ticket = std::move(ticket),
-                 g = std::forward<G>(g), started = std::chrono::steady_clock::now()](
+    typename Answer::Pending p = core_->answer.pending(key, cost, mode, now_us(), config.id);
+    const auto deadline =
+        p.local() ? std::chrono::steady_clock::time_point{} : std::chrono::steady_clock::now() + timeout;
+    const std::string k = redis_key(key), now = detail::time_arg(options_, p.sent.now_us), c = std::to_string(cost);
+    auto done = [core = core_, &config, p = std::move(p), g = std::forward<G>(g)](
                     Reply reply, std::optional<BackendError> error, bool reloaded) mutable {
-      Answer& an = core->answer;
-      an.record_latency(std::chrono::steady_clock::now() - started);
-      an.reloaded(reloaded ? 1 : 0);
-      detail::Sent call = s;
-      call.key = user_key;
-      std::optional<BackendError> raised;
-      CheckResult result{};
-      try {
-        if (cached) {
-          result = {*cached, Outcome::decided};
-        } else if (ticket && !*ticket) {
-          result = an.serve(user_key, s.cost, s.mode, config.fallback_share.get());
-        } else {
-          if (ticket) Answer::settle(*ticket, reply || !error ? nullptr : &*error);
-          result = an.answer(config, call, reply.get(), error ? &*error : nullptr, raised);
-        }
-      } catch (...) {  // an allocation failed: the plain failure decision
-        result = {an.failure_decision(config.rules, s.now_us, s.cost, s.mode), Outcome::failure_policy};
-      }
-      const bool raise = raised && an.on_error == FailurePolicy::raise;
-      g(raise ? std::make_exception_ptr(*raised) : std::exception_ptr(), result);
+      std::exception_ptr raised;
+      const CheckResult r = core->answer.finish(config, p, reply, error, reloaded, raised);
+      g(raised, r);
     };
-    auto call = std::make_unique<detail::AsyncCall<decltype(done)>>(*config.binding.script, std::move(done));
-    const std::string k = redis_key(key), now_arg = detail::time_arg(options_, s.now_us),
-                      cost_arg = std::to_string(cost);
-    for (std::string_view arg : script_call(config, k, now_arg, cost_arg, mode).args) call->args.emplace_back(arg);
-    call->slot = detail::key_slot(k);
-    call->deadline = local ? std::chrono::steady_clock::time_point{} : std::chrono::steady_clock::now() + timeout;
-    decltype(call)::element_type::start(std::move(call), *route_);  // throws only with nothing started
-    a.calls.fetch_add(1, std::memory_order_relaxed);
+    detail::start_async_call(*route_, *config.binding.script, config.call(k, now, c, mode), deadline, std::move(done));
+    core_->answer.calls.fetch_add(1, std::memory_order_relaxed);
   }
 
   std::shared_ptr<Route> route_;  // a server's pool, the cluster router, or the Sentinel route

@@ -10,20 +10,24 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "ratelimit/batch_request.hpp"
 #include "ratelimit/clock.hpp"
 #include "ratelimit/decision.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/denial_cache.hpp"
+#include "ratelimit/redis/detail/limiter_setup.hpp"
 #include "ratelimit/redis/detail/decision_reply.hpp"
 #include "ratelimit/redis/detail/script_binding.hpp"
 #include "ratelimit/redis/engine/route.hpp"
@@ -99,6 +103,14 @@ class Answers {
     latency_sum_us_.fetch_add(u, std::memory_order_relaxed);
   }
 
+  /// The failure step of a command (a reset) that Redis failed with `e`: counted and told; thrown under `raise`,
+  /// else false.
+  bool failed_reset(const BackendError& e) {
+    failed(e);
+    if (on_error == FailurePolicy::raise) throw e;
+    return false;
+  }
+
   /// fail_open: `fresh()`, a fresh key's decision (so a cost above the limit is still `never`); otherwise a
   /// denial of `failure_retry_after` (under `raise`, what an async callback gets beside the error).
   template <class Fresh>
@@ -150,6 +162,31 @@ struct Sent {
   DenialCache::Stamp stamp = 0;
 };
 
+/// One policy of a `RedisLimiter` with what its calls send and how they are answered (immutable): its rules at 1 us,
+/// its script binding, an id unique in the process for the denial cache (an address could be reused), and a per-call
+/// policy's share of the fallback (`Share`; null for the limiter's own policies). Throws `std::invalid_argument`
+/// naming the field for a policy Redis cannot take.
+template <Policy P, class Share>
+struct PolicyConfig {
+  explicit PolicyConfig(P p) : policy(std::move(p)), rules(policy.rules(kTickNs)), binding(bind<P>(rules)) {}
+  /// Its script's call on Redis key `key` (the strings must outlive the call).
+  [[nodiscard]] RouteCall call(std::string_view key, std::string_view now, std::string_view cost, Mode mode) const {
+    const std::span<const std::string> params(binding.params.data(), kScriptParams);
+    return script_call(*binding.script, key, {now, cost, mode_arg(mode)}, params);
+  }
+  P policy;
+  RulesOf<P> rules;
+  ScriptBinding binding;
+  std::uint64_t id = next_id();
+  std::shared_ptr<const Share> fallback_share{};
+
+ private:
+  static std::uint64_t next_id() noexcept {
+    static std::atomic<std::uint64_t> last{0};
+    return last.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
+};
+
 /// The answer step of one limiter of policy `P` on clock `C` (the probe gate and the denial cache on the monotonic
 /// clock `G`): `Answers`, the in-memory fallback, and for `RedisLimiter` the denial cache. Thread-safe.
 template <Policy P, Clock C, Clock G>
@@ -157,6 +194,7 @@ class Answer final : public Answers {
  public:
   using Ticket = typename CircuitBreaker<G>::Ticket;
   using Share = typename Fallback<P, C, G>::Share;
+  using Config = PolicyConfig<P, Share>;
 
   /// Throws `std::invalid_argument` for bad fallback options (naming the field).
   Answer(const P& policy, const RedisOptions& o, const C& clock, G gate, bool denial_cache)
@@ -215,7 +253,6 @@ class Answer final : public Answers {
   /// The answer to a policy script's call `s` sent under `config` (a `RedisLimiter` policy: `rules`, `id`,
   /// `fallback_share`): the decision in `reply`, fed to the denial cache; for `error`, or a reply breaking the
   /// contract, the failure step's answer, the error kept in `raised` unless one is. Settles no gate.
-  template <class Config>
   CheckResult answer(const Config& config, const Sent& s, const redisReply* reply, const BackendError* error,
                      std::optional<BackendError>& raised) {
     try {
@@ -235,6 +272,110 @@ class Answer final : public Answers {
     if (!denials || !denials->lookup(key, cost, now, d, id)) return false;
     cached_denials.fetch_add(1, std::memory_order_relaxed);
     return true;
+  }
+
+  /// The answers of `requests` under `config`, sent as one pipelined batch on `route` (each to Redis key
+  /// `key_of(key)`, with the time argument `now_arg`), or the fallback's while its gate is shut. The gate's ticket is
+  /// settled once (a reply of any call, an error reply too: the server is alive). Under `raise` the first failure is
+  /// thrown once every request was answered.
+  template <class KeyOf>
+  std::vector<CheckResult> send(Route& route, const Config& config, std::span<const BatchRequest> requests, Mode mode,
+                                std::int64_t now, std::string_view now_arg, KeyOf&& key_of) {
+    std::vector<CheckResult> out;
+    out.reserve(requests.size());
+    Ticket ticket = admit();
+    if (!ticket) {
+      for (const BatchRequest& r : requests) out.push_back(serve(r.key, r.cost, mode, config.fallback_share.get()));
+      return out;
+    }
+    std::vector<std::string> keys(requests.size());
+    std::vector<std::string> costs(requests.size());
+    std::vector<RouteCall> batch(requests.size());
+    std::vector<Sent> sent(requests.size());
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      sent[i] = {requests[i].key, requests[i].cost, mode, now, 0, denials ? denials->stamp(requests[i].key) : 0};
+      keys[i] = key_of(requests[i].key);
+      costs[i] = std::to_string(requests[i].cost);
+      batch[i] = config.call(keys[i], now_arg, costs[i], mode);
+    }
+    const std::int64_t sent_ns = denials ? mono_ns() : 0;
+    run(route, *config.binding.script, batch);
+    std::optional<BackendError> raised;
+    bool any_reply = false;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      any_reply = any_reply || batch[i].reply != nullptr;
+      sent[i].sent_ns = sent_ns;
+      out.push_back(answer(config, sent[i], batch[i].reply.get(), batch[i].error ? &*batch[i].error : nullptr, raised));
+    }
+    settle(ticket, any_reply ? nullptr : &*raised);
+    if (raised && on_error == FailurePolicy::raise) throw *raised;
+    return out;
+  }
+
+  /// The checks of `requests` under policy `id`: the denial cache answers what it can, `send` the rest (a span of
+  /// requests in order, returning their answers) in one batch.
+  template <class Send>
+  std::vector<CheckResult> check_cached(std::span<const BatchRequest> requests, std::uint64_t id, Send&& send) {
+    if (!denials) return send(requests);
+    const std::int64_t now = mono_ns();
+    std::vector<CheckResult> out(requests.size());
+    std::vector<bool> local(requests.size(), false);
+    std::vector<BatchRequest> rest;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      local[i] = cached(requests[i].key, requests[i].cost, now, id, out[i].decision);
+      if (!local[i]) rest.push_back(requests[i]);
+    }
+    if (rest.size() == requests.size()) return send(requests);
+    if (rest.empty()) return out;
+    const std::vector<CheckResult> sent = send(std::span<const BatchRequest>(rest));
+    for (std::size_t i = 0, k = 0; i < requests.size(); ++i) {
+      if (!local[i]) out[i] = sent[k++];
+    }
+    return out;
+  }
+
+  /// What an async call keeps for its answer from its start to its completion.
+  struct Pending {
+    Sent sent;
+    std::string key;  // `sent.key`, owned (with a denial cache or a fallback)
+    std::optional<Decision> cached;
+    std::optional<Ticket> ticket;
+    std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+    /// Answered on the I/O thread without being written: by the denial cache, or the fallback (gate shut).
+    [[nodiscard]] bool local() const noexcept { return cached || (ticket && !*ticket); }
+  };
+  /// An async call of `key` about to start under policy `id` at `now_us`: the denial cache's answer, or the gate's
+  /// ticket.
+  Pending pending(std::string_view key, std::int64_t cost, Mode mode, std::int64_t now_us, std::uint64_t id) {
+    Pending p{{{}, cost, mode, now_us}, denials || fallback.enabled() ? std::string(key) : std::string(), {}, {}};
+    if (denials) {
+      p.sent.stamp = denials->stamp(key);
+      p.sent.sent_ns = mono_ns();
+      if (Decision d; mode == Mode::check && cached(key, cost, p.sent.sent_ns, id, d)) p.cached = d;
+    }
+    if (fallback.enabled() && !p.cached) p.ticket.emplace(fallback.admit());
+    return p;
+  }
+  /// The answer of async call `p` sent under `config` that completed with `reply` or `error` (`was_reloaded`: after
+  /// a `NOSCRIPT`): timed and counted, then the local answer, or Redis's through `answer` (the ticket settled);
+  /// `raised` gets the failure under `raise`. Throws nothing.
+  CheckResult finish(const Config& config, Pending& p, const Reply& reply, const std::optional<BackendError>& error,
+                     bool was_reloaded, std::exception_ptr& raised) noexcept {
+    Sent s = p.sent;
+    s.key = p.key;
+    try {
+      record_latency(std::chrono::steady_clock::now() - p.started);
+      reloaded(was_reloaded ? 1 : 0);
+      if (p.cached) return {*p.cached, Outcome::decided};
+      if (p.ticket && !*p.ticket) return serve(s.key, s.cost, s.mode, config.fallback_share.get());
+      if (p.ticket) settle(*p.ticket, reply || !error ? nullptr : &*error);
+      std::optional<BackendError> failure;
+      const CheckResult r = answer(config, s, reply.get(), error ? &*error : nullptr, failure);
+      if (failure && on_error == FailurePolicy::raise) raised = std::make_exception_ptr(*failure);
+      return r;
+    } catch (...) {  // an allocation failed: the plain failure decision
+      return {failure_decision(config.rules, s.now_us, s.cost, s.mode), Outcome::failure_policy};
+    }
   }
 
  private:

@@ -55,19 +55,23 @@ inline RedisOptions checked(RedisOptions o) {
 }
 
 /// The options of a limiter on `route`: the route's connection options and `limiter` (the route's defaults when
-/// null), checked. Throws `std::invalid_argument` for a null route or a bad field.
-inline RedisOptions options_on(const Route* route, const LimiterOptions* limiter) {
+/// null; with `key_prefix` instead of theirs), checked. Throws `std::invalid_argument` for a null route or a bad
+/// field.
+inline RedisOptions options_on(const Route* route, const LimiterOptions* limiter,
+                               std::optional<std::string> key_prefix = std::nullopt) {
   if (route == nullptr) throw std::invalid_argument("Redis limiter: null pool, router or route");
   RedisOptions o;
   o.connection() = route->options();
   o.limiter() = limiter != nullptr ? *limiter : route->limiter_defaults();
+  if (key_prefix) o.key_prefix = std::move(*key_prefix);
   return checked(std::move(o));
 }
 
-/// The route of a server's pool.
-inline std::shared_ptr<Route> server_route(std::shared_ptr<ConnectionPool> pool) {
+/// The route of a server's pool, or `route` itself.
+inline std::shared_ptr<Route> route_of(std::shared_ptr<ConnectionPool> pool) {
   return std::make_shared<ServerRoute>(std::move(pool));
 }
+inline std::shared_ptr<Route> route_of(std::shared_ptr<Route> route) { return route; }
 
 /// `clock`'s time in whole microseconds (floor), clamped where every script value stays exact.
 template <Clock C>
@@ -106,13 +110,6 @@ class AsyncCall final : public AsyncScriptCall {
  public:
   AsyncCall(const EmbeddedScript& script, F f) : AsyncScriptCall(script), f_(std::move(f)) {}
 
-  /// Submits the call (its `args`, `slot` and `deadline` set) through `route`, which owns it until it completes.
-  /// Throws what `Route::submit` throws, with nothing started (the call is then deleted).
-  static void start(std::unique_ptr<AsyncCall> call, Route& route) {
-    call->AsyncScriptCall::start(route);
-    (void)call.release();
-  }
-
  private:
   void finished(Reply reply, std::optional<BackendError> error, bool reloaded) noexcept override {
     F f = std::move(f_);
@@ -121,6 +118,19 @@ class AsyncCall final : public AsyncScriptCall {
   }
   F f_;
 };
+
+/// Sends `call` of `script` without blocking, by `deadline`, through `route` (which owns it until it completes), its
+/// outcome to `f` (see `AsyncCall`). Throws what `Route::submit` throws, with nothing started.
+template <class F>
+void start_async_call(Route& route, const EmbeddedScript& script, const RouteCall& call,
+                      std::chrono::steady_clock::time_point deadline, F f) {
+  auto op = std::make_unique<AsyncCall<F>>(script, std::move(f));
+  op->args.assign(call.args.begin(), call.args.end());
+  op->slot = call.slot;
+  op->deadline = deadline;
+  op->start(route);
+  (void)op.release();
+}
 
 }  // namespace detail
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
