@@ -301,8 +301,8 @@ class RedisLimiter final : public detail::LayeredMember {
     return s;
   }
 
-  /// The Redis key holding `key`'s state: `<prefix><identity>{<encoded key>}<suffix>` (include/ratelimit/redis/
-  /// README.md "Key layout").
+  /// The Redis key holding `key`'s state, `<prefix><identity>{<encoded key>}<suffix>`
+  /// (include/ratelimit/redis/README.md "Key layout").
   [[nodiscard]] std::string redis_key(std::string_view key) const {
     return detail::redis_key(options_.key_prefix, identity_, key, config().binding.suffix);
   }
