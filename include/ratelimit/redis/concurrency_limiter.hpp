@@ -29,16 +29,19 @@
 #include "ratelimit/detail/arithmetic.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/redis/abi.hpp"
-#include "ratelimit/redis/engine/cluster_router.hpp"
-#include "ratelimit/redis/engine/routes.hpp"
-#include "ratelimit/redis/engine/slots.hpp"
+#include "ratelimit/detail/key_length.hpp"
+#include "ratelimit/redis/detail/decision_reply.hpp"
 #include "ratelimit/redis/detail/key_encoding.hpp"
+#include "ratelimit/redis/detail/limiter_setup.hpp"
 #include "ratelimit/redis/detail/script_binding.hpp"
-#include "ratelimit/redis/options.hpp"
+#include "ratelimit/redis/engine/cluster_router.hpp"
 #include "ratelimit/redis/engine/pool.hpp"
 #include "ratelimit/redis/engine/reply.hpp"
 #include "ratelimit/redis/engine/route.hpp"
+#include "ratelimit/redis/engine/routes.hpp"
 #include "ratelimit/redis/engine/script_call.hpp"
+#include "ratelimit/redis/engine/slots.hpp"
+#include "ratelimit/redis/options.hpp"
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
@@ -67,26 +70,12 @@ struct RedisConcurrencyOptions {
 };
 
 /// At most `permits` units in flight per key across processes, on Redis (include/ratelimit/concurrency/README.md
-/// "Concurrency limits").
-///
-/// Each key is one sorted set: a member per unit held (`<permit id>:<unit>`, the id random per
-/// acquisition), scored by its expiry in server microseconds. One atomic script per acquire, renew and
-/// release (lua/concurrency_*.lua, keys in `KEYS`, all of one hash tag so one hash slot); each drops expired
-/// units first, so a crashed holder's units come back `expiry` after its last renewal. Release removes only
-/// its own members: idempotent, and a release after expiry never frees someone else's units. An acquire
-/// that failed once sent is released at once, its id kept so that it takes nothing if it runs later; a
-/// release on an async completion's thread is sent async (include/ratelimit/concurrency/README.md "Concurrency limits",
-/// failures).
-///
-/// In flight means "holding an unexpired permit". A background thread renews every held permit each
-/// `renew_every` (one pipelined round trip for all); when a renewal fails (Redis unreachable, or the
-/// permit had expired) the permit turns invalid at once and for good (`Permit::valid()` false, the
-/// `on_lost` callback runs once on the renewal thread), and `valid()` also turns false by itself when
-/// `expiry` passes without a successful renewal (as measured locally from before the last successful
-/// call was sent). A holder stalled past its expiry no longer counts: others may be admitted.
-///
-/// Waiting across processes polls with backoff (no FIFO across processes); a release in this process
-/// wakes this process's waiters at once. Thread-safe. Must outlive its permits.
+/// "Concurrency limits"): each key is one sorted set of the units held, scored by their expiry; one atomic script per
+/// acquire, renew and release (lua/concurrency_*.lua), each dropping expired units first, so a crashed holder's units
+/// come back `expiry` after its last renewal. A background thread renews every held permit each `renew_every`; a
+/// permit whose renewal fails, or whose `expiry` passes without one, turns invalid for good (`Permit::valid()`
+/// false, `on_lost` runs once). Waiting across processes polls with backoff; a release in this process wakes its
+/// waiters at once. Thread-safe. Must outlive its permits.
 /// Example:
 ///   ratelimit::redis::RedisOptions redis;
 ///   redis.connection() = ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379");
@@ -104,16 +93,14 @@ class RedisConcurrencyLimiter final : public PermitSource {
   /// release returns at once and is done when the callback returns. Must not throw.
   using OnLost = std::function<void()>;
 
-  /// Over `pool`'s server. Throws `std::invalid_argument` naming the field
-  /// (`RedisConcurrencyOptions.permits`, `.expiry`, `.renew_every`, `.poll_min`, `.poll_max`, `.name`).
-  RedisConcurrencyLimiter(RedisConcurrencyOptions options, std::shared_ptr<ConnectionPool> pool)
-      : RedisConcurrencyLimiter(std::move(options), server_route(std::move(pool))) {}
-  /// On Redis Cluster, over `router`. Throws as above.
-  RedisConcurrencyLimiter(RedisConcurrencyOptions options, std::shared_ptr<ClusterRouter> router)
-      : RedisConcurrencyLimiter(std::move(options), std::shared_ptr<Route>(std::move(router))) {}
+  /// Over `route` (a `ConnectionPool`, `ClusterRouter` or `SentinelRoute`). Throws `std::invalid_argument` naming
+  /// the field (`RedisConcurrencyOptions.permits`, `.expiry`, `.renew_every`, `.poll_min`, `.poll_max`, `.name`).
+  template <class R>
+  RedisConcurrencyLimiter(RedisConcurrencyOptions options, std::shared_ptr<R> route)
+      : RedisConcurrencyLimiter(std::move(options), detail::route_of(std::move(route))) {}
   /// With a pool (or a cluster router, with `cluster_nodes`) of its own. Throws as above.
   RedisConcurrencyLimiter(RedisConcurrencyOptions options, const RedisOptions& redis)
-      : RedisConcurrencyLimiter(std::move(options), make_route(redis)) {}
+      : RedisConcurrencyLimiter(std::move(options), make_route(redis.connection(), redis.limiter())) {}
 
   RedisConcurrencyLimiter(RedisConcurrencyOptions options, std::shared_ptr<Route> route)
       : options_(validated(std::move(options))),
@@ -213,10 +200,9 @@ class RedisConcurrencyLimiter final : public PermitSource {
     call.slot = detail::key_slot(k);
     call.args = {"ZCOUNT", k, after_now, "+inf"};
     route_->execute(std::span<RouteCall>(&call, 1));
-    if (call.error) throw *call.error;
-    if (call.reply->type != REDIS_REPLY_INTEGER)
-      throw BackendError(BackendErrorCause::protocol, "ZCOUNT: not an integer");
-    return call.reply->integer;
+    const redisReply& r = detail::reply_of(call);
+    if (r.type != REDIS_REPLY_INTEGER) throw BackendError(BackendErrorCause::protocol, "ZCOUNT: not an integer");
+    return r.integer;
   }
 
   /// The Redis key of `key`'s permits: `<prefix>concurrency[@<name>]{<encoded key>}:permits`.
@@ -288,26 +274,6 @@ class RedisConcurrencyLimiter final : public PermitSource {
   };
   using Counter = std::shared_ptr<std::atomic<std::uint64_t>>;
 
-  /// A release sent without blocking; owns itself until it completes (the limiter may be gone by then).
-  class AsyncRelease final : public AsyncScriptCall {
-   public:
-    explicit AsyncRelease(Counter failed)
-        : AsyncScriptCall(script("concurrency_release")), failed_(std::move(failed)) {}
-
-   private:
-    void finished(Reply reply, std::optional<BackendError> error, bool /*reloaded*/) noexcept override {
-      if (error || !reply || reply->type != REDIS_REPLY_ARRAY) failed_->fetch_add(1, std::memory_order_relaxed);
-      delete this;
-    }
-    Counter failed_;
-  };
-
-  static std::shared_ptr<Route> make_route(const RedisOptions& o) {
-    return redis::make_route(o.connection(), o.limiter());
-  }
-  static std::shared_ptr<Route> server_route(std::shared_ptr<ConnectionPool> pool) {
-    return std::make_shared<ServerRoute>(std::move(pool));
-  }
   static std::shared_ptr<Route> checked_route(std::shared_ptr<Route> r) {
     if (!r) throw std::invalid_argument("RedisConcurrencyLimiter: null pool or router");
     return r;
@@ -345,10 +311,7 @@ class RedisConcurrencyLimiter final : public PermitSource {
   }
 
   void validate(std::string_view key, std::int64_t units, std::chrono::nanoseconds max_wait) const {
-    if (key.size() > redis_.max_key_bytes) {
-      ratelimit::detail::invalid("key", std::to_string(key.size()) + " bytes exceeds max_key_bytes (" +
-                                            std::to_string(redis_.max_key_bytes) + ")");
-    }
+    ratelimit::detail::check_key_length(key, redis_.max_key_bytes);
     ratelimit::detail::require_positive(units, "units");
     if (max_wait.count() < 0) ratelimit::detail::invalid("max_wait", "must be >= 0");
   }
@@ -358,20 +321,6 @@ class RedisConcurrencyLimiter final : public PermitSource {
   }
 
   static const detail::EmbeddedScript& script(std::string_view kind) { return detail::script_for(kind); }
-
-  /// `{"EVALSHA", sha1, "1", key, argv...}` for `key`'s slot, or with `second` a second key of that slot
-  /// (`"2", key, *second`); the strings must outlive the call.
-  static RouteCall script_call(const detail::EmbeddedScript& s, const std::string& key,
-                               std::initializer_list<std::string_view> argv, const std::string* second = nullptr) {
-    RouteCall call;
-    call.slot = detail::key_slot(key);
-    call.key = key;
-    const std::array<std::string_view, 4> fixed{"EVALSHA", s.sha1, second != nullptr ? "2" : "1", key};
-    call.args.assign(fixed.begin(), fixed.end());
-    if (second != nullptr) call.args.emplace_back(*second);
-    call.args.insert(call.args.end(), argv.begin(), argv.end());
-    return call;
-  }
 
   /// One acquire script run; a failure is answered by `on_error` (thrown under `raise`).
   Attempt attempt(std::string_view key, std::int64_t units, OnLost& on_lost) {
@@ -385,22 +334,16 @@ class RedisConcurrencyLimiter final : public PermitSource {
     const auto sent = std::chrono::steady_clock::now();
     const detail::EmbeddedScript& s = script("concurrency_acquire");
     try {
-      RouteCall call = script_call(s, h->redis_key, {permits_arg_, units_arg, h->id, expiry_us_}, &h->released_key);
+      RouteCall call =
+          detail::script_call(s, h->redis_key, {permits_arg_, units_arg, h->id, expiry_us_}, {}, h->released_key);
       run_script(*route_, s, std::span<RouteCall>(&call, 1));
-      if (call.error) {
-        // It may still run (a late reply is discarded): released now, and kept from taking units if it runs later.
-        if (call.sent || call.error->cause() == BackendErrorCause::timeout) release_in_redis(*h, units, true);
-        throw *call.error;
+      // It may still run (a late reply is discarded): released now, and kept from taking units if it runs later.
+      if (call.error && (call.sent || call.error->cause() == BackendErrorCause::timeout)) {
+        release_in_redis(*h, units, true);
       }
-      const redisReply& r = *call.reply;
-      if (r.type == REDIS_REPLY_ERROR) throw BackendError(BackendErrorCause::reply, std::string(text(r)));
-      if (r.type != REDIS_REPLY_ARRAY || r.elements != 3 || r.element[0]->type != REDIS_REPLY_INTEGER ||
-          r.element[1]->type != REDIS_REPLY_INTEGER || r.element[2]->type != REDIS_REPLY_INTEGER) {
-        throw BackendError(BackendErrorCause::protocol, "concurrency_acquire: malformed reply");
-      }
-      const std::int64_t in_flight = r.element[1]->integer;
-      if (r.element[0]->integer != 1)
-        return {PermitResult{{}, PermitStatus::busy, in_flight, 0, options_.permits}, r.element[2]->integer};
+      const std::array<std::int64_t, 3> r = detail::integers<3>(detail::reply_of(call), "concurrency_acquire");
+      const std::int64_t in_flight = r[1];
+      if (r[0] != 1) return {PermitResult{{}, PermitStatus::busy, in_flight, 0, options_.permits}, r[2]};
       h->valid_until = sent + options_.expiry;
       h->on_lost = std::move(on_lost);
       Held* token = h.get();
@@ -424,20 +367,20 @@ class RedisConcurrencyLimiter final : public PermitSource {
     try {
       const std::string units_arg = std::to_string(units);
       const std::string mark = given_up ? expiry_us_ : std::string("0");  // no global: it would need an initialiser
+      RouteCall call = detail::script_call(s, h.redis_key, {units_arg, h.id, mark}, {}, h.released_key);
+      auto failed = [](const Reply& r, const std::optional<BackendError>& e) {
+        return e || !r || r->type != REDIS_REPLY_ARRAY;
+      };
       if (given_up || detail::on_io_thread()) {
-        auto call = std::make_unique<AsyncRelease>(failed_releases_);
-        call->args = {"EVALSHA", std::string(s.sha1), "2", h.redis_key, h.released_key, units_arg, h.id, mark};
-        call->slot = detail::key_slot(h.redis_key);
-        call->deadline = std::chrono::steady_clock::now() + route_->options().command_timeout;
-        call->start(*route_);  // throws only with nothing started
-        (void)call.release();  // owned by the route until it completes
+        auto done = [counter = failed_releases_, failed](Reply r, std::optional<BackendError> e, bool) {
+          if (failed(r, e)) counter->fetch_add(1, std::memory_order_relaxed);
+        };
+        const auto deadline = std::chrono::steady_clock::now() + route_->options().command_timeout;
+        detail::start_async_call(*route_, s, call, deadline, std::move(done));  // throws only with nothing started
         return;
       }
-      RouteCall call = script_call(s, h.redis_key, {units_arg, h.id, mark}, &h.released_key);
       run_script(*route_, s, std::span<RouteCall>(&call, 1));
-      if (call.error || !call.reply || call.reply->type != REDIS_REPLY_ARRAY) {
-        failed_releases_->fetch_add(1, std::memory_order_relaxed);
-      }
+      if (failed(call.reply, call.error)) failed_releases_->fetch_add(1, std::memory_order_relaxed);
     } catch (...) {
       failed_releases_->fetch_add(1, std::memory_order_relaxed);
     }
@@ -459,7 +402,7 @@ class RedisConcurrencyLimiter final : public PermitSource {
     calls.reserve(batch.size());
     for (std::size_t i = 0; i < batch.size(); ++i) {
       units[i] = std::to_string(batch[i]->units);
-      calls.push_back(script_call(s, batch[i]->redis_key, {units[i], batch[i]->id, expiry_us_}));
+      calls.push_back(detail::script_call(s, batch[i]->redis_key, {units[i], batch[i]->id, expiry_us_}));
     }
     const auto sent = std::chrono::steady_clock::now();
     try {
@@ -539,8 +482,7 @@ class RedisConcurrencyLimiter final : public PermitSource {
     RouteCall call;
     call.args = {"TIME"};
     route_->execute(std::span<RouteCall>(&call, 1));
-    if (call.error) throw *call.error;
-    const redisReply& r = *call.reply;
+    const redisReply& r = detail::reply_of(call);
     if (r.type != REDIS_REPLY_ARRAY || r.elements != 2)
       throw BackendError(BackendErrorCause::protocol, "TIME: bad reply");
     return std::stoll(std::string(text(*r.element[0]))) * 1'000'000 + std::stoll(std::string(text(*r.element[1])));

@@ -1,8 +1,7 @@
 #pragma once
 
 /// @file
-/// What a Redis rate limiter does when Redis fails, beyond the plain failure decision: the failure hook
-/// (`LimiterOptions::on_backend_failure`) and the in-memory fallback (`FailurePolicy::fallback`,
+/// The in-memory fallback of a Redis rate limiter (`FailurePolicy::fallback`,
 /// include/ratelimit/redis/README.md "Fallback during outages"): a `MemoryLimiter` with this process's share of the
 /// quota, and a gate that lets one check per probe period go to Redis while it fails.
 
@@ -19,13 +18,13 @@
 #include "ratelimit/decision.hpp"
 #include "ratelimit/detail/arithmetic.hpp"
 #include "ratelimit/error.hpp"
+#include "ratelimit/joint_backend.hpp"
 #include "ratelimit/memory/memory_limiter.hpp"
 #include "ratelimit/memory/overridable_limiter.hpp"
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/policy/share.hpp"
 #include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/engine/circuit_breaker.hpp"
-#include "ratelimit/redis/failure_report.hpp"
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/stats.hpp"
 
@@ -34,15 +33,21 @@ inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 namespace detail {
 
-/// Calls `options.on_backend_failure` with `e`, if set; swallows what it throws (a hook must not turn a
-/// failure policy's answer into an exception).
-inline void notify_failure(const LimiterOptions& options, const BackendError& e) noexcept {
-  if (!options.on_backend_failure) return;
-  try {
-    options.on_backend_failure(e);
-  } catch (...) {
-  }
-}
+/// What a joint check reaches of a member's fallback, whatever its policy.
+class FallbackBase {
+ public:
+  /// The memory limiter, for a joint check over several members' fallbacks.
+  [[nodiscard]] JointBackend* joint() const noexcept { return joint_; }
+  /// Reports the outcome of a call that did not ask the gate (a joint check): a failure opens the gate.
+  virtual void observe(const BackendError* error) noexcept = 0;
+  /// Counts `n` checks answered by the memory limiter.
+  void count_served(std::uint64_t n = 1) noexcept { served_.fetch_add(n, std::memory_order_relaxed); }
+
+ protected:
+  ~FallbackBase() = default;
+  JointBackend* joint_ = nullptr;
+  std::atomic<std::uint64_t> served_{0};
+};
 
 /// Validates `LimiterOptions::fallback` (always; `instances` only when `on_error` is `fallback`). Throws
 /// `std::invalid_argument` naming the field.
@@ -83,7 +88,7 @@ template <Clock C>
 /// policy's share, by an `OverridableMemoryLimiter` made at the first such policy. Thread-safe: every method may
 /// be called from any thread.
 template <Policy P, Clock C, Clock G>
-class Fallback {
+class Fallback final : public FallbackBase {
  public:
   using Overridable = OverridableMemoryLimiter<P, C>;
   /// The share of a per-call policy, prepared for `serve`.
@@ -101,6 +106,7 @@ class Fallback {
     instances_ = f.instances;
     memory_options_ = m;
     memory_ = std::make_unique<MemoryLimiter<P, C>>(share_of(policy, f.instances), m, std::move(clock));
+    joint_ = memory_.get();
     CircuitBreakerOptions b;
     b.failure_threshold = 1;
     b.open_min = f.probe_min;
@@ -142,8 +148,7 @@ class Fallback {
     ticket.failed();
   }
 
-  /// Reports the outcome of a call that did not ask the gate (a joint check): a failure opens the gate.
-  void observe(const BackendError* error) noexcept {
+  void observe(const BackendError* error) noexcept override {
     auto ticket = gate_->admit();
     settle(ticket, error);
   }
@@ -171,12 +176,6 @@ class Fallback {
     if (Overridable* o = overridable_ready_.load(std::memory_order_acquire)) o->reset(key);
   }
 
-  /// The memory limiter (for joint checks of several limiters' fallbacks); null when not `enabled()`.
-  [[nodiscard]] MemoryLimiter<P, C>* memory() const noexcept { return memory_.get(); }
-
-  /// Counts a check answered by the memory limiter through `memory()` directly.
-  void count_served(std::uint64_t n = 1) noexcept { served_.fetch_add(n, std::memory_order_relaxed); }
-
   /// Whether the fallback is active, checks it served, and times it became active.
   [[nodiscard]] FallbackCounters counters() const noexcept {
     FallbackCounters c;
@@ -194,7 +193,6 @@ class Fallback {
   std::unique_ptr<Overridable> overridable_;       // the per-call policies' shares; made at the first
   std::atomic<Overridable*> overridable_ready_{};  // overridable_ once made (for reset, which may come first)
   std::unique_ptr<CircuitBreaker<G>> gate_;
-  std::atomic<std::uint64_t> served_{0};
 };
 
 }  // namespace detail

@@ -33,28 +33,25 @@
 #include "ratelimit/policy/lease.hpp"
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/redis/abi.hpp"
-#include "ratelimit/redis/engine/cluster_router.hpp"
-#include "ratelimit/redis/engine/routes.hpp"
-#include "ratelimit/redis/engine/slots.hpp"
-#include "ratelimit/redis/detail/key_encoding.hpp"
 #include "ratelimit/redis/denial_cache.hpp"
+#include "ratelimit/redis/detail/answer.hpp"
+#include "ratelimit/redis/detail/decision_reply.hpp"
+#include "ratelimit/redis/detail/key_encoding.hpp"
+#include "ratelimit/redis/detail/limiter_setup.hpp"
 #include "ratelimit/redis/detail/script_binding.hpp"
-#include "ratelimit/redis/fallback.hpp"
-#include "ratelimit/redis/options.hpp"
+#include "ratelimit/redis/engine/cluster_router.hpp"
 #include "ratelimit/redis/engine/pool.hpp"
-#include "ratelimit/redis/engine/reply.hpp"
 #include "ratelimit/redis/engine/route.hpp"
-#include "ratelimit/redis/engine/script_call.hpp"
+#include "ratelimit/redis/engine/routes.hpp"
+#include "ratelimit/redis/options.hpp"
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 /// How `LeasedLimiter` sizes and keeps its leases. A plain aggregate; every field has a working default.
 struct LeaseOptions {
-  /// The lease lifetime L: every unit of a lease is served at most L after the lease request was sent
-  /// (monotonic clock), and every check of a leased key runs with the tolerance reduced by L. In (0, 1 h],
-  /// a whole number of microseconds. Every process sharing a limit must use the same L (it is part of the
-  /// Redis key). Units are handed out only until 7/8 L, leaving L/8 for the caller to act on a decision.
+  /// The lease lifetime L: every unit of a lease is served within 7/8 L of the lease request (monotonic clock). In
+  /// (0, 1 h], whole microseconds; the same in every process sharing a limit (it is part of the Redis key).
   std::chrono::microseconds lifetime{200'000};
   /// Most units one lease asks for; >= 1.
   std::int64_t max_slice = 1000;
@@ -63,9 +60,8 @@ struct LeaseOptions {
   double max_fraction = 0.1;
   /// Most keys kept in process memory (leases and denials); >= 1. A key beyond it is checked per request.
   std::size_t max_keys = 100'000;
-  /// After Redis denies cost n with retry_after R, deny requests of that key with cost >= n locally until the
-  /// slice it asks for fits (GCRA: R + (slice - n) * T; include/ratelimit/redis/README.md "Budget leases", denial
-  /// cache).
+  /// Deny a key's requests locally after Redis denied them, until the slice asked for fits
+  /// (include/ratelimit/redis/README.md "Budget leases").
   bool deny_cache = true;
 };
 
@@ -89,27 +85,13 @@ struct LeaseStats : FallbackCounters {
   std::uint64_t failed_returns = 0;
 };
 
-/// A Redis limiter with budget leases (include/ratelimit/redis/README.md "Budget leases"): per key it leases a slice of
-/// budget from Redis in one script call and serves requests from the slice in memory; when the slice runs out or its
-/// lifetime ends it leases again, and unused units go back when the lease expires (`sweep`, or the next Redis
-/// call of its shard) and when the limiter is destroyed. The slice follows the key's recent local demand
-/// (units per lease lifetime), bounded by `max_slice` and `max_fraction` of the limit: a cold key costs one
-/// Redis call per request, as `RedisLimiter`, a hot key one per slice.
-///
-/// Never over-admits across any number of processes (include/ratelimit/redis/README.md "Budget leases", with the
-/// proof): FixedWindow at most `limit` per window fleet-wide; GCRA and TokenBucket at most `B + floor(d / T)` units in
-/// any interval of length d, counting each unit when it is served. Every check of a leased key runs on Redis with the
-/// tolerance reduced by the lifetime; a policy whose `B * T <= L` cannot lease and is checked per request.
-/// SlidingWindowLog and SlidingWindowCounter are refused at compile time.
-///
-/// Decisions: `limit` is the lease-mode limit (GCRA/TokenBucket: `floor((B*T - L) / T)`; FixedWindow: the
-/// limit); `remaining` the units this process holds plus what Redis had unleased at its last answer;
-/// `retry_after` the denial cache's wait (Redis's, plus the rest of the slice) or the rest of it; `reset_after`
-/// Redis's, minus the time since it answered. Thread-safe: every method may be called from any thread. Throws
-/// `std::invalid_argument` for bad options (naming the field), a negative cost or a key over
-/// `max_key_bytes`; `BackendError` under `FailurePolicy::raise`. With `FailurePolicy::fallback`, what would go to
-/// Redis while it fails goes to an in-memory share of the quota (include/ratelimit/redis/README.md "Fallback during
-/// outages").
+/// A Redis limiter with budget leases (include/ratelimit/redis/README.md "Budget leases", which proves its bounds): per
+/// key it leases a slice of budget from Redis and serves requests from it in memory; unused units go back when the
+/// lease expires (`sweep`, or the next Redis call of its shard) and when the limiter is destroyed. It never
+/// over-admits across processes. `Decision::limit` is the lease-mode limit (GCRA/TokenBucket: `floor((B*T - L) /
+/// T)`; FixedWindow: the limit); a policy whose `B * T <= L` cannot lease and is checked per request. Thread-safe.
+/// Throws `std::invalid_argument` for bad options (naming the field), a negative cost or a key over `max_key_bytes`;
+/// `BackendError` under `FailurePolicy::raise`; the other failure policies answer as `RedisLimiter`'s.
 ///
 /// @tparam P `Gcra`, `TokenBucket` or `FixedWindow` (durations whole microseconds, as for `RedisLimiter`).
 /// @tparam C the clock whose time is sent with `time_source = client` (tests: `ManualClock`).
@@ -134,19 +116,14 @@ class LeasedLimiter {
   /// `std::invalid_argument` naming the field (e.g. `Gcra.period`, `LeaseOptions.lifetime`,
   /// `LimiterOptions.key_prefix`, `ConnectionOptions.host`).
   LeasedLimiter(P policy, const RedisOptions& options, LeaseOptions lease = {}, C clock = {}, M mono = {})
-      : LeasedLimiter(std::move(policy), make_route(options), options.limiter(), lease, std::move(clock),
+      : LeasedLimiter(std::move(policy), make_route(options.connection()), options.limiter(), lease, std::move(clock),
                       std::move(mono)) {}
 
-  /// Sharing `pool`'s connections, with its own limiter options.
-  LeasedLimiter(P policy, std::shared_ptr<ConnectionPool> pool, const LimiterOptions& limiter, LeaseOptions lease = {},
+  /// Sharing `route` (a `ConnectionPool`, `ClusterRouter` or `SentinelRoute`), with its own limiter options.
+  template <class R>
+  LeasedLimiter(P policy, std::shared_ptr<R> route, const LimiterOptions& limiter, LeaseOptions lease = {},
                 C clock = {}, M mono = {})
-      : LeasedLimiter(std::move(policy), std::shared_ptr<Route>(std::make_shared<ServerRoute>(std::move(pool))),
-                      limiter, lease, std::move(clock), std::move(mono)) {}
-
-  /// On Redis Cluster, sharing `router`, with its own limiter options (one key, one slot: nothing else changes).
-  LeasedLimiter(P policy, std::shared_ptr<ClusterRouter> router, const LimiterOptions& limiter, LeaseOptions lease = {},
-                C clock = {}, M mono = {})
-      : LeasedLimiter(std::move(policy), std::shared_ptr<Route>(std::move(router)), limiter, lease, std::move(clock),
+      : LeasedLimiter(std::move(policy), detail::route_of(std::move(route)), limiter, lease, std::move(clock),
                       std::move(mono)) {}
 
   /// Over any `Route` (a server's, a cluster's, or a stand-in for simulations), with its own limiter options.
@@ -157,14 +134,13 @@ class LeasedLimiter {
         rules_(policy_.rules(detail::kTickNs)),
         lease_(checked(lease)),
         arithmetic_(rules_, lease_.lifetime.count()),
-        route_(route ? std::move(route) : throw std::invalid_argument("LeasedLimiter: null route")),
-        options_(checked(both(route_->options(), limiter))),
+        route_(std::move(route)),
+        options_(detail::options_on(route_.get(), &limiter)),
         script_(&detail::script_for(std::is_same_v<P, FixedWindow> ? "fixed_window_lease" : "gcra_lease")),
         clock_(std::move(clock)),
         mono_(std::move(mono)),
-        fallback_(policy_, options_.limiter(), clock_, mono_) {
+        answer_(policy_, options_, clock_, mono_, false) {
     (void)detail::bind<P>(rules_);  // the Lua exactness bounds
-    options_.on_backend_failure = detail::failure_hook(options_, mono_);
     if constexpr (std::is_same_v<P, FixedWindow>) {
       params_ = {std::to_string(rules_.limit()), std::to_string(rules_.window())};
       identity_ = detail::limiter_identity(P::kind, options_.name, params_);
@@ -227,17 +203,17 @@ class LeasedLimiter {
         return local_admit(it->second, mono_ns());
       }
     }
-    Gate gate(fallback_);
-    if (gate.refused()) return fallback_.serve(key, 1, true).decision;
+    Ticket ticket = answer_.admit();
+    if (!ticket) return answer_.serve(key, 1, Mode::peek).decision;
     std::vector<Call> calls(1);
     calls[0] = grant_call(key, 1, 1, "1");
     execute(calls);
     try {
       const Decision d = parse(calls[0]).decision;
-      gate.settle(nullptr);
+      Answer::settle(ticket, nullptr);
       return d;
     } catch (const BackendError& e) {
-      gate.settle(calls[0].route.reply ? nullptr : &e);
+      Answer::settle(ticket, calls[0].route.reply ? nullptr : &e);
       return failure(e, key, 1, true).decision;
     }
   }
@@ -248,7 +224,7 @@ class LeasedLimiter {
   /// `raise`. Thread-safe.
   bool reset(std::string_view key) {
     check_key(key);
-    if (auto* memory = fallback_.memory()) memory->reset(key);
+    answer_.fallback.reset(key);
     {
       Shard& shard = shard_of(key);
       std::lock_guard<std::mutex> lock(shard.mutex);
@@ -261,10 +237,7 @@ class LeasedLimiter {
       (void)parse(calls[0]);
       return true;
     } catch (const BackendError& e) {
-      failures_.fetch_add(1, std::memory_order_relaxed);
-      detail::notify_failure(options_, e);
-      if (options_.on_error == FailurePolicy::raise) throw;
-      return false;
+      return answer_.failed_reset(e);
     }
   }
 
@@ -296,9 +269,9 @@ class LeasedLimiter {
     s.cached_denials = cached_denials_.load(std::memory_order_relaxed);
     s.units_granted = units_granted_.load(std::memory_order_relaxed);
     s.units_returned = units_returned_.load(std::memory_order_relaxed);
-    s.failures = failures_.load(std::memory_order_relaxed);
+    s.failures = answer_.failures.load(std::memory_order_relaxed);
     s.failed_returns = failed_returns_.load(std::memory_order_relaxed);
-    static_cast<FallbackCounters&>(s) = fallback_.counters();
+    static_cast<FallbackCounters&>(s) = answer_.fallback.counters();
     return s;
   }
 
@@ -370,31 +343,15 @@ class LeasedLimiter {
     Decision decision;
     std::int64_t units = 0, mark = 0, granted_after = 0, serve_for_ns = 0;
   };
-  using Fallback = detail::Fallback<P, C, M>;
-  /// The fallback's probe gate for one Redis call (a pass when there is no fallback).
-  class Gate {
-   public:
-    // A ticket always (unguarded without a fallback), not an optional one: g++ 12 saw the optional's
-    // payload as maybe uninitialized (-Werror=maybe-uninitialized in Release).
-    explicit Gate(Fallback& f) : ticket_(f.enabled() ? f.admit() : CircuitBreaker<M>::Ticket::unguarded()) {}
-    /// Redis is failing and no probe is due: the fallback answers without Redis.
-    [[nodiscard]] bool refused() const noexcept { return !ticket_; }
-    /// The call's outcome: null for a reply (the server is alive), else its error.
-    void settle(const BackendError* error) noexcept { Fallback::settle(ticket_, error); }
+  using Answer = detail::Answer<P, C, M>;
+  using Ticket = typename Answer::Ticket;
+  using Mode = detail::Mode;
 
-   private:
-    typename CircuitBreaker<M>::Ticket ticket_;
-  };
-
-  static std::shared_ptr<Route> make_route(const RedisOptions& options) {
-    return redis::make_route(options.connection());
-  }
-  static RedisOptions both(const ConnectionOptions& connection, const LimiterOptions& limiter) {
-    RedisOptions o;
-    o.connection() = connection;
-    o.limiter() = limiter;
-    return o;
-  }
+  void check_key(std::string_view key) const { ratelimit::detail::check_key_length(key, options_.max_key_bytes); }
+  Shard& shard_of(std::string_view key) { return shards_[(std::hash<std::string_view>{}(key) >> 7) % kShards]; }
+  std::int64_t mono_ns() { return ratelimit::detail::now_ns(mono_); }
+  static bool live(const Entry& e, std::int64_t now) { return e.units > 0 && now < e.deadline; }
+  std::int64_t now_us() { return detail::now_us(clock_); }
 
   static LeaseOptions checked(LeaseOptions o) {
     if (o.lifetime.count() <= 0 || o.lifetime > std::chrono::hours(1)) {
@@ -406,35 +363,6 @@ class LeasedLimiter {
     }
     if (o.max_keys < 1) ratelimit::detail::invalid("LeaseOptions.max_keys", "must be >= 1");
     return o;
-  }
-  static RedisOptions checked(RedisOptions o) {
-    if (o.key_prefix.find_first_of("{}") != std::string::npos) {
-      ratelimit::detail::invalid("LimiterOptions.key_prefix",
-                                 "must not contain '{' or '}' (they delimit the hash tag)");
-    }
-    if (o.name.find_first_of("{}") != std::string::npos || o.name.size() > 256) {
-      ratelimit::detail::invalid("LimiterOptions.name", "at most 256 bytes, without '{' or '}'");
-    }
-    if (o.failure_retry_after.count() <= 0 || o.failure_retry_after > std::chrono::days(365)) {
-      ratelimit::detail::invalid("LimiterOptions.failure_retry_after", "must be in (0, 365 days]");
-    }
-    return o;
-  }
-
-  void check_key(std::string_view key) const {
-    if (key.size() > options_.max_key_bytes) {
-      ratelimit::detail::invalid("key", std::to_string(key.size()) + " bytes exceeds max_key_bytes (" +
-                                            std::to_string(options_.max_key_bytes) + ")");
-    }
-  }
-
-  Shard& shard_of(std::string_view key) { return shards_[(std::hash<std::string_view>{}(key) >> 7) % kShards]; }
-  std::int64_t mono_ns() { return ratelimit::detail::now_ns(mono_); }
-  static bool live(const Entry& e, std::int64_t now) { return e.units > 0 && now < e.deadline; }
-
-  std::int64_t now_us() {
-    const std::int64_t t = ratelimit::detail::floor_div(ratelimit::detail::now_ns(clock_), detail::kTickNs);
-    return std::clamp(t, -detail::kMaxTimeUs, detail::kMaxTimeUs);
   }
 
   /// The slice to ask for: the key's demand per serving window (an average over past windows, or what the
@@ -474,8 +402,8 @@ class LeasedLimiter {
   }
 
   /// Moves the entry's lease (if any units are left) into `out` as a return; the entry holds none afterwards.
-  static void take_return(const std::string& key, Entry& e, std::vector<Return>& out) {
-    if (e.units > 0) out.push_back(Return{key, e.units, e.mark, e.granted_after});
+  static void take_return(std::string_view key, Entry& e, std::vector<Return>& out) {
+    if (e.units > 0) out.push_back(Return{std::string(key), e.units, e.mark, e.granted_after});
     e.units = 0;
     e.deadline = 0;
   }
@@ -496,35 +424,28 @@ class LeasedLimiter {
   Call grant_call(std::string_view key, std::int64_t need, std::int64_t want, std::string_view mode) {
     Call c;
     c.key = redis_key(key);
-    c.argv = {options_.time_source == TimeSource::client ? std::to_string(now_us()) : std::string(), std::string(mode),
-              std::to_string(need), std::to_string(want), "0"};
+    c.argv = {detail::time_arg(options_, now_us()), std::string(mode), std::to_string(need), std::to_string(want), "0"};
     return c;
   }
   Call return_call(const Return& r) {
     Call c;
     c.key = redis_key(r.key);
-    c.argv = {options_.time_source == TimeSource::client ? std::to_string(now_us()) : std::string(), "2",
-              std::to_string(r.unused), std::to_string(r.mark), std::to_string(r.granted_after)};
+    c.argv = {detail::time_arg(options_, now_us()), "2", std::to_string(r.unused), std::to_string(r.mark),
+              std::to_string(r.granted_after)};
     return c;
   }
 
-  /// Sends every call through the one executor, pipelined, each key's calls in order.
+  /// Sends every call pipelined, each key's calls in order.
   void execute(std::vector<Call>& calls) {
     if (calls.empty()) return;
-    std::vector<RouteCall> route_calls(calls.size());
-    std::vector<std::string_view> order(calls.size());
-    for (std::size_t i = 0; i < calls.size(); ++i) {
-      RouteCall& rc = route_calls[i];
-      rc.slot = detail::key_slot(calls[i].key);
-      rc.key = calls[i].key;
-      rc.args = {"EVALSHA", script_->sha1, "1", calls[i].key};
-      for (const std::string& a : calls[i].argv) rc.args.push_back(a);
-      for (const std::string& p : params_) rc.args.push_back(p);
-      order[i] = calls[i].key;
+    std::vector<RouteCall> route_calls;
+    route_calls.reserve(calls.size());
+    for (const Call& c : calls) {
+      const auto& a = c.argv;
+      route_calls.push_back(detail::script_call(*script_, c.key, {a[0], a[1], a[2], a[3], a[4]}, params_));
     }
     redis_calls_.fetch_add(calls.size(), std::memory_order_relaxed);
-    run_script(*route_, *script_, route_calls,
-               calls.size() > 1 ? std::span<const std::string_view>(order) : std::span<const std::string_view>());
+    answer_.run(*route_, *script_, route_calls);
     for (std::size_t i = 0; i < calls.size(); ++i) calls[i].route = std::move(route_calls[i]);
   }
 
@@ -534,38 +455,25 @@ class LeasedLimiter {
     calls.reserve(returns.size());
     for (const Return& r : returns) calls.push_back(return_call(r));
     execute(calls);
-    account_returns(returns, calls, 0);
+    account_returns(returns, calls);
   }
 
-  void account_returns(const std::vector<Return>& returns, std::vector<Call>& calls, std::size_t first) {
+  void account_returns(const std::vector<Return>& returns, std::vector<Call>& calls) {
     for (std::size_t i = 0; i < returns.size(); ++i) {
       returns_.fetch_add(1, std::memory_order_relaxed);
       try {
-        (void)parse(calls[first + i]);
+        (void)parse(calls[i]);
         units_returned_.fetch_add(static_cast<std::uint64_t>(returns[i].unused), std::memory_order_relaxed);
       } catch (const BackendError& e) {
         failed_returns_.fetch_add(1, std::memory_order_relaxed);
-        detail::notify_failure(options_, e);
+        answer_.notify(e);
       }
     }
   }
 
   /// The reply of a lease script, checked against its contract; throws `BackendError` otherwise.
   Parsed parse(const Call& c) const {
-    if (c.route.error) throw *c.route.error;
-    const redisReply* r = c.route.reply.get();
-    if (r == nullptr) throw BackendError(BackendErrorCause::protocol, "no reply");
-    if (r->type == REDIS_REPLY_ERROR) throw BackendError(BackendErrorCause::reply, std::string(text(*r)));
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 9 || r->element == nullptr) {
-      throw BackendError(BackendErrorCause::protocol, "malformed lease reply: expected an array of 9 integers");
-    }
-    std::int64_t v[9];
-    for (std::size_t i = 0; i < 9; ++i) {
-      if (r->element[i] == nullptr || r->element[i]->type != REDIS_REPLY_INTEGER) {
-        throw BackendError(BackendErrorCause::protocol, "malformed lease reply: element " + std::to_string(i));
-      }
-      v[i] = static_cast<std::int64_t>(r->element[i]->integer);
-    }
+    const std::array<std::int64_t, 9> v = detail::integers<9>(detail::reply_of(c.route), "lease");
     constexpr std::int64_t max_us = ratelimit::detail::kMaxHorizonNs / 1000;
     if ((v[0] != 0 && v[0] != 1) || v[1] != arithmetic_.limit() || v[2] < 0 || v[2] > v[1] || v[3] < -1 ||
         v[3] > max_us || v[4] < 0 || v[4] > max_us || v[5] < 0 || v[5] > v[1] || v[8] < -1 || v[8] > max_us) {
@@ -582,25 +490,36 @@ class LeasedLimiter {
     return p;
   }
 
-  /// The failure policy's answer for a check (or peek) of `key` that Redis failed; counts it and tells the hook.
+  /// The failure step for a check (or peek) of `key` that Redis failed with `e`; throws `e` under `raise`.
   CheckResult failure(const BackendError& e, std::string_view key, std::int64_t cost, bool peek = false) {
-    failures_.fetch_add(1, std::memory_order_relaxed);
-    detail::notify_failure(options_, e);
+    CheckResult r = answer_.failed_call(e, key, cost, peek ? Mode::peek : Mode::check, nullptr, [&] {
+      return answer_.failure_decision(
+          arithmetic_.limit(), [&] { return arithmetic_.evaluate(typename Arithmetic::State{}, now_us(), cost); });
+    });
     if (options_.on_error == FailurePolicy::raise) throw e;
-    if (fallback_.enabled()) return fallback_.serve(key, cost, peek);
-    if (options_.on_error == FailurePolicy::fail_open) {
-      const typename Arithmetic::State fresh{};
-      return {to_decision(arithmetic_.evaluate(fresh, now_us(), cost), detail::kTickNs), Outcome::failure_policy};
+    return r;
+  }
+
+  /// A lease's answer without Redis at `now` (lock held): from the lease when it holds `cost`, or the denial cache's.
+  std::optional<CheckResult> local(Entry& e, std::int64_t cost, std::int64_t now) {
+    if (cost == 0 && live(e, now)) return CheckResult{local_admit(e, now), Outcome::decided};
+    if (cost > 0 && live(e, now) && e.units >= cost) {
+      e.units -= cost;
+      lease_admits_.fetch_add(1, std::memory_order_relaxed);
+      return CheckResult{local_admit(e, now), Outcome::decided};
     }
-    const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.failure_retry_after);
-    return {Decision{false, arithmetic_.limit(), 0, wait, wait}, Outcome::failure_policy};
+    if (lease_.deny_cache && e.denial.denies(cost, now)) {
+      cached_denials_.fetch_add(1, std::memory_order_relaxed);
+      return CheckResult{local_denial(e, now), Outcome::decided};
+    }
+    return std::nullopt;
   }
 
   CheckResult run(std::string_view key, std::int64_t cost) {
     Shard& shard = shard_of(key);
     std::unique_lock<std::mutex> lock(shard.mutex);
     for (int attempt = 0;; ++attempt) {
-      std::int64_t now = mono_ns();
+      const std::int64_t now = mono_ns();
       auto it = shard.entries.find(key);
       if (it == shard.entries.end() && make_room(shard)) {
         it = shard.entries.emplace(std::string(key), Entry{}).first;
@@ -612,110 +531,110 @@ class LeasedLimiter {
       }
       Entry& e = it->second;
       e.asked += cost;
-      if (cost == 0 && live(e, now)) return {local_admit(e, now), Outcome::decided};
-      if (cost > 0 && live(e, now) && e.units >= cost) {
-        e.units -= cost;
-        lease_admits_.fetch_add(1, std::memory_order_relaxed);
-        return {local_admit(e, now), Outcome::decided};
-      }
-      if (lease_.deny_cache && e.denial.denies(cost, now)) {
-        cached_denials_.fetch_add(1, std::memory_order_relaxed);
-        return {local_denial(e, now), Outcome::decided};
-      }
+      if (std::optional<CheckResult> r = local(e, cost, now)) return *r;
       if (e.busy) {
         e.asked -= cost;  // counted again on the next pass
-        const auto waited = shard.cv->wait_for(lock, options_.command_timeout * 2);
-        if (waited == std::cv_status::timeout) {
+        if (shard.cv->wait_for(lock, options_.command_timeout * 2) == std::cv_status::timeout) {
           lock.unlock();
           return direct(key, cost);
         }
         continue;
       }
-      // Redis is failing and no probe is due: the fallback answers (what the lease holds stays for later).
-      Gate gate(fallback_);
-      if (gate.refused()) {
+      Ticket ticket = answer_.admit();
+      if (!ticket) {  // Redis is failing and no probe is due: the fallback answers (the lease stays for later)
         e.asked -= cost;
         lock.unlock();
-        return fallback_.serve(key, cost);
+        return answer_.serve(key, cost, Mode::check);
       }
-      // To Redis: give back what the lease still holds (too little for this request, or expired), a few
-      // expired leases of the shard, and ask for a new slice.
-      std::vector<Return> returns;
-      take_return(it->first, e, returns);
-      expired_returns(shard, now, returns);
-      const std::int64_t want = cost == 0 ? 0 : want_for(e, cost, now);
-      e.busy = true;
-      lock.unlock();
-
-      std::vector<Call> calls;
-      calls.reserve(returns.size() + 1);
-      for (const Return& r : returns) calls.push_back(return_call(r));
-      calls.push_back(grant_call(key, cost, want, "0"));
-      const std::int64_t sent = mono_ns();
-      std::optional<Parsed> parsed;
-      std::optional<BackendError> error;
-      try {
-        execute(calls);
-        account_returns(returns, calls, 0);
-        parsed = parse(calls.back());
-        gate.settle(nullptr);
-      } catch (const BackendError& ex) {
-        error = ex;
-        gate.settle(calls.back().route.reply ? nullptr : &ex);
-      } catch (...) {
-        lock.lock();
-        finish(shard, key);
-        throw;
-      }
-
-      lock.lock();
-      Entry* entry = finish(shard, key);
-      if (error) {
-        lock.unlock();
-        return failure(*error, key, cost);
-      }
-      units_granted_.fetch_add(static_cast<std::uint64_t>(parsed->units), std::memory_order_relaxed);
-      now = mono_ns();
-      // A leased grant is served only within its window (7/8 L from the send, and for a fixed window not past
-      // the window's end): one that arrives after it is not served, and goes back. A policy that cannot lease
-      // serves its per-request grants on arrival, as RedisLimiter does.
-      const std::int64_t deadline = sent + std::min(serve_window_ns_, parsed->serve_for_ns);
-      const bool in_time = !arithmetic_.leasable() || now < deadline;
-      if (parsed->decision.allowed && parsed->units > 0 && !in_time) {
-        std::vector<Return> late{Return{std::string(key), parsed->units, parsed->mark, parsed->granted_after}};
-        lock.unlock();
-        send_returns(late);
-        lock.lock();
-        if (attempt < 2) continue;
-        return {Decision{false, arithmetic_.limit(), 0, std::chrono::nanoseconds(1), parsed->decision.reset_after},
-                Outcome::decided};
-      }
-      if (entry != nullptr) {
-        entry->last = parsed->decision;
-        entry->last_at = now;
-        if (parsed->decision.allowed) {
-          entry->denial.clear();
-          const std::int64_t left = parsed->units - cost;
-          if (left > 0) {
-            entry->units = left;
-            entry->deadline = deadline;
-            entry->mark = parsed->mark;
-            entry->granted_after = parsed->granted_after;
-            shard.expiries.emplace_back(deadline, std::string(key));
-          }
-        } else if (lease_.deny_cache && cost > 0) {
-          // This process asks again when its whole slice fits (a shorter wait would spend a call on a sliver).
-          const std::int64_t wait = slice_wait(parsed->decision.retry_after, want - cost);
-          entry->denial.set(cost, wait, sent);
-          if (wait != detail::Denial::kNever) {
-            parsed->decision.retry_after = std::max(std::chrono::nanoseconds(1), entry->denial.retry_after(now));
-          }
-        }
-      }
-      Decision d = parsed->decision;
-      if (entry != nullptr) d.remaining = std::min(d.limit, d.remaining + entry->units);
-      return {d, Outcome::decided};
+      if (std::optional<CheckResult> r = lease(shard, lock, e, key, cost, now, ticket, attempt)) return *r;
     }
+  }
+
+  /// To Redis (lock held, released meanwhile): gives back what the lease of `key` still holds (too little for this
+  /// request, or expired) and a few expired leases of the shard, and asks for a new slice. Empty when a late grant
+  /// went back and the caller should try again.
+  std::optional<CheckResult> lease(Shard& shard, std::unique_lock<std::mutex>& lock, Entry& e, std::string_view key,
+                                   std::int64_t cost, std::int64_t now, Ticket& ticket, int attempt) {
+    std::vector<Return> returns;
+    take_return(key, e, returns);
+    expired_returns(shard, now, returns);
+    const std::int64_t want = cost == 0 ? 0 : want_for(e, cost, now);
+    e.busy = true;
+    lock.unlock();
+    std::vector<Call> calls;
+    calls.reserve(returns.size() + 1);
+    for (const Return& r : returns) calls.push_back(return_call(r));
+    calls.push_back(grant_call(key, cost, want, "0"));
+    const std::int64_t sent = mono_ns();
+    std::optional<Parsed> parsed;
+    std::optional<BackendError> error;
+    try {
+      execute(calls);
+      account_returns(returns, calls);
+      parsed = parse(calls.back());
+      Answer::settle(ticket, nullptr);
+    } catch (const BackendError& ex) {
+      error = ex;
+      Answer::settle(ticket, calls.back().route.reply ? nullptr : &ex);
+    } catch (...) {
+      lock.lock();
+      finish(shard, key);
+      throw;
+    }
+    lock.lock();
+    Entry* entry = finish(shard, key);
+    if (error) {
+      lock.unlock();
+      return failure(*error, key, cost);
+    }
+    units_granted_.fetch_add(static_cast<std::uint64_t>(parsed->units), std::memory_order_relaxed);
+    // A leased grant is served only within its window (7/8 L from the send, and for a fixed window not past the
+    // window's end): one that arrives after it goes back. A policy that cannot lease serves its grants on arrival.
+    const std::int64_t deadline = sent + std::min(serve_window_ns_, parsed->serve_for_ns);
+    const std::int64_t after = mono_ns();
+    if (parsed->decision.allowed && parsed->units > 0 && arithmetic_.leasable() && after >= deadline) {
+      std::vector<Return> late{Return{std::string(key), parsed->units, parsed->mark, parsed->granted_after}};
+      lock.unlock();
+      send_returns(late);
+      lock.lock();
+      if (attempt < 2) return std::nullopt;
+      return CheckResult{late_denial(parsed->decision), Outcome::decided};
+    }
+    return CheckResult{keep(shard, entry, key, *parsed, cost, want, sent, deadline, after), Outcome::decided};
+  }
+
+  /// Redis's grant `p` kept in `entry` (lock held; null if the key was reset meanwhile): the slice left after this
+  /// request, or the denial cache's entry; the request's decision.
+  Decision keep(Shard& shard, Entry* entry, std::string_view key, Parsed& p, std::int64_t cost, std::int64_t want,
+                std::int64_t sent, std::int64_t deadline, std::int64_t now) {
+    if (entry == nullptr) return p.decision;
+    entry->last = p.decision;
+    entry->last_at = now;
+    if (p.decision.allowed) {
+      entry->denial.clear();
+      if (const std::int64_t left = p.units - cost; left > 0) {
+        entry->units = left;
+        entry->deadline = deadline;
+        entry->mark = p.mark;
+        entry->granted_after = p.granted_after;
+        shard.expiries.emplace_back(deadline, std::string(key));
+      }
+    } else if (lease_.deny_cache && cost > 0) {
+      // This process asks again when its whole slice fits (a shorter wait would spend a call on a sliver).
+      const std::int64_t wait = slice_wait(p.decision.retry_after, want - cost);
+      entry->denial.set(cost, wait, sent);
+      if (wait != detail::Denial::kNever) {
+        p.decision.retry_after = std::max(std::chrono::nanoseconds(1), entry->denial.retry_after(now));
+      }
+    }
+    Decision d = p.decision;
+    d.remaining = std::min(d.limit, d.remaining + entry->units);
+    return d;
+  }
+
+  /// A grant that came after its serving window: a denial to try again at once.
+  Decision late_denial(const Decision& d) const {
+    return Decision{false, arithmetic_.limit(), 0, std::chrono::nanoseconds(1), d.reset_after};
   }
 
   /// The wait (ns) until `extra` more units than Redis's `retry_after` covers fit: GCRA `retry_after + extra * T`,
@@ -757,25 +676,24 @@ class LeasedLimiter {
 
   /// One Redis grant of exactly `cost`, nothing kept locally (a key for which the table has no room).
   CheckResult direct(std::string_view key, std::int64_t cost) {
-    Gate gate(fallback_);
-    if (gate.refused()) return fallback_.serve(key, cost);
+    Ticket ticket = answer_.admit();
+    if (!ticket) return answer_.serve(key, cost, Mode::check);
     std::vector<Call> calls(1);
     calls[0] = grant_call(key, cost, cost, "0");
     const std::int64_t sent = mono_ns();
     execute(calls);
     try {
       Parsed p = parse(calls[0]);
-      gate.settle(nullptr);
+      Answer::settle(ticket, nullptr);
       units_granted_.fetch_add(static_cast<std::uint64_t>(p.units), std::memory_order_relaxed);
-      // As in `run`: a leasable key's grant that arrives after its serving window is not served.
+      // As in `lease`: a leasable key's grant that arrives after its serving window is not served.
       if (arithmetic_.leasable() && p.units > 0 && mono_ns() >= sent + std::min(serve_window_ns_, p.serve_for_ns)) {
         send_returns({Return{std::string(key), p.units, p.mark, p.granted_after}});
-        return {Decision{false, arithmetic_.limit(), 0, std::chrono::nanoseconds(1), p.decision.reset_after},
-                Outcome::decided};
+        return {late_denial(p.decision), Outcome::decided};
       }
       return {p.decision, Outcome::decided};
     } catch (const BackendError& e) {
-      gate.settle(calls[0].route.reply ? nullptr : &e);
+      Answer::settle(ticket, calls[0].route.reply ? nullptr : &e);
       return failure(e, key, cost);
     }
   }
@@ -796,9 +714,9 @@ class LeasedLimiter {
   std::size_t per_shard_ = 1;
   std::array<Shard, kShards> shards_;
   const unsigned generation_ = detail::fork_generation().load(std::memory_order_relaxed);
-  Fallback fallback_;  // holds nothing unless on_error is fallback
+  Answer answer_;  // the failure policy, hook and fallback; its `failures` are this limiter's
   std::atomic<std::uint64_t> checks_{0}, redis_calls_{0}, returns_{0}, lease_admits_{0}, cached_denials_{0},
-      units_granted_{0}, units_returned_{0}, failures_{0}, failed_returns_{0};
+      units_granted_{0}, units_returned_{0}, failed_returns_{0};
 };
 
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE

@@ -122,10 +122,8 @@ struct ConnectionOptions {
   /// Each call's deadline (sync calls; the default of async ones), and how long a connection may owe a
   /// reply without sending a byte before it is dropped; in (0, 24 h].
   std::chrono::milliseconds command_timeout{100};
-  /// Most connections per server; in 1..1024. Every caller shares them (automatic pipelining,
-  /// include/ratelimit/redis/README.md "Redis engine"): calls join the batch forming on the first connection, and the
-  /// next is opened and used only while those before it have `ConnectionPool::kSpillDepth` (or `max_in_flight`)
-  /// commands outstanding.
+  /// Most connections per server; in 1..1024, opened only as the load needs them (include/ratelimit/redis/README.md
+  /// "Sizing the pool").
   std::size_t pool_size = 4;
   /// Most commands queued or awaiting a reply on one connection; >= 1. A call beyond it fails at once
   /// (cause `timeout`, "queue full") with the failure policy instead of waiting.
@@ -189,10 +187,8 @@ struct ConnectionOptions {
 };
 
 /// The in-memory fallback of a Redis rate limiter (`on_error = FailurePolicy::fallback`,
-/// include/ratelimit/redis/README.md "Fallback during outages"): while Redis fails, checks go to a `MemoryLimiter`
-/// holding `1 / instances` of the policy's quota, and one check per probe period goes to Redis to find out whether it
-/// is back. A plain aggregate; the limiter validates it (`std::invalid_argument` naming the field, e.g.
-/// `LimiterOptions.fallback.instances`).
+/// include/ratelimit/redis/README.md "Fallback during outages"). A plain aggregate; the limiter validates it
+/// (`std::invalid_argument` naming the field, e.g. `LimiterOptions.fallback.instances`).
 struct FallbackOptions {
   /// The number of processes sharing the limit (each gets `1 / instances` of the quota); in [1, 1,000,000].
   /// Required (0, the default, is refused) when `on_error` is `fallback`.
@@ -200,17 +196,13 @@ struct FallbackOptions {
   /// The first wait after a failure before a check probes Redis again; in (0, 10 s]. Each failed probe
   /// doubles it, up to `probe_max`.
   std::chrono::milliseconds probe_min{50};
-  /// The longest wait between two probes; in [`probe_min`, 10 s]. It bounds how late checks return to Redis
-  /// after it recovers (with the pool's reconnect backoff and breaker, include/ratelimit/redis/README.md "Fallback
-  /// during outages").
+  /// The longest wait between two probes; in [`probe_min`, 10 s].
   std::chrono::milliseconds probe_max{250};
   /// Most keys the fallback holds (its `MemoryOptions::max_keys`, least recently used evicted); >= 1.
   std::size_t max_keys = 100'000;
 };
 
-/// The local denial cache of a `RedisLimiter` (include/ratelimit/redis/README.md "Denial cache"; `LeasedLimiter` has
-/// its own, `LeaseOptions::deny_cache`): after Redis denies cost n with retry_after R, requests of that key with cost
-/// >= n are denied in process memory until R has passed. A plain aggregate.
+/// The local denial cache of a `RedisLimiter` (include/ratelimit/redis/README.md "Denial cache"). A plain aggregate.
 struct DenialCacheOptions {
   /// Off by default: a denial it repeats can be one Redis would no longer give (units refunded meanwhile).
   bool enabled = false;
@@ -225,11 +217,9 @@ struct LimiterOptions {
   /// Prepended to every Redis key (include/ratelimit/redis/README.md "Redis backend", key layout); must not contain `{`
   /// or `}`.
   std::string key_prefix = "ratelimit:";
-  /// The limiter's identity in its Redis keys. Empty (the default): the policy's kind and parameters are
-  /// its identity, so limiters with different parameters never share state and processes with the same
-  /// policy do. Non-empty: the name is the identity, and every limiter of this kind and name shares one
-  /// state whatever its parameters (changing them is a policy change: include/ratelimit/README.md "Changing a policy at
-  /// run time"). At most 256 bytes, without `{` or `}`.
+  /// The limiter's identity in its Redis keys (include/ratelimit/redis/README.md "Which limiters share state"). Empty:
+  /// the policy's kind and parameters; non-empty: every limiter of this kind and name shares one state whatever its
+  /// parameters. At most 256 bytes, without `{` or `}`.
   std::string name{};
   /// Where the time of a check comes from; `server` by default.
   TimeSource time_source = TimeSource::server;
@@ -244,14 +234,10 @@ struct LimiterOptions {
   DenialCacheOptions deny_cache{};
   /// The in-memory fallback, used when `on_error` is `FailurePolicy::fallback`.
   FallbackOptions fallback{};
-  /// Called with the error each time a Redis call of this limiter fails (also under `fail_open`, so an
-  /// outage answered by admitting is never silent), before the failure policy answers. Runs on the calling
-  /// thread, or for async calls on the I/O thread: it must be thread-safe, must not block and must not call
-  /// the limiter; what it throws is ignored. Empty (the default): the default report, one line on stderr
-  /// for a server's first failure and at most one more per server per 10 s, naming the server, the cause
-  /// and the failure policy's answer (include/ratelimit/redis/README.md "Failure policy and hook");
-  /// `ignore_backend_failure`
-  /// (`<ratelimit/redis/failure_report.hpp>`) silences it.
+  /// Called with the error each time a Redis call of this limiter fails, under every `on_error`, on the calling
+  /// thread or an async call's I/O thread: it must be thread-safe, must not block and must not call the limiter;
+  /// what it throws is ignored. Empty: the default report on stderr (include/ratelimit/redis/README.md "Failure
+  /// policy and hook"), which `ignore_backend_failure` silences.
   /// Example:
   ///   ratelimit::redis::RedisOptions options;
   ///   options.on_error = ratelimit::FailurePolicy::fail_open;  // admit while Redis is down, but not silently:

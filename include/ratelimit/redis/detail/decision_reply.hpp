@@ -1,22 +1,26 @@
 #pragma once
 
 /// @file
-/// Parsing a script's reply: `{allowed, limit, remaining, retry_after_us, reset_after_us}` packed as five
-/// little-endian doubles (lua/README.md).
+/// Reading the limiters' replies: a policy script's decision (`{allowed, limit, remaining, retry_after_us,
+/// reset_after_us}` packed as five little-endian doubles, lua/README.md), and the arrays of integers of the
+/// other scripts, each checked against its contract.
 
 #include <hiredis/hiredis.h>
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "ratelimit/detail/arithmetic.hpp"
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/redis/abi.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/redis/engine/reply.hpp"
+#include "ratelimit/redis/engine/route.hpp"
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
@@ -66,6 +70,38 @@ inline constexpr std::size_t kDecisionReplyBytes = 40;
                       .remaining = v[2],
                       .retry_after = v[3] == -1 ? TickDecision::never : v[3],
                       .reset_after = v[4]};
+}
+
+/// `parse_decision` as a `Decision` (nanoseconds).
+[[nodiscard]] inline Decision decision_of(const redisReply& r, std::int64_t expected_limit) {
+  return to_decision(parse_decision(r, expected_limit), 1000);
+}
+
+/// The reply of a finished `call`; throws its `BackendError`, or one of cause `reply` for an error reply.
+[[nodiscard]] inline const redisReply& reply_of(const RouteCall& call) {
+  if (call.error) throw *call.error;
+  if (!call.reply) throw BackendError(BackendErrorCause::protocol, "no reply");
+  if (call.reply->type == REDIS_REPLY_ERROR)
+    throw BackendError(BackendErrorCause::reply, std::string(text(*call.reply)));
+  return *call.reply;
+}
+
+/// The `N` integers of an array reply `r` of `what`; throws `BackendError` (cause `protocol`) for another shape.
+template <std::size_t N>
+[[nodiscard]] std::array<std::int64_t, N> integers(const redisReply& r, std::string_view what) {
+  if (r.type != REDIS_REPLY_ARRAY || r.elements != N || r.element == nullptr) {
+    throw BackendError(BackendErrorCause::protocol, "malformed " + std::string(what) + " reply: expected an array of " +
+                                                        std::to_string(N) + " integers");
+  }
+  std::array<std::int64_t, N> v{};
+  for (std::size_t i = 0; i < N; ++i) {
+    if (r.element[i] == nullptr || r.element[i]->type != REDIS_REPLY_INTEGER) {
+      throw BackendError(BackendErrorCause::protocol,
+                         "malformed " + std::string(what) + " reply: element " + std::to_string(i));
+    }
+    v[i] = static_cast<std::int64_t>(r.element[i]->integer);
+  }
+  return v;
 }
 
 }  // namespace detail

@@ -1,0 +1,399 @@
+#pragma once
+
+/// @file
+/// The answer step of the Redis limiters: a call's reply or failure into a `Decision` / `CheckResult`, through the
+/// failure policy, the in-memory fallback and its probe gate, the denial cache, the failure hook and the counters
+/// (include/ratelimit/redis/README.md "Failures", "Fallback during outages", "Denial cache").
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ratelimit/batch_request.hpp"
+#include "ratelimit/clock.hpp"
+#include "ratelimit/decision.hpp"
+#include "ratelimit/error.hpp"
+#include "ratelimit/policy/policy.hpp"
+#include "ratelimit/redis/abi.hpp"
+#include "ratelimit/redis/denial_cache.hpp"
+#include "ratelimit/redis/detail/limiter_setup.hpp"
+#include "ratelimit/redis/detail/decision_reply.hpp"
+#include "ratelimit/redis/detail/script_binding.hpp"
+#include "ratelimit/redis/engine/route.hpp"
+#include "ratelimit/redis/engine/script_call.hpp"
+#include "ratelimit/redis/failure_report.hpp"
+#include "ratelimit/redis/fallback.hpp"
+#include "ratelimit/redis/options.hpp"
+#include "ratelimit/redis/stats.hpp"
+
+namespace ratelimit::redis {
+inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
+namespace detail {
+
+/// What a policy script's call does (its ARGV[3], `mode_arg`).
+enum class Mode { check, peek, refund };
+[[nodiscard]] constexpr std::string_view mode_arg(Mode m) noexcept {
+  return m == Mode::check ? "0" : (m == Mode::peek ? "1" : "2");
+}
+
+/// The failure policy, failure hook and counters of one limiter, whatever its policy: what a joint check reaches
+/// of each member, and what async calls keep alive. Thread-safe.
+class Answers {
+ public:
+  Answers(const RedisOptions& o, std::function<void(const BackendError&)> hook)
+      : on_error(o.on_error),
+        failure_wait_(std::chrono::duration_cast<std::chrono::nanoseconds>(o.failure_retry_after)),
+        hook_(std::move(hook)) {}
+  Answers(const Answers&) = delete;
+  Answers& operator=(const Answers&) = delete;
+
+  const FailurePolicy on_error;
+  std::atomic<std::uint64_t> calls{0};
+  std::atomic<std::uint64_t> failures{0};
+  std::atomic<std::uint64_t> cached_denials{0};
+
+  /// Counts `n` failures of `e`'s cause and tells the hook once.
+  void failed(const BackendError& e, std::size_t n = 1) noexcept {
+    failures.fetch_add(n, std::memory_order_relaxed);
+    by_cause_[static_cast<std::size_t>(e.cause())].fetch_add(n, std::memory_order_relaxed);
+    notify(e);
+  }
+  /// Tells the hook of `e`; what it throws is ignored (it must not turn the failure policy's answer into an
+  /// exception).
+  void notify(const BackendError& e) const noexcept {
+    if (!hook_) return;
+    try {
+      hook_(e);
+    } catch (...) {
+    }
+  }
+
+  /// `run_script` of `batch`, each key's calls in their order, timed into the latency histogram, its reloads
+  /// counted.
+  void run(Route& route, const EmbeddedScript& script, std::span<RouteCall> batch) {
+    std::vector<std::string_view> order;
+    if (batch.size() > 1) {
+      order.reserve(batch.size());
+      for (const RouteCall& c : batch) order.push_back(c.key);
+    }
+    const auto started = std::chrono::steady_clock::now();
+    const std::size_t reloads = run_script(route, script, batch, order);
+    record_latency(std::chrono::steady_clock::now() - started);
+    reloaded(reloads);
+  }
+  void reloaded(std::size_t n) noexcept {
+    if (n != 0) reloads_.fetch_add(n, std::memory_order_relaxed);
+  }
+  /// One backend call's latency, into `RedisStats::latency`.
+  void record_latency(std::chrono::steady_clock::duration d) noexcept {
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+    const std::uint64_t u = us > 0 ? static_cast<std::uint64_t>(us) : 0;
+    latency_[BackendLatency::bucket_of(u)].fetch_add(1, std::memory_order_relaxed);
+    latency_sum_us_.fetch_add(u, std::memory_order_relaxed);
+  }
+
+  /// The failure step of a command (a reset) that Redis failed with `e`: counted and told; thrown under `raise`,
+  /// else false.
+  bool failed_reset(const BackendError& e) {
+    failed(e);
+    if (on_error == FailurePolicy::raise) throw e;
+    return false;
+  }
+
+  /// fail_open: `fresh()`, a fresh key's decision (so a cost above the limit is still `never`); otherwise a
+  /// denial of `failure_retry_after` (under `raise`, what an async callback gets beside the error).
+  template <class Fresh>
+  [[nodiscard]] Decision failure_decision(std::int64_t limit, Fresh&& fresh) const {
+    if (on_error == FailurePolicy::fail_open) return to_decision(fresh(), kTickNs);
+    return Decision{false, limit, 0, failure_wait_, failure_wait_};
+  }
+
+  /// The fallback (`FailurePolicy::fallback`), or null.
+  [[nodiscard]] FallbackBase* fallback_base() const noexcept { return fallback_base_; }
+
+  /// This limiter's own fields of `RedisStats` (not its route's or its fallback's).
+  void fill(RedisStats& s) const noexcept {
+    auto load = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+    s.calls = load(calls);
+    s.failures = load(failures);
+    s.io_errors = load(by_cause_[0]);
+    s.timeouts = load(by_cause_[1]);
+    s.protocol_errors = load(by_cause_[2]);
+    s.reply_errors = load(by_cause_[3]);
+    s.short_circuited = load(by_cause_[4]);
+    s.script_reloads = load(reloads_);
+    for (std::size_t i = 0; i < s.latency.buckets.size(); ++i) s.latency.buckets[i] = load(latency_[i]);
+    s.latency.sum_us = load(latency_sum_us_);
+    s.cached_denials = load(cached_denials);
+  }
+
+ protected:
+  ~Answers() = default;
+  FallbackBase* fallback_base_ = nullptr;
+
+ private:
+  std::chrono::nanoseconds failure_wait_;
+  std::function<void(const BackendError&)> hook_;
+  std::array<std::atomic<std::uint64_t>, 5> by_cause_{};  // by BackendErrorCause
+  std::atomic<std::uint64_t> reloads_{0};
+  std::array<std::atomic<std::uint64_t>, BackendLatency::kBoundsUs.size() + 1> latency_{};
+  std::atomic<std::uint64_t> latency_sum_us_{0};
+};
+
+/// One policy script call as sent, for its answer: the user key, cost and mode, the limiter's time, and for the
+/// denial cache the monotonic send time and the key's stamp then.
+struct Sent {
+  std::string_view key;
+  std::int64_t cost = 0;
+  Mode mode = Mode::check;
+  std::int64_t now_us = 0;
+  std::int64_t sent_ns = 0;
+  DenialCache::Stamp stamp = 0;
+};
+
+/// One policy of a `RedisLimiter` with what its calls send and how they are answered (immutable): its rules at 1 us,
+/// its script binding, an id unique in the process for the denial cache (an address could be reused), and a per-call
+/// policy's share of the fallback (`Share`; null for the limiter's own policies). Throws `std::invalid_argument`
+/// naming the field for a policy Redis cannot take.
+template <Policy P, class Share>
+struct PolicyConfig {
+  explicit PolicyConfig(P p) : policy(std::move(p)), rules(policy.rules(kTickNs)), binding(bind<P>(rules)) {}
+  /// Its script's call on Redis key `key` (the strings must outlive the call).
+  [[nodiscard]] RouteCall call(std::string_view key, std::string_view now, std::string_view cost, Mode mode) const {
+    const std::span<const std::string> params(binding.params.data(), kScriptParams);
+    return script_call(*binding.script, key, {now, cost, mode_arg(mode)}, params);
+  }
+  P policy;
+  RulesOf<P> rules;
+  ScriptBinding binding;
+  std::uint64_t id = next_id();
+  std::shared_ptr<const Share> fallback_share{};
+
+ private:
+  static std::uint64_t next_id() noexcept {
+    static std::atomic<std::uint64_t> last{0};
+    return last.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
+};
+
+/// The answer step of one limiter of policy `P` on clock `C` (the probe gate and the denial cache on the monotonic
+/// clock `G`): `Answers`, the in-memory fallback, and for `RedisLimiter` the denial cache. Thread-safe.
+template <Policy P, Clock C, Clock G>
+class Answer final : public Answers {
+ public:
+  using Ticket = typename CircuitBreaker<G>::Ticket;
+  using Share = typename Fallback<P, C, G>::Share;
+  using Config = PolicyConfig<P, Share>;
+
+  /// Throws `std::invalid_argument` for bad fallback options (naming the field).
+  Answer(const P& policy, const RedisOptions& o, const C& clock, G gate, bool denial_cache)
+      : Answers(o, failure_hook(o, gate)),
+        mono(gate),
+        fallback(policy, o.limiter(), clock, std::move(gate)),
+        denials(denial_cache && o.deny_cache.enabled ? std::make_unique<DenialCache>(o.deny_cache.max_keys) : nullptr) {
+    if (fallback.enabled()) fallback_base_ = &fallback;
+  }
+
+  G mono;                                      // the gate's and the denial cache's clock
+  Fallback<P, C, G> fallback;                  // holds nothing unless on_error is fallback
+  const std::unique_ptr<DenialCache> denials;  // null unless enabled (`RedisLimiter` only)
+
+  [[nodiscard]] std::int64_t mono_ns() { return ratelimit::detail::now_ns(mono); }
+  using Answers::failure_decision;
+
+  /// May a call go to Redis? Without a fallback always (a ticket reporting to nothing); with one, its probe
+  /// gate's ticket: refused while Redis is failing and no probe is due (then `serve` answers).
+  [[nodiscard]] Ticket admit() { return fallback.enabled() ? fallback.admit() : Ticket::unguarded(); }
+  /// Reports a sent call's outcome to its ticket: null for a reply (error replies too: the server is alive).
+  static void settle(Ticket& ticket, const BackendError* error) noexcept { Fallback<P, C, G>::settle(ticket, error); }
+  /// The fallback's answer for a call the gate refused (or that failed), counted.
+  CheckResult serve(std::string_view key, std::int64_t cost, Mode mode, const Share* share = nullptr) {
+    return fallback.serve(key, cost, mode == Mode::peek, mode == Mode::refund, share);
+  }
+
+  /// The failure step of a call of `key` that Redis failed with `e`: counts it and tells the hook, drops the
+  /// key's cached denial when a refund may have run, and answers with the fallback (its share `share`), or
+  /// `failure()` without one (or when the fallback throws). Under `raise` the caller throws.
+  template <class Failure>
+  CheckResult failed_call(const BackendError& e, std::string_view key, std::int64_t cost, Mode mode, const Share* share,
+                          Failure&& failure) {
+    failed(e);
+    if (denials && mode == Mode::refund) denials->invalidate(key);
+    if (fallback.enabled()) {
+      try {
+        return serve(key, cost, mode, share);
+      } catch (...) {  // the fallback's allocation failed: the plain failure decision
+      }
+    }
+    return {failure(), Outcome::failure_policy};
+  }
+
+  /// A policy script's failure decision under `rules` (see `Answers::failure_decision`): a refund gives nothing
+  /// back, a fresh key's state under any failure policy.
+  [[nodiscard]] Decision failure_decision(const RulesOf<P>& rules, std::int64_t now, std::int64_t cost,
+                                          Mode mode) const {
+    if (mode == Mode::refund) return to_decision(rules.evaluate(StateOf<P>{}, now, 0), kTickNs);
+    return Answers::failure_decision(rules.limit(), [&] {
+      const StateOf<P> fresh{};
+      return mode == Mode::peek ? ratelimit::peek(rules, fresh, now) : rules.evaluate(fresh, now, cost);
+    });
+  }
+
+  /// The answer to a policy script's call `s` sent under `config` (a `RedisLimiter` policy: `rules`, `id`,
+  /// `fallback_share`): the decision in `reply`, fed to the denial cache; for `error`, or a reply breaking the
+  /// contract, the failure step's answer, the error kept in `raised` unless one is. Settles no gate.
+  CheckResult answer(const Config& config, const Sent& s, const redisReply* reply, const BackendError* error,
+                     std::optional<BackendError>& raised) {
+    try {
+      if (error != nullptr) throw *error;
+      const CheckResult r{decision_of(*reply, config.rules.limit()), Outcome::decided};
+      learn(s, r.decision, config.id);
+      return r;
+    } catch (const BackendError& e) {
+      if (!raised) raised = e;
+      return failed_call(e, s.key, s.cost, s.mode, config.fallback_share.get(),
+                         [&] { return failure_decision(config.rules, s.now_us, s.cost, s.mode); });
+    }
+  }
+
+  /// The cached denial of a check of `key` at `cost` under policy `id`, counted (the call then goes nowhere).
+  [[nodiscard]] bool cached(std::string_view key, std::int64_t cost, std::int64_t now, std::uint64_t id, Decision& d) {
+    if (!denials || !denials->lookup(key, cost, now, d, id)) return false;
+    cached_denials.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+
+  /// The answers of `requests` under `config`, sent as one pipelined batch on `route` (each to Redis key
+  /// `key_of(key)`, with the time argument `now_arg`), or the fallback's while its gate is shut. The gate's ticket is
+  /// settled once (a reply of any call, an error reply too: the server is alive). Under `raise` the first failure is
+  /// thrown once every request was answered.
+  template <class KeyOf>
+  std::vector<CheckResult> send(Route& route, const Config& config, std::span<const BatchRequest> requests, Mode mode,
+                                std::int64_t now, std::string_view now_arg, KeyOf&& key_of) {
+    std::vector<CheckResult> out;
+    out.reserve(requests.size());
+    Ticket ticket = admit();
+    if (!ticket) {
+      for (const BatchRequest& r : requests) out.push_back(serve(r.key, r.cost, mode, config.fallback_share.get()));
+      return out;
+    }
+    std::vector<std::string> keys(requests.size());
+    std::vector<std::string> costs(requests.size());
+    std::vector<RouteCall> batch(requests.size());
+    std::vector<Sent> sent(requests.size());
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      sent[i] = {requests[i].key, requests[i].cost, mode, now, 0, denials ? denials->stamp(requests[i].key) : 0};
+      keys[i] = key_of(requests[i].key);
+      costs[i] = std::to_string(requests[i].cost);
+      batch[i] = config.call(keys[i], now_arg, costs[i], mode);
+    }
+    const std::int64_t sent_ns = denials ? mono_ns() : 0;
+    run(route, *config.binding.script, batch);
+    std::optional<BackendError> raised;
+    bool any_reply = false;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      any_reply = any_reply || batch[i].reply != nullptr;
+      sent[i].sent_ns = sent_ns;
+      out.push_back(answer(config, sent[i], batch[i].reply.get(), batch[i].error ? &*batch[i].error : nullptr, raised));
+    }
+    settle(ticket, any_reply ? nullptr : &*raised);
+    if (raised && on_error == FailurePolicy::raise) throw *raised;
+    return out;
+  }
+
+  /// The checks of `requests` under policy `id`: the denial cache answers what it can, `send` the rest (a span of
+  /// requests in order, returning their answers) in one batch.
+  template <class Send>
+  std::vector<CheckResult> check_cached(std::span<const BatchRequest> requests, std::uint64_t id, Send&& send) {
+    if (!denials) return send(requests);
+    const std::int64_t now = mono_ns();
+    std::vector<CheckResult> out(requests.size());
+    std::vector<bool> local(requests.size(), false);
+    std::vector<BatchRequest> rest;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      local[i] = cached(requests[i].key, requests[i].cost, now, id, out[i].decision);
+      if (!local[i]) rest.push_back(requests[i]);
+    }
+    if (rest.size() == requests.size()) return send(requests);
+    if (rest.empty()) return out;
+    const std::vector<CheckResult> sent = send(std::span<const BatchRequest>(rest));
+    for (std::size_t i = 0, k = 0; i < requests.size(); ++i) {
+      if (!local[i]) out[i] = sent[k++];
+    }
+    return out;
+  }
+
+  /// What an async call keeps for its answer from its start to its completion.
+  struct Pending {
+    Sent sent;
+    std::string key;  // `sent.key`, owned (with a denial cache or a fallback)
+    std::optional<Decision> cached;
+    std::optional<Ticket> ticket;
+    std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+    /// Answered on the I/O thread without being written: by the denial cache, or the fallback (gate shut).
+    [[nodiscard]] bool local() const noexcept { return cached || (ticket && !*ticket); }
+  };
+  /// An async call of `key` about to start under policy `id` at `now_us`: the denial cache's answer, or the gate's
+  /// ticket.
+  Pending pending(std::string_view key, std::int64_t cost, Mode mode, std::int64_t now_us, std::uint64_t id) {
+    Pending p{{{}, cost, mode, now_us}, denials || fallback.enabled() ? std::string(key) : std::string(), {}, {}};
+    if (denials) {
+      p.sent.stamp = denials->stamp(key);
+      p.sent.sent_ns = mono_ns();
+      if (Decision d; mode == Mode::check && cached(key, cost, p.sent.sent_ns, id, d)) p.cached = d;
+    }
+    if (fallback.enabled() && !p.cached) p.ticket.emplace(fallback.admit());
+    return p;
+  }
+  /// The answer of async call `p` sent under `config` that completed with `reply` or `error` (`was_reloaded`: after
+  /// a `NOSCRIPT`): timed and counted, then the local answer, or Redis's through `answer` (the ticket settled);
+  /// `raised` gets the failure under `raise`. Throws nothing.
+  CheckResult finish(const Config& config, Pending& p, const Reply& reply, const std::optional<BackendError>& error,
+                     bool was_reloaded, std::exception_ptr& raised) noexcept {
+    Sent s = p.sent;
+    s.key = p.key;
+    try {
+      record_latency(std::chrono::steady_clock::now() - p.started);
+      reloaded(was_reloaded ? 1 : 0);
+      if (p.cached) return {*p.cached, Outcome::decided};
+      if (p.ticket && !*p.ticket) return serve(s.key, s.cost, s.mode, config.fallback_share.get());
+      if (p.ticket) settle(*p.ticket, reply || !error ? nullptr : &*error);
+      std::optional<BackendError> failure;
+      const CheckResult r = answer(config, s, reply.get(), error ? &*error : nullptr, failure);
+      if (failure && on_error == FailurePolicy::raise) raised = std::make_exception_ptr(*failure);
+      return r;
+    } catch (...) {  // an allocation failed: the plain failure decision
+      return {failure_decision(config.rules, s.now_us, s.cost, s.mode), Outcome::failure_policy};
+    }
+  }
+
+ private:
+  /// Feeds Redis's decision `d` of call `s` to the denial cache: a check's denial is remembered under policy `id`
+  /// unless a refund or reset returned since the send; an admission forgets the key's, a refund also every denial
+  /// sent before it (include/ratelimit/redis/README.md "Denial cache").
+  void learn(const Sent& s, const Decision& d, std::uint64_t id) {
+    if (!denials || s.mode == Mode::peek) return;
+    if (s.mode == Mode::refund) {
+      denials->invalidate(s.key);
+    } else if (!d.allowed && s.cost > 0) {
+      denials->remember(s.key, s.cost, d, s.sent_ns, mono_ns(), id, s.stamp);
+    } else if (d.allowed) {
+      denials->forget(s.key);
+    }
+  }
+};
+
+}  // namespace detail
+}  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
+}  // namespace ratelimit::redis
