@@ -45,6 +45,7 @@ namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 class PipelineOp;
+class Pipeline;
 
 namespace detail {
 struct Waiter;
@@ -75,6 +76,8 @@ class PipelineOp {
   /// When the call fails with cause `timeout` if it has no reply yet (a call not yet written is then
   /// never sent; one already written may still run on the server: its late reply is discarded).
   std::chrono::steady_clock::time_point deadline{};
+  /// Sent right after an `ASKING` (Redis Cluster's ASK redirection), whose reply is discarded.
+  bool asking = false;
 
   PipelineOp() = default;
   PipelineOp(const PipelineOp&) = delete;
@@ -117,6 +120,7 @@ struct Waiter {
   std::chrono::steady_clock::time_point deadline{};
   std::size_t remaining = 0;  // under the pipeline's lock
   bool drive = false;         // under the lock: handed the connection, this caller does the I/O next
+  bool may_drive = true;      // under the lock: the caller waits here (`Pipeline::wait`), so it may be handed it
 };
 static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t) &&
               std::atomic<std::uint32_t>::is_always_lock_free);
@@ -155,6 +159,23 @@ struct RouteCallOut {
   Reply* reply;
   std::optional<BackendError>* error;
   bool* sent;
+};
+
+/// A sync caller's calls on one pipeline, from `Pipeline::start` to the end of `Pipeline::wait` (the
+/// pipeline points into it meanwhile: it does not move, and its destruction waits as `wait` does).
+struct SyncCalls {
+  struct Op final : PipelineOp {
+    void complete(Reply, std::optional<BackendError>) noexcept override {}
+  };
+  SyncCalls() = default;
+  SyncCalls(const SyncCalls&) = delete;
+  SyncCalls& operator=(const SyncCalls&) = delete;
+  inline ~SyncCalls();
+
+  Pipeline* pipeline = nullptr;  // set while calls are queued or unanswered
+  std::unique_ptr<Op[]> ops;
+  std::vector<RouteCallOut> outs;
+  Waiter waiter;
 };
 
 }  // namespace detail
@@ -278,51 +299,67 @@ class Pipeline final : public AsyncSink {
   /// forked child.
   template <class Call>
   bool execute(std::span<Call> calls) {
-    if (calls.empty()) return true;
+    detail::SyncCalls batch;
+    if (!start(calls, batch)) return false;
+    wait(batch);
+    return true;
+  }
+
+  /// The first half of `execute`: queues `calls` into `batch` and returns without waiting, so that one
+  /// caller can have calls on several pipelines (a Redis Cluster batch's nodes) in flight at once; `wait`
+  /// is the second half. `drive`: this caller may write and read itself once it waits; false hands an idle
+  /// connection to the I/O thread at once. Returns false as `execute` does (nothing to wait for then).
+  template <class Call>
+  bool start(std::span<Call> calls, detail::SyncCalls& batch, bool drive = true) {
+    if (calls.empty()) return false;
     if (detail::on_io_thread()) {
       throw std::logic_error("ratelimit: a blocking Redis call from an async completion (use the async API there)");
     }
     check_not_forked();
-    struct SyncOp final : PipelineOp {
-      void complete(Reply, std::optional<BackendError>) noexcept override {}
-    };
-    std::vector<SyncOp> ops(calls.size());
-    detail::Waiter waiter;
     auto deadline = std::chrono::steady_clock::now() + command_timeout_;
-    if constexpr (requires(const Call& c) { c.deadline; }) {
-      for (const Call& c : calls) deadline = std::min(deadline, c.deadline);  // the caller's, when earlier
-    }
-    waiter.deadline = deadline;
-    std::vector<detail::RouteCallOut> outs(calls.size());
+    for (const Call& c : calls) deadline = std::min(deadline, c.deadline);  // the caller's, when earlier
+    batch.waiter.deadline = deadline;
+    batch.ops = std::make_unique<detail::SyncCalls::Op[]>(calls.size());
+    batch.outs.resize(calls.size());
     for (std::size_t i = 0; i < calls.size(); ++i) {
-      ops[i].deadline = deadline;
-      outs[i] = detail::RouteCallOut{&calls[i].reply, &calls[i].error, &calls[i].sent};
+      batch.ops[i].deadline = deadline;
+      batch.ops[i].asking = calls[i].asking;
+      batch.outs[i] = detail::RouteCallOut{&calls[i].reply, &calls[i].error, &calls[i].sent};
       calls[i].sent = false;
-      ops[i].out_ = &outs[i];
-      ops[i].waiter_ = &waiter;
-      append_resp(ops[i].command, std::span<const std::string_view>(calls[i].args));  // outside the lock
+      batch.ops[i].out_ = &batch.outs[i];
+      batch.ops[i].waiter_ = &batch.waiter;
+      append_resp(batch.ops[i].command, std::span<const std::string_view>(calls[i].args));  // outside the lock
     }
-    std::unique_lock lock(mutex_);
+    const std::lock_guard lock(mutex_);
     if (stopping_ || queued_.size() + inflight_.size() >= max_in_flight_) {
       if (!stopping_) refused_.fetch_add(1, std::memory_order_relaxed);
       const BackendError e = refusal();
-      lock.unlock();
       for (Call& c : calls) {
         c.reply.reset();
         c.error = e;
       }
       return false;
     }
-    waiter.remaining = calls.size();
-    for (SyncOp& op : ops) queued_.push_back(&op);
+    batch.pipeline = this;
+    batch.waiter.remaining = calls.size();
+    batch.waiter.may_drive = drive;
+    for (std::size_t i = 0; i < calls.size(); ++i) queued_.push_back(&batch.ops[i]);
     update_load();
-    if (!driving_) {
+    if (!driving_ && drive) {
       driving_ = true;
-      waiter.drive = true;
+      batch.waiter.drive = true;
+    } else if (!driving_) {
+      drive_on_io_thread();
     }
-    // Waits until a driver finished every call (kDone), or handed this caller the connection, or the
-    // deadline passed: then the calls not yet answered fail (timeout) and are withdrawn, so no wait
-    // outlasts its deadline (include/ratelimit/redis/README.md "Redis engine").
+    return true;
+  }
+
+  /// Waits until every call of `batch` (queued by `start` on this pipeline) has its outcome, driving the connection
+  /// when it is handed to this caller; by the deadline the calls not yet answered fail (timeout) and are withdrawn.
+  void wait(detail::SyncCalls& batch) {
+    detail::Waiter& waiter = batch.waiter;
+    std::unique_lock lock(mutex_);
+    waiter.may_drive = true;
     bool timed_out = false;
     for (;;) {  // lock held
       if (waiter.drive) {
@@ -334,8 +371,11 @@ class Pipeline final : public AsyncSink {
       if (timed_out && waiter.remaining > 0) withdraw(waiter);
       const bool finished = waiter.remaining == 0;  // only its post is due (or done)
       unlock_posting(lock);
-      const std::uint32_t s = detail::await_post(waiter, finished ? nullptr : &deadline);
-      if (s == detail::Waiter::kDone) return true;
+      const std::uint32_t s = detail::await_post(waiter, finished ? nullptr : &waiter.deadline);
+      if (s == detail::Waiter::kDone) {
+        batch.pipeline = nullptr;
+        return;
+      }
       timed_out = s == detail::Waiter::kWaiting;
       lock.lock();
     }
@@ -360,9 +400,7 @@ class Pipeline final : public AsyncSink {
     queued_.push_back(&op);
     update_load();
     if (!driving_) {
-      driving_ = true;
-      io_drive_ = true;
-      wake_io();
+      drive_on_io_thread();
     } else if (connecting_) {
       connect_cv_->notify_all();  // the driver waiting for the connect takes up this call's deadline
     }
@@ -558,15 +596,12 @@ class Pipeline final : public AsyncSink {
   void drive(std::unique_lock<std::mutex>& lock, detail::Waiter* self) {
     std::vector<PipelineOp*> ready;  // I/O thread: completions to run outside the lock
     std::vector<PipelineOp*>* const ready_ptr = self == nullptr ? &ready : nullptr;
-    std::string out;
-    std::vector<Reply> replies;
     for (;;) {
       if (stopping_) {
         fail_all(BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed"), ready_ptr);
         if (ready.empty()) break;
       }
-      auto now = std::chrono::steady_clock::now();
-      expire(now, ready_ptr);
+      expire(std::chrono::steady_clock::now(), ready_ptr);
       if (self == nullptr && !completions_.empty()) {  // e.g. refused calls: answered now, not after this drive
         ready.insert(ready.end(), completions_.begin(), completions_.end());
         completions_.clear();
@@ -580,103 +615,117 @@ class Pipeline final : public AsyncSink {
           await_connect(lock, self);
           continue;  // connected or not, calls may have expired or joined meanwhile
         }
-        out.clear();
-        if (inflight_.empty()) last_progress_ = now;
-        for (PipelineOp* op : queued_) {
-          out += op->command;
-          inflight_.push_back(op);
-          if (op->out_ != nullptr) *op->out_->sent = true;
-        }
-        queued_.clear();
-        Connection* c = conn_.get();
-        unlock_posting(lock);  // wakes the callers answered by the last read before writing
-        std::optional<BackendError> failed;
-        try {
-          c->write_raw(out);
-        } catch (const BackendError& e) {
-          failed = e;
-        }
-        writes_.fetch_add(1, std::memory_order_relaxed);
-        lock.lock();
-        if (failed) {
-          break_connection(*failed, ready_ptr);
-          continue;
-        }
+        if (!write_queued(lock, ready_ptr)) continue;
       }
       if (self != nullptr && self->remaining == 0) break;
       if (inflight_.empty()) {
         if (queued_.empty()) break;
         continue;
       }
-      // Read what is due: the I/O thread waits in poll (deadlines, destruction wake it); a sync caller
-      // blocks in recv (the socket's timeout is command_timeout), or in poll until its own deadline when
-      // that comes sooner (it waited for the connection).
-      Connection* c = conn_.get();
-      const auto stall_at = last_progress_ + command_timeout_;
-      auto wait_until = stall_at;
-      bool poll_first = self == nullptr;
-      if (self == nullptr) {
-        for (const PipelineOp* op : inflight_) {
-          if (op != nullptr && op->deadline < wait_until) wait_until = op->deadline;
-        }
-        for (const PipelineOp* op : queued_) {
-          if (op->deadline < wait_until) wait_until = op->deadline;
-        }
-      } else if (self->deadline < now + command_timeout_ - kReadSlack) {
-        poll_first = true;
-        wait_until = std::min(wait_until, self->deadline);
-      }
-      unlock_posting(lock);
-      std::optional<BackendError> failed;
-      bool readable = true;
-      try {
-        if (poll_first) readable = wait_readable(*c, wait_until, self == nullptr);
-        if (readable) {
-          c->read_some();
-          while (Reply r = c->next_buffered_reply()) replies.push_back(std::move(r));
-        }
-      } catch (const BackendError& e) {
-        failed = e;
-      }
-      lock.lock();
-      now = std::chrono::steady_clock::now();
-      if (failed) {
-        replies.clear();
-        break_connection(*failed, ready_ptr);
-        continue;
-      }
-      if (!replies.empty()) last_progress_ = now;
-      for (Reply& r : replies) {
-        if (inflight_.empty()) {
-          // More replies than commands: the stream is out of step.
-          break_connection(BackendError(BackendErrorCause::protocol, "unexpected reply"), ready_ptr);
-          break;
-        }
-        PipelineOp* op = inflight_.front();
-        inflight_.pop_front();
-        if (op != nullptr) finish(op, std::move(r), std::nullopt, ready_ptr, Verdict::succeeded);
-      }
-      replies.clear();
-      update_load();
-      if (!inflight_.empty() && now >= stall_at && last_progress_ + command_timeout_ <= now) {
-        break_connection(BackendError(BackendErrorCause::timeout, "no reply within command_timeout"), ready_ptr);
-      }
+      read_due(lock, self, ready_ptr);
     }
     hand_off(self);
   }
 
+  // Lock held on entry and exit (released for the write). Writes every queued call in one write; false
+  // when the write failed (the connection is broken).
+  bool write_queued(std::unique_lock<std::mutex>& lock, std::vector<PipelineOp*>* ready) {
+    out_.clear();
+    if (inflight_.empty()) last_progress_ = std::chrono::steady_clock::now();
+    for (PipelineOp* op : queued_) {
+      if (op->asking) {
+        out_ += "*1\r\n$6\r\nASKING\r\n";
+        inflight_.push_back(nullptr);  // a hole: its reply is discarded
+      }
+      out_ += op->command;
+      inflight_.push_back(op);
+      if (op->out_ != nullptr) *op->out_->sent = true;
+    }
+    queued_.clear();
+    Connection* c = conn_.get();
+    unlock_posting(lock);  // wakes the callers answered by the last read before writing
+    std::optional<BackendError> failed;
+    try {
+      c->write_raw(out_);
+    } catch (const BackendError& e) {
+      failed = e;
+    }
+    writes_.fetch_add(1, std::memory_order_relaxed);
+    lock.lock();
+    if (failed) break_connection(*failed, ready);
+    return !failed;
+  }
+
+  // Lock held on entry and exit (released for the read). Reads what is due and hands the replies out: the
+  // I/O thread waits in poll (deadlines, destruction wake it); a sync caller blocks in recv (the socket's
+  // timeout is command_timeout), or in poll until its own deadline when that comes sooner.
+  void read_due(std::unique_lock<std::mutex>& lock, detail::Waiter* self, std::vector<PipelineOp*>* ready) {
+    Connection* c = conn_.get();
+    const auto stall_at = last_progress_ + command_timeout_;
+    auto wait_until = stall_at;
+    bool poll_first = self == nullptr;
+    if (self == nullptr) {
+      wait_until = std::min(wait_until, nearest_deadline(true));
+    } else if (self->deadline < std::chrono::steady_clock::now() + command_timeout_ - kReadSlack) {
+      poll_first = true;
+      wait_until = std::min(wait_until, self->deadline);
+    }
+    unlock_posting(lock);
+    std::optional<BackendError> failed;
+    try {
+      if (!poll_first || wait_readable(*c, wait_until, self == nullptr)) {
+        c->read_some();
+        while (Reply r = c->next_buffered_reply()) replies_.push_back(std::move(r));
+      }
+    } catch (const BackendError& e) {
+      failed = e;
+    }
+    lock.lock();
+    const auto now = std::chrono::steady_clock::now();
+    if (failed) {
+      replies_.clear();
+      return break_connection(*failed, ready);
+    }
+    if (!replies_.empty()) last_progress_ = now;
+    hand_out_replies(ready);
+    if (!inflight_.empty() && now >= stall_at && last_progress_ + command_timeout_ <= now) {
+      break_connection(BackendError(BackendErrorCause::timeout, "no reply within command_timeout"), ready);
+    }
+  }
+
+  // Lock held. Matches the replies read to the calls written, in order.
+  void hand_out_replies(std::vector<PipelineOp*>* ready) {
+    for (Reply& r : replies_) {
+      if (inflight_.empty()) {  // more replies than commands: the stream is out of step
+        break_connection(BackendError(BackendErrorCause::protocol, "unexpected reply"), ready);
+        break;
+      }
+      PipelineOp* op = inflight_.front();
+      inflight_.pop_front();
+      if (op != nullptr) finish(op, std::move(r), std::nullopt, ready, Verdict::succeeded);
+    }
+    replies_.clear();
+    update_load();
+  }
+
+  // Lock held. The nearest deadline of the calls queued (and, `inflight`, of those written).
+  [[nodiscard]] std::chrono::steady_clock::time_point nearest_deadline(bool inflight) const {
+    auto until = std::chrono::steady_clock::time_point::max();
+    for (const PipelineOp* op : queued_) until = std::min(until, op->deadline);
+    if (inflight) {
+      for (const PipelineOp* op : inflight_) {
+        if (op != nullptr) until = std::min(until, op->deadline);
+      }
+    }
+    return until;
+  }
+
   // Lock held; no connection. Starts a connect unless one runs, then waits for it until the driver's
-  // deadline (`self`'s, or for the I/O thread the nearest queued call's), so that no wait for a connect
-  // outlasts a call's deadline: the connect goes on without the calls that left (include/ratelimit/redis/README.md
-  // "Redis engine").
+  // deadline (`self`'s, or for the I/O thread the nearest queued call's): the connect goes on without the
+  // calls that left.
   void await_connect(std::unique_lock<std::mutex>& lock, detail::Waiter* self) {
     if (!connecting_) start_connect();
-    auto until = std::chrono::steady_clock::time_point::max();
-    if (self != nullptr) {
-      until = self->deadline;
-    } else {
-      for (const PipelineOp* op : queued_) until = std::min(until, op->deadline);
-    }
+    const auto until = self != nullptr ? self->deadline : nearest_deadline(false);
     connect_cv_->wait_until(lock, until,
                             [&] { return !connecting_ || stopping_ || (self == nullptr && !completions_.empty()); });
   }
@@ -703,12 +752,7 @@ class Pipeline final : public AsyncSink {
       } else {
         conn_ = std::move(c);
         // Calls queued after every driver left: the I/O thread writes them.
-        if (!driving_ && !queued_.empty() && !stopping_) {
-          driving_ = true;
-          io_drive_ = true;
-          start_io_thread();
-          wake_io();
-        }
+        if (!driving_ && !queued_.empty() && !stopping_) drive_on_io_thread();
       }
       connect_cv_->notify_all();
       unlock_posting(lock);
@@ -738,7 +782,8 @@ class Pipeline final : public AsyncSink {
     }
     auto pick = [self](const std::deque<PipelineOp*>& q) -> detail::Waiter* {
       for (PipelineOp* op : q) {
-        if (op != nullptr && op->waiter_ != nullptr && op->waiter_ != self && op->waiter_->remaining > 0) {
+        const detail::Waiter* w = op != nullptr ? op->waiter_ : nullptr;
+        if (w != nullptr && w != self && w->remaining > 0 && w->may_drive) {
           return op->waiter_;
         }
       }
@@ -752,11 +797,17 @@ class Pipeline final : public AsyncSink {
       return;
     }
     if (self == nullptr) {
-      io_drive_ = true;  // the I/O thread goes on (only abandoned replies are due)
-      return;
+      io_drive_ = true;  // the I/O thread goes on (only async or abandoned replies are due)
+    } else {
+      drive_on_io_thread();
     }
-    start_io_thread();
+  }
+
+  // Lock held; the driver role is free or this thread's. The I/O thread takes the connection.
+  void drive_on_io_thread() {
+    driving_ = true;
     io_drive_ = true;
+    start_io_thread();
     wake_io();
   }
 
@@ -816,6 +867,8 @@ class Pipeline final : public AsyncSink {
   std::deque<PipelineOp*> inflight_;  // written, replies due in this order (null: abandoned at its deadline)
   std::deque<PipelineOp*> completions_;  // async outcomes for the I/O thread
   std::vector<detail::Waiter*> posts_;   // sync callers finished, woken when the lock is released
+  std::string out_;                      // the driver's: the batch it writes
+  std::vector<Reply> replies_;           // the driver's: the replies it read
   std::unique_ptr<Connection> conn_;
   std::chrono::steady_clock::time_point last_progress_{};
   bool driving_ = false;  // someone holds the driver role (or it was handed to a waiter / the I/O thread)
@@ -831,6 +884,10 @@ class Pipeline final : public AsyncSink {
   std::atomic<std::uint64_t> refused_{0};
   std::atomic<std::uint64_t> writes_{0};
 };
+
+inline detail::SyncCalls::~SyncCalls() {
+  if (pipeline != nullptr) pipeline->wait(*this);
+}
 
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

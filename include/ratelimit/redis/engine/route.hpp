@@ -58,6 +58,8 @@ struct RouteCall {
   /// Out (`Pipeline::execute`): whether the command was written; a call that failed unsent may go
   /// elsewhere (e.g. to a replica promoted meanwhile).
   bool sent = false;
+  /// Sent right after an `ASKING` (Redis Cluster's ASK redirection), whose reply is discarded.
+  bool asking = false;
 };
 
 namespace detail {
@@ -138,8 +140,9 @@ inline void submit_gated(ConnectionPool& pool, PipelineOp& op) {
 
 }  // namespace detail
 
-/// Where commands go. Implementations are thread-safe.
-class Route {
+/// Where commands go; also the sink of the async calls it relays (their re-sends come back to it).
+/// Implementations are thread-safe.
+class Route : public AsyncSink {
  public:
   Route() = default;
   Route(const Route&) = delete;
@@ -238,26 +241,23 @@ class ServerRoute final : public Route {
   std::shared_ptr<ConnectionPool> pool_;
 };
 
-/// Async calls for a route without a pipelined engine of its own (Redis Cluster): one worker thread
-/// takes every call queued and runs them as one `Route::execute` (pipelined per node), then runs their
-/// completions; so calls never block their caller and complete exactly once. At most `max_in_flight`
-/// calls are queued (more fail at once, cause timeout). Destruction fails the calls still queued (cause
-/// io) and waits for the running batch. Thread-safe; refuses use in a forked child (`std::logic_error`).
+/// A route's own thread, for what must not block a caller or an I/O thread: its requests (`WorkerRequest`:
+/// ask the sentinels, reload a slot map) and the async calls that wait for one (no master or slot owner known
+/// yet), handed to `handler` in batches; the handler completes each call exactly once. At most
+/// `max_in_flight` calls are queued (more fail at once, cause timeout). Destruction completes the calls still
+/// queued (cause io) and waits for the running batch. Thread-safe; refuses use in a forked child.
 class RouteWorker final : public AsyncSink {
  public:
-  /// What the worker does with a batch instead of running it through `Route::execute` (e.g. find the
-  /// server first, then hand the calls to its pipeline); it must complete each call exactly once.
   using Handler = std::function<void(const std::vector<PipelineOp*>&)>;
 
-  RouteWorker(Route& route, std::size_t max_in_flight, Handler handler = {})
-      : route_(route),
-        max_in_flight_(max_in_flight),
+  RouteWorker(std::size_t max_in_flight, Handler handler)
+      : max_in_flight_(max_in_flight),
         generation_(detail::fork_generation().load(std::memory_order_relaxed)),
         handler_(std::move(handler)) {}
   RouteWorker(const RouteWorker&) = delete;
   RouteWorker& operator=(const RouteWorker&) = delete;
   ~RouteWorker() {
-    if (detail::fork_generation().load(std::memory_order_relaxed) != generation_) {
+    if (forked()) {
       (void)cv_.release();  // may count the parent's waiting thread: destroying it would wait forever
       if (thread_.joinable()) new std::thread(std::move(thread_));  // the parent's thread: not in this process
       return;
@@ -270,14 +270,15 @@ class RouteWorker final : public AsyncSink {
     if (thread_.joinable()) thread_.join();
   }
 
+  /// Queues `op` for the handler (or, the queue full, for its refusal on the worker's thread).
   void submit(PipelineOp& op) override {
-    if (detail::fork_generation().load(std::memory_order_relaxed) != generation_) {
+    if (forked()) {
       throw std::logic_error("ratelimit: a Redis limiter made before fork() is used in the child; make a new one");
     }
     PipelineOpAccess::set_sink(op, this);
     {
       const std::lock_guard lock(mutex_);
-      if (!thread_.joinable()) thread_ = std::thread([this] { main(); });
+      start();
       if (queue_.size() >= max_in_flight_ && !stopping_) {
         refused_.fetch_add(1, std::memory_order_relaxed);
         refused_ops_.push_back(&op);
@@ -290,14 +291,14 @@ class RouteWorker final : public AsyncSink {
   [[nodiscard]] std::uint64_t refused() const noexcept { return refused_.load(std::memory_order_relaxed); }
 
   /// Queues `op` when there is room; false, with nothing queued, counted or completed, when the queue is full
-  /// or the worker stops. For the route's own requests (e.g. a discovery), which are no calls.
+  /// or the worker stops. For the route's own requests, which are no calls.
   bool offer(PipelineOp& op) {
-    if (detail::fork_generation().load(std::memory_order_relaxed) != generation_) return false;
+    if (forked()) return false;
     PipelineOpAccess::set_sink(op, this);
     {
       const std::lock_guard lock(mutex_);
       if (stopping_ || queue_.size() >= max_in_flight_) return false;
-      if (!thread_.joinable()) thread_ = std::thread([this] { main(); });
+      start();
       queue_.push_back(&op);
     }
     cv_->notify_one();
@@ -305,63 +306,40 @@ class RouteWorker final : public AsyncSink {
   }
 
  private:
-  // The worker runs blocking `execute` itself (its thread is no pipeline's I/O thread): only the
-  // completions it runs are marked, so a blocking call from one of them throws as documented.
+  [[nodiscard]] bool forked() const noexcept {
+    return detail::fork_generation().load(std::memory_order_relaxed) != generation_;
+  }
+  void start() {  // lock held
+    if (!thread_.joinable()) thread_ = std::thread([this] { main(); });
+  }
+  static void fail(const std::vector<PipelineOp*>& ops, const BackendError& e) {
+    const detail::CompletionScope completions;
+    for (PipelineOp* op : ops) op->complete(nullptr, e);
+  }
+
+  // The handler runs blocking work itself (its thread is no pipeline's I/O thread): only the completions
+  // run here are marked, so a blocking call from one of them throws as documented.
   void main() {
     std::unique_lock lock(mutex_);
     for (;;) {
       cv_->wait(lock, [this] { return stopping_ || !queue_.empty() || !refused_ops_.empty(); });
-      std::vector<PipelineOp*> refused(refused_ops_.begin(), refused_ops_.end());
+      const std::vector<PipelineOp*> refused(refused_ops_.begin(), refused_ops_.end());
       refused_ops_.clear();
-      std::vector<PipelineOp*> batch(queue_.begin(), queue_.end());
+      const std::vector<PipelineOp*> batch(queue_.begin(), queue_.end());
       queue_.clear();
       const bool stopping = stopping_;
       if (stopping && batch.empty() && refused.empty()) return;
       lock.unlock();
-      {
-        const detail::CompletionScope completions;
-        for (PipelineOp* op : refused) {
-          op->complete(nullptr, BackendError(BackendErrorCause::timeout, "queue full: max_in_flight calls queued"));
-        }
-        if (stopping) {
-          for (PipelineOp* op : batch) {
-            op->complete(nullptr, BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed"));
-          }
-        }
-      }
-      if (!stopping) {
-        if (handler_) {
-          handler_(batch);
-        } else {
-          run(batch);
-        }
+      fail(refused, BackendError(BackendErrorCause::timeout, "queue full: max_in_flight calls queued"));
+      if (stopping) {
+        fail(batch, BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed"));
+      } else {
+        handler_(batch);
       }
       lock.lock();
     }
   }
 
-  void run(const std::vector<PipelineOp*>& batch) {
-    const auto now = std::chrono::steady_clock::now();
-    std::vector<PipelineOp*> due;
-    std::vector<RouteCall> calls;
-    for (PipelineOp* op : batch) {
-      if (op->deadline <= now) {
-        const detail::CompletionScope completion;
-        op->complete(nullptr, BackendError(BackendErrorCause::timeout, "deadline passed before the call was sent"));
-        continue;
-      }
-      due.push_back(op);
-      RouteCall& c = calls.emplace_back();
-      c.slot = op->slot;
-      c.args.assign(op->args.begin(), op->args.end());
-    }
-    if (calls.empty()) return;
-    route_.execute(calls);
-    const detail::CompletionScope completions;
-    for (std::size_t i = 0; i < due.size(); ++i) due[i]->complete(std::move(calls[i].reply), std::move(calls[i].error));
-  }
-
-  Route& route_;
   const std::size_t max_in_flight_;
   const unsigned generation_;
   const Handler handler_;
@@ -373,6 +351,58 @@ class RouteWorker final : public AsyncSink {
   std::thread thread_;
   std::atomic<std::uint64_t> refused_{0};
 };
+
+namespace detail {
+
+/// A route's request to its own worker, never sent anywhere. Offered, not submitted: a full queue drops it
+/// uncounted and the next need asks again; at most one is queued however many ask meanwhile.
+class WorkerRequest final : public PipelineOp {
+ public:
+  WorkerRequest() noexcept { deadline = std::chrono::steady_clock::time_point::max(); }
+  /// Queues the request on `worker` unless it is queued already. Never blocks.
+  void ask(RouteWorker& worker) {
+    // Acquire: the last thread that handed it over is done with it (the worker released it).
+    if (asked_.exchange(true, std::memory_order_acq_rel)) return;
+    if (!worker.offer(*this)) asked_.store(false, std::memory_order_release);
+  }
+  /// The worker takes the request up: asks from now on queue it again.
+  void taken() noexcept { asked_.store(false, std::memory_order_release); }
+  void complete(Reply, std::optional<BackendError>) noexcept override { taken(); }  // the worker stopped
+
+ private:
+  std::atomic<bool> asked_{false};
+};
+
+/// An async call that a route sends to a server's pipeline on the call's behalf: it carries the call's
+/// command and deadline there and hands the outcome back to the call, exactly once, with the route as the
+/// call's sink (so a re-send, e.g. `EVAL` after `NOSCRIPT`, comes back through the route). Made with `new`;
+/// deletes itself as it hands back.
+class Relay : public PipelineOp {
+ public:
+  Relay(Route& route, PipelineOp& call) noexcept : route_(route), call_(call) {
+    command.swap(call.command);
+    deadline = call.deadline;
+  }
+  Relay(const Relay&) = delete;
+  Relay& operator=(const Relay&) = delete;
+
+ protected:
+  virtual ~Relay() = default;
+  [[nodiscard]] const PipelineOp& call() const noexcept { return call_; }
+  void hand_back(Reply reply, std::optional<BackendError> error) noexcept {
+    PipelineOp& call = call_;
+    call.command.swap(command);
+    PipelineOpAccess::set_sink(call, &route_);
+    delete this;
+    call.complete(std::move(reply), std::move(error));
+  }
+
+ private:
+  Route& route_;
+  PipelineOp& call_;
+};
+
+}  // namespace detail
 
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

@@ -60,7 +60,7 @@ class SentinelRoute final : public Route {
   explicit SentinelRoute(ConnectionOptions options, LimiterOptions limiter_defaults = {})
       : options_(validated(std::move(options))),
         limiter_defaults_(std::move(limiter_defaults)),
-        worker_(*this, options_.max_in_flight, [this](const std::vector<PipelineOp*>& batch) { start(batch); }) {}
+        worker_(options_.max_in_flight, [this](const std::vector<PipelineOp*>& batch) { start(batch); }) {}
   SentinelRoute(const SentinelRoute&) = delete;
   SentinelRoute& operator=(const SentinelRoute&) = delete;
   ~SentinelRoute() override {
@@ -193,36 +193,19 @@ class SentinelRoute final : public Route {
   }
 
   /// An async call on the master's pipeline, seen by the route on its way back: an outcome a failover
-  /// explains makes the next call have the sentinels asked (as a failed sync call does). Deletes itself
-  /// when done.
-  class Watched final : public PipelineOp {
+  /// explains makes the next call have the sentinels asked (as a failed sync call does).
+  class Watched final : public detail::Relay {
    public:
     Watched(SentinelRoute& route, PipelineOp& call, const ConnectionPool& pool) noexcept
-        : route_(route), call_(call), pool_(pool) {
-      command.swap(call.command);
-      deadline = call.deadline;
-    }
+        : Relay(route, call), route_(route), pool_(pool) {}
     void complete(Reply reply, std::optional<BackendError> error) noexcept override {
-      SentinelRoute& route = route_;
-      PipelineOp& call = call_;
-      if (suspect(reply, error)) route.failed_on(pool_);
-      call.command.swap(command);
-      PipelineOpAccess::set_sink(call, &route.entry_);  // a re-send from `complete` comes back here
-      delete this;
-      call.complete(std::move(reply), std::move(error));
+      if (suspect(reply, error)) route_.failed_on(pool_);
+      hand_back(std::move(reply), std::move(error));
     }
 
    private:
-    ~Watched() = default;
     SentinelRoute& route_;
-    PipelineOp& call_;
     const ConnectionPool& pool_;
-  };
-  /// The sink of the calls this route sends (`PipelineOp::sink`): the route itself.
-  struct Entry final : AsyncSink {
-    explicit Entry(SentinelRoute& r) noexcept : route(r) {}
-    void submit(PipelineOp& op) override { route.submit(op); }
-    SentinelRoute& route;
   };
 
   /// Sends async `op` to `pool`, gated per call by its breaker as on a `ServerRoute` (include/ratelimit/redis/README.md
@@ -234,16 +217,6 @@ class SentinelRoute final : public Route {
     if (pool_.get() == &pool) failed_on_ = &pool;
   }
 
-  /// The op that asks the worker for a discovery in the background; never sent anywhere. Offered, not
-  /// submitted: a full queue drops it uncounted. Completed only when the worker stops with it queued.
-  struct Ask final : PipelineOp {
-    explicit Ask(SentinelRoute& r) noexcept : route(r) { deadline = std::chrono::steady_clock::time_point::max(); }
-    void complete(Reply, std::optional<BackendError>) noexcept override {
-      route.asked_.store(false, std::memory_order_release);
-    }
-    SentinelRoute& route;
-  };
-
   /// The known master's pool (null when none is known yet); `due`: a check is due, or a call on it failed.
   std::shared_ptr<ConnectionPool> known(bool& due) {
     const std::lock_guard lock(mutex_);
@@ -251,17 +224,12 @@ class SentinelRoute final : public Route {
     return pool_;
   }
   /// Has the worker ask the sentinels (once, however many calls ask meanwhile). Never blocks.
-  void ask_in_background() {
-    // Acquire: the last thread that handed `ask_` over is done with it (the worker released it).
-    if (asked_.exchange(true, std::memory_order_acq_rel)) return;
-    // A full queue refuses no call here: the request is dropped, and the next due call asks again.
-    if (!worker_.offer(ask_)) asked_.store(false, std::memory_order_release);
-  }
+  void ask_in_background() { ask_.ask(worker_); }
   /// The worker's discovery: after a failed call (at most every 100 ms), or because a check is due. A
   /// failed one keeps the master known (the sentinels may be down while it is fine) and is tried again
   /// in 100 ms. Wakes the sync callers waiting for it.
   void discover_in_background() {
-    asked_.store(false, std::memory_order_release);
+    ask_.taken();
     const ConnectionPool* failed = nullptr;
     {
       const std::lock_guard lock(mutex_);
@@ -501,9 +469,7 @@ class SentinelRoute final : public Route {
   const LimiterOptions limiter_defaults_;
   mutable std::mutex mutex_;    // the fields below
   std::mutex discovery_mutex_;  // one discovery at a time
-  Entry entry_{*this};
-  Ask ask_{*this};
-  std::atomic<bool> asked_{false};  // `ask_` is with the worker
+  detail::WorkerRequest ask_;   // a discovery in the background
   std::unique_ptr<std::condition_variable> discovered_ = std::make_unique<std::condition_variable>();
   std::uint64_t background_discoveries_ = 0;
   std::optional<BackendError> discovery_error_;  // why the last background discovery found no master
