@@ -108,14 +108,14 @@ class ClusterRouter final : public Route {
   [[nodiscard]] const void* domain() const noexcept override { return this; }
   [[nodiscard]] RouteCounters counters() const override {
     RouteCounters c;
-    c.connects = connects();
-    c.dropped_connections = drops();
+    {
+      const std::shared_lock lock(mutex_);
+      for (const auto& node : nodes_) detail::add_counters(c, *node->pool);
+    }
+    c.refused_calls += worker_.refused();
     c.moved_redirections = moved();
     c.ask_redirections = asks();
     c.slot_map_refreshes = refreshes();
-    c.refused_calls = worker_.refused() + sum([](ConnectionPool& p) { return p.refused(); });
-    c.breaker_opens = sum([](ConnectionPool& p) { return p.breaker().counters().opens; });
-    c.breaker_probes = sum([](ConnectionPool& p) { return p.breaker().counters().probes; });
     return c;
   }
   [[nodiscard]] ClusterRouter* cluster_router() noexcept override { return this; }
@@ -142,13 +142,9 @@ class ClusterRouter final : public Route {
   /// Reloads of the slot map (`CLUSTER SLOTS`) so far. Thread-safe.
   [[nodiscard]] std::uint64_t refreshes() const noexcept { return refreshes_.load(std::memory_order_relaxed); }
   /// Connections opened so far, summed over the nodes' pools. Thread-safe.
-  [[nodiscard]] std::uint64_t connects() const {
-    return sum([](ConnectionPool& p) { return p.connects(); });
-  }
+  [[nodiscard]] std::uint64_t connects() const { return counters().connects; }
   /// Broken connections dropped so far, summed over the nodes' pools. Thread-safe.
-  [[nodiscard]] std::uint64_t drops() const {
-    return sum([](ConnectionPool& p) { return p.drops(); });
-  }
+  [[nodiscard]] std::uint64_t drops() const { return counters().dropped_connections; }
   /// The options as given. Thread-safe (immutable).
   [[nodiscard]] const ConnectionOptions& options() const noexcept override { return options_; }
   [[nodiscard]] const LimiterOptions& limiter_defaults() const noexcept override { return limiter_defaults_; }
@@ -165,14 +161,13 @@ class ClusterRouter final : public Route {
     int tries = 0;        // times sent (or found without an owner)
     Node* ask = nullptr;  // ASK target for the next attempt (with ASKING first)
   };
-  /// The calls of one round going to one node: one round trip on its pipeline, under one breaker ticket.
+  /// The calls of one round going to one node: one gated round trip on its pipeline.
   struct Group {
     explicit Group(Node* n) noexcept : node(n) {}
     Node* node;
     std::vector<std::size_t> calls;  // indices into the batch
     std::vector<RouteCall> parts;    // what is sent, in that order
-    std::optional<CircuitBreaker<>::Ticket> ticket;
-    detail::SyncCalls sync;  // not movable: groups live in a deque
+    detail::GatedRoundTrip trip;     // not movable: groups live in a deque
   };
   /// One round of `execute`.
   struct Round {
@@ -288,15 +283,6 @@ class ClusterRouter final : public Route {
     return n < 0 ? nullptr : nodes_[static_cast<std::size_t>(n)].get();
   }
 
-  /// Sums `f(pool)` over the nodes.
-  template <class F>
-  [[nodiscard]] std::uint64_t sum(F f) const {
-    const std::shared_lock lock(mutex_);
-    std::uint64_t n = 0;
-    for (const auto& node : nodes_) n += f(*node->pool);
-    return n;
-  }
-
   BackendError no_map() const {
     return BackendError(BackendErrorCause::io, "no cluster slot map: " + last_refresh_error());
   }
@@ -357,26 +343,15 @@ class ClusterRouter final : public Route {
     }
   }
 
-  /// Starts every group on its node's shared connection, gated by the node's breaker (include/ratelimit/
-  /// redis/README.md "Circuit breaker": one ticket per round trip), then waits for them all: the nodes work
-  /// on their parts at once. This caller drives the first node's connection itself when it is idle.
+  /// Starts every group's gated round trip, then waits for them all: the nodes work on their parts at
+  /// once. This caller drives the first node's connection itself when it is idle.
   void send_groups(Round& round, std::span<RouteCall> calls, std::vector<State>& state) {
     bool drive = true;
     for (Group& g : round.groups) {
-      g.ticket.emplace(g.node->pool->breaker().admit());
-      if (!*g.ticket) {  // nothing sent, and no refresh: an open breaker says nothing of the map
-        for (const std::size_t i : g.calls) calls[i].error = detail::circuit_open(g.node->endpoint);
-        g.parts.clear();
-        continue;
-      }
-      if (!g.node->pool->pipeline().start(std::span<RouteCall>(g.parts), g.sync, drive)) g.ticket.reset();
-      drive = drive && g.sync.pipeline == nullptr;
+      if (g.trip.start(*g.node->pool, g.parts, drive) == detail::Gated::ran) drive = false;
     }
     for (Group& g : round.groups) {
-      if (g.sync.pipeline != nullptr) {
-        g.sync.pipeline->wait(g.sync);
-        detail::settle(*g.ticket, g.parts);
-      }
+      g.trip.finish();
       for (std::size_t k = 0; k < g.parts.size(); ++k) take_outcome(round, calls, state, g, k);
     }
   }
@@ -386,11 +361,12 @@ class ClusterRouter final : public Route {
     const std::size_t i = g.calls[k];
     RouteCall& call = calls[i];
     RouteCall& part = g.parts[k];
-    if (part.error) {
+    if (part.error) {  // an open breaker says nothing of the map
+      const bool map_suspect = part.error->cause() != BackendErrorCause::circuit_open;
+      if (map_suspect && !part.sent) round.unreachable.emplace_back(i, g.node);  // may go elsewhere
+      round.want_refresh = round.want_refresh || map_suspect;
       call.reply.reset();
       call.error = std::move(part.error);
-      if (!part.sent) round.unreachable.emplace_back(i, g.node);  // nothing sent: may go elsewhere
-      round.want_refresh = true;
       return;
     }
     Node* target = nullptr;

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <chrono>
 #include <cstddef>
@@ -46,15 +47,29 @@ inline constexpr bool kTlsAvailable =
     false;
 #endif
 
+/// Appends `args` to `out` as one RESP command (an array of bulk strings).
+inline void append_resp(std::string& out, std::span<const std::string_view> args) {
+  char num[24];
+  auto put_len = [&](char tag, std::size_t n) {
+    out += tag;
+    const auto r = std::to_chars(num, num + sizeof num, n);
+    out.append(num, r.ptr);
+    out += "\r\n";
+  };
+  put_len('*', args.size());
+  for (const std::string_view a : args) {
+    put_len('$', a.size());
+    out.append(a);
+    out += "\r\n";
+  }
+}
+
 namespace detail {
 
-/// Keeps a write to a socket the server has closed from killing the process with SIGPIPE.
-///
-/// hiredis 0.14 writes with write(2), which raises SIGPIPE on a peer-closed socket (Redis closes
-/// connections it refuses: maxclients, a killed client, a shutdown). A library must not install a
-/// process-wide handler, so the calling thread blocks SIGPIPE for the duration of the call, and a
-/// SIGPIPE that the call itself raised is consumed before the mask is restored; the write then fails
-/// with EPIPE, which becomes a BackendError. A SIGPIPE already pending before the call is left alone.
+/// Keeps a write that OpenSSL makes to a socket the server has closed (maxclients, a killed client, a
+/// shutdown) from killing the process with SIGPIPE: a library installs no process-wide handler, so the
+/// thread blocks SIGPIPE during the call and consumes one the call raised (one pending before is left
+/// alone); the write fails with EPIPE instead.
 class SigpipeGuard {
  public:
   SigpipeGuard() noexcept {
@@ -92,15 +107,11 @@ class SigpipeGuard {
 
 }  // namespace detail
 
-/// A blocking hiredis connection (hiredis 0.14 API) with the command timeout set on its socket. With
-/// `ConnectionOptions::tls` the socket that hiredis connected carries TLS (OpenSSL; include/ratelimit/redis/README.md
-/// "TLS"): every byte goes through the TLS session, hiredis only formats commands (`redisFormatCommandArgv`) and parses
-/// replies (its `redisReader`).
-///
-/// Move-only; the context is freed with `redisFree`. After any I/O or protocol failure hiredis's context
-/// is unusable (and a late reply could still arrive), so the connection marks itself broken and the pool
-/// drops it. Error replies (`-ERR ...`) leave it usable. Not thread-safe: one thread at a time (the pool
-/// hands it to one caller).
+/// One connection to a Redis server: hiredis connects (TCP or Unix socket) and parses replies; the bytes
+/// go through the socket itself (`MSG_NOSIGNAL`), or with `ConnectionOptions::tls` through an OpenSSL
+/// session (include/ratelimit/redis/README.md "TLS"). After an I/O or protocol failure it is broken and
+/// never used again (a late reply could still arrive); error replies leave it usable. Move-only; not
+/// thread-safe (one thread at a time).
 class Connection {
  public:
   /// Connects (with TLS: and completes the handshake, verifying the server's certificate and name),
@@ -142,90 +153,20 @@ class Connection {
 
   /// True after an I/O, timeout or protocol failure: the connection must not be used again.
   [[nodiscard]] bool broken() const noexcept { return broken_ || ctx_ == nullptr; }
-  /// Marks the connection unusable (e.g. a reply did not have the promised shape).
-  void mark_broken() noexcept { broken_ = true; }
 
   /// Sends one command and waits for its reply (bounded by the command timeout). Error replies are
   /// returned, not thrown. Throws `BackendError` (io, timeout, protocol) and marks the connection broken.
   Reply command(std::span<const std::string_view> args) {
-    check_usable();
-    if (tls()) {
-      append(args);
-      return read_reply();
+    std::string bytes;
+    append_resp(bytes, args);
+    write_raw(bytes);
+    for (;;) {
+      if (Reply r = next_buffered_reply()) return r;
+      read_some();
     }
-    prepare(args);
-    void* raw = nullptr;
-    int saved_errno = 0;
-    {
-      const detail::SigpipeGuard no_sigpipe;  // the write may meet a socket the server closed
-      raw = redisCommandArgv(ctx_.get(), static_cast<int>(argv_.size()), argv_.data(), lens_.data());
-      saved_errno = errno;
-    }
-    if (raw == nullptr) fail(saved_errno);
-    return Reply(static_cast<redisReply*>(raw));
   }
   Reply command(std::initializer_list<std::string_view> args) {
     return command(std::span<const std::string_view>(args.begin(), args.size()));
-  }
-
-  /// Queues one command in the output buffer (pipelining); sent by the next `read_reply`.
-  /// Throws `BackendError` and marks the connection broken on failure.
-  void append(std::span<const std::string_view> args) {
-    check_usable();
-    prepare(args);
-    if (tls()) {
-      append_formatted(pending_);
-      return;
-    }
-    if (redisAppendCommandArgv(ctx_.get(), static_cast<int>(argv_.size()), argv_.data(), lens_.data()) != REDIS_OK) {
-      fail(errno);
-    }
-  }
-
-  /// Writes every queued command to the socket without reading (so several connections can be sent to
-  /// before any is read: their servers then work in parallel). Throws `BackendError` and marks the
-  /// connection broken on failure.
-  void flush() {
-    check_usable();
-    if (tls()) {
-      write_raw(pending_);
-      pending_.clear();
-      return;
-    }
-    int done = 0;
-    while (done == 0) {
-      int status = REDIS_OK;
-      int saved_errno = 0;
-      {
-        const detail::SigpipeGuard no_sigpipe;  // a large batch meets a reset socket on a later write
-        status = redisBufferWrite(ctx_.get(), &done);
-        saved_errno = errno;
-      }
-      if (status != REDIS_OK) fail(saved_errno);
-    }
-  }
-
-  /// Flushes queued commands and reads the next reply, in order (bounded by the command timeout).
-  /// Throws `BackendError` and marks the connection broken on failure.
-  Reply read_reply() {
-    check_usable();
-    if (tls()) {
-      if (!pending_.empty()) flush();
-      for (;;) {
-        if (Reply r = next_buffered_reply()) return r;
-        read_some();
-      }
-    }
-    void* raw = nullptr;
-    int status = REDIS_OK;
-    int saved_errno = 0;
-    {
-      const detail::SigpipeGuard no_sigpipe;  // flushes the queued commands first
-      status = redisGetReply(ctx_.get(), &raw);
-      saved_errno = errno;
-    }
-    if (status != REDIS_OK || raw == nullptr) fail(saved_errno);
-    return Reply(static_cast<redisReply*>(raw));
   }
 
   /// The socket (for `poll`). Valid while the connection lives.
@@ -284,15 +225,6 @@ class Connection {
 
   using Clock = std::chrono::steady_clock;
 
-  /// The prepared arguments (`prepare`) as one RESP command, appended to `out`.
-  void append_formatted(std::string& out) {
-    char* cmd = nullptr;
-    const int n = redisFormatCommandArgv(&cmd, static_cast<int>(argv_.size()), argv_.data(), lens_.data());
-    if (n < 0 || cmd == nullptr) throw BackendError(BackendErrorCause::io, "cannot format the command");
-    out.append(cmd, static_cast<std::size_t>(n));
-    redisFreeCommand(cmd);
-  }
-
   void set_nonblocking(bool on, const std::string& where) const {
     const int flags = ::fcntl(ctx_->fd, F_GETFL);
     if (flags < 0 || ::fcntl(ctx_->fd, F_SETFL, on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK) != 0) {
@@ -339,9 +271,8 @@ class Connection {
 
   /// One command and its reply on the non-blocking socket, within `deadline` (cause timeout past it).
   Reply exchange(std::initializer_list<std::string_view> args, Clock::time_point deadline) {
-    prepare(std::span<const std::string_view>(args.begin(), args.size()));
     std::string bytes;
-    append_formatted(bytes);
+    append_resp(bytes, std::span<const std::string_view>(args.begin(), args.size()));
     const std::string what = std::string(*args.begin()) + ": no reply within connect_timeout";
     send_within(bytes, deadline, what);
     for (;;) {
@@ -601,14 +532,6 @@ class Connection {
     if (broken()) throw BackendError(BackendErrorCause::io, "connection is broken");
   }
 
-  [[noreturn]] void fail(int saved_errno) {
-    broken_ = true;
-    const redisContext& c = *ctx_;
-    if (c.err == 0) throw BackendError(BackendErrorCause::protocol, "no reply");
-    const std::string what = c.err == REDIS_ERR_EOF ? "server closed the connection" : std::string(c.errstr);
-    throw BackendError(cause_of(c, saved_errno), what);
-  }
-
   [[noreturn]] void fail_raw(int saved_errno, const char* what) {
     broken_ = true;
     const bool timed_out = saved_errno == EAGAIN || saved_errno == EWOULDBLOCK;
@@ -617,27 +540,14 @@ class Connection {
                            (timed_out ? std::string() : std::string(std::strerror(saved_errno))));
   }
 
-  void prepare(std::span<const std::string_view> args) {
-    argv_.clear();
-    lens_.clear();
-    for (const std::string_view a : args) {
-      argv_.push_back(a.data());
-      lens_.push_back(a.size());
-    }
-  }
-
   std::unique_ptr<redisContext, ContextDeleter> ctx_;
 #if RATELIMIT_REDIS_WITH_TLS
   // After ctx_: the session goes before the socket closes (SSL_free does not close it).
   std::unique_ptr<SSL_CTX, SslCtxDeleter> tls_ctx_;
   std::unique_ptr<SSL, SslDeleter> ssl_;
 #endif
-  std::string pending_;                           // TLS: commands appended and not yet written
   std::chrono::milliseconds command_timeout_{0};  // TLS: bounds each wait for the socket
   bool broken_ = false;
-  // Reused argument arrays: a pooled connection serves many calls without allocating.
-  std::vector<const char*> argv_;
-  std::vector<std::size_t> lens_;
 };
 
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE

@@ -1,11 +1,8 @@
 #pragma once
 
 /// @file
-/// `Pipeline`: one Redis connection shared by every caller (automatic pipelining). Whatever is queued
-/// when the connection is free goes out in one write; replies are matched in order. Sync callers do the
-/// I/O themselves (flat combining: the caller that finds the connection idle writes and reads, the
-/// others join its batch and are handed their replies); async calls are driven by the connection's I/O
-/// thread, which also runs their completions (include/ratelimit/redis/README.md "Redis engine").
+/// `Pipeline`: one Redis connection shared by every caller (automatic pipelining, flat combining:
+/// include/ratelimit/redis/README.md "Redis engine").
 
 #include <linux/futex.h>
 #include <poll.h>
@@ -15,9 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-
 #include <atomic>
-#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -46,10 +41,10 @@ inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 class PipelineOp;
 class Pipeline;
+struct RouteCall;
 
 namespace detail {
 struct Waiter;
-struct RouteCallOut;
 }  // namespace detail
 
 /// Where an async call goes: a `Pipeline`, or a route's fallback. Implementations are thread-safe.
@@ -99,8 +94,33 @@ class PipelineOp {
   AsyncSink* sink_ = nullptr;
   Reply reply_;  // the outcome, until the I/O thread runs `complete`
   std::optional<BackendError> error_;
-  detail::RouteCallOut* out_ = nullptr;             // sync calls only: where the outcome goes
+  RouteCall* out_ = nullptr;                        // sync calls only: where the outcome goes
   std::optional<CircuitBreaker<>::Ticket> ticket_;  // async calls: the server's breaker, settled by the outcome
+};
+
+/// One single-key command for `Route::execute`, and its outcome.
+struct RouteCall {
+  /// The slot of the command's key (`detail::key_slot`); a single server ignores it.
+  std::uint16_t slot = 0;
+  /// The command's key when calls on one key must run in request order (empty: no such constraint). Of
+  /// the calls of one `execute` naming the same key, a cluster sends one at a time, after the earlier
+  /// ones have their final reply (a single server's pipeline keeps order anyway). Must outlive `execute`.
+  std::string_view key;
+  /// The command and its arguments; they must outlive `execute`.
+  std::vector<std::string_view> args;
+  /// The call's deadline, kept by every step that sends it (a reload after `NOSCRIPT`, a new master, a
+  /// redirection): it ends by the earlier of this and its pipeline's `command_timeout` from the send.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  /// Out: the final reply (never a redirection; may be another error reply), unless `error` is set.
+  Reply reply;
+  /// Out: why the call got no reply. After a failure once the command was sent (timeout, connection
+  /// lost) the command may still have run: it is never re-sent.
+  std::optional<BackendError> error;
+  /// Out (`Pipeline::execute`): whether the command was written; a call that failed unsent may go
+  /// elsewhere (e.g. to a replica promoted meanwhile).
+  bool sent = false;
+  /// Sent right after an `ASKING` (Redis Cluster's ASK redirection), whose reply is discarded.
+  bool asking = false;
 };
 
 /// Internal access for sinks other than `Pipeline`.
@@ -154,13 +174,6 @@ inline std::uint32_t await_post(Waiter& w, const std::chrono::steady_clock::time
   }
 }
 
-/// Where a sync call's outcome goes.
-struct RouteCallOut {
-  Reply* reply;
-  std::optional<BackendError>* error;
-  bool* sent;
-};
-
 /// A sync caller's calls on one pipeline, from `Pipeline::start` to the end of `Pipeline::wait` (the
 /// pipeline points into it meanwhile: it does not move, and its destruction waits as `wait` does).
 struct SyncCalls {
@@ -174,30 +187,8 @@ struct SyncCalls {
 
   Pipeline* pipeline = nullptr;  // set while calls are queued or unanswered
   std::unique_ptr<Op[]> ops;
-  std::vector<RouteCallOut> outs;
   Waiter waiter;
 };
-
-}  // namespace detail
-
-/// Appends `args` to `out` as one RESP command (an array of bulk strings).
-inline void append_resp(std::string& out, std::span<const std::string_view> args) {
-  char num[24];
-  auto put_len = [&](char tag, std::size_t n) {
-    out += tag;
-    const auto r = std::to_chars(num, num + sizeof num, n);
-    out.append(num, r.ptr);
-    out += "\r\n";
-  };
-  put_len('*', args.size());
-  for (const std::string_view a : args) {
-    put_len('$', a.size());
-    out.append(a);
-    out += "\r\n";
-  }
-}
-
-namespace detail {
 
 /// Bumped in a child after fork(): a pipeline made before it refuses use (its connection and threads
 /// belong to the parent).
@@ -208,6 +199,26 @@ inline std::atomic<unsigned>& fork_generation() noexcept {
   (void)registered;
   return generation;
 }
+
+/// Remembers the process it was made in: a child forked after it must not use what it guards (its
+/// connections and threads are the parent's).
+class ForkCheck {
+ public:
+  [[nodiscard]] bool forked() const noexcept {
+    return fork_generation().load(std::memory_order_relaxed) != generation_;
+  }
+  /// Throws `std::logic_error` in such a child.
+  void check() const {
+    if (forked()) {
+      throw std::logic_error(
+          "ratelimit: a Redis limiter, pool or route made before fork() is used in the child; make a new one in "
+          "the child (include/ratelimit/redis/README.md \"Redis engine\", fork)");
+    }
+  }
+
+ private:
+  unsigned generation_ = fork_generation().load(std::memory_order_relaxed);
+};
 
 /// True on a pipeline's I/O thread (where async completions run): a blocking call there would wait
 /// for the thread that is waiting.
@@ -231,25 +242,17 @@ class CompletionScope {
 
 }  // namespace detail
 
-/// One connection to one Redis server, shared by any number of callers (include/ratelimit/redis/README.md "Redis
-/// engine").
-///
-/// Sync `execute`: the caller queues its commands; if nobody is doing I/O it writes everything queued
-/// (its own and others') in one write and reads replies until its own have come, then hands the
-/// connection to the next waiting caller (or to the I/O thread for async calls). A caller that finds the
-/// connection busy waits; its commands go in the next write. No timer, no thread hop when idle.
-///
-/// Async `submit`: queued the same way; when the connection is idle the I/O thread (started on first
-/// need) drives it. Completions of async calls always run on the I/O thread, one at a time, in reply
-/// order; a completion must not block (a sync call from it throws `std::logic_error`).
+/// One connection to one Redis server, shared by any number of callers (include/ratelimit/redis/README.md
+/// "Redis engine"): whatever is queued when the connection is free goes out in one write, replies are
+/// matched in order. A sync caller that finds it idle does the I/O itself (no thread hop) and hands it on
+/// when its own replies came; async calls are driven by the I/O thread (started on first need), which
+/// runs their completions one at a time, in reply order.
 ///
 /// Faults: a write or read failure, or no byte for `command_timeout` while replies are due, breaks the
-/// connection: every call written and unanswered fails (it may have run; it is never re-sent), calls
-/// still queued go on a new connection (opened by the next write, with the pool's backoff, on a thread of
-/// its own: a caller waits for it until its deadline, the connect goes on for later calls). At most
-/// `max_in_flight` commands are queued or unanswered; a submission beyond fails at once (cause timeout,
-/// "queue full"). Destruction fails every unanswered call (cause io) and runs its completion before it
-/// returns. Thread-safe; not usable in a child process after fork (throws `std::logic_error`).
+/// connection: the calls written and unanswered fail (they may have run: never re-sent), queued ones go on
+/// a new connection. At most `max_in_flight` commands are queued or unanswered; a submission beyond fails
+/// at once (cause timeout, "queue full"). Destruction fails every unanswered call (cause io) and runs its
+/// completion before it returns. Thread-safe; throws `std::logic_error` in a child process after fork.
 class Pipeline final : public AsyncSink {
  public:
   /// Opens a connection (throws `BackendError`); called with no lock held, by the caller that writes.
@@ -263,14 +266,13 @@ class Pipeline final : public AsyncSink {
       : open_(std::move(open)),
         dropped_(std::move(dropped)),
         command_timeout_(command_timeout),
-        max_in_flight_(max_in_flight),
-        generation_(detail::fork_generation().load(std::memory_order_relaxed)) {}
+        max_in_flight_(max_in_flight) {}
 
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
 
   ~Pipeline() {
-    if (forked()) {
+    if (fork_.forked()) {
       // A child's copy: the parent's threads do not exist here. Leave everything (the fds close at exit).
       // Its condition variable may count the parent's waiting I/O thread: destroying it would wait forever.
       (void)conn_.release();
@@ -297,8 +299,8 @@ class Pipeline final : public AsyncSink {
   /// queued (`max_in_flight` commands outstanding, or shutting down): each has that error, and the server
   /// was not asked. Never throws `BackendError`; throws `std::logic_error` from an async completion or in a
   /// forked child.
-  template <class Call>
-  bool execute(std::span<Call> calls) {
+  bool execute(std::span<RouteCall> calls) {
+    if (calls.empty()) return true;
     detail::SyncCalls batch;
     if (!start(calls, batch)) return false;
     wait(batch);
@@ -309,24 +311,21 @@ class Pipeline final : public AsyncSink {
   /// caller can have calls on several pipelines (a Redis Cluster batch's nodes) in flight at once; `wait`
   /// is the second half. `drive`: this caller may write and read itself once it waits; false hands an idle
   /// connection to the I/O thread at once. Returns false as `execute` does (nothing to wait for then).
-  template <class Call>
-  bool start(std::span<Call> calls, detail::SyncCalls& batch, bool drive = true) {
+  bool start(std::span<RouteCall> calls, detail::SyncCalls& batch, bool drive = true) {
     if (calls.empty()) return false;
     if (detail::on_io_thread()) {
       throw std::logic_error("ratelimit: a blocking Redis call from an async completion (use the async API there)");
     }
-    check_not_forked();
+    fork_.check();
     auto deadline = std::chrono::steady_clock::now() + command_timeout_;
-    for (const Call& c : calls) deadline = std::min(deadline, c.deadline);  // the caller's, when earlier
+    for (const RouteCall& c : calls) deadline = std::min(deadline, c.deadline);  // the caller's, when earlier
     batch.waiter.deadline = deadline;
     batch.ops = std::make_unique<detail::SyncCalls::Op[]>(calls.size());
-    batch.outs.resize(calls.size());
     for (std::size_t i = 0; i < calls.size(); ++i) {
       batch.ops[i].deadline = deadline;
       batch.ops[i].asking = calls[i].asking;
-      batch.outs[i] = detail::RouteCallOut{&calls[i].reply, &calls[i].error, &calls[i].sent};
       calls[i].sent = false;
-      batch.ops[i].out_ = &batch.outs[i];
+      batch.ops[i].out_ = &calls[i];
       batch.ops[i].waiter_ = &batch.waiter;
       append_resp(batch.ops[i].command, std::span<const std::string_view>(calls[i].args));  // outside the lock
     }
@@ -334,7 +333,7 @@ class Pipeline final : public AsyncSink {
     if (stopping_ || queued_.size() + inflight_.size() >= max_in_flight_) {
       if (!stopping_) refused_.fetch_add(1, std::memory_order_relaxed);
       const BackendError e = refusal();
-      for (Call& c : calls) {
+      for (RouteCall& c : calls) {
         c.reply.reset();
         c.error = e;
       }
@@ -368,7 +367,8 @@ class Pipeline final : public AsyncSink {
         drive(lock, &waiter);
         continue;
       }
-      if (timed_out && waiter.remaining > 0) withdraw(waiter);
+      if (timed_out && waiter.remaining > 0)
+        time_out([&](const PipelineOp& op) { return op.waiter_ == &waiter; }, nullptr);
       const bool finished = waiter.remaining == 0;  // only its post is due (or done)
       unlock_posting(lock);
       const std::uint32_t s = detail::await_post(waiter, finished ? nullptr : &waiter.deadline);
@@ -384,7 +384,7 @@ class Pipeline final : public AsyncSink {
   /// Starts `op` (its `command` and `deadline` set); never blocks. `op.complete` runs exactly once per
   /// submission on this pipeline's I/O thread. Throws `std::logic_error` in a forked child.
   void submit(PipelineOp& op) override {
-    check_not_forked();
+    fork_.check();
     op.sink_ = this;
     op.waiter_ = nullptr;
     const std::lock_guard lock(mutex_);
@@ -420,7 +420,7 @@ class Pipeline final : public AsyncSink {
   /// breaker refused: no I/O, and the completion still runs where every async completion runs). Throws
   /// `std::logic_error` in a forked child.
   void reject(PipelineOp& op, BackendError error) {
-    check_not_forked();
+    fork_.check();
     op.sink_ = this;
     op.waiter_ = nullptr;
     op.ticket_.reset();
@@ -439,16 +439,6 @@ class Pipeline final : public AsyncSink {
   [[nodiscard]] std::uint64_t writes() const noexcept { return writes_.load(std::memory_order_relaxed); }
 
  private:
-  [[nodiscard]] bool forked() const noexcept {
-    return detail::fork_generation().load(std::memory_order_relaxed) != generation_;
-  }
-  void check_not_forked() const {
-    if (forked()) {
-      throw std::logic_error(
-          "ratelimit: a Redis limiter or pool made before fork() is used in the child; "
-          "make a new one in the child (include/ratelimit/redis/README.md \"Redis engine\", fork)");
-    }
-  }
   [[nodiscard]] BackendError refusal() const {
     return stopping_ ? BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed")
                      : BackendError(BackendErrorCause::timeout, "queue full: max_in_flight commands outstanding");
@@ -486,8 +476,8 @@ class Pipeline final : public AsyncSink {
       op->ticket_.reset();
     }
     if (op->waiter_ != nullptr) {
-      *op->out_->reply = std::move(reply);
-      *op->out_->error = std::move(error);
+      op->out_->reply = std::move(reply);
+      op->out_->error = std::move(error);
       if (--op->waiter_->remaining == 0) posts_.push_back(op->waiter_);
       return;
     }
@@ -515,32 +505,6 @@ class Pipeline final : public AsyncSink {
     batch.clear();
   }
 
-  // Lock held. The deadline of `w` passed: its calls not yet answered fail with cause timeout, the
-  // queued ones never sent, the written ones leaving a hole whose reply is discarded.
-  void withdraw(detail::Waiter& w) {
-    auto fail = [](PipelineOp* op, const char* why) {
-      op->out_->reply->reset();
-      *op->out_->error = BackendError(BackendErrorCause::timeout, why);
-    };
-    for (auto it = queued_.begin(); it != queued_.end();) {
-      if ((*it)->waiter_ == &w) {
-        fail(*it, "deadline passed before the call was sent");
-        it = queued_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    for (PipelineOp*& op : inflight_) {
-      if (op != nullptr && op->waiter_ == &w) {
-        fail(op, "no reply before the call's deadline");
-        op = nullptr;
-      }
-    }
-    w.remaining = 0;
-    w.state.store(detail::Waiter::kDone, std::memory_order_relaxed);
-    update_load();
-  }
-
   // Lock held. Fails every queued (never sent) and unanswered call with `e`.
   void fail_all(const BackendError& e, std::vector<PipelineOp*>* ready = nullptr) {
     for (PipelineOp* op : inflight_) {
@@ -566,26 +530,22 @@ class Pipeline final : public AsyncSink {
     }
   }
 
-  // Lock held. Calls past their deadline fail: queued ones are dropped unsent; unanswered ones leave a
-  // hole in `inflight_` whose reply is discarded.
-  void expire(std::chrono::steady_clock::time_point now, std::vector<PipelineOp*>* ready) {
-    // Unsent behind replies that did not come, or behind a connect that did not end: the server's fault (a
-    // sync caller's ticket counts it too).
+  // Lock held. The calls `due` picks fail with cause timeout: queued ones are dropped unsent, written ones
+  // leave a hole in `inflight_` whose reply is discarded.
+  template <class Due>
+  void time_out(Due due, std::vector<PipelineOp*>* ready) {
+    // Unsent behind replies that did not come, or behind a connect that did not end: the server's fault.
     const Verdict unsent = inflight_.empty() && !connecting_ ? Verdict::none : Verdict::failed;
-    for (auto it = queued_.begin(); it != queued_.end();) {
-      if ((*it)->deadline <= now) {
-        finish(*it, nullptr, BackendError(BackendErrorCause::timeout, "deadline passed before the call was sent"),
-               ready, unsent);
-        it = queued_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    std::erase_if(queued_, [&](PipelineOp* op) {
+      if (!due(*op)) return false;
+      finish(op, nullptr, BackendError(BackendErrorCause::timeout, "deadline passed before the call was sent"), ready,
+             unsent);
+      return true;
+    });
     for (PipelineOp*& op : inflight_) {
-      if (op != nullptr && op->deadline <= now) {
-        finish(op, nullptr, BackendError(BackendErrorCause::timeout, "no reply before the call's deadline"), ready,
-               Verdict::failed);
-        op = nullptr;
+      if (op != nullptr && due(*op)) {
+        finish(std::exchange(op, nullptr), nullptr,
+               BackendError(BackendErrorCause::timeout, "no reply before the call's deadline"), ready, Verdict::failed);
       }
     }
     update_load();
@@ -601,7 +561,8 @@ class Pipeline final : public AsyncSink {
         fail_all(BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed"), ready_ptr);
         if (ready.empty()) break;
       }
-      expire(std::chrono::steady_clock::now(), ready_ptr);
+      const auto now = std::chrono::steady_clock::now();
+      time_out([now](const PipelineOp& op) { return op.deadline <= now; }, ready_ptr);
       if (self == nullptr && !completions_.empty()) {  // e.g. refused calls: answered now, not after this drive
         ready.insert(ready.end(), completions_.begin(), completions_.end());
         completions_.clear();
@@ -639,7 +600,7 @@ class Pipeline final : public AsyncSink {
       }
       out_ += op->command;
       inflight_.push_back(op);
-      if (op->out_ != nullptr) *op->out_->sent = true;
+      if (op->out_ != nullptr) op->out_->sent = true;
     }
     queued_.clear();
     Connection* c = conn_.get();
@@ -858,7 +819,7 @@ class Pipeline final : public AsyncSink {
   DropCounter dropped_;
   const std::chrono::milliseconds command_timeout_;
   const std::size_t max_in_flight_;
-  const unsigned generation_;
+  const detail::ForkCheck fork_;
   // A sync driver whose deadline is nearer than the socket's timeout by more than this polls first.
   static constexpr std::chrono::milliseconds kReadSlack{2};
 

@@ -99,9 +99,7 @@ class ConnectionPool {
   /// connecting fails or is backing off, `PoolTimeout` (timeout) when no connection came free in time;
   /// `std::logic_error` in a process forked after the pool was made (its connections are the parent's).
   Lease acquire() {
-    if (detail::fork_generation().load(std::memory_order_relaxed) != generation_) {
-      throw std::logic_error("ratelimit: a Redis pool made before fork() is used in the child; make a new one");
-    }
+    fork_.check();
     std::unique_lock lock(mutex_);
     if (waiters_.empty()) {
       if (!idle_.empty()) {
@@ -320,7 +318,7 @@ class ConnectionPool {
   ConnectionOptions options_;
   LimiterOptions limiter_defaults_{};
   CircuitBreaker<> breaker_{options_.breaker};
-  const unsigned generation_ = detail::fork_generation().load(std::memory_order_relaxed);
+  const detail::ForkCheck fork_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Waiter*> waiters_;  // in arrival order

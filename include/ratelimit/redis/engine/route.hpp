@@ -37,31 +37,6 @@ inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 class ClusterRouter;
 
-/// One single-key command for `Route::execute`, and its outcome.
-struct RouteCall {
-  /// The slot of the command's key (`detail::key_slot`); a single server ignores it.
-  std::uint16_t slot = 0;
-  /// The command's key when calls on one key must run in request order (empty: no such constraint). Of
-  /// the calls of one `execute` naming the same key, a cluster sends one at a time, after the earlier
-  /// ones have their final reply (a single server's pipeline keeps order anyway). Must outlive `execute`.
-  std::string_view key;
-  /// The command and its arguments; they must outlive `execute`.
-  std::vector<std::string_view> args;
-  /// The call's deadline, kept by every step that sends it (a reload after `NOSCRIPT`, a new master, a
-  /// redirection): it ends by the earlier of this and its pipeline's `command_timeout` from the send.
-  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
-  /// Out: the final reply (never a redirection; may be another error reply), unless `error` is set.
-  Reply reply;
-  /// Out: why the call got no reply. After a failure once the command was sent (timeout, connection
-  /// lost) the command may still have run: it is never re-sent.
-  std::optional<BackendError> error;
-  /// Out (`Pipeline::execute`): whether the command was written; a call that failed unsent may go
-  /// elsewhere (e.g. to a replica promoted meanwhile).
-  bool sent = false;
-  /// Sent right after an `ASKING` (Redis Cluster's ASK redirection), whose reply is discarded.
-  bool asking = false;
-};
-
 namespace detail {
 
 /// What a round trip that threw `e` (not a `PoolTimeout`, which says nothing) tells `ticket`'s breaker: an
@@ -92,6 +67,16 @@ inline std::string endpoint(const ConnectionOptions& o) {
   return o.unix_socket.empty() ? o.host + ":" + std::to_string(o.port) : "unix:" + o.unix_socket;
 }
 
+/// Adds the counters of `pool` (connections, refusals, its breaker) to `c`.
+inline void add_counters(RouteCounters& c, ConnectionPool& pool) {
+  c.connects += pool.connects();
+  c.dropped_connections += pool.drops();
+  c.refused_calls += pool.refused();
+  const BreakerCounters b = pool.breaker().counters();
+  c.breaker_opens += b.opens;
+  c.breaker_probes += b.probes;
+}
+
 /// Sets every call of `calls` to the error `e` (none was sent).
 inline void fail_unsent(std::span<RouteCall> calls, const BackendError& e) {
   for (RouteCall& c : calls) {
@@ -111,18 +96,43 @@ enum class Gated {
   queue_full,
 };
 
-/// Runs `calls` on `pool`'s shared connection as one round trip gated by the server's breaker
-/// (include/ratelimit/redis/README.md "Circuit breaker"): refused while open, else settled by the outcomes. A local
-/// refusal never reached the server and tells the breaker nothing, as for async calls.
-inline Gated execute_gated(ConnectionPool& pool, std::span<RouteCall> calls) {
-  auto ticket = pool.breaker().admit();
-  if (!ticket) {
-    fail_unsent(calls, circuit_open(endpoint(pool.options())));
-    return Gated::circuit_open;
+/// One round trip of sync calls on a pool's shared connection, gated by the server's breaker
+/// (include/ratelimit/redis/README.md "Circuit breaker"): refused while open, else settled by the outcomes;
+/// a local refusal never reached the server and tells the breaker nothing. `start` queues the calls,
+/// `finish` (or destruction) waits for their outcomes, so one caller can have several in flight.
+class GatedRoundTrip {
+ public:
+  /// Queues `calls` (`drive`: as `Pipeline::start`), or fails them at once, unsent.
+  Gated start(ConnectionPool& pool, std::span<RouteCall> calls, bool drive = true) {
+    ticket_.emplace(pool.breaker().admit());
+    if (!*ticket_) {
+      fail_unsent(calls, circuit_open(endpoint(pool.options())));
+      return Gated::circuit_open;
+    }
+    calls_ = calls;
+    if (calls.empty() || pool.pipeline().start(calls, sync_, drive)) return Gated::ran;
+    ticket_.reset();
+    return Gated::queue_full;
   }
-  if (!pool.pipeline().execute(calls)) return Gated::queue_full;
-  settle(ticket, calls);
-  return Gated::ran;
+  /// Waits until every call queued has its outcome.
+  void finish() {
+    if (sync_.pipeline == nullptr) return;
+    sync_.pipeline->wait(sync_);
+    settle(*ticket_, calls_);
+  }
+
+ private:
+  std::optional<CircuitBreaker<>::Ticket> ticket_;
+  std::span<RouteCall> calls_;
+  SyncCalls sync_;
+};
+
+/// Runs `calls` on `pool`'s shared connection as one gated round trip (`GatedRoundTrip`).
+inline Gated execute_gated(ConnectionPool& pool, std::span<RouteCall> calls) {
+  GatedRoundTrip trip;
+  const Gated g = trip.start(pool, calls);
+  trip.finish();
+  return g;
 }
 
 /// Starts async `op` on `pool`, gated by the server's breaker as a sync round trip is
@@ -185,24 +195,14 @@ class Route : public AsyncSink {
   void refuse_functions() noexcept { functions_refused_.store(true, std::memory_order_relaxed); }
 
  protected:
-  /// Throws `std::logic_error` in a process forked after the route was made: the route's connections,
-  /// threads and slot map are the parent's, and such a call touches nothing (include/ratelimit/redis/README.md "Redis
-  /// engine", fork).
-  void check_not_forked() const {
-    if (forked()) {
-      throw std::logic_error(
-          "ratelimit: a Redis limiter or route made before fork() is used in the child; make a new one in the "
-          "child (include/ratelimit/redis/README.md \"Redis engine\", fork)");
-    }
-  }
-  /// True in a process forked after the route was made.
-  [[nodiscard]] bool forked() const noexcept {
-    return detail::fork_generation().load(std::memory_order_relaxed) != generation_;
-  }
+  /// Throws `std::logic_error` in a process forked after the route was made (its connections, threads and
+  /// slot map are the parent's), touching nothing.
+  void check_not_forked() const { fork_.check(); }
+  [[nodiscard]] bool forked() const noexcept { return fork_.forked(); }
 
  private:
   std::atomic<bool> functions_refused_{false};
-  const unsigned generation_ = detail::fork_generation().load(std::memory_order_relaxed);
+  detail::ForkCheck fork_;
 };
 
 /// A single server: every call on the shared connection the pool chooses (`Pipeline`), pipelined
@@ -227,12 +227,7 @@ class ServerRoute final : public Route {
   [[nodiscard]] const LimiterOptions& limiter_defaults() const noexcept override { return pool_->limiter_defaults(); }
   [[nodiscard]] RouteCounters counters() const override {
     RouteCounters c;
-    c.connects = pool_->connects();
-    c.dropped_connections = pool_->drops();
-    c.refused_calls = pool_->refused();
-    const BreakerCounters b = pool_->breaker().counters();
-    c.breaker_opens = b.opens;
-    c.breaker_probes = b.probes;
+    detail::add_counters(c, *pool_);
     return c;
   }
   [[nodiscard]] const std::shared_ptr<ConnectionPool>& pool() const noexcept { return pool_; }
@@ -251,13 +246,11 @@ class RouteWorker final : public AsyncSink {
   using Handler = std::function<void(const std::vector<PipelineOp*>&)>;
 
   RouteWorker(std::size_t max_in_flight, Handler handler)
-      : max_in_flight_(max_in_flight),
-        generation_(detail::fork_generation().load(std::memory_order_relaxed)),
-        handler_(std::move(handler)) {}
+      : max_in_flight_(max_in_flight), handler_(std::move(handler)) {}
   RouteWorker(const RouteWorker&) = delete;
   RouteWorker& operator=(const RouteWorker&) = delete;
   ~RouteWorker() {
-    if (forked()) {
+    if (fork_.forked()) {
       (void)cv_.release();  // may count the parent's waiting thread: destroying it would wait forever
       if (thread_.joinable()) new std::thread(std::move(thread_));  // the parent's thread: not in this process
       return;
@@ -272,9 +265,7 @@ class RouteWorker final : public AsyncSink {
 
   /// Queues `op` for the handler (or, the queue full, for its refusal on the worker's thread).
   void submit(PipelineOp& op) override {
-    if (forked()) {
-      throw std::logic_error("ratelimit: a Redis limiter made before fork() is used in the child; make a new one");
-    }
+    fork_.check();
     PipelineOpAccess::set_sink(op, this);
     {
       const std::lock_guard lock(mutex_);
@@ -293,7 +284,7 @@ class RouteWorker final : public AsyncSink {
   /// Queues `op` when there is room; false, with nothing queued, counted or completed, when the queue is full
   /// or the worker stops. For the route's own requests, which are no calls.
   bool offer(PipelineOp& op) {
-    if (forked()) return false;
+    if (fork_.forked()) return false;
     PipelineOpAccess::set_sink(op, this);
     {
       const std::lock_guard lock(mutex_);
@@ -306,9 +297,6 @@ class RouteWorker final : public AsyncSink {
   }
 
  private:
-  [[nodiscard]] bool forked() const noexcept {
-    return detail::fork_generation().load(std::memory_order_relaxed) != generation_;
-  }
   void start() {  // lock held
     if (!thread_.joinable()) thread_ = std::thread([this] { main(); });
   }
@@ -341,7 +329,7 @@ class RouteWorker final : public AsyncSink {
   }
 
   const std::size_t max_in_flight_;
-  const unsigned generation_;
+  const detail::ForkCheck fork_;
   const Handler handler_;
   std::mutex mutex_;
   std::unique_ptr<std::condition_variable> cv_ = std::make_unique<std::condition_variable>();

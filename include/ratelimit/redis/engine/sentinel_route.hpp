@@ -31,27 +31,13 @@
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
-/// The master that Redis Sentinel names for `ConnectionOptions::sentinel.master_name`
-/// (include/ratelimit/redis/README.md "Redis Sentinel"): calls go to a `ConnectionPool` of that server, as on a
-/// `ServerRoute`.
-///
-/// Discovery: the sentinels are asked in turn (`SENTINEL get-master-addr-by-name`; a sentinel that is
-/// down or does not know the name is skipped, the last one that answered is asked first), and the
-/// server named is confirmed with `ROLE` (a sentinel that has not yet seen a failover may name a
-/// replica). It runs at the first call, every `sentinel.check_interval`, and at once (at most every
-/// 100 ms) when a call fails (io, timeout, open breaker) or meets `READONLY` (the master was demoted).
-/// While a master is known, discovery runs on the route's worker thread and calls go on to the known
-/// master meanwhile, so a slow or dead sentinel delays no call. The first calls (no master known yet)
-/// wait for the worker's discovery, each until its own deadline; one discovery serves them all. A sync call that failed
-/// as a failover explains waits for that discovery until its own deadline: when the master changed, its calls that did
-/// not run on the old one (`READONLY`, or not sent) go to the new one, once. A call that may have run is never sent
-/// again. While no master is found, calls fail with the sentinels' answers in the error (cause `reply` when a sentinel
-/// answered, e.g. it does not know the name; `io` when none could be reached), and the failure policy decides.
-///
-/// Async calls (`submit`) go straight to the master's pipeline, gated per call by its breaker; while no
-/// master is known they go through the worker thread, which asks the sentinels first, so `submit` never
-/// blocks. An async call that met `READONLY` is not sent again: it gets its outcome.
-/// Thread-safe.
+/// The master that Redis Sentinel names for `ConnectionOptions::sentinel.master_name`, followed across
+/// failovers (include/ratelimit/redis/README.md "Redis Sentinel"): calls go to a `ConnectionPool` of that
+/// server, as on a `ServerRoute`. The sentinels are asked (and the master's `ROLE` confirmed) on the
+/// route's worker thread, so a slow or dead sentinel holds no call past its deadline; a sync call that
+/// failed as a failover explains waits for that discovery until its deadline, and what did not run on the
+/// old master (`READONLY`, or not sent) runs on the new one, once. Async calls go straight to the master's
+/// pipeline (through the worker while none is known). Thread-safe.
 class SentinelRoute final : public Route {
  public:
   /// Validates `options` (the sentinel fields, and the connection fields used for the master); connects
@@ -123,8 +109,8 @@ class SentinelRoute final : public Route {
   [[nodiscard]] RouteCounters counters() const override {
     const std::lock_guard lock(mutex_);
     RouteCounters c = freed_;
-    if (pool_) add(c, *pool_);
-    for (const auto& p : retired_) add(c, *p);
+    if (pool_) detail::add_counters(c, *pool_);
+    for (const auto& p : retired_) detail::add_counters(c, *p);
     c.refused_calls += worker_.refused();
     c.master_discoveries = discoveries_;
     c.master_changes = changes_;
@@ -192,8 +178,7 @@ class SentinelRoute final : public Route {
     return std::any_of(calls.begin(), calls.end(), [](const RouteCall& c) { return suspect(c.reply, c.error); });
   }
 
-  /// An async call on the master's pipeline, seen by the route on its way back: an outcome a failover
-  /// explains makes the next call have the sentinels asked (as a failed sync call does).
+  /// An async call on the master's pipeline: an outcome a failover explains has the sentinels asked.
   class Watched final : public detail::Relay {
    public:
     Watched(SentinelRoute& route, PipelineOp& call, const ConnectionPool& pool) noexcept
@@ -326,16 +311,6 @@ class SentinelRoute final : public Route {
     return rediscover(Why::due);
   }
 
-  /// Adds the counters of `p` to `c`.
-  static void add(RouteCounters& c, ConnectionPool& p) {
-    c.connects += p.connects();
-    c.dropped_connections += p.drops();
-    c.refused_calls += p.refused();
-    const BreakerCounters b = p.breaker().counters();
-    c.breaker_opens += b.opens;
-    c.breaker_probes += b.probes;
-  }
-
   /// Takes the replaced masters' pools that nothing uses any more (no caller holds one, no call is
   /// outstanding on it), for the caller to destroy with no lock held (a completion they still run may
   /// take one): their connections and I/O threads go, their counters stay in `counters`. None on an I/O
@@ -346,7 +321,7 @@ class SentinelRoute final : public Route {
     const std::lock_guard lock(mutex_);
     for (auto it = retired_.begin(); it != retired_.end();) {
       if (it->use_count() == 1 && (*it)->load() == 0) {
-        add(freed_, **it);
+        detail::add_counters(freed_, **it);
         unused.push_back(std::move(*it));
         it = retired_.erase(it);
       } else {
