@@ -25,7 +25,6 @@ using ratelimit::CheckResult;
 using ratelimit::FailurePolicy;
 using ratelimit::ManualClock;
 using ratelimit::redis::RedisLimiter;
-using ratelimit_test::RedisCluster;
 using ratelimit_test::shared_cluster;
 
 using Limiter = RedisLimiter<ratelimit::SlidingWindowLog, ManualClock>;
@@ -65,17 +64,12 @@ bool run_async(Limiter& l, const std::string& key, int n, const std::shared_ptr<
   return latch->wait(20s);
 }
 
-std::string ok_or_error(ratelimit::redis::Connection& c, std::initializer_list<std::string_view> args) {
-  const auto r = c.command(args);
-  return std::string(ratelimit::redis::text(*r));
-}
-
 // The slot of the key moves (IMPORTING/MIGRATING, MIGRATE of the key, SETSLOT NODE) between rounds of
 // async checks: the key on the target and the slot still the source's answers ASK, the slot moved answers
 // MOVED. No check fails (on_error = raise) and the key admits exactly its limit.
 TEST(ClusterAsync, FollowsAskAndMovedWhileASlotMoves) {
   RATELIMIT_REQUIRE_CLUSTER();
-  RedisCluster& cluster = *shared_cluster();
+  ratelimit_test::RedisCluster& cluster = *shared_cluster();
   ManualClock clock;
   auto opts = ratelimit_test::cluster_client_options(cluster);
   opts.on_error = FailurePolicy::raise;
@@ -84,36 +78,18 @@ TEST(ClusterAsync, FollowsAskAndMovedWhileASlotMoves) {
   const std::string key = "async-hot";
   const std::string redis_key = l.redis_key(key);
   const std::uint16_t slot = ratelimit::redis::detail::key_slot(redis_key);
-  const std::string slot_text = std::to_string(slot);
   ASSERT_TRUE(l.peek(key).allowed);  // loads the map
-  const std::string source_endpoint = l.cluster()->owner_of(slot);
-  const int source = std::stoi(source_endpoint.substr(source_endpoint.rfind(':') + 1));
-  int target = 0;
-  for (const int p : cluster.master_ports()) {
-    if (p != source) target = p;
-  }
-  ASSERT_NE(target, 0);
-  const std::string source_id = RedisCluster::id_of(source);
-  const std::string target_id = RedisCluster::id_of(target);
+  const ratelimit_test::SlotMove move(cluster, slot, l.cluster()->owner_of(slot));
+  ASSERT_NE(move.target(), 0);
   auto counts = std::make_shared<Counts>();
-  auto src = RedisCluster::admin(source);
-  auto dst = RedisCluster::admin(target);
 
   ASSERT_TRUE(run_async(l, key, 100, counts));
-  EXPECT_EQ(ok_or_error(dst, {"CLUSTER", "SETSLOT", slot_text, "IMPORTING", source_id}), "OK");
-  EXPECT_EQ(ok_or_error(src, {"CLUSTER", "SETSLOT", slot_text, "MIGRATING", target_id}), "OK");
+  move.start();
   ASSERT_TRUE(run_async(l, key, 100, counts));  // the key is still on the source
-  EXPECT_EQ(ok_or_error(src, {"MIGRATE", "127.0.0.1", std::to_string(target), "", "0", "5000", "KEYS", redis_key}),
-            "OK");
+  move.migrate(redis_key);
   ASSERT_TRUE(run_async(l, key, 100, counts));  // the key on the target, the slot the source's: ASK
   const std::uint64_t asks = l.stats().ask_redirections;
-  EXPECT_EQ(ok_or_error(dst, {"CLUSTER", "SETSLOT", slot_text, "NODE", target_id}), "OK");
-  EXPECT_EQ(ok_or_error(src, {"CLUSTER", "SETSLOT", slot_text, "NODE", target_id}), "OK");
-  for (const int p : cluster.master_ports()) {
-    if (p == source || p == target) continue;
-    auto other = RedisCluster::admin(p);
-    EXPECT_EQ(ok_or_error(other, {"CLUSTER", "SETSLOT", slot_text, "NODE", target_id}), "OK");
-  }
+  move.finish();
   while (counts->total() < kLimit + 200) ASSERT_TRUE(run_async(l, key, 100, counts));  // MOVED, then the new map
 
   const auto s = l.stats();
@@ -123,7 +99,7 @@ TEST(ClusterAsync, FollowsAskAndMovedWhileASlotMoves) {
   EXPECT_EQ(counts->admitted.load(), kLimit) << "the key must admit exactly its limit across the move";
   EXPECT_GT(asks, 0u) << "no async check met ASK while the key was on the target";
   EXPECT_GT(s.moved_redirections, 0u) << "no async check met MOVED after the move";
-  EXPECT_EQ(l.cluster()->owner_of(slot), "127.0.0.1:" + std::to_string(target));
+  EXPECT_EQ(l.cluster()->owner_of(slot), "127.0.0.1:" + std::to_string(move.target()));
   EXPECT_EQ(l.peek(key).remaining, 0);
 }
 

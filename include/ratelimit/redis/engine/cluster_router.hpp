@@ -237,11 +237,7 @@ class ClusterRouter final : public Route {
     if (o.cluster_max_redirects < 1 || o.cluster_max_redirects > 100) bad("cluster_max_redirects", "must be in 1..100");
     if (o.cluster_refresh_interval.count() < 0) bad("cluster_refresh_interval", "must be >= 0");
     // The pool checks the remaining connection fields; check them now, not at the first node.
-    ConnectionOptions probe = o;
-    probe.unix_socket.clear();
-    probe.host = o.cluster_nodes.front().host;
-    probe.port = o.cluster_nodes.front().port;
-    (void)ConnectionPool(probe);
+    (void)ConnectionPool(detail::at(o, o.cluster_nodes.front().host, o.cluster_nodes.front().port));
     return o;
   }
 
@@ -266,13 +262,10 @@ class ClusterRouter final : public Route {
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
       if (nodes_[i]->port == port && nodes_[i]->host == host) return {nodes_[i].get(), static_cast<int>(i)};
     }
-    ConnectionOptions o = options_;
-    o.unix_socket.clear();
-    o.host = host;
-    o.port = port;
-    auto node = std::make_unique<Node>(
-        Node{host, port, host + ":" + std::to_string(port),
-             std::make_unique<ConnectionPool>(o, LimiterOptions{}, ConnectionPool::Discovered{})});
+    auto node =
+        std::make_unique<Node>(Node{host, port, host + ":" + std::to_string(port),
+                                    std::make_unique<ConnectionPool>(detail::at(options_, host, port), LimiterOptions{},
+                                                                     ConnectionPool::Discovered{})});
     nodes_.push_back(std::move(node));
     return {nodes_.back().get(), static_cast<int>(nodes_.size() - 1)};
   }
@@ -529,11 +522,7 @@ class ClusterRouter final : public Route {
   /// CLUSTER SLOTS from one node: [[start, end, [host, port, id...], replicas...]...]. Slots missing
   /// from the reply keep their old owner (they answer with a redirection or CLUSTERDOWN anyway).
   void load_from(const std::string& host, int port) {
-    ConnectionOptions o = options_;
-    o.unix_socket.clear();
-    o.host = host;
-    o.port = port;
-    Connection c = Connection::open(o);
+    Connection c = Connection::open(detail::at(options_, host, port));
     const Reply r = c.command({"CLUSTER", "SLOTS"});
     if (r->type == REDIS_REPLY_ERROR)
       throw BackendError(BackendErrorCause::reply, "CLUSTER SLOTS: " + std::string(text(*r)));

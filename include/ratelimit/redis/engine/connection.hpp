@@ -66,6 +66,19 @@ inline void append_resp(std::string& out, std::span<const std::string_view> args
 
 namespace detail {
 
+/// "host:port", or "unix:<path>", of the server of `o` (for error texts).
+inline std::string endpoint(const ConnectionOptions& o) {
+  return o.unix_socket.empty() ? o.host + ":" + std::to_string(o.port) : "unix:" + o.unix_socket;
+}
+
+/// `o` pointed at the server at `host`:`port` (a cluster node, a master a sentinel names).
+inline ConnectionOptions at(ConnectionOptions o, std::string host, int port) {
+  o.unix_socket.clear();
+  o.host = std::move(host);
+  o.port = port;
+  return o;
+}
+
 /// Keeps a write that OpenSSL makes to a socket the server has closed (maxclients, a killed client, a
 /// shutdown) from killing the process with SIGPIPE: a library installs no process-wide handler, so the
 /// thread blocks SIGPIPE during the call and consumes one the call raised (one pending before is left
@@ -129,18 +142,18 @@ class Connection {
     if (raw == nullptr) throw BackendError(BackendErrorCause::io, "cannot allocate a hiredis context");
     Connection c(raw);
     if (raw->err != 0) {
-      throw BackendError(cause_of(*raw, saved_errno), "connect to " + endpoint(options) + ": " + raw->errstr);
+      throw BackendError(cause_of(*raw, saved_errno), "connect to " + detail::endpoint(options) + ": " + raw->errstr);
     }
     c.command_timeout_ = options.command_timeout;
     // Until logged in, every wait is a poll bounded by `deadline`. TLS stays non-blocking (its reads wait in
     // poll, so a record trickling in holds no read past the command timeout); plain sockets block again,
     // each read bounded by the command timeout (SO_RCVTIMEO).
-    c.set_nonblocking(true, endpoint(options));
+    c.set_nonblocking(true, detail::endpoint(options));
     if (options.tls.enabled) c.start_tls(options, deadline);
     c.log_in(options, deadline);
-    if (!c.tls()) c.set_nonblocking(false, endpoint(options));
+    if (!c.tls()) c.set_nonblocking(false, detail::endpoint(options));
     if (redisSetTimeout(raw, to_timeval(options.command_timeout)) != REDIS_OK) {
-      throw BackendError(BackendErrorCause::io, "cannot set the command timeout on " + endpoint(options));
+      throw BackendError(BackendErrorCause::io, "cannot set the command timeout on " + detail::endpoint(options));
     }
     return c;
   }
@@ -172,20 +185,11 @@ class Connection {
   /// The socket (for `poll`). Valid while the connection lives.
   [[nodiscard]] int fd() const noexcept { return ctx_ ? ctx_->fd : -1; }
 
-  /// Writes `bytes` (whole RESP commands) to the socket, bypassing hiredis's output buffer: the
-  /// pipelined engine formats its batches itself. `MSG_NOSIGNAL`: a closed peer is EPIPE, not SIGPIPE.
-  /// Bounded by the command timeout. Throws `BackendError` and marks the connection broken on failure.
+  /// Writes `bytes` (whole RESP commands) to the socket within the command timeout. Throws `BackendError`
+  /// and marks the connection broken on failure.
   void write_raw(std::string_view bytes) {
     check_usable();
-    if (tls()) return tls_write(bytes);
-    while (!bytes.empty()) {
-      const ssize_t n = ::send(ctx_->fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        fail_raw(errno, "write");
-      }
-      bytes.remove_prefix(static_cast<std::size_t>(n));
-    }
+    send_within(bytes, Clock::now() + command_timeout_, "write: timed out");
   }
 
   /// Reads what the socket has (waiting up to the command timeout when it has nothing) into the reply
@@ -193,17 +197,7 @@ class Connection {
   /// broken on failure, end of stream or when nothing came within the command timeout.
   void read_some() {
     check_usable();
-    if (tls()) return tls_read();
-    char buf[16 * 1024];
-    for (;;) {
-      const ssize_t n = ::recv(ctx_->fd, buf, sizeof buf, 0);
-      if (n > 0) return feed(buf, static_cast<std::size_t>(n));
-      if (n == 0) {
-        broken_ = true;
-        throw BackendError(BackendErrorCause::io, "server closed the connection");
-      }
-      if (errno != EINTR) fail_raw(errno, "read");
-    }
+    receive(true);
   }
 
   /// The next complete reply among the bytes read so far, or null when none is complete. Throws
@@ -257,7 +251,7 @@ class Connection {
                                            : exchange({"AUTH", options.user, options.password}, deadline);
       if (r->type == REDIS_REPLY_ERROR) {
         throw BackendError(BackendErrorCause::reply,
-                           "AUTH refused by " + endpoint(options) + ": " + std::string(text(*r)));
+                           "AUTH refused by " + detail::endpoint(options) + ": " + std::string(text(*r)));
       }
     }
     if (options.database != 0) {
@@ -278,11 +272,11 @@ class Connection {
     for (;;) {
       if (Reply r = next_buffered_reply()) return r;
       if (!tls_pending()) await(POLLIN, deadline, what);
-      receive_available();
+      receive(false);
     }
   }
 
-  /// Writes `bytes` on the non-blocking socket within `deadline`.
+  /// Writes `bytes` within `deadline` (`MSG_NOSIGNAL`: a closed peer is EPIPE, not SIGPIPE).
   void send_within(std::string_view bytes, Clock::time_point deadline, const std::string& what) {
     if (tls()) return tls_send(bytes, deadline, what);
     while (!bytes.empty()) {
@@ -297,18 +291,19 @@ class Connection {
     }
   }
 
-  /// Feeds what the non-blocking socket has now (maybe nothing) to the reply parser.
-  void receive_available() {
-    if (tls()) return tls_receive();
+  /// Feeds what the socket has to the reply parser: `wait`, blocking up to the command timeout for it;
+  /// else what it has now (maybe nothing).
+  void receive(bool wait) {
+    if (tls()) return wait ? tls_read() : tls_receive();
     char buf[16 * 1024];
     for (;;) {
-      const ssize_t n = ::recv(ctx_->fd, buf, sizeof buf, MSG_DONTWAIT);
+      const ssize_t n = ::recv(ctx_->fd, buf, sizeof buf, wait ? 0 : MSG_DONTWAIT);
       if (n > 0) return feed(buf, static_cast<std::size_t>(n));
       if (n == 0) {
         broken_ = true;
         throw BackendError(BackendErrorCause::io, "server closed the connection");
       }
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      if (!wait && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
       if (errno != EINTR) fail_raw(errno, "read");
     }
   }
@@ -375,7 +370,7 @@ class Connection {
   /// The TLS handshake on the connected (non-blocking) socket within `deadline`: SNI and name check.
   void start_tls(const ConnectionOptions& o, Clock::time_point deadline) {
     const TlsOptions& t = o.tls;
-    const std::string where = "TLS to " + endpoint(o) + ": ";
+    const std::string where = "TLS to " + detail::endpoint(o) + ": ";
     std::unique_ptr<SSL_CTX, SslCtxDeleter> ctx = tls_context(t, where);
     std::unique_ptr<SSL, SslDeleter> ssl(SSL_new(ctx.get()));
     if (!ssl || SSL_set_fd(ssl.get(), ctx_->fd) != 1) {
@@ -432,9 +427,6 @@ class Connection {
     throw BackendError(BackendErrorCause::io, std::string("TLS ") + what + ": " + detail);
   }
 
-  /// Writes `bytes` within the command timeout (the socket is non-blocking).
-  void tls_write(std::string_view bytes) { tls_send(bytes, Clock::now() + command_timeout_, "write: timed out"); }
-
   void tls_send(std::string_view bytes, Clock::time_point deadline, const std::string& what) {
     while (!bytes.empty()) {
       int r = 0;
@@ -489,7 +481,6 @@ class Connection {
   [[noreturn]] static void start_tls(const ConnectionOptions&, Clock::time_point) {
     throw BackendError(BackendErrorCause::io, "TLS requested, but this build has no TLS (built without OpenSSL)");
   }
-  [[noreturn]] static void tls_write(std::string_view) { throw BackendError(BackendErrorCause::io, "no TLS"); }
   [[noreturn]] static void tls_read() { throw BackendError(BackendErrorCause::io, "no TLS"); }
   [[noreturn]] static void tls_send(std::string_view, Clock::time_point, const std::string&) {
     throw BackendError(BackendErrorCause::io, "no TLS");
@@ -506,10 +497,6 @@ class Connection {
     tv.tv_sec = static_cast<decltype(tv.tv_sec)>(us / 1'000'000);
     tv.tv_usec = static_cast<decltype(tv.tv_usec)>(us % 1'000'000);
     return tv;
-  }
-
-  static std::string endpoint(const ConnectionOptions& o) {
-    return o.unix_socket.empty() ? o.host + ":" + std::to_string(o.port) : "unix:" + o.unix_socket;
   }
 
   /// hiredis reports a socket timeout as an I/O error with EAGAIN (read/write) or ETIMEDOUT (connect).

@@ -406,19 +406,15 @@ class Pipeline final : public AsyncSink {
     }
   }
 
-  /// As `submit`, under `ticket` of the server's circuit breaker (include/ratelimit/redis/README.md "Circuit breaker"),
-  /// settled by the call's outcome before its completion runs: a reply (error replies too) succeeds; no reply once
-  /// written (timeout, connection lost), a failed connect, or a deadline passing while queued behind replies that do
-  /// not come, fails; a call otherwise never sent (queue full, destruction) gives no verdict (an unsent probe lets the
-  /// next call probe).
+  /// As `submit`, under `ticket` of the server's circuit breaker, settled by the call's outcome before its
+  /// completion runs (include/ratelimit/redis/README.md "Circuit breaker" says which outcome counts how).
   void submit(PipelineOp& op, CircuitBreaker<>::Ticket ticket) {
     op.ticket_.emplace(std::move(ticket));
     submit(op);
   }
 
   /// Completes `op` with `error` on this pipeline's I/O thread without sending it (e.g. a call the circuit
-  /// breaker refused: no I/O, and the completion still runs where every async completion runs). Throws
-  /// `std::logic_error` in a forked child.
+  /// breaker refused). Throws `std::logic_error` in a forked child.
   void reject(PipelineOp& op, BackendError error) {
     fork_.check();
     op.sink_ = this;

@@ -38,13 +38,10 @@ class PoolTimeout : public BackendError {
 };
 
 /// Connections to one Redis server, opened lazily: up to `pool_size` shared pipelined ones (`pipeline()`,
-/// what the limiter uses: include/ratelimit/redis/README.md "Redis engine"), the next opened only when those before it
-/// are deeply pipelined, and up to `pool_size` exclusive ones (`acquire()`).
-///
-/// `acquire()` lends a connection through a `Lease` that gives it back when destroyed; a connection that
-/// broke is dropped instead and re-made by a later `acquire`. After a failed connect, new connects wait
-/// (backoff from `reconnect_backoff_min`, doubling up to `reconnect_backoff_max`) and `acquire` fails at
-/// once meanwhile. Thread-safe; nothing here blocks longer than `connect_timeout` or `command_timeout`.
+/// what the routes use: include/ratelimit/redis/README.md "Redis engine"), and up to `pool_size` exclusive
+/// ones lent by `acquire()`. After a failed connect, new connects wait (backoff from
+/// `reconnect_backoff_min`, doubling up to `reconnect_backoff_max`) and fail at once meanwhile. Thread-safe;
+/// nothing here blocks longer than `connect_timeout` or `command_timeout`.
 class ConnectionPool {
  public:
   /// Validates `options`; connects nothing yet (Redis may be down at start).

@@ -62,11 +62,6 @@ inline BackendError circuit_open(std::string_view server) {
   return BackendError(BackendErrorCause::circuit_open, "not sent: circuit breaker open for " + std::string(server));
 }
 
-/// "host:port", or "unix:<path>", of the server of `o` (for error texts).
-inline std::string endpoint(const ConnectionOptions& o) {
-  return o.unix_socket.empty() ? o.host + ":" + std::to_string(o.port) : "unix:" + o.unix_socket;
-}
-
 /// Adds the counters of `pool` (connections, refusals, its breaker) to `c`.
 inline void add_counters(RouteCounters& c, ConnectionPool& pool) {
   c.connects += pool.connects();
@@ -83,6 +78,27 @@ inline void fail_unsent(std::span<RouteCall> calls, const BackendError& e) {
     c.reply.reset();
     c.error = e;
     c.sent = false;
+  }
+}
+
+/// Runs the calls of `calls` that `which` names through `run` as a batch of their own (copies of their
+/// slot, key, arguments and deadline), their outcomes back in place: a re-send of part of a batch.
+template <class Run>
+void run_part(std::span<RouteCall> calls, const std::vector<std::size_t>& which, Run&& run) {
+  std::vector<RouteCall> part(which.size());
+  for (std::size_t k = 0; k < which.size(); ++k) {
+    const RouteCall& c = calls[which[k]];
+    part[k].slot = c.slot;
+    part[k].key = c.key;
+    part[k].args = c.args;
+    part[k].deadline = c.deadline;
+  }
+  run(std::span<RouteCall>(part));
+  for (std::size_t k = 0; k < which.size(); ++k) {
+    RouteCall& c = calls[which[k]];
+    c.reply = std::move(part[k].reply);
+    c.error = std::move(part[k].error);
+    c.sent = part[k].sent;
   }
 }
 

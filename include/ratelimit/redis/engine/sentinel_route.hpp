@@ -77,19 +77,7 @@ class SentinelRoute final : public Route {
       if (did_not_run(calls[i])) again.push_back(i);
     }
     if (again.empty()) return;
-    std::vector<RouteCall> part(again.size());
-    for (std::size_t k = 0; k < again.size(); ++k) {
-      part[k].slot = calls[again[k]].slot;
-      part[k].key = calls[again[k]].key;
-      part[k].args = calls[again[k]].args;
-      part[k].deadline = calls[again[k]].deadline;
-    }
-    (void)detail::execute_gated(*now, part);
-    for (std::size_t k = 0; k < again.size(); ++k) {
-      calls[again[k]].reply = std::move(part[k].reply);
-      calls[again[k]].error = std::move(part[k].error);
-      calls[again[k]].sent = part[k].sent;
-    }
+    detail::run_part(calls, again, [&](std::span<RouteCall> part) { (void)detail::execute_gated(*now, part); });
   }
 
   void submit(PipelineOp& op) override {
@@ -354,14 +342,12 @@ class SentinelRoute final : public Route {
     const std::lock_guard lock(mutex_);
     next_check_ = std::chrono::steady_clock::now() + options_.sentinel.check_interval;
     if (pool_ && address == address_) return pool_;
-    ConnectionOptions o = options_;
-    o.host = a.host;
-    o.port = a.port;
     if (pool_) {
       ++changes_;
       retired_.push_back(std::move(pool_));  // until idle (`free_retired`): calls may be outstanding on it
     }
-    pool_ = std::make_shared<ConnectionPool>(std::move(o), limiter_defaults_, ConnectionPool::Discovered{});
+    pool_ = std::make_shared<ConnectionPool>(detail::at(options_, a.host, a.port), limiter_defaults_,
+                                             ConnectionPool::Discovered{});
     address_ = address;
     discovery_error_.reset();
     discovered_->notify_all();  // sync callers waiting for a first master (`master_by`)
@@ -426,11 +412,8 @@ class SentinelRoute final : public Route {
 
   /// "master", or why the server at `a` is not one ("is a replica", "cannot be reached: ...").
   std::string role_of(const Address& a) {
-    ConnectionOptions o = options_;
-    o.host = a.host;
-    o.port = a.port;
     try {
-      Connection c = Connection::open(o);
+      Connection c = Connection::open(detail::at(options_, a.host, a.port));
       const Reply r = c.command({"ROLE"});
       if (is_error(*r, "NOPERM")) return "master";  // a user without +role: take the sentinel's word
       if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 && text(*r->element[0]) == "master") return "master";
