@@ -41,6 +41,7 @@ using ratelimit_test::shared_cluster;
 
   auto o = cluster.options();
   o.on_error = FailurePolicy::fail_closed;
+  o.command_timeout = 2s;  // each batch's deadline: 3,000 checks of 1 KB keys take over 100 ms on a loaded machine
   o.key_prefix = "sigpipe:" + std::to_string(::getpid()) + ":";
   o.max_key_bytes = 2000;
   RedisLimiter limiter(ratelimit::Gcra{.limit = 1000, .period = 1s, .burst = 1000}, o);
@@ -166,7 +167,8 @@ TEST(ClusterBatch, NoscriptKeepsTheOrderOfRequestsOnOneKey) {
   long reversed = 0, pairs = 0;
   for (int batch = 0; batch < 20; ++batch) {
     std::vector<std::string> keys;
-    for (int i = 0; i < 2000; ++i) keys.push_back(std::string("b").append(std::to_string(batch)).append(":").append(std::to_string(i)));
+    for (int i = 0; i < 2000; ++i)
+      keys.push_back(std::string("b").append(std::to_string(batch)).append(":").append(std::to_string(i)));
     std::vector<Request> requests;
     for (const std::string& k : keys) {
       requests.push_back({k, 3});

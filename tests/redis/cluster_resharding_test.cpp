@@ -23,11 +23,6 @@ using ratelimit::redis::RedisLimiter;
 using ratelimit_test::RedisCluster;
 using ratelimit_test::shared_cluster;
 
-std::string ok_or_error(ratelimit::redis::Connection& c, std::initializer_list<std::string_view> args) {
-  const auto r = c.command(args);
-  return std::string(ratelimit::redis::text(*r));
-}
-
 TEST(ClusterResharding, MovingASlotWhileCheckingLosesNothingAndOverAdmitsNothing) {
   RATELIMIT_REQUIRE_CLUSTER();
   RedisCluster& cluster = *shared_cluster();
@@ -42,15 +37,10 @@ TEST(ClusterResharding, MovingASlotWhileCheckingLosesNothingAndOverAdmitsNothing
   const std::string slot_text = std::to_string(slot);
   ASSERT_TRUE(l.peek(key).allowed);  // loads the map
 
-  const std::string source_endpoint = l.cluster()->owner_of(slot);
-  const int source = std::stoi(source_endpoint.substr(source_endpoint.rfind(':') + 1));
-  int target = 0;
-  for (const int p : cluster.master_ports()) {
-    if (p != source) target = p;
-  }
+  const ratelimit_test::SlotMove move(cluster, slot, l.cluster()->owner_of(slot));
+  const int source = move.source();
+  const int target = move.target();
   ASSERT_NE(target, 0);
-  const std::string source_id = RedisCluster::id_of(source);
-  const std::string target_id = RedisCluster::id_of(target);
 
   std::atomic<bool> stop{false};
   std::atomic<std::int64_t> admitted{0}, denied{0}, lost{0};
@@ -86,24 +76,16 @@ TEST(ClusterResharding, MovingASlotWhileCheckingLosesNothingAndOverAdmitsNothing
   for (int i = 0; i < 2; ++i) workers.threads.emplace_back(worker);
 
   auto src = RedisCluster::admin(source);
-  auto dst = RedisCluster::admin(target);
   let_run(300);
-  EXPECT_EQ(ok_or_error(dst, {"CLUSTER", "SETSLOT", slot_text, "IMPORTING", source_id}), "OK");
-  EXPECT_EQ(ok_or_error(src, {"CLUSTER", "SETSLOT", slot_text, "MIGRATING", target_id}), "OK");
+  move.start();
   let_run(300);  // still served by the source: the key is there
   const auto keys = src.command({"CLUSTER", "GETKEYSINSLOT", slot_text, "100"});
   ASSERT_EQ(keys->elements, 1u) << admitted.load() << " admitted, " << denied.load() << " denied, " << lost.load()
                                 << " lost so far; source " << source << ", target " << target;
   EXPECT_EQ(ratelimit::redis::text(*keys->element[0]), redis_key);
-  EXPECT_EQ(ok_or_error(src, {"MIGRATE", "127.0.0.1", std::to_string(target), "", "0", "5000", "KEYS", redis_key}), "OK");
+  move.migrate(redis_key);
   let_run(300);  // the key is on the target, the slot still the source's: ASK
-  EXPECT_EQ(ok_or_error(dst, {"CLUSTER", "SETSLOT", slot_text, "NODE", target_id}), "OK");
-  EXPECT_EQ(ok_or_error(src, {"CLUSTER", "SETSLOT", slot_text, "NODE", target_id}), "OK");
-  for (const int p : cluster.master_ports()) {
-    if (p == source || p == target) continue;
-    auto other = RedisCluster::admin(p);
-    EXPECT_EQ(ok_or_error(other, {"CLUSTER", "SETSLOT", slot_text, "NODE", target_id}), "OK");
-  }
+  move.finish();
   // After the move: MOVED, then the updated map; run until the limit is certainly exhausted.
   while (admitted.load() + denied.load() + lost.load() < kLimit + 500) let_run(100);
   stop = true;

@@ -5,9 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <ratelimit/redis.hpp>
 
@@ -65,6 +69,49 @@ inline std::size_t expect_all_cluster_keys_expire(const RedisCluster& cluster, c
   }
   return n;
 }
+
+/// Moves `slot` of `cluster` from its owner (`owner`, "host:port") to another master, step by step:
+/// `start` (IMPORTING on the target, MIGRATING on the source), `migrate` (MIGRATE of one key), `finish`
+/// (SETSLOT NODE on every master). Each step expects "OK".
+class SlotMove {
+ public:
+  SlotMove(const RedisCluster& cluster, std::uint16_t slot, const std::string& owner)
+      : masters_(cluster.master_ports()),
+        slot_(std::to_string(slot)),
+        source_(std::stoi(owner.substr(owner.rfind(':') + 1))) {
+    for (const int p : masters_) {
+      if (p != source_) target_ = p;
+    }
+    EXPECT_NE(target_, 0) << "no other master";
+  }
+  [[nodiscard]] int source() const noexcept { return source_; }
+  [[nodiscard]] int target() const noexcept { return target_; }
+  void start() const {
+    expect_ok(target_, {"CLUSTER", "SETSLOT", slot_, "IMPORTING", RedisCluster::id_of(source_)});
+    expect_ok(source_, {"CLUSTER", "SETSLOT", slot_, "MIGRATING", RedisCluster::id_of(target_)});
+  }
+  void migrate(const std::string& key) const {
+    expect_ok(source_, {"MIGRATE", "127.0.0.1", std::to_string(target_), "", "0", "5000", "KEYS", key});
+  }
+  void finish() const {
+    const std::string id = RedisCluster::id_of(target_);
+    expect_ok(target_, {"CLUSTER", "SETSLOT", slot_, "NODE", id});
+    expect_ok(source_, {"CLUSTER", "SETSLOT", slot_, "NODE", id});
+    for (const int p : masters_) {
+      if (p != source_ && p != target_) expect_ok(p, {"CLUSTER", "SETSLOT", slot_, "NODE", id});
+    }
+  }
+
+ private:
+  static void expect_ok(int port, std::initializer_list<std::string_view> args) {
+    auto admin = RedisCluster::admin(port);
+    EXPECT_EQ(ratelimit::redis::text(*admin.command(args)), "OK") << *args.begin() << " on port " << port;
+  }
+  std::vector<int> masters_;
+  std::string slot_;
+  int source_;
+  int target_ = 0;
+};
 
 // Like RATELIMIT_REQUIRE_REDIS, for the cluster: skip with the reason, but fail under CI (where the
 // cluster tests must run); a cluster that does not form is always a failure.

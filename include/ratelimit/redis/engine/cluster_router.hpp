@@ -9,7 +9,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -20,6 +20,7 @@
 #include <string_view>
 #include <unordered_set>
 #include <utility>
+#include <thread>
 #include <vector>
 
 #include "ratelimit/redis/abi.hpp"
@@ -35,20 +36,14 @@ namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 /// The routing layer of the Redis backend on Redis Cluster: not a general cluster client, only what the
-/// limiter needs (single-key commands, always on masters).
+/// limiter needs (single-key commands, always on masters; include/ratelimit/redis/README.md "Redis Cluster").
 ///
 /// Keeps the slot map read with `CLUSTER SLOTS` (loaded on first use from the seed nodes, or any node
-/// known since) and one `ConnectionPool` per node. `execute` groups calls by node; a single group goes on
-/// the node's shared pipelined connection (with other callers' commands), several are pipelined each on
-/// an exclusive connection (all groups are written before any is read, so the nodes work in parallel),
-/// and follows `MOVED`
-/// (updates the slot's owner and asks for a refresh) and `ASK` (`ASKING`, then that node, once), at most
-/// `cluster_max_redirects` times per call. It knows nothing of scripts: a `NOSCRIPT` is a reply like any
-/// other, answered by the script executor (`run_script`). A call whose node
-/// cannot be reached before anything is sent, or whose slot has no known owner, is retried only when a
-/// refreshed map names another owner (e.g. a replica promoted after its master died, a slot assigned
-/// since); anything already sent is never re-sent, so a check is applied at most once. Nodes are
-/// remembered for the router's lifetime (a cluster has few).
+/// known since) and one `ConnectionPool` per node, whose shared pipelined connections carry every call,
+/// sync or async, as on a single server. It knows nothing of scripts: a `NOSCRIPT` is a reply like any
+/// other. A sync call whose node cannot be reached before anything is sent, or whose slot has no known
+/// owner, is retried only when a refreshed map names another owner; anything already sent is never
+/// re-sent, so a check is applied at most once. Nodes are remembered for the router's lifetime.
 ///
 /// Thread-safe: every method may be called from any thread; the map is guarded by a shared mutex,
 /// refreshes are serialised and throttled (`cluster_refresh_interval`).
@@ -69,185 +64,58 @@ class ClusterRouter final : public Route {
 
   ClusterRouter(const ClusterRouter&) = delete;
   ClusterRouter& operator=(const ClusterRouter&) = delete;
+  ~ClusterRouter() override {
+    // Completions on the nodes' I/O threads may send calls on to other nodes: none does once the nodes go.
+    closing_.store(true);
+    while (forwarding_.load() != 0) std::this_thread::yield();
+  }
 
-  /// Runs every call on the master owning its slot; outcomes land in each call's `reply` / `error`.
-  /// Never throws `BackendError` (failures are per call); may throw `std::bad_alloc`, and
-  /// `std::logic_error` in a process forked after the router was made (touching nothing).
+  /// Runs every call on the master owning its slot, in rounds: each round sends the calls due to each
+  /// node on its shared pipelined connection, one breaker ticket per node, every node's part in flight
+  /// at once; `MOVED` (the map is updated and refreshed) and `ASK` (`ASKING`, then that node, once) send
+  /// a call again next round, at most `cluster_max_redirects` times. Outcomes land in each call's
+  /// `reply` / `error`. Never throws `BackendError`; may throw `std::bad_alloc`, and `std::logic_error` in
+  /// a process forked after the router was made (touching nothing).
   void execute(std::span<RouteCall> calls) override {
     if (calls.empty()) return;
     check_not_forked();
     if (!map_loaded_.load(std::memory_order_acquire) && !refresh_now(Refresh::initial)) {
-      for (RouteCall& c : calls)
-        c.error = BackendError(BackendErrorCause::io, "no cluster slot map: " + last_refresh_error());
-      return;
+      return detail::fail_unsent(calls, no_map());
     }
     std::vector<State> state(calls.size());
     std::vector<std::size_t> pending(calls.size());
     for (std::size_t i = 0; i < calls.size(); ++i) pending[i] = i;
-    const int rounds = options_.cluster_max_redirects + 1;
-    while (!pending.empty()) {
-      std::vector<Group> groups;
-      bool want_refresh = false;
-      std::vector<std::pair<std::size_t, Node*>> unreachable;  // nothing sent: may go elsewhere
-      std::vector<std::size_t> next;
-      std::unordered_set<std::string_view> keys_sent;
-      for (const std::size_t i : pending) {
-        // One call per key in flight: a later call on the key goes once the earlier has its final reply,
-        // so a redirection of the earlier one cannot let the later one run first.
-        if (!calls[i].key.empty() && !keys_sent.insert(calls[i].key).second) {
-          next.push_back(i);
-          continue;
-        }
-        if (state[i].tries++ == rounds) {
-          calls[i].reply.reset();
-          calls[i].error =
-              BackendError(BackendErrorCause::protocol, "more than cluster_max_redirects (" +
-                                                            std::to_string(options_.cluster_max_redirects) +
-                                                            ") redirections for slot " + std::to_string(calls[i].slot));
-          continue;
-        }
-        Node* node = state[i].ask != nullptr ? state[i].ask : owner(calls[i].slot);
-        if (node == nullptr) {
-          calls[i].error =
-              BackendError(BackendErrorCause::io, "slot " + std::to_string(calls[i].slot) + " has no known owner");
-          unreachable.emplace_back(i, nullptr);  // retried if the refresh names an owner
-          want_refresh = true;
-          continue;
-        }
-        auto g = std::find_if(groups.begin(), groups.end(), [node](const Group& x) { return x.node == node; });
-        if (g == groups.end()) {
-          groups.emplace_back(Group{node, {}, std::nullopt, std::nullopt});
-          g = groups.end() - 1;
-        }
-        g->calls.push_back(i);
-      }
-      // One node and no ASK (the usual case: a single check): the node's shared pipelined connection, so
-      // concurrent callers' commands go in one write (include/ratelimit/redis/README.md "Redis engine").
-      if (groups.size() == 1 && std::none_of(groups[0].calls.begin(), groups[0].calls.end(),
-                                             [&state](std::size_t i) { return state[i].ask != nullptr; })) {
-        Group& g = groups[0];
-        std::vector<RouteCall> part(g.calls.size());
-        for (std::size_t k = 0; k < part.size(); ++k) {
-          part[k].args = calls[g.calls[k]].args;
-          part[k].deadline = calls[g.calls[k]].deadline;
-        }
-        // Per node, as below (include/ratelimit/redis/README.md "Circuit breaker"); an open breaker sends nothing and
-        // asks for no refresh.
-        if (detail::execute_gated(*g.node->pool, part) == detail::Gated::circuit_open) {
-          fail_group(calls, g, *part.front().error);
-          part.clear();
-        }
-        for (std::size_t k = 0; k < part.size(); ++k) {
-          const std::size_t i = g.calls[k];
-          if (part[k].error) {
-            calls[i].reply.reset();
-            calls[i].error = std::move(part[k].error);
-            if (!part[k].sent) unreachable.emplace_back(i, g.node);  // nothing sent: may go elsewhere
-            want_refresh = true;
-            continue;
-          }
-          follow(classify(calls[i], state[i], std::move(part[k].reply), g.node), i, next, want_refresh);
-        }
-        groups.clear();
-      }
-      // Leases are taken one after another and held until the reads: take them in one global order (by
-      // node address), or two batches naming two nodes in opposite orders wait for each other.
-      std::vector<std::size_t> order(groups.size());
-      for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
-      std::sort(order.begin(), order.end(),
-                [&groups](std::size_t x, std::size_t y) { return std::less<>()(groups[x].node, groups[y].node); });
-      // Write every group first, then read: the nodes run their parts of the batch at the same time.
-      for (const std::size_t k : order) {
-        Group& g = groups[k];
-        g.ticket.emplace(
-            g.node->pool->breaker().admit());  // per node: include/ratelimit/redis/README.md "Circuit breaker"
-        if (!*g.ticket) {
-          fail_group(calls, g, detail::circuit_open(g.node->endpoint));
-          continue;
-        }
-        std::optional<BackendError> no_lease;
-        try {
-          g.lease.emplace(g.node->pool->acquire());
-        } catch (const PoolTimeout& e) {  // a busy pool says nothing about the node
-          no_lease = e;
-        } catch (const BackendError& e) {
-          detail::settle(*g.ticket, e);
-          no_lease = e;
-        }
-        if (no_lease) {
-          for (const std::size_t i : g.calls) {
-            calls[i].error = *no_lease;
-            unreachable.emplace_back(i, g.node);
-          }
-          want_refresh = true;
-          continue;
-        }
-        try {
-          for (const std::size_t i : g.calls) send(**g.lease, calls[i], state[i]);
-          (*g.lease)->flush();
-        } catch (const BackendError& e) {
-          detail::settle(*g.ticket, e);
-          fail_group(calls, g, e);
-          want_refresh = true;
-        }
-      }
-      for (Group& g : groups) {
-        if (!g.lease || (*g.lease)->broken()) continue;
-        std::size_t done = 0;
-        try {
-          for (; done < g.calls.size(); ++done) {
-            const std::size_t i = g.calls[done];
-            if (state[i].ask != nullptr) {
-              const Reply ok = (*g.lease)->read_reply();
-              if (ok->type == REDIS_REPLY_ERROR) state[i].asking_refused = std::string(text(*ok));
-            }
-            Reply r = (*g.lease)->read_reply();
-            follow(classify(calls[i], state[i], std::move(r), g.node), i, next, want_refresh);
-          }
-          g.ticket->succeeded();
-        } catch (const BackendError& e) {
-          detail::settle(*g.ticket, e);
-          for (; done < g.calls.size(); ++done) calls[g.calls[done]].error = e;
-          want_refresh = true;
-        }
-      }
-      groups.clear();  // leases back to their pools before a refresh opens connections
-      if (want_refresh) {
-        // Retried when the map (refreshed now, or by another thread meanwhile) names another owner.
-        (void)refresh_now(Refresh::throttled);
-        for (const auto& [i, failed] : unreachable) {
-          if (state[i].ask == nullptr && owner(calls[i].slot) != failed) {
-            calls[i].error.reset();
-            next.push_back(i);
-          }
-        }
-      }
-      std::sort(next.begin(), next.end());  // request order: the earlier call on a key goes first
-      pending = std::move(next);
-    }
+    while (!pending.empty()) pending = run_round(calls, state, pending);
   }
 
-  /// Async calls go through a worker thread that runs them as batches of `execute` (see `RouteWorker`):
-  /// each batch takes one breaker ticket per node, as a sync batch does (include/ratelimit/redis/README.md "Circuit
-  /// breaker").
-  void submit(PipelineOp& op) override { worker_.submit(op); }
+  /// Starts `op` on the master owning `op.slot`, on that node's pipeline, gated per call by its breaker
+  /// as on a `ServerRoute`; `MOVED` and `ASK` replies send it on from its completion, with its deadline.
+  /// While the map has no owner for the slot (or is not loaded yet) the call goes to the router's worker
+  /// thread, which reloads the map first, so `submit` never blocks.
+  void submit(PipelineOp& op) override {
+    check_not_forked();
+    const Forwarding forwarding(*this);
+    if (!forwarding) {
+      const detail::CompletionScope completion;  // only from a completion while the router goes
+      return op.complete(nullptr, BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed"));
+    }
+    Node* node = map_loaded_.load(std::memory_order_acquire) ? owner(op.slot) : nullptr;
+    if (node == nullptr) return worker_.submit(op);
+    send(*new Routed(*this, op), node);
+  }
 
   [[nodiscard]] bool sharded() const noexcept override { return true; }
   [[nodiscard]] const void* domain() const noexcept override { return this; }
   [[nodiscard]] RouteCounters counters() const override {
     RouteCounters c;
-    c.connects = connects();
-    c.dropped_connections = drops();
+    {
+      const std::shared_lock lock(mutex_);
+      for (const auto& node : nodes_) detail::add_counters(c, *node->pool);
+    }
+    c.refused_calls += worker_.refused();
     c.moved_redirections = moved();
     c.ask_redirections = asks();
     c.slot_map_refreshes = refreshes();
-    c.refused_calls = worker_.refused();
-    const std::shared_lock lock(mutex_);
-    for (const auto& node : nodes_) {
-      const BreakerCounters b = node->pool->breaker().counters();
-      c.breaker_opens += b.opens;
-      c.breaker_probes += b.probes;
-    }
     return c;
   }
   [[nodiscard]] ClusterRouter* cluster_router() noexcept override { return this; }
@@ -274,19 +142,9 @@ class ClusterRouter final : public Route {
   /// Reloads of the slot map (`CLUSTER SLOTS`) so far. Thread-safe.
   [[nodiscard]] std::uint64_t refreshes() const noexcept { return refreshes_.load(std::memory_order_relaxed); }
   /// Connections opened so far, summed over the nodes' pools. Thread-safe.
-  [[nodiscard]] std::uint64_t connects() const {
-    const std::shared_lock lock(mutex_);
-    std::uint64_t n = 0;
-    for (const auto& node : nodes_) n += node->pool->connects();
-    return n;
-  }
+  [[nodiscard]] std::uint64_t connects() const { return counters().connects; }
   /// Broken connections dropped so far, summed over the nodes' pools. Thread-safe.
-  [[nodiscard]] std::uint64_t drops() const {
-    const std::shared_lock lock(mutex_);
-    std::uint64_t n = 0;
-    for (const auto& node : nodes_) n += node->pool->drops();
-    return n;
-  }
+  [[nodiscard]] std::uint64_t drops() const { return counters().dropped_connections; }
   /// The options as given. Thread-safe (immutable).
   [[nodiscard]] const ConnectionOptions& options() const noexcept override { return options_; }
   [[nodiscard]] const LimiterOptions& limiter_defaults() const noexcept override { return limiter_defaults_; }
@@ -298,24 +156,68 @@ class ClusterRouter final : public Route {
     std::string endpoint;  // "host:port"
     std::unique_ptr<ConnectionPool> pool;
   };
+  /// A sync call across rounds.
   struct State {
     int tries = 0;        // times sent (or found without an owner)
     Node* ask = nullptr;  // ASK target for the next attempt (with ASKING first)
-    std::string asking_refused;
   };
+  /// The calls of one round going to one node: one gated round trip on its pipeline.
   struct Group {
+    explicit Group(Node* n) noexcept : node(n) {}
     Node* node;
-    std::vector<std::size_t> calls;
-    std::optional<CircuitBreaker<>::Ticket> ticket;  // the node's breaker: settled by the round trip
-    std::optional<ConnectionPool::Lease> lease;
+    std::vector<std::size_t> calls;  // indices into the batch
+    std::vector<RouteCall> parts;    // what is sent, in that order
+    detail::GatedRoundTrip trip;     // not movable: groups live in a deque
   };
-  enum class Outcome { done, done_refresh, again, again_refresh };
-  /// What a classified reply asks of the round loop: call `i` goes again next round, the map is reloaded.
-  static void follow(Outcome o, std::size_t i, std::vector<std::size_t>& next, bool& want_refresh) {
-    if (o == Outcome::again || o == Outcome::again_refresh) next.push_back(i);
-    if (o == Outcome::done_refresh || o == Outcome::again_refresh) want_refresh = true;
-  }
+  /// One round of `execute`.
+  struct Round {
+    std::deque<Group> groups;
+    std::vector<std::pair<std::size_t, Node*>> unreachable;  // nothing sent: may go elsewhere
+    std::vector<std::size_t> next;                           // calls sent again next round
+    bool want_refresh = false;
+  };
+  /// What a reply says of the slot: its owner moved, it is migrating (ASK), or the map is changing.
+  enum class Redirect { none, moved, ask, changing };
   enum class Refresh { initial, forced, throttled };
+
+  /// Held by whoever may send a call on to a node from a completion, so that the nodes outlive it: false
+  /// once the router goes (then nothing is sent).
+  class Forwarding {
+   public:
+    explicit Forwarding(ClusterRouter& r) noexcept : r_(r) {
+      r_.forwarding_.fetch_add(1);
+      ok_ = !r_.closing_.load();
+    }
+    ~Forwarding() { r_.forwarding_.fetch_sub(1); }
+    Forwarding(const Forwarding&) = delete;
+    Forwarding& operator=(const Forwarding&) = delete;
+    explicit operator bool() const noexcept { return ok_; }
+
+   private:
+    ClusterRouter& r_;
+    bool ok_;
+  };
+
+  /// An async call on its way to its slot's master: a `MOVED` or `ASK` reply sends it on from its
+  /// completion (on that node's I/O thread, with its deadline), at most `cluster_max_redirects` times.
+  class Routed final : public detail::Relay {
+   public:
+    Routed(ClusterRouter& router, PipelineOp& call) noexcept : Relay(router, call), router_(router) {}
+    void complete(Reply reply, std::optional<BackendError> error) noexcept override {
+      try {
+        const Forwarding forwarding(router_);
+        if (forwarding && router_.forward(*this, reply, error)) return;
+      } catch (...) {  // std::bad_alloc: the outcome stands
+      }
+      hand_back(std::move(reply), std::move(error));
+    }
+    Node* node = nullptr;  // where it went last
+    int sends = 0;
+    [[nodiscard]] std::uint16_t slot() const noexcept { return call().slot; }
+
+   private:
+    ClusterRouter& router_;
+  };
 
   static ConnectionOptions validated(ConnectionOptions o) {
     auto bad = [](const char* field, const std::string& what) {
@@ -335,11 +237,7 @@ class ClusterRouter final : public Route {
     if (o.cluster_max_redirects < 1 || o.cluster_max_redirects > 100) bad("cluster_max_redirects", "must be in 1..100");
     if (o.cluster_refresh_interval.count() < 0) bad("cluster_refresh_interval", "must be >= 0");
     // The pool checks the remaining connection fields; check them now, not at the first node.
-    ConnectionOptions probe = o;
-    probe.unix_socket.clear();
-    probe.host = o.cluster_nodes.front().host;
-    probe.port = o.cluster_nodes.front().port;
-    (void)ConnectionPool(probe);
+    (void)ConnectionPool(detail::at(o, o.cluster_nodes.front().host, o.cluster_nodes.front().port));
     return o;
   }
 
@@ -364,13 +262,10 @@ class ClusterRouter final : public Route {
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
       if (nodes_[i]->port == port && nodes_[i]->host == host) return {nodes_[i].get(), static_cast<int>(i)};
     }
-    ConnectionOptions o = options_;
-    o.unix_socket.clear();
-    o.host = host;
-    o.port = port;
-    auto node = std::make_unique<Node>(
-        Node{host, port, host + ":" + std::to_string(port),
-             std::make_unique<ConnectionPool>(o, LimiterOptions{}, ConnectionPool::Discovered{})});
+    auto node =
+        std::make_unique<Node>(Node{host, port, host + ":" + std::to_string(port),
+                                    std::make_unique<ConnectionPool>(detail::at(options_, host, port), LimiterOptions{},
+                                                                     ConnectionPool::Discovered{})});
     nodes_.push_back(std::move(node));
     return {nodes_.back().get(), static_cast<int>(nodes_.size() - 1)};
   }
@@ -381,13 +276,114 @@ class ClusterRouter final : public Route {
     return n < 0 ? nullptr : nodes_[static_cast<std::size_t>(n)].get();
   }
 
-  void send(Connection& c, const RouteCall& call, const State& s) {
-    if (s.ask != nullptr) c.append(std::span<const std::string_view>(kAsking));
-    c.append(call.args);
+  BackendError no_map() const {
+    return BackendError(BackendErrorCause::io, "no cluster slot map: " + last_refresh_error());
+  }
+  static BackendError no_owner(std::uint16_t slot) {
+    return BackendError(BackendErrorCause::io, "slot " + std::to_string(slot) + " has no known owner");
+  }
+  BackendError too_many_redirects(std::uint16_t slot) const {
+    return BackendError(BackendErrorCause::protocol, "more than cluster_max_redirects (" +
+                                                         std::to_string(options_.cluster_max_redirects) +
+                                                         ") redirections for slot " + std::to_string(slot));
   }
 
-  static void fail_group(std::span<RouteCall> calls, const Group& g, const BackendError& e) {
-    for (const std::size_t i : g.calls) calls[i].error = e;
+  /// One round of a sync batch: returns the calls to send again.
+  std::vector<std::size_t> run_round(std::span<RouteCall> calls, std::vector<State>& state,
+                                     const std::vector<std::size_t>& pending) {
+    Round round;
+    plan(round, calls, state, pending);
+    send_groups(round, calls, state);
+    round.groups.clear();  // every round trip has ended: no call of this round is queued anywhere
+    if (round.want_refresh) retry_elsewhere(round, calls, state);
+    std::sort(round.next.begin(), round.next.end());  // request order: the earlier call on a key goes first
+    return std::move(round.next);
+  }
+
+  /// Groups the pending calls by node. One call per key in flight: a later call on the key waits for a
+  /// later round, so that a redirection of the earlier one cannot let the later one run first.
+  void plan(Round& round, std::span<RouteCall> calls, std::vector<State>& state,
+            const std::vector<std::size_t>& pending) {
+    std::unordered_set<std::string_view> keys_sent;
+    for (const std::size_t i : pending) {
+      if (!calls[i].key.empty() && !keys_sent.insert(calls[i].key).second) {
+        round.next.push_back(i);
+        continue;
+      }
+      if (state[i].tries++ == options_.cluster_max_redirects + 1) {
+        calls[i].reply.reset();
+        calls[i].error = too_many_redirects(calls[i].slot);
+        continue;
+      }
+      Node* node = state[i].ask != nullptr ? state[i].ask : owner(calls[i].slot);
+      if (node == nullptr) {
+        calls[i].error = no_owner(calls[i].slot);
+        round.unreachable.emplace_back(i, nullptr);  // retried if the refresh names an owner
+        round.want_refresh = true;
+        continue;
+      }
+      auto g =
+          std::find_if(round.groups.begin(), round.groups.end(), [node](const Group& x) { return x.node == node; });
+      if (g == round.groups.end()) {
+        round.groups.emplace_back(node);
+        g = round.groups.end() - 1;
+      }
+      g->calls.push_back(i);
+      RouteCall& part = g->parts.emplace_back();
+      part.args = calls[i].args;
+      part.deadline = calls[i].deadline;
+      part.asking = state[i].ask != nullptr;
+    }
+  }
+
+  /// Starts every group's gated round trip, then waits for them all: the nodes work on their parts at
+  /// once. This caller drives the first node's connection itself when it is idle.
+  void send_groups(Round& round, std::span<RouteCall> calls, std::vector<State>& state) {
+    bool drive = true;
+    for (Group& g : round.groups) {
+      if (g.trip.start(*g.node->pool, g.parts, drive) == detail::Gated::ran) drive = false;
+    }
+    for (Group& g : round.groups) {
+      g.trip.finish();
+      for (std::size_t k = 0; k < g.parts.size(); ++k) take_outcome(round, calls, state, g, k);
+    }
+  }
+
+  /// The outcome of the `k`-th call sent to `g.node`: final, or sent again next round (a redirection).
+  void take_outcome(Round& round, std::span<RouteCall> calls, std::vector<State>& state, Group& g, std::size_t k) {
+    const std::size_t i = g.calls[k];
+    RouteCall& call = calls[i];
+    RouteCall& part = g.parts[k];
+    if (part.error) {  // an open breaker says nothing of the map
+      const bool map_suspect = part.error->cause() != BackendErrorCause::circuit_open;
+      if (map_suspect && !part.sent) round.unreachable.emplace_back(i, g.node);  // may go elsewhere
+      round.want_refresh = round.want_refresh || map_suspect;
+      call.reply.reset();
+      call.error = std::move(part.error);
+      return;
+    }
+    Node* target = nullptr;
+    const Redirect r = redirection(*part.reply, g.node, call.slot, target);
+    state[i].ask = r == Redirect::ask ? target : nullptr;  // ASK is followed once
+    if (r == Redirect::moved || r == Redirect::ask) {
+      round.next.push_back(i);
+    } else {
+      call.reply = std::move(part.reply);
+      call.error.reset();
+    }
+    if (r == Redirect::moved || r == Redirect::changing) round.want_refresh = true;
+  }
+
+  /// Reloads the map (throttled) and sends again next round each call that was not sent when the map (as
+  /// refreshed now, or by another thread meanwhile) names another owner for it.
+  void retry_elsewhere(Round& round, std::span<RouteCall> calls, const std::vector<State>& state) {
+    (void)refresh_now(Refresh::throttled);
+    for (const auto& [i, failed] : round.unreachable) {
+      if (state[i].ask == nullptr && owner(calls[i].slot) != failed) {
+        calls[i].error.reset();
+        round.next.push_back(i);
+      }
+    }
   }
 
   /// "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381": the node named (an empty host means the
@@ -408,35 +404,78 @@ class ClusterRouter final : public Route {
     return node_at(host, port);
   }
 
-  Outcome classify(RouteCall& call, State& s, Reply r, Node* from) {
-    s.ask = nullptr;  // ASK is followed once; a later redirection starts from the map again
-    if (r->type == REDIS_REPLY_ERROR) {
-      const std::string_view msg = text(*r);
-      if (msg.starts_with("MOVED ")) {
-        if (Node* target = redirect_target(msg, from)) {
-          moved_.fetch_add(1, std::memory_order_relaxed);
-          {
-            const std::unique_lock lock(mutex_);
-            const auto [node, index] = find_or_add(target->host, target->port);
-            (void)node;
-            slots_[call.slot] = index;
-          }
-          return Outcome::again_refresh;
-        }
-      } else if (msg.starts_with("ASK ")) {
-        if (Node* target = redirect_target(msg, from)) {
-          asks_.fetch_add(1, std::memory_order_relaxed);
-          s.ask = target;
-          return Outcome::again;
-        }
+  /// What `reply` from `from` says of `slot`: `MOVED` (the map now names `target` as the slot's owner), `ASK`
+  /// (`target` takes this call), `CLUSTERDOWN` or `TRYAGAIN` (the map is probably changing: the caller's
+  /// outcome, but worth a refresh), or none of those.
+  Redirect redirection(const redisReply& reply, const Node* from, std::uint16_t slot, Node*& target) {
+    if (!is_error(reply)) return Redirect::none;
+    const std::string_view msg = text(reply);
+    const bool moved = msg.starts_with("MOVED ");
+    if (moved || msg.starts_with("ASK ")) {
+      target = redirect_target(msg, from);
+      if (target == nullptr) return Redirect::none;
+      if (!moved) {
+        asks_.fetch_add(1, std::memory_order_relaxed);
+        return Redirect::ask;
+      }
+      moved_.fetch_add(1, std::memory_order_relaxed);
+      const std::unique_lock lock(mutex_);
+      slots_[slot] = find_or_add(target->host, target->port).second;
+      return Redirect::moved;
+    }
+    return is_error(reply, "CLUSTERDOWN") || is_error(reply, "TRYAGAIN") ? Redirect::changing : Redirect::none;
+  }
+
+  /// Sends async `r` to `node`, gated per call by the node's breaker.
+  void send(Routed& r, Node* node) {
+    r.node = node;
+    ++r.sends;
+    detail::submit_gated(*node->pool, r);
+  }
+
+  /// From the completion of `r`: sends it on when the reply redirects it (true); else the outcome stands
+  /// (false), a redirection past `cluster_max_redirects` becoming an error. Failures and redirections have
+  /// the map reloaded in the background.
+  bool forward(Routed& r, Reply& reply, std::optional<BackendError>& error) {
+    if (error) {
+      if (error->cause() != BackendErrorCause::circuit_open) refresh_request_.ask(worker_);
+      return false;
+    }
+    Node* target = nullptr;
+    const Redirect d = redirection(*reply, r.node, r.slot(), target);
+    if (d == Redirect::moved || d == Redirect::changing) refresh_request_.ask(worker_);
+    if (d != Redirect::moved && d != Redirect::ask) return false;
+    if (r.sends > options_.cluster_max_redirects) {
+      reply.reset();
+      error = too_many_redirects(r.slot());
+      return false;
+    }
+    r.asking = d == Redirect::ask;
+    send(r, target);
+    return true;
+  }
+
+  /// The worker's batch: a map reload asked for in the background, or async calls whose slot had no known
+  /// owner (or no map yet): the map is reloaded first, then each goes to its owner or fails with why.
+  void on_worker(const std::vector<PipelineOp*>& batch) {
+    std::vector<PipelineOp*> calls;
+    for (PipelineOp* op : batch) {
+      if (op == &refresh_request_) {
+        refresh_request_.taken();
+      } else {
+        calls.push_back(op);
       }
     }
-    // CLUSTERDOWN (a master failed, no replica promoted yet) and TRYAGAIN are the caller's failures, but
-    // the map is probably changing.
-    const bool changing = is_error(*r, "CLUSTERDOWN") || is_error(*r, "TRYAGAIN");
-    call.reply = std::move(r);
-    call.error.reset();
-    return changing ? Outcome::done_refresh : Outcome::done;
+    (void)refresh_now(map_loaded_.load(std::memory_order_acquire) ? Refresh::throttled : Refresh::initial);
+    const bool loaded = map_loaded_.load(std::memory_order_acquire);
+    for (PipelineOp* op : calls) {
+      if (Node* node = loaded ? owner(op->slot) : nullptr) {
+        send(*new Routed(*this, *op), node);
+        continue;
+      }
+      const detail::CompletionScope completion;
+      op->complete(nullptr, loaded ? no_owner(op->slot) : no_map());
+    }
   }
 
   std::string last_refresh_error() const {
@@ -483,11 +522,7 @@ class ClusterRouter final : public Route {
   /// CLUSTER SLOTS from one node: [[start, end, [host, port, id...], replicas...]...]. Slots missing
   /// from the reply keep their old owner (they answer with a redirection or CLUSTERDOWN anyway).
   void load_from(const std::string& host, int port) {
-    ConnectionOptions o = options_;
-    o.unix_socket.clear();
-    o.host = host;
-    o.port = port;
-    Connection c = Connection::open(o);
+    Connection c = Connection::open(detail::at(options_, host, port));
     const Reply r = c.command({"CLUSTER", "SLOTS"});
     if (r->type == REDIS_REPLY_ERROR)
       throw BackendError(BackendErrorCause::reply, "CLUSTER SLOTS: " + std::string(text(*r)));
@@ -525,10 +560,10 @@ class ClusterRouter final : public Route {
     }
   }
 
-  static constexpr std::array<std::string_view, 1> kAsking{"ASKING"};
-
   ConnectionOptions options_;
   LimiterOptions limiter_defaults_{};
+  std::atomic<int> forwarding_{0};  // before the nodes: completions on their threads use these two
+  std::atomic<bool> closing_{false};
   mutable std::shared_mutex mutex_;  // nodes_ and slots_
   std::vector<std::unique_ptr<Node>> nodes_;
   std::array<int, detail::kClusterSlots> slots_{};  // index into nodes_, -1 unknown
@@ -540,7 +575,8 @@ class ClusterRouter final : public Route {
   std::atomic<std::uint64_t> moved_{0};
   std::atomic<std::uint64_t> asks_{0};
   std::atomic<std::uint64_t> refreshes_{0};
-  RouteWorker worker_{*this, options_.max_in_flight};  // last: stopped before the rest goes
+  detail::WorkerRequest refresh_request_;
+  RouteWorker worker_{options_.max_in_flight, [this](const std::vector<PipelineOp*>& b) { on_worker(b); }};
 };
 
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <chrono>
 #include <cstddef>
@@ -46,15 +47,42 @@ inline constexpr bool kTlsAvailable =
     false;
 #endif
 
+/// Appends `args` to `out` as one RESP command (an array of bulk strings).
+inline void append_resp(std::string& out, std::span<const std::string_view> args) {
+  char num[24];
+  auto put_len = [&](char tag, std::size_t n) {
+    out += tag;
+    const auto r = std::to_chars(num, num + sizeof num, n);
+    out.append(num, r.ptr);
+    out += "\r\n";
+  };
+  put_len('*', args.size());
+  for (const std::string_view a : args) {
+    put_len('$', a.size());
+    out.append(a);
+    out += "\r\n";
+  }
+}
+
 namespace detail {
 
-/// Keeps a write to a socket the server has closed from killing the process with SIGPIPE.
-///
-/// hiredis 0.14 writes with write(2), which raises SIGPIPE on a peer-closed socket (Redis closes
-/// connections it refuses: maxclients, a killed client, a shutdown). A library must not install a
-/// process-wide handler, so the calling thread blocks SIGPIPE for the duration of the call, and a
-/// SIGPIPE that the call itself raised is consumed before the mask is restored; the write then fails
-/// with EPIPE, which becomes a BackendError. A SIGPIPE already pending before the call is left alone.
+/// "host:port", or "unix:<path>", of the server of `o` (for error texts).
+inline std::string endpoint(const ConnectionOptions& o) {
+  return o.unix_socket.empty() ? o.host + ":" + std::to_string(o.port) : "unix:" + o.unix_socket;
+}
+
+/// `o` pointed at the server at `host`:`port` (a cluster node, a master a sentinel names).
+inline ConnectionOptions at(ConnectionOptions o, std::string host, int port) {
+  o.unix_socket.clear();
+  o.host = std::move(host);
+  o.port = port;
+  return o;
+}
+
+/// Keeps a write that OpenSSL makes to a socket the server has closed (maxclients, a killed client, a
+/// shutdown) from killing the process with SIGPIPE: a library installs no process-wide handler, so the
+/// thread blocks SIGPIPE during the call and consumes one the call raised (one pending before is left
+/// alone); the write fails with EPIPE instead.
 class SigpipeGuard {
  public:
   SigpipeGuard() noexcept {
@@ -92,15 +120,11 @@ class SigpipeGuard {
 
 }  // namespace detail
 
-/// A blocking hiredis connection (hiredis 0.14 API) with the command timeout set on its socket. With
-/// `ConnectionOptions::tls` the socket that hiredis connected carries TLS (OpenSSL; include/ratelimit/redis/README.md
-/// "TLS"): every byte goes through the TLS session, hiredis only formats commands (`redisFormatCommandArgv`) and parses
-/// replies (its `redisReader`).
-///
-/// Move-only; the context is freed with `redisFree`. After any I/O or protocol failure hiredis's context
-/// is unusable (and a late reply could still arrive), so the connection marks itself broken and the pool
-/// drops it. Error replies (`-ERR ...`) leave it usable. Not thread-safe: one thread at a time (the pool
-/// hands it to one caller).
+/// One connection to a Redis server: hiredis connects (TCP or Unix socket) and parses replies; the bytes
+/// go through the socket itself (`MSG_NOSIGNAL`), or with `ConnectionOptions::tls` through an OpenSSL
+/// session (include/ratelimit/redis/README.md "TLS"). After an I/O or protocol failure it is broken and
+/// never used again (a late reply could still arrive); error replies leave it usable. Move-only; not
+/// thread-safe (one thread at a time).
 class Connection {
  public:
   /// Connects (with TLS: and completes the handshake, verifying the server's certificate and name),
@@ -118,18 +142,18 @@ class Connection {
     if (raw == nullptr) throw BackendError(BackendErrorCause::io, "cannot allocate a hiredis context");
     Connection c(raw);
     if (raw->err != 0) {
-      throw BackendError(cause_of(*raw, saved_errno), "connect to " + endpoint(options) + ": " + raw->errstr);
+      throw BackendError(cause_of(*raw, saved_errno), "connect to " + detail::endpoint(options) + ": " + raw->errstr);
     }
     c.command_timeout_ = options.command_timeout;
     // Until logged in, every wait is a poll bounded by `deadline`. TLS stays non-blocking (its reads wait in
     // poll, so a record trickling in holds no read past the command timeout); plain sockets block again,
     // each read bounded by the command timeout (SO_RCVTIMEO).
-    c.set_nonblocking(true, endpoint(options));
+    c.set_nonblocking(true, detail::endpoint(options));
     if (options.tls.enabled) c.start_tls(options, deadline);
     c.log_in(options, deadline);
-    if (!c.tls()) c.set_nonblocking(false, endpoint(options));
+    if (!c.tls()) c.set_nonblocking(false, detail::endpoint(options));
     if (redisSetTimeout(raw, to_timeval(options.command_timeout)) != REDIS_OK) {
-      throw BackendError(BackendErrorCause::io, "cannot set the command timeout on " + endpoint(options));
+      throw BackendError(BackendErrorCause::io, "cannot set the command timeout on " + detail::endpoint(options));
     }
     return c;
   }
@@ -142,109 +166,30 @@ class Connection {
 
   /// True after an I/O, timeout or protocol failure: the connection must not be used again.
   [[nodiscard]] bool broken() const noexcept { return broken_ || ctx_ == nullptr; }
-  /// Marks the connection unusable (e.g. a reply did not have the promised shape).
-  void mark_broken() noexcept { broken_ = true; }
 
   /// Sends one command and waits for its reply (bounded by the command timeout). Error replies are
   /// returned, not thrown. Throws `BackendError` (io, timeout, protocol) and marks the connection broken.
   Reply command(std::span<const std::string_view> args) {
-    check_usable();
-    if (tls()) {
-      append(args);
-      return read_reply();
+    std::string bytes;
+    append_resp(bytes, args);
+    write_raw(bytes);
+    for (;;) {
+      if (Reply r = next_buffered_reply()) return r;
+      read_some();
     }
-    prepare(args);
-    void* raw = nullptr;
-    int saved_errno = 0;
-    {
-      const detail::SigpipeGuard no_sigpipe;  // the write may meet a socket the server closed
-      raw = redisCommandArgv(ctx_.get(), static_cast<int>(argv_.size()), argv_.data(), lens_.data());
-      saved_errno = errno;
-    }
-    if (raw == nullptr) fail(saved_errno);
-    return Reply(static_cast<redisReply*>(raw));
   }
   Reply command(std::initializer_list<std::string_view> args) {
     return command(std::span<const std::string_view>(args.begin(), args.size()));
   }
 
-  /// Queues one command in the output buffer (pipelining); sent by the next `read_reply`.
-  /// Throws `BackendError` and marks the connection broken on failure.
-  void append(std::span<const std::string_view> args) {
-    check_usable();
-    prepare(args);
-    if (tls()) {
-      append_formatted(pending_);
-      return;
-    }
-    if (redisAppendCommandArgv(ctx_.get(), static_cast<int>(argv_.size()), argv_.data(), lens_.data()) != REDIS_OK) {
-      fail(errno);
-    }
-  }
-
-  /// Writes every queued command to the socket without reading (so several connections can be sent to
-  /// before any is read: their servers then work in parallel). Throws `BackendError` and marks the
-  /// connection broken on failure.
-  void flush() {
-    check_usable();
-    if (tls()) {
-      write_raw(pending_);
-      pending_.clear();
-      return;
-    }
-    int done = 0;
-    while (done == 0) {
-      int status = REDIS_OK;
-      int saved_errno = 0;
-      {
-        const detail::SigpipeGuard no_sigpipe;  // a large batch meets a reset socket on a later write
-        status = redisBufferWrite(ctx_.get(), &done);
-        saved_errno = errno;
-      }
-      if (status != REDIS_OK) fail(saved_errno);
-    }
-  }
-
-  /// Flushes queued commands and reads the next reply, in order (bounded by the command timeout).
-  /// Throws `BackendError` and marks the connection broken on failure.
-  Reply read_reply() {
-    check_usable();
-    if (tls()) {
-      if (!pending_.empty()) flush();
-      for (;;) {
-        if (Reply r = next_buffered_reply()) return r;
-        read_some();
-      }
-    }
-    void* raw = nullptr;
-    int status = REDIS_OK;
-    int saved_errno = 0;
-    {
-      const detail::SigpipeGuard no_sigpipe;  // flushes the queued commands first
-      status = redisGetReply(ctx_.get(), &raw);
-      saved_errno = errno;
-    }
-    if (status != REDIS_OK || raw == nullptr) fail(saved_errno);
-    return Reply(static_cast<redisReply*>(raw));
-  }
-
   /// The socket (for `poll`). Valid while the connection lives.
   [[nodiscard]] int fd() const noexcept { return ctx_ ? ctx_->fd : -1; }
 
-  /// Writes `bytes` (whole RESP commands) to the socket, bypassing hiredis's output buffer: the
-  /// pipelined engine formats its batches itself. `MSG_NOSIGNAL`: a closed peer is EPIPE, not SIGPIPE.
-  /// Bounded by the command timeout. Throws `BackendError` and marks the connection broken on failure.
+  /// Writes `bytes` (whole RESP commands) to the socket within the command timeout. Throws `BackendError`
+  /// and marks the connection broken on failure.
   void write_raw(std::string_view bytes) {
     check_usable();
-    if (tls()) return tls_write(bytes);
-    while (!bytes.empty()) {
-      const ssize_t n = ::send(ctx_->fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        fail_raw(errno, "write");
-      }
-      bytes.remove_prefix(static_cast<std::size_t>(n));
-    }
+    send_within(bytes, Clock::now() + command_timeout_, "write: timed out");
   }
 
   /// Reads what the socket has (waiting up to the command timeout when it has nothing) into the reply
@@ -252,17 +197,7 @@ class Connection {
   /// broken on failure, end of stream or when nothing came within the command timeout.
   void read_some() {
     check_usable();
-    if (tls()) return tls_read();
-    char buf[16 * 1024];
-    for (;;) {
-      const ssize_t n = ::recv(ctx_->fd, buf, sizeof buf, 0);
-      if (n > 0) return feed(buf, static_cast<std::size_t>(n));
-      if (n == 0) {
-        broken_ = true;
-        throw BackendError(BackendErrorCause::io, "server closed the connection");
-      }
-      if (errno != EINTR) fail_raw(errno, "read");
-    }
+    receive(true);
   }
 
   /// The next complete reply among the bytes read so far, or null when none is complete. Throws
@@ -283,15 +218,6 @@ class Connection {
   };
 
   using Clock = std::chrono::steady_clock;
-
-  /// The prepared arguments (`prepare`) as one RESP command, appended to `out`.
-  void append_formatted(std::string& out) {
-    char* cmd = nullptr;
-    const int n = redisFormatCommandArgv(&cmd, static_cast<int>(argv_.size()), argv_.data(), lens_.data());
-    if (n < 0 || cmd == nullptr) throw BackendError(BackendErrorCause::io, "cannot format the command");
-    out.append(cmd, static_cast<std::size_t>(n));
-    redisFreeCommand(cmd);
-  }
 
   void set_nonblocking(bool on, const std::string& where) const {
     const int flags = ::fcntl(ctx_->fd, F_GETFL);
@@ -325,7 +251,7 @@ class Connection {
                                            : exchange({"AUTH", options.user, options.password}, deadline);
       if (r->type == REDIS_REPLY_ERROR) {
         throw BackendError(BackendErrorCause::reply,
-                           "AUTH refused by " + endpoint(options) + ": " + std::string(text(*r)));
+                           "AUTH refused by " + detail::endpoint(options) + ": " + std::string(text(*r)));
       }
     }
     if (options.database != 0) {
@@ -339,19 +265,18 @@ class Connection {
 
   /// One command and its reply on the non-blocking socket, within `deadline` (cause timeout past it).
   Reply exchange(std::initializer_list<std::string_view> args, Clock::time_point deadline) {
-    prepare(std::span<const std::string_view>(args.begin(), args.size()));
     std::string bytes;
-    append_formatted(bytes);
+    append_resp(bytes, std::span<const std::string_view>(args.begin(), args.size()));
     const std::string what = std::string(*args.begin()) + ": no reply within connect_timeout";
     send_within(bytes, deadline, what);
     for (;;) {
       if (Reply r = next_buffered_reply()) return r;
       if (!tls_pending()) await(POLLIN, deadline, what);
-      receive_available();
+      receive(false);
     }
   }
 
-  /// Writes `bytes` on the non-blocking socket within `deadline`.
+  /// Writes `bytes` within `deadline` (`MSG_NOSIGNAL`: a closed peer is EPIPE, not SIGPIPE).
   void send_within(std::string_view bytes, Clock::time_point deadline, const std::string& what) {
     if (tls()) return tls_send(bytes, deadline, what);
     while (!bytes.empty()) {
@@ -366,18 +291,19 @@ class Connection {
     }
   }
 
-  /// Feeds what the non-blocking socket has now (maybe nothing) to the reply parser.
-  void receive_available() {
-    if (tls()) return tls_receive();
+  /// Feeds what the socket has to the reply parser: `wait`, blocking up to the command timeout for it;
+  /// else what it has now (maybe nothing).
+  void receive(bool wait) {
+    if (tls()) return wait ? tls_read() : tls_receive();
     char buf[16 * 1024];
     for (;;) {
-      const ssize_t n = ::recv(ctx_->fd, buf, sizeof buf, MSG_DONTWAIT);
+      const ssize_t n = ::recv(ctx_->fd, buf, sizeof buf, wait ? 0 : MSG_DONTWAIT);
       if (n > 0) return feed(buf, static_cast<std::size_t>(n));
       if (n == 0) {
         broken_ = true;
         throw BackendError(BackendErrorCause::io, "server closed the connection");
       }
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      if (!wait && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
       if (errno != EINTR) fail_raw(errno, "read");
     }
   }
@@ -444,7 +370,7 @@ class Connection {
   /// The TLS handshake on the connected (non-blocking) socket within `deadline`: SNI and name check.
   void start_tls(const ConnectionOptions& o, Clock::time_point deadline) {
     const TlsOptions& t = o.tls;
-    const std::string where = "TLS to " + endpoint(o) + ": ";
+    const std::string where = "TLS to " + detail::endpoint(o) + ": ";
     std::unique_ptr<SSL_CTX, SslCtxDeleter> ctx = tls_context(t, where);
     std::unique_ptr<SSL, SslDeleter> ssl(SSL_new(ctx.get()));
     if (!ssl || SSL_set_fd(ssl.get(), ctx_->fd) != 1) {
@@ -501,9 +427,6 @@ class Connection {
     throw BackendError(BackendErrorCause::io, std::string("TLS ") + what + ": " + detail);
   }
 
-  /// Writes `bytes` within the command timeout (the socket is non-blocking).
-  void tls_write(std::string_view bytes) { tls_send(bytes, Clock::now() + command_timeout_, "write: timed out"); }
-
   void tls_send(std::string_view bytes, Clock::time_point deadline, const std::string& what) {
     while (!bytes.empty()) {
       int r = 0;
@@ -558,7 +481,6 @@ class Connection {
   [[noreturn]] static void start_tls(const ConnectionOptions&, Clock::time_point) {
     throw BackendError(BackendErrorCause::io, "TLS requested, but this build has no TLS (built without OpenSSL)");
   }
-  [[noreturn]] static void tls_write(std::string_view) { throw BackendError(BackendErrorCause::io, "no TLS"); }
   [[noreturn]] static void tls_read() { throw BackendError(BackendErrorCause::io, "no TLS"); }
   [[noreturn]] static void tls_send(std::string_view, Clock::time_point, const std::string&) {
     throw BackendError(BackendErrorCause::io, "no TLS");
@@ -575,10 +497,6 @@ class Connection {
     tv.tv_sec = static_cast<decltype(tv.tv_sec)>(us / 1'000'000);
     tv.tv_usec = static_cast<decltype(tv.tv_usec)>(us % 1'000'000);
     return tv;
-  }
-
-  static std::string endpoint(const ConnectionOptions& o) {
-    return o.unix_socket.empty() ? o.host + ":" + std::to_string(o.port) : "unix:" + o.unix_socket;
   }
 
   /// hiredis reports a socket timeout as an I/O error with EAGAIN (read/write) or ETIMEDOUT (connect).
@@ -601,14 +519,6 @@ class Connection {
     if (broken()) throw BackendError(BackendErrorCause::io, "connection is broken");
   }
 
-  [[noreturn]] void fail(int saved_errno) {
-    broken_ = true;
-    const redisContext& c = *ctx_;
-    if (c.err == 0) throw BackendError(BackendErrorCause::protocol, "no reply");
-    const std::string what = c.err == REDIS_ERR_EOF ? "server closed the connection" : std::string(c.errstr);
-    throw BackendError(cause_of(c, saved_errno), what);
-  }
-
   [[noreturn]] void fail_raw(int saved_errno, const char* what) {
     broken_ = true;
     const bool timed_out = saved_errno == EAGAIN || saved_errno == EWOULDBLOCK;
@@ -617,27 +527,14 @@ class Connection {
                            (timed_out ? std::string() : std::string(std::strerror(saved_errno))));
   }
 
-  void prepare(std::span<const std::string_view> args) {
-    argv_.clear();
-    lens_.clear();
-    for (const std::string_view a : args) {
-      argv_.push_back(a.data());
-      lens_.push_back(a.size());
-    }
-  }
-
   std::unique_ptr<redisContext, ContextDeleter> ctx_;
 #if RATELIMIT_REDIS_WITH_TLS
   // After ctx_: the session goes before the socket closes (SSL_free does not close it).
   std::unique_ptr<SSL_CTX, SslCtxDeleter> tls_ctx_;
   std::unique_ptr<SSL, SslDeleter> ssl_;
 #endif
-  std::string pending_;                           // TLS: commands appended and not yet written
   std::chrono::milliseconds command_timeout_{0};  // TLS: bounds each wait for the socket
   bool broken_ = false;
-  // Reused argument arrays: a pooled connection serves many calls without allocating.
-  std::vector<const char*> argv_;
-  std::vector<std::size_t> lens_;
 };
 
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE

@@ -1,11 +1,8 @@
 #pragma once
 
 /// @file
-/// `Pipeline`: one Redis connection shared by every caller (automatic pipelining). Whatever is queued
-/// when the connection is free goes out in one write; replies are matched in order. Sync callers do the
-/// I/O themselves (flat combining: the caller that finds the connection idle writes and reads, the
-/// others join its batch and are handed their replies); async calls are driven by the connection's I/O
-/// thread, which also runs their completions (include/ratelimit/redis/README.md "Redis engine").
+/// `Pipeline`: one Redis connection shared by every caller (automatic pipelining, flat combining:
+/// include/ratelimit/redis/README.md "Redis engine").
 
 #include <linux/futex.h>
 #include <poll.h>
@@ -15,9 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-
 #include <atomic>
-#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -45,10 +40,11 @@ namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 class PipelineOp;
+class Pipeline;
+struct RouteCall;
 
 namespace detail {
 struct Waiter;
-struct RouteCallOut;
 }  // namespace detail
 
 /// Where an async call goes: a `Pipeline`, or a route's fallback. Implementations are thread-safe.
@@ -75,6 +71,8 @@ class PipelineOp {
   /// When the call fails with cause `timeout` if it has no reply yet (a call not yet written is then
   /// never sent; one already written may still run on the server: its late reply is discarded).
   std::chrono::steady_clock::time_point deadline{};
+  /// Sent right after an `ASKING` (Redis Cluster's ASK redirection), whose reply is discarded.
+  bool asking = false;
 
   PipelineOp() = default;
   PipelineOp(const PipelineOp&) = delete;
@@ -96,8 +94,33 @@ class PipelineOp {
   AsyncSink* sink_ = nullptr;
   Reply reply_;  // the outcome, until the I/O thread runs `complete`
   std::optional<BackendError> error_;
-  detail::RouteCallOut* out_ = nullptr;             // sync calls only: where the outcome goes
+  RouteCall* out_ = nullptr;                        // sync calls only: where the outcome goes
   std::optional<CircuitBreaker<>::Ticket> ticket_;  // async calls: the server's breaker, settled by the outcome
+};
+
+/// One single-key command for `Route::execute`, and its outcome.
+struct RouteCall {
+  /// The slot of the command's key (`detail::key_slot`); a single server ignores it.
+  std::uint16_t slot = 0;
+  /// The command's key when calls on one key must run in request order (empty: no such constraint). Of
+  /// the calls of one `execute` naming the same key, a cluster sends one at a time, after the earlier
+  /// ones have their final reply (a single server's pipeline keeps order anyway). Must outlive `execute`.
+  std::string_view key;
+  /// The command and its arguments; they must outlive `execute`.
+  std::vector<std::string_view> args;
+  /// The call's deadline, kept by every step that sends it (a reload after `NOSCRIPT`, a new master, a
+  /// redirection): it ends by the earlier of this and its pipeline's `command_timeout` from the send.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  /// Out: the final reply (never a redirection; may be another error reply), unless `error` is set.
+  Reply reply;
+  /// Out: why the call got no reply. After a failure once the command was sent (timeout, connection
+  /// lost) the command may still have run: it is never re-sent.
+  std::optional<BackendError> error;
+  /// Out (`Pipeline::execute`): whether the command was written; a call that failed unsent may go
+  /// elsewhere (e.g. to a replica promoted meanwhile).
+  bool sent = false;
+  /// Sent right after an `ASKING` (Redis Cluster's ASK redirection), whose reply is discarded.
+  bool asking = false;
 };
 
 /// Internal access for sinks other than `Pipeline`.
@@ -117,6 +140,7 @@ struct Waiter {
   std::chrono::steady_clock::time_point deadline{};
   std::size_t remaining = 0;  // under the pipeline's lock
   bool drive = false;         // under the lock: handed the connection, this caller does the I/O next
+  bool may_drive = true;      // under the lock: the caller waits here (`Pipeline::wait`), so it may be handed it
 };
 static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t) &&
               std::atomic<std::uint32_t>::is_always_lock_free);
@@ -150,33 +174,21 @@ inline std::uint32_t await_post(Waiter& w, const std::chrono::steady_clock::time
   }
 }
 
-/// Where a sync call's outcome goes.
-struct RouteCallOut {
-  Reply* reply;
-  std::optional<BackendError>* error;
-  bool* sent;
-};
-
-}  // namespace detail
-
-/// Appends `args` to `out` as one RESP command (an array of bulk strings).
-inline void append_resp(std::string& out, std::span<const std::string_view> args) {
-  char num[24];
-  auto put_len = [&](char tag, std::size_t n) {
-    out += tag;
-    const auto r = std::to_chars(num, num + sizeof num, n);
-    out.append(num, r.ptr);
-    out += "\r\n";
+/// A sync caller's calls on one pipeline, from `Pipeline::start` to the end of `Pipeline::wait` (the
+/// pipeline points into it meanwhile: it does not move, and its destruction waits as `wait` does).
+struct SyncCalls {
+  struct Op final : PipelineOp {
+    void complete(Reply, std::optional<BackendError>) noexcept override {}
   };
-  put_len('*', args.size());
-  for (const std::string_view a : args) {
-    put_len('$', a.size());
-    out.append(a);
-    out += "\r\n";
-  }
-}
+  SyncCalls() = default;
+  SyncCalls(const SyncCalls&) = delete;
+  SyncCalls& operator=(const SyncCalls&) = delete;
+  inline ~SyncCalls();
 
-namespace detail {
+  Pipeline* pipeline = nullptr;  // set while calls are queued or unanswered
+  std::unique_ptr<Op[]> ops;
+  Waiter waiter;
+};
 
 /// Bumped in a child after fork(): a pipeline made before it refuses use (its connection and threads
 /// belong to the parent).
@@ -187,6 +199,26 @@ inline std::atomic<unsigned>& fork_generation() noexcept {
   (void)registered;
   return generation;
 }
+
+/// Remembers the process it was made in: a child forked after it must not use what it guards (its
+/// connections and threads are the parent's).
+class ForkCheck {
+ public:
+  [[nodiscard]] bool forked() const noexcept {
+    return fork_generation().load(std::memory_order_relaxed) != generation_;
+  }
+  /// Throws `std::logic_error` in such a child.
+  void check() const {
+    if (forked()) {
+      throw std::logic_error(
+          "ratelimit: a Redis limiter, pool or route made before fork() is used in the child; make a new one in "
+          "the child (include/ratelimit/redis/README.md \"Redis engine\", fork)");
+    }
+  }
+
+ private:
+  unsigned generation_ = fork_generation().load(std::memory_order_relaxed);
+};
 
 /// True on a pipeline's I/O thread (where async completions run): a blocking call there would wait
 /// for the thread that is waiting.
@@ -210,25 +242,17 @@ class CompletionScope {
 
 }  // namespace detail
 
-/// One connection to one Redis server, shared by any number of callers (include/ratelimit/redis/README.md "Redis
-/// engine").
-///
-/// Sync `execute`: the caller queues its commands; if nobody is doing I/O it writes everything queued
-/// (its own and others') in one write and reads replies until its own have come, then hands the
-/// connection to the next waiting caller (or to the I/O thread for async calls). A caller that finds the
-/// connection busy waits; its commands go in the next write. No timer, no thread hop when idle.
-///
-/// Async `submit`: queued the same way; when the connection is idle the I/O thread (started on first
-/// need) drives it. Completions of async calls always run on the I/O thread, one at a time, in reply
-/// order; a completion must not block (a sync call from it throws `std::logic_error`).
+/// One connection to one Redis server, shared by any number of callers (include/ratelimit/redis/README.md
+/// "Redis engine"): whatever is queued when the connection is free goes out in one write, replies are
+/// matched in order. A sync caller that finds it idle does the I/O itself (no thread hop) and hands it on
+/// when its own replies came; async calls are driven by the I/O thread (started on first need), which
+/// runs their completions one at a time, in reply order.
 ///
 /// Faults: a write or read failure, or no byte for `command_timeout` while replies are due, breaks the
-/// connection: every call written and unanswered fails (it may have run; it is never re-sent), calls
-/// still queued go on a new connection (opened by the next write, with the pool's backoff, on a thread of
-/// its own: a caller waits for it until its deadline, the connect goes on for later calls). At most
-/// `max_in_flight` commands are queued or unanswered; a submission beyond fails at once (cause timeout,
-/// "queue full"). Destruction fails every unanswered call (cause io) and runs its completion before it
-/// returns. Thread-safe; not usable in a child process after fork (throws `std::logic_error`).
+/// connection: the calls written and unanswered fail (they may have run: never re-sent), queued ones go on
+/// a new connection. At most `max_in_flight` commands are queued or unanswered; a submission beyond fails
+/// at once (cause timeout, "queue full"). Destruction fails every unanswered call (cause io) and runs its
+/// completion before it returns. Thread-safe; throws `std::logic_error` in a child process after fork.
 class Pipeline final : public AsyncSink {
  public:
   /// Opens a connection (throws `BackendError`); called with no lock held, by the caller that writes.
@@ -242,14 +266,13 @@ class Pipeline final : public AsyncSink {
       : open_(std::move(open)),
         dropped_(std::move(dropped)),
         command_timeout_(command_timeout),
-        max_in_flight_(max_in_flight),
-        generation_(detail::fork_generation().load(std::memory_order_relaxed)) {}
+        max_in_flight_(max_in_flight) {}
 
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
 
   ~Pipeline() {
-    if (forked()) {
+    if (fork_.forked()) {
       // A child's copy: the parent's threads do not exist here. Leave everything (the fds close at exit).
       // Its condition variable may count the parent's waiting I/O thread: destroying it would wait forever.
       (void)conn_.release();
@@ -276,53 +299,66 @@ class Pipeline final : public AsyncSink {
   /// queued (`max_in_flight` commands outstanding, or shutting down): each has that error, and the server
   /// was not asked. Never throws `BackendError`; throws `std::logic_error` from an async completion or in a
   /// forked child.
-  template <class Call>
-  bool execute(std::span<Call> calls) {
+  bool execute(std::span<RouteCall> calls) {
     if (calls.empty()) return true;
+    detail::SyncCalls batch;
+    if (!start(calls, batch)) return false;
+    wait(batch);
+    return true;
+  }
+
+  /// The first half of `execute`: queues `calls` into `batch` and returns without waiting, so that one
+  /// caller can have calls on several pipelines (a Redis Cluster batch's nodes) in flight at once; `wait`
+  /// is the second half. `drive`: this caller may write and read itself once it waits; false hands an idle
+  /// connection to the I/O thread at once. Returns false as `execute` does (nothing to wait for then).
+  bool start(std::span<RouteCall> calls, detail::SyncCalls& batch, bool drive = true) {
+    if (calls.empty()) return false;
     if (detail::on_io_thread()) {
       throw std::logic_error("ratelimit: a blocking Redis call from an async completion (use the async API there)");
     }
-    check_not_forked();
-    struct SyncOp final : PipelineOp {
-      void complete(Reply, std::optional<BackendError>) noexcept override {}
-    };
-    std::vector<SyncOp> ops(calls.size());
-    detail::Waiter waiter;
+    fork_.check();
     auto deadline = std::chrono::steady_clock::now() + command_timeout_;
-    if constexpr (requires(const Call& c) { c.deadline; }) {
-      for (const Call& c : calls) deadline = std::min(deadline, c.deadline);  // the caller's, when earlier
-    }
-    waiter.deadline = deadline;
-    std::vector<detail::RouteCallOut> outs(calls.size());
+    for (const RouteCall& c : calls) deadline = std::min(deadline, c.deadline);  // the caller's, when earlier
+    batch.waiter.deadline = deadline;
+    batch.ops = std::make_unique<detail::SyncCalls::Op[]>(calls.size());
     for (std::size_t i = 0; i < calls.size(); ++i) {
-      ops[i].deadline = deadline;
-      outs[i] = detail::RouteCallOut{&calls[i].reply, &calls[i].error, &calls[i].sent};
+      batch.ops[i].deadline = deadline;
+      batch.ops[i].asking = calls[i].asking;
       calls[i].sent = false;
-      ops[i].out_ = &outs[i];
-      ops[i].waiter_ = &waiter;
-      append_resp(ops[i].command, std::span<const std::string_view>(calls[i].args));  // outside the lock
+      batch.ops[i].out_ = &calls[i];
+      batch.ops[i].waiter_ = &batch.waiter;
+      append_resp(batch.ops[i].command, std::span<const std::string_view>(calls[i].args));  // outside the lock
     }
-    std::unique_lock lock(mutex_);
+    const std::lock_guard lock(mutex_);
     if (stopping_ || queued_.size() + inflight_.size() >= max_in_flight_) {
       if (!stopping_) refused_.fetch_add(1, std::memory_order_relaxed);
       const BackendError e = refusal();
-      lock.unlock();
-      for (Call& c : calls) {
+      for (RouteCall& c : calls) {
         c.reply.reset();
         c.error = e;
       }
       return false;
     }
-    waiter.remaining = calls.size();
-    for (SyncOp& op : ops) queued_.push_back(&op);
+    batch.pipeline = this;
+    batch.waiter.remaining = calls.size();
+    batch.waiter.may_drive = drive;
+    for (std::size_t i = 0; i < calls.size(); ++i) queued_.push_back(&batch.ops[i]);
     update_load();
-    if (!driving_) {
+    if (!driving_ && drive) {
       driving_ = true;
-      waiter.drive = true;
+      batch.waiter.drive = true;
+    } else if (!driving_) {
+      drive_on_io_thread();
     }
-    // Waits until a driver finished every call (kDone), or handed this caller the connection, or the
-    // deadline passed: then the calls not yet answered fail (timeout) and are withdrawn, so no wait
-    // outlasts its deadline (include/ratelimit/redis/README.md "Redis engine").
+    return true;
+  }
+
+  /// Waits until every call of `batch` (queued by `start` on this pipeline) has its outcome, driving the connection
+  /// when it is handed to this caller; by the deadline the calls not yet answered fail (timeout) and are withdrawn.
+  void wait(detail::SyncCalls& batch) {
+    detail::Waiter& waiter = batch.waiter;
+    std::unique_lock lock(mutex_);
+    waiter.may_drive = true;
     bool timed_out = false;
     for (;;) {  // lock held
       if (waiter.drive) {
@@ -331,11 +367,15 @@ class Pipeline final : public AsyncSink {
         drive(lock, &waiter);
         continue;
       }
-      if (timed_out && waiter.remaining > 0) withdraw(waiter);
+      if (timed_out && waiter.remaining > 0)
+        time_out([&](const PipelineOp& op) { return op.waiter_ == &waiter; }, nullptr);
       const bool finished = waiter.remaining == 0;  // only its post is due (or done)
       unlock_posting(lock);
-      const std::uint32_t s = detail::await_post(waiter, finished ? nullptr : &deadline);
-      if (s == detail::Waiter::kDone) return true;
+      const std::uint32_t s = detail::await_post(waiter, finished ? nullptr : &waiter.deadline);
+      if (s == detail::Waiter::kDone) {
+        batch.pipeline = nullptr;
+        return;
+      }
       timed_out = s == detail::Waiter::kWaiting;
       lock.lock();
     }
@@ -344,7 +384,7 @@ class Pipeline final : public AsyncSink {
   /// Starts `op` (its `command` and `deadline` set); never blocks. `op.complete` runs exactly once per
   /// submission on this pipeline's I/O thread. Throws `std::logic_error` in a forked child.
   void submit(PipelineOp& op) override {
-    check_not_forked();
+    fork_.check();
     op.sink_ = this;
     op.waiter_ = nullptr;
     const std::lock_guard lock(mutex_);
@@ -360,29 +400,23 @@ class Pipeline final : public AsyncSink {
     queued_.push_back(&op);
     update_load();
     if (!driving_) {
-      driving_ = true;
-      io_drive_ = true;
-      wake_io();
+      drive_on_io_thread();
     } else if (connecting_) {
       connect_cv_->notify_all();  // the driver waiting for the connect takes up this call's deadline
     }
   }
 
-  /// As `submit`, under `ticket` of the server's circuit breaker (include/ratelimit/redis/README.md "Circuit breaker"),
-  /// settled by the call's outcome before its completion runs: a reply (error replies too) succeeds; no reply once
-  /// written (timeout, connection lost), a failed connect, or a deadline passing while queued behind replies that do
-  /// not come, fails; a call otherwise never sent (queue full, destruction) gives no verdict (an unsent probe lets the
-  /// next call probe).
+  /// As `submit`, under `ticket` of the server's circuit breaker, settled by the call's outcome before its
+  /// completion runs (include/ratelimit/redis/README.md "Circuit breaker" says which outcome counts how).
   void submit(PipelineOp& op, CircuitBreaker<>::Ticket ticket) {
     op.ticket_.emplace(std::move(ticket));
     submit(op);
   }
 
   /// Completes `op` with `error` on this pipeline's I/O thread without sending it (e.g. a call the circuit
-  /// breaker refused: no I/O, and the completion still runs where every async completion runs). Throws
-  /// `std::logic_error` in a forked child.
+  /// breaker refused). Throws `std::logic_error` in a forked child.
   void reject(PipelineOp& op, BackendError error) {
-    check_not_forked();
+    fork_.check();
     op.sink_ = this;
     op.waiter_ = nullptr;
     op.ticket_.reset();
@@ -401,16 +435,6 @@ class Pipeline final : public AsyncSink {
   [[nodiscard]] std::uint64_t writes() const noexcept { return writes_.load(std::memory_order_relaxed); }
 
  private:
-  [[nodiscard]] bool forked() const noexcept {
-    return detail::fork_generation().load(std::memory_order_relaxed) != generation_;
-  }
-  void check_not_forked() const {
-    if (forked()) {
-      throw std::logic_error(
-          "ratelimit: a Redis limiter or pool made before fork() is used in the child; "
-          "make a new one in the child (include/ratelimit/redis/README.md \"Redis engine\", fork)");
-    }
-  }
   [[nodiscard]] BackendError refusal() const {
     return stopping_ ? BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed")
                      : BackendError(BackendErrorCause::timeout, "queue full: max_in_flight commands outstanding");
@@ -448,8 +472,8 @@ class Pipeline final : public AsyncSink {
       op->ticket_.reset();
     }
     if (op->waiter_ != nullptr) {
-      *op->out_->reply = std::move(reply);
-      *op->out_->error = std::move(error);
+      op->out_->reply = std::move(reply);
+      op->out_->error = std::move(error);
       if (--op->waiter_->remaining == 0) posts_.push_back(op->waiter_);
       return;
     }
@@ -477,32 +501,6 @@ class Pipeline final : public AsyncSink {
     batch.clear();
   }
 
-  // Lock held. The deadline of `w` passed: its calls not yet answered fail with cause timeout, the
-  // queued ones never sent, the written ones leaving a hole whose reply is discarded.
-  void withdraw(detail::Waiter& w) {
-    auto fail = [](PipelineOp* op, const char* why) {
-      op->out_->reply->reset();
-      *op->out_->error = BackendError(BackendErrorCause::timeout, why);
-    };
-    for (auto it = queued_.begin(); it != queued_.end();) {
-      if ((*it)->waiter_ == &w) {
-        fail(*it, "deadline passed before the call was sent");
-        it = queued_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    for (PipelineOp*& op : inflight_) {
-      if (op != nullptr && op->waiter_ == &w) {
-        fail(op, "no reply before the call's deadline");
-        op = nullptr;
-      }
-    }
-    w.remaining = 0;
-    w.state.store(detail::Waiter::kDone, std::memory_order_relaxed);
-    update_load();
-  }
-
   // Lock held. Fails every queued (never sent) and unanswered call with `e`.
   void fail_all(const BackendError& e, std::vector<PipelineOp*>* ready = nullptr) {
     for (PipelineOp* op : inflight_) {
@@ -528,26 +526,22 @@ class Pipeline final : public AsyncSink {
     }
   }
 
-  // Lock held. Calls past their deadline fail: queued ones are dropped unsent; unanswered ones leave a
-  // hole in `inflight_` whose reply is discarded.
-  void expire(std::chrono::steady_clock::time_point now, std::vector<PipelineOp*>* ready) {
-    // Unsent behind replies that did not come, or behind a connect that did not end: the server's fault (a
-    // sync caller's ticket counts it too).
+  // Lock held. The calls `due` picks fail with cause timeout: queued ones are dropped unsent, written ones
+  // leave a hole in `inflight_` whose reply is discarded.
+  template <class Due>
+  void time_out(Due due, std::vector<PipelineOp*>* ready) {
+    // Unsent behind replies that did not come, or behind a connect that did not end: the server's fault.
     const Verdict unsent = inflight_.empty() && !connecting_ ? Verdict::none : Verdict::failed;
-    for (auto it = queued_.begin(); it != queued_.end();) {
-      if ((*it)->deadline <= now) {
-        finish(*it, nullptr, BackendError(BackendErrorCause::timeout, "deadline passed before the call was sent"),
-               ready, unsent);
-        it = queued_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    std::erase_if(queued_, [&](PipelineOp* op) {
+      if (!due(*op)) return false;
+      finish(op, nullptr, BackendError(BackendErrorCause::timeout, "deadline passed before the call was sent"), ready,
+             unsent);
+      return true;
+    });
     for (PipelineOp*& op : inflight_) {
-      if (op != nullptr && op->deadline <= now) {
-        finish(op, nullptr, BackendError(BackendErrorCause::timeout, "no reply before the call's deadline"), ready,
-               Verdict::failed);
-        op = nullptr;
+      if (op != nullptr && due(*op)) {
+        finish(std::exchange(op, nullptr), nullptr,
+               BackendError(BackendErrorCause::timeout, "no reply before the call's deadline"), ready, Verdict::failed);
       }
     }
     update_load();
@@ -558,15 +552,13 @@ class Pipeline final : public AsyncSink {
   void drive(std::unique_lock<std::mutex>& lock, detail::Waiter* self) {
     std::vector<PipelineOp*> ready;  // I/O thread: completions to run outside the lock
     std::vector<PipelineOp*>* const ready_ptr = self == nullptr ? &ready : nullptr;
-    std::string out;
-    std::vector<Reply> replies;
     for (;;) {
       if (stopping_) {
         fail_all(BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed"), ready_ptr);
         if (ready.empty()) break;
       }
-      auto now = std::chrono::steady_clock::now();
-      expire(now, ready_ptr);
+      const auto now = std::chrono::steady_clock::now();
+      time_out([now](const PipelineOp& op) { return op.deadline <= now; }, ready_ptr);
       if (self == nullptr && !completions_.empty()) {  // e.g. refused calls: answered now, not after this drive
         ready.insert(ready.end(), completions_.begin(), completions_.end());
         completions_.clear();
@@ -580,103 +572,117 @@ class Pipeline final : public AsyncSink {
           await_connect(lock, self);
           continue;  // connected or not, calls may have expired or joined meanwhile
         }
-        out.clear();
-        if (inflight_.empty()) last_progress_ = now;
-        for (PipelineOp* op : queued_) {
-          out += op->command;
-          inflight_.push_back(op);
-          if (op->out_ != nullptr) *op->out_->sent = true;
-        }
-        queued_.clear();
-        Connection* c = conn_.get();
-        unlock_posting(lock);  // wakes the callers answered by the last read before writing
-        std::optional<BackendError> failed;
-        try {
-          c->write_raw(out);
-        } catch (const BackendError& e) {
-          failed = e;
-        }
-        writes_.fetch_add(1, std::memory_order_relaxed);
-        lock.lock();
-        if (failed) {
-          break_connection(*failed, ready_ptr);
-          continue;
-        }
+        if (!write_queued(lock, ready_ptr)) continue;
       }
       if (self != nullptr && self->remaining == 0) break;
       if (inflight_.empty()) {
         if (queued_.empty()) break;
         continue;
       }
-      // Read what is due: the I/O thread waits in poll (deadlines, destruction wake it); a sync caller
-      // blocks in recv (the socket's timeout is command_timeout), or in poll until its own deadline when
-      // that comes sooner (it waited for the connection).
-      Connection* c = conn_.get();
-      const auto stall_at = last_progress_ + command_timeout_;
-      auto wait_until = stall_at;
-      bool poll_first = self == nullptr;
-      if (self == nullptr) {
-        for (const PipelineOp* op : inflight_) {
-          if (op != nullptr && op->deadline < wait_until) wait_until = op->deadline;
-        }
-        for (const PipelineOp* op : queued_) {
-          if (op->deadline < wait_until) wait_until = op->deadline;
-        }
-      } else if (self->deadline < now + command_timeout_ - kReadSlack) {
-        poll_first = true;
-        wait_until = std::min(wait_until, self->deadline);
-      }
-      unlock_posting(lock);
-      std::optional<BackendError> failed;
-      bool readable = true;
-      try {
-        if (poll_first) readable = wait_readable(*c, wait_until, self == nullptr);
-        if (readable) {
-          c->read_some();
-          while (Reply r = c->next_buffered_reply()) replies.push_back(std::move(r));
-        }
-      } catch (const BackendError& e) {
-        failed = e;
-      }
-      lock.lock();
-      now = std::chrono::steady_clock::now();
-      if (failed) {
-        replies.clear();
-        break_connection(*failed, ready_ptr);
-        continue;
-      }
-      if (!replies.empty()) last_progress_ = now;
-      for (Reply& r : replies) {
-        if (inflight_.empty()) {
-          // More replies than commands: the stream is out of step.
-          break_connection(BackendError(BackendErrorCause::protocol, "unexpected reply"), ready_ptr);
-          break;
-        }
-        PipelineOp* op = inflight_.front();
-        inflight_.pop_front();
-        if (op != nullptr) finish(op, std::move(r), std::nullopt, ready_ptr, Verdict::succeeded);
-      }
-      replies.clear();
-      update_load();
-      if (!inflight_.empty() && now >= stall_at && last_progress_ + command_timeout_ <= now) {
-        break_connection(BackendError(BackendErrorCause::timeout, "no reply within command_timeout"), ready_ptr);
-      }
+      read_due(lock, self, ready_ptr);
     }
     hand_off(self);
   }
 
+  // Lock held on entry and exit (released for the write). Writes every queued call in one write; false
+  // when the write failed (the connection is broken).
+  bool write_queued(std::unique_lock<std::mutex>& lock, std::vector<PipelineOp*>* ready) {
+    out_.clear();
+    if (inflight_.empty()) last_progress_ = std::chrono::steady_clock::now();
+    for (PipelineOp* op : queued_) {
+      if (op->asking) {
+        out_ += "*1\r\n$6\r\nASKING\r\n";
+        inflight_.push_back(nullptr);  // a hole: its reply is discarded
+      }
+      out_ += op->command;
+      inflight_.push_back(op);
+      if (op->out_ != nullptr) op->out_->sent = true;
+    }
+    queued_.clear();
+    Connection* c = conn_.get();
+    unlock_posting(lock);  // wakes the callers answered by the last read before writing
+    std::optional<BackendError> failed;
+    try {
+      c->write_raw(out_);
+    } catch (const BackendError& e) {
+      failed = e;
+    }
+    writes_.fetch_add(1, std::memory_order_relaxed);
+    lock.lock();
+    if (failed) break_connection(*failed, ready);
+    return !failed;
+  }
+
+  // Lock held on entry and exit (released for the read). Reads what is due and hands the replies out: the
+  // I/O thread waits in poll (deadlines, destruction wake it); a sync caller blocks in recv (the socket's
+  // timeout is command_timeout), or in poll until its own deadline when that comes sooner.
+  void read_due(std::unique_lock<std::mutex>& lock, detail::Waiter* self, std::vector<PipelineOp*>* ready) {
+    Connection* c = conn_.get();
+    const auto stall_at = last_progress_ + command_timeout_;
+    auto wait_until = stall_at;
+    bool poll_first = self == nullptr;
+    if (self == nullptr) {
+      wait_until = std::min(wait_until, nearest_deadline(true));
+    } else if (self->deadline < std::chrono::steady_clock::now() + command_timeout_ - kReadSlack) {
+      poll_first = true;
+      wait_until = std::min(wait_until, self->deadline);
+    }
+    unlock_posting(lock);
+    std::optional<BackendError> failed;
+    try {
+      if (!poll_first || wait_readable(*c, wait_until, self == nullptr)) {
+        c->read_some();
+        while (Reply r = c->next_buffered_reply()) replies_.push_back(std::move(r));
+      }
+    } catch (const BackendError& e) {
+      failed = e;
+    }
+    lock.lock();
+    const auto now = std::chrono::steady_clock::now();
+    if (failed) {
+      replies_.clear();
+      return break_connection(*failed, ready);
+    }
+    if (!replies_.empty()) last_progress_ = now;
+    hand_out_replies(ready);
+    if (!inflight_.empty() && now >= stall_at && last_progress_ + command_timeout_ <= now) {
+      break_connection(BackendError(BackendErrorCause::timeout, "no reply within command_timeout"), ready);
+    }
+  }
+
+  // Lock held. Matches the replies read to the calls written, in order.
+  void hand_out_replies(std::vector<PipelineOp*>* ready) {
+    for (Reply& r : replies_) {
+      if (inflight_.empty()) {  // more replies than commands: the stream is out of step
+        break_connection(BackendError(BackendErrorCause::protocol, "unexpected reply"), ready);
+        break;
+      }
+      PipelineOp* op = inflight_.front();
+      inflight_.pop_front();
+      if (op != nullptr) finish(op, std::move(r), std::nullopt, ready, Verdict::succeeded);
+    }
+    replies_.clear();
+    update_load();
+  }
+
+  // Lock held. The nearest deadline of the calls queued (and, `inflight`, of those written).
+  [[nodiscard]] std::chrono::steady_clock::time_point nearest_deadline(bool inflight) const {
+    auto until = std::chrono::steady_clock::time_point::max();
+    for (const PipelineOp* op : queued_) until = std::min(until, op->deadline);
+    if (inflight) {
+      for (const PipelineOp* op : inflight_) {
+        if (op != nullptr) until = std::min(until, op->deadline);
+      }
+    }
+    return until;
+  }
+
   // Lock held; no connection. Starts a connect unless one runs, then waits for it until the driver's
-  // deadline (`self`'s, or for the I/O thread the nearest queued call's), so that no wait for a connect
-  // outlasts a call's deadline: the connect goes on without the calls that left (include/ratelimit/redis/README.md
-  // "Redis engine").
+  // deadline (`self`'s, or for the I/O thread the nearest queued call's): the connect goes on without the
+  // calls that left.
   void await_connect(std::unique_lock<std::mutex>& lock, detail::Waiter* self) {
     if (!connecting_) start_connect();
-    auto until = std::chrono::steady_clock::time_point::max();
-    if (self != nullptr) {
-      until = self->deadline;
-    } else {
-      for (const PipelineOp* op : queued_) until = std::min(until, op->deadline);
-    }
+    const auto until = self != nullptr ? self->deadline : nearest_deadline(false);
     connect_cv_->wait_until(lock, until,
                             [&] { return !connecting_ || stopping_ || (self == nullptr && !completions_.empty()); });
   }
@@ -703,12 +709,7 @@ class Pipeline final : public AsyncSink {
       } else {
         conn_ = std::move(c);
         // Calls queued after every driver left: the I/O thread writes them.
-        if (!driving_ && !queued_.empty() && !stopping_) {
-          driving_ = true;
-          io_drive_ = true;
-          start_io_thread();
-          wake_io();
-        }
+        if (!driving_ && !queued_.empty() && !stopping_) drive_on_io_thread();
       }
       connect_cv_->notify_all();
       unlock_posting(lock);
@@ -738,7 +739,8 @@ class Pipeline final : public AsyncSink {
     }
     auto pick = [self](const std::deque<PipelineOp*>& q) -> detail::Waiter* {
       for (PipelineOp* op : q) {
-        if (op != nullptr && op->waiter_ != nullptr && op->waiter_ != self && op->waiter_->remaining > 0) {
+        const detail::Waiter* w = op != nullptr ? op->waiter_ : nullptr;
+        if (w != nullptr && w != self && w->remaining > 0 && w->may_drive) {
           return op->waiter_;
         }
       }
@@ -752,11 +754,17 @@ class Pipeline final : public AsyncSink {
       return;
     }
     if (self == nullptr) {
-      io_drive_ = true;  // the I/O thread goes on (only abandoned replies are due)
-      return;
+      io_drive_ = true;  // the I/O thread goes on (only async or abandoned replies are due)
+    } else {
+      drive_on_io_thread();
     }
-    start_io_thread();
+  }
+
+  // Lock held; the driver role is free or this thread's. The I/O thread takes the connection.
+  void drive_on_io_thread() {
+    driving_ = true;
     io_drive_ = true;
+    start_io_thread();
     wake_io();
   }
 
@@ -807,7 +815,7 @@ class Pipeline final : public AsyncSink {
   DropCounter dropped_;
   const std::chrono::milliseconds command_timeout_;
   const std::size_t max_in_flight_;
-  const unsigned generation_;
+  const detail::ForkCheck fork_;
   // A sync driver whose deadline is nearer than the socket's timeout by more than this polls first.
   static constexpr std::chrono::milliseconds kReadSlack{2};
 
@@ -816,6 +824,8 @@ class Pipeline final : public AsyncSink {
   std::deque<PipelineOp*> inflight_;  // written, replies due in this order (null: abandoned at its deadline)
   std::deque<PipelineOp*> completions_;  // async outcomes for the I/O thread
   std::vector<detail::Waiter*> posts_;   // sync callers finished, woken when the lock is released
+  std::string out_;                      // the driver's: the batch it writes
+  std::vector<Reply> replies_;           // the driver's: the replies it read
   std::unique_ptr<Connection> conn_;
   std::chrono::steady_clock::time_point last_progress_{};
   bool driving_ = false;  // someone holds the driver role (or it was handed to a waiter / the I/O thread)
@@ -831,6 +841,10 @@ class Pipeline final : public AsyncSink {
   std::atomic<std::uint64_t> refused_{0};
   std::atomic<std::uint64_t> writes_{0};
 };
+
+inline detail::SyncCalls::~SyncCalls() {
+  if (pipeline != nullptr) pipeline->wait(*this);
+}
 
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

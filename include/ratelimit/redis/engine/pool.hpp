@@ -38,13 +38,10 @@ class PoolTimeout : public BackendError {
 };
 
 /// Connections to one Redis server, opened lazily: up to `pool_size` shared pipelined ones (`pipeline()`,
-/// what the limiter uses: include/ratelimit/redis/README.md "Redis engine"), the next opened only when those before it
-/// are deeply pipelined, and up to `pool_size` exclusive ones (`acquire()`).
-///
-/// `acquire()` lends a connection through a `Lease` that gives it back when destroyed; a connection that
-/// broke is dropped instead and re-made by a later `acquire`. After a failed connect, new connects wait
-/// (backoff from `reconnect_backoff_min`, doubling up to `reconnect_backoff_max`) and `acquire` fails at
-/// once meanwhile. Thread-safe; nothing here blocks longer than `connect_timeout` or `command_timeout`.
+/// what the routes use: include/ratelimit/redis/README.md "Redis engine"), and up to `pool_size` exclusive
+/// ones lent by `acquire()`. After a failed connect, new connects wait (backoff from
+/// `reconnect_backoff_min`, doubling up to `reconnect_backoff_max`) and fail at once meanwhile. Thread-safe;
+/// nothing here blocks longer than `connect_timeout` or `command_timeout`.
 class ConnectionPool {
  public:
   /// Validates `options`; connects nothing yet (Redis may be down at start).
@@ -99,9 +96,7 @@ class ConnectionPool {
   /// connecting fails or is backing off, `PoolTimeout` (timeout) when no connection came free in time;
   /// `std::logic_error` in a process forked after the pool was made (its connections are the parent's).
   Lease acquire() {
-    if (detail::fork_generation().load(std::memory_order_relaxed) != generation_) {
-      throw std::logic_error("ratelimit: a Redis pool made before fork() is used in the child; make a new one");
-    }
+    fork_.check();
     std::unique_lock lock(mutex_);
     if (waiters_.empty()) {
       if (!idle_.empty()) {
@@ -320,7 +315,7 @@ class ConnectionPool {
   ConnectionOptions options_;
   LimiterOptions limiter_defaults_{};
   CircuitBreaker<> breaker_{options_.breaker};
-  const unsigned generation_ = detail::fork_generation().load(std::memory_order_relaxed);
+  const detail::ForkCheck fork_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Waiter*> waiters_;  // in arrival order

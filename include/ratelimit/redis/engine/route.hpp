@@ -37,29 +37,6 @@ inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 class ClusterRouter;
 
-/// One single-key command for `Route::execute`, and its outcome.
-struct RouteCall {
-  /// The slot of the command's key (`detail::key_slot`); a single server ignores it.
-  std::uint16_t slot = 0;
-  /// The command's key when calls on one key must run in request order (empty: no such constraint). Of
-  /// the calls of one `execute` naming the same key, a cluster sends one at a time, after the earlier
-  /// ones have their final reply (a single server's pipeline keeps order anyway). Must outlive `execute`.
-  std::string_view key;
-  /// The command and its arguments; they must outlive `execute`.
-  std::vector<std::string_view> args;
-  /// The call's deadline, kept by every step that sends it (a reload after `NOSCRIPT`, a new master, a
-  /// redirection): it ends by the earlier of this and its pipeline's `command_timeout` from the send.
-  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
-  /// Out: the final reply (never a redirection; may be another error reply), unless `error` is set.
-  Reply reply;
-  /// Out: why the call got no reply. After a failure once the command was sent (timeout, connection
-  /// lost) the command may still have run: it is never re-sent.
-  std::optional<BackendError> error;
-  /// Out (`Pipeline::execute`): whether the command was written; a call that failed unsent may go
-  /// elsewhere (e.g. to a replica promoted meanwhile).
-  bool sent = false;
-};
-
 namespace detail {
 
 /// What a round trip that threw `e` (not a `PoolTimeout`, which says nothing) tells `ticket`'s breaker: an
@@ -85,9 +62,14 @@ inline BackendError circuit_open(std::string_view server) {
   return BackendError(BackendErrorCause::circuit_open, "not sent: circuit breaker open for " + std::string(server));
 }
 
-/// "host:port", or "unix:<path>", of the server of `o` (for error texts).
-inline std::string endpoint(const ConnectionOptions& o) {
-  return o.unix_socket.empty() ? o.host + ":" + std::to_string(o.port) : "unix:" + o.unix_socket;
+/// Adds the counters of `pool` (connections, refusals, its breaker) to `c`.
+inline void add_counters(RouteCounters& c, ConnectionPool& pool) {
+  c.connects += pool.connects();
+  c.dropped_connections += pool.drops();
+  c.refused_calls += pool.refused();
+  const BreakerCounters b = pool.breaker().counters();
+  c.breaker_opens += b.opens;
+  c.breaker_probes += b.probes;
 }
 
 /// Sets every call of `calls` to the error `e` (none was sent).
@@ -96,6 +78,27 @@ inline void fail_unsent(std::span<RouteCall> calls, const BackendError& e) {
     c.reply.reset();
     c.error = e;
     c.sent = false;
+  }
+}
+
+/// Runs the calls of `calls` that `which` names through `run` as a batch of their own (copies of their
+/// slot, key, arguments and deadline), their outcomes back in place: a re-send of part of a batch.
+template <class Run>
+void run_part(std::span<RouteCall> calls, const std::vector<std::size_t>& which, Run&& run) {
+  std::vector<RouteCall> part(which.size());
+  for (std::size_t k = 0; k < which.size(); ++k) {
+    const RouteCall& c = calls[which[k]];
+    part[k].slot = c.slot;
+    part[k].key = c.key;
+    part[k].args = c.args;
+    part[k].deadline = c.deadline;
+  }
+  run(std::span<RouteCall>(part));
+  for (std::size_t k = 0; k < which.size(); ++k) {
+    RouteCall& c = calls[which[k]];
+    c.reply = std::move(part[k].reply);
+    c.error = std::move(part[k].error);
+    c.sent = part[k].sent;
   }
 }
 
@@ -109,18 +112,43 @@ enum class Gated {
   queue_full,
 };
 
-/// Runs `calls` on `pool`'s shared connection as one round trip gated by the server's breaker
-/// (include/ratelimit/redis/README.md "Circuit breaker"): refused while open, else settled by the outcomes. A local
-/// refusal never reached the server and tells the breaker nothing, as for async calls.
-inline Gated execute_gated(ConnectionPool& pool, std::span<RouteCall> calls) {
-  auto ticket = pool.breaker().admit();
-  if (!ticket) {
-    fail_unsent(calls, circuit_open(endpoint(pool.options())));
-    return Gated::circuit_open;
+/// One round trip of sync calls on a pool's shared connection, gated by the server's breaker
+/// (include/ratelimit/redis/README.md "Circuit breaker"): refused while open, else settled by the outcomes;
+/// a local refusal never reached the server and tells the breaker nothing. `start` queues the calls,
+/// `finish` (or destruction) waits for their outcomes, so one caller can have several in flight.
+class GatedRoundTrip {
+ public:
+  /// Queues `calls` (`drive`: as `Pipeline::start`), or fails them at once, unsent.
+  Gated start(ConnectionPool& pool, std::span<RouteCall> calls, bool drive = true) {
+    ticket_.emplace(pool.breaker().admit());
+    if (!*ticket_) {
+      fail_unsent(calls, circuit_open(endpoint(pool.options())));
+      return Gated::circuit_open;
+    }
+    calls_ = calls;
+    if (calls.empty() || pool.pipeline().start(calls, sync_, drive)) return Gated::ran;
+    ticket_.reset();
+    return Gated::queue_full;
   }
-  if (!pool.pipeline().execute(calls)) return Gated::queue_full;
-  settle(ticket, calls);
-  return Gated::ran;
+  /// Waits until every call queued has its outcome.
+  void finish() {
+    if (sync_.pipeline == nullptr) return;
+    sync_.pipeline->wait(sync_);
+    settle(*ticket_, calls_);
+  }
+
+ private:
+  std::optional<CircuitBreaker<>::Ticket> ticket_;
+  std::span<RouteCall> calls_;
+  SyncCalls sync_;
+};
+
+/// Runs `calls` on `pool`'s shared connection as one gated round trip (`GatedRoundTrip`).
+inline Gated execute_gated(ConnectionPool& pool, std::span<RouteCall> calls) {
+  GatedRoundTrip trip;
+  const Gated g = trip.start(pool, calls);
+  trip.finish();
+  return g;
 }
 
 /// Starts async `op` on `pool`, gated by the server's breaker as a sync round trip is
@@ -138,8 +166,9 @@ inline void submit_gated(ConnectionPool& pool, PipelineOp& op) {
 
 }  // namespace detail
 
-/// Where commands go. Implementations are thread-safe.
-class Route {
+/// Where commands go; also the sink of the async calls it relays (their re-sends come back to it).
+/// Implementations are thread-safe.
+class Route : public AsyncSink {
  public:
   Route() = default;
   Route(const Route&) = delete;
@@ -182,24 +211,14 @@ class Route {
   void refuse_functions() noexcept { functions_refused_.store(true, std::memory_order_relaxed); }
 
  protected:
-  /// Throws `std::logic_error` in a process forked after the route was made: the route's connections,
-  /// threads and slot map are the parent's, and such a call touches nothing (include/ratelimit/redis/README.md "Redis
-  /// engine", fork).
-  void check_not_forked() const {
-    if (forked()) {
-      throw std::logic_error(
-          "ratelimit: a Redis limiter or route made before fork() is used in the child; make a new one in the "
-          "child (include/ratelimit/redis/README.md \"Redis engine\", fork)");
-    }
-  }
-  /// True in a process forked after the route was made.
-  [[nodiscard]] bool forked() const noexcept {
-    return detail::fork_generation().load(std::memory_order_relaxed) != generation_;
-  }
+  /// Throws `std::logic_error` in a process forked after the route was made (its connections, threads and
+  /// slot map are the parent's), touching nothing.
+  void check_not_forked() const { fork_.check(); }
+  [[nodiscard]] bool forked() const noexcept { return fork_.forked(); }
 
  private:
   std::atomic<bool> functions_refused_{false};
-  const unsigned generation_ = detail::fork_generation().load(std::memory_order_relaxed);
+  detail::ForkCheck fork_;
 };
 
 /// A single server: every call on the shared connection the pool chooses (`Pipeline`), pipelined
@@ -224,12 +243,7 @@ class ServerRoute final : public Route {
   [[nodiscard]] const LimiterOptions& limiter_defaults() const noexcept override { return pool_->limiter_defaults(); }
   [[nodiscard]] RouteCounters counters() const override {
     RouteCounters c;
-    c.connects = pool_->connects();
-    c.dropped_connections = pool_->drops();
-    c.refused_calls = pool_->refused();
-    const BreakerCounters b = pool_->breaker().counters();
-    c.breaker_opens = b.opens;
-    c.breaker_probes = b.probes;
+    detail::add_counters(c, *pool_);
     return c;
   }
   [[nodiscard]] const std::shared_ptr<ConnectionPool>& pool() const noexcept { return pool_; }
@@ -238,26 +252,21 @@ class ServerRoute final : public Route {
   std::shared_ptr<ConnectionPool> pool_;
 };
 
-/// Async calls for a route without a pipelined engine of its own (Redis Cluster): one worker thread
-/// takes every call queued and runs them as one `Route::execute` (pipelined per node), then runs their
-/// completions; so calls never block their caller and complete exactly once. At most `max_in_flight`
-/// calls are queued (more fail at once, cause timeout). Destruction fails the calls still queued (cause
-/// io) and waits for the running batch. Thread-safe; refuses use in a forked child (`std::logic_error`).
+/// A route's own thread, for what must not block a caller or an I/O thread: its requests (`WorkerRequest`:
+/// ask the sentinels, reload a slot map) and the async calls that wait for one (no master or slot owner known
+/// yet), handed to `handler` in batches; the handler completes each call exactly once. At most
+/// `max_in_flight` calls are queued (more fail at once, cause timeout). Destruction completes the calls still
+/// queued (cause io) and waits for the running batch. Thread-safe; refuses use in a forked child.
 class RouteWorker final : public AsyncSink {
  public:
-  /// What the worker does with a batch instead of running it through `Route::execute` (e.g. find the
-  /// server first, then hand the calls to its pipeline); it must complete each call exactly once.
   using Handler = std::function<void(const std::vector<PipelineOp*>&)>;
 
-  RouteWorker(Route& route, std::size_t max_in_flight, Handler handler = {})
-      : route_(route),
-        max_in_flight_(max_in_flight),
-        generation_(detail::fork_generation().load(std::memory_order_relaxed)),
-        handler_(std::move(handler)) {}
+  RouteWorker(std::size_t max_in_flight, Handler handler)
+      : max_in_flight_(max_in_flight), handler_(std::move(handler)) {}
   RouteWorker(const RouteWorker&) = delete;
   RouteWorker& operator=(const RouteWorker&) = delete;
   ~RouteWorker() {
-    if (detail::fork_generation().load(std::memory_order_relaxed) != generation_) {
+    if (fork_.forked()) {
       (void)cv_.release();  // may count the parent's waiting thread: destroying it would wait forever
       if (thread_.joinable()) new std::thread(std::move(thread_));  // the parent's thread: not in this process
       return;
@@ -270,14 +279,13 @@ class RouteWorker final : public AsyncSink {
     if (thread_.joinable()) thread_.join();
   }
 
+  /// Queues `op` for the handler (or, the queue full, for its refusal on the worker's thread).
   void submit(PipelineOp& op) override {
-    if (detail::fork_generation().load(std::memory_order_relaxed) != generation_) {
-      throw std::logic_error("ratelimit: a Redis limiter made before fork() is used in the child; make a new one");
-    }
+    fork_.check();
     PipelineOpAccess::set_sink(op, this);
     {
       const std::lock_guard lock(mutex_);
-      if (!thread_.joinable()) thread_ = std::thread([this] { main(); });
+      start();
       if (queue_.size() >= max_in_flight_ && !stopping_) {
         refused_.fetch_add(1, std::memory_order_relaxed);
         refused_ops_.push_back(&op);
@@ -290,14 +298,14 @@ class RouteWorker final : public AsyncSink {
   [[nodiscard]] std::uint64_t refused() const noexcept { return refused_.load(std::memory_order_relaxed); }
 
   /// Queues `op` when there is room; false, with nothing queued, counted or completed, when the queue is full
-  /// or the worker stops. For the route's own requests (e.g. a discovery), which are no calls.
+  /// or the worker stops. For the route's own requests, which are no calls.
   bool offer(PipelineOp& op) {
-    if (detail::fork_generation().load(std::memory_order_relaxed) != generation_) return false;
+    if (fork_.forked()) return false;
     PipelineOpAccess::set_sink(op, this);
     {
       const std::lock_guard lock(mutex_);
       if (stopping_ || queue_.size() >= max_in_flight_) return false;
-      if (!thread_.joinable()) thread_ = std::thread([this] { main(); });
+      start();
       queue_.push_back(&op);
     }
     cv_->notify_one();
@@ -305,65 +313,39 @@ class RouteWorker final : public AsyncSink {
   }
 
  private:
-  // The worker runs blocking `execute` itself (its thread is no pipeline's I/O thread): only the
-  // completions it runs are marked, so a blocking call from one of them throws as documented.
+  void start() {  // lock held
+    if (!thread_.joinable()) thread_ = std::thread([this] { main(); });
+  }
+  static void fail(const std::vector<PipelineOp*>& ops, const BackendError& e) {
+    const detail::CompletionScope completions;
+    for (PipelineOp* op : ops) op->complete(nullptr, e);
+  }
+
+  // The handler runs blocking work itself (its thread is no pipeline's I/O thread): only the completions
+  // run here are marked, so a blocking call from one of them throws as documented.
   void main() {
     std::unique_lock lock(mutex_);
     for (;;) {
       cv_->wait(lock, [this] { return stopping_ || !queue_.empty() || !refused_ops_.empty(); });
-      std::vector<PipelineOp*> refused(refused_ops_.begin(), refused_ops_.end());
+      const std::vector<PipelineOp*> refused(refused_ops_.begin(), refused_ops_.end());
       refused_ops_.clear();
-      std::vector<PipelineOp*> batch(queue_.begin(), queue_.end());
+      const std::vector<PipelineOp*> batch(queue_.begin(), queue_.end());
       queue_.clear();
       const bool stopping = stopping_;
       if (stopping && batch.empty() && refused.empty()) return;
       lock.unlock();
-      {
-        const detail::CompletionScope completions;
-        for (PipelineOp* op : refused) {
-          op->complete(nullptr, BackendError(BackendErrorCause::timeout, "queue full: max_in_flight calls queued"));
-        }
-        if (stopping) {
-          for (PipelineOp* op : batch) {
-            op->complete(nullptr, BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed"));
-          }
-        }
-      }
-      if (!stopping) {
-        if (handler_) {
-          handler_(batch);
-        } else {
-          run(batch);
-        }
+      fail(refused, BackendError(BackendErrorCause::timeout, "queue full: max_in_flight calls queued"));
+      if (stopping) {
+        fail(batch, BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed"));
+      } else {
+        handler_(batch);
       }
       lock.lock();
     }
   }
 
-  void run(const std::vector<PipelineOp*>& batch) {
-    const auto now = std::chrono::steady_clock::now();
-    std::vector<PipelineOp*> due;
-    std::vector<RouteCall> calls;
-    for (PipelineOp* op : batch) {
-      if (op->deadline <= now) {
-        const detail::CompletionScope completion;
-        op->complete(nullptr, BackendError(BackendErrorCause::timeout, "deadline passed before the call was sent"));
-        continue;
-      }
-      due.push_back(op);
-      RouteCall& c = calls.emplace_back();
-      c.slot = op->slot;
-      c.args.assign(op->args.begin(), op->args.end());
-    }
-    if (calls.empty()) return;
-    route_.execute(calls);
-    const detail::CompletionScope completions;
-    for (std::size_t i = 0; i < due.size(); ++i) due[i]->complete(std::move(calls[i].reply), std::move(calls[i].error));
-  }
-
-  Route& route_;
   const std::size_t max_in_flight_;
-  const unsigned generation_;
+  const detail::ForkCheck fork_;
   const Handler handler_;
   std::mutex mutex_;
   std::unique_ptr<std::condition_variable> cv_ = std::make_unique<std::condition_variable>();
@@ -373,6 +355,58 @@ class RouteWorker final : public AsyncSink {
   std::thread thread_;
   std::atomic<std::uint64_t> refused_{0};
 };
+
+namespace detail {
+
+/// A route's request to its own worker, never sent anywhere. Offered, not submitted: a full queue drops it
+/// uncounted and the next need asks again; at most one is queued however many ask meanwhile.
+class WorkerRequest final : public PipelineOp {
+ public:
+  WorkerRequest() noexcept { deadline = std::chrono::steady_clock::time_point::max(); }
+  /// Queues the request on `worker` unless it is queued already. Never blocks.
+  void ask(RouteWorker& worker) {
+    // Acquire: the last thread that handed it over is done with it (the worker released it).
+    if (asked_.exchange(true, std::memory_order_acq_rel)) return;
+    if (!worker.offer(*this)) asked_.store(false, std::memory_order_release);
+  }
+  /// The worker takes the request up: asks from now on queue it again.
+  void taken() noexcept { asked_.store(false, std::memory_order_release); }
+  void complete(Reply, std::optional<BackendError>) noexcept override { taken(); }  // the worker stopped
+
+ private:
+  std::atomic<bool> asked_{false};
+};
+
+/// An async call that a route sends to a server's pipeline on the call's behalf: it carries the call's
+/// command and deadline there and hands the outcome back to the call, exactly once, with the route as the
+/// call's sink (so a re-send, e.g. `EVAL` after `NOSCRIPT`, comes back through the route). Made with `new`;
+/// deletes itself as it hands back.
+class Relay : public PipelineOp {
+ public:
+  Relay(Route& route, PipelineOp& call) noexcept : route_(route), call_(call) {
+    command.swap(call.command);
+    deadline = call.deadline;
+  }
+  Relay(const Relay&) = delete;
+  Relay& operator=(const Relay&) = delete;
+
+ protected:
+  virtual ~Relay() = default;
+  [[nodiscard]] const PipelineOp& call() const noexcept { return call_; }
+  void hand_back(Reply reply, std::optional<BackendError> error) noexcept {
+    PipelineOp& call = call_;
+    call.command.swap(command);
+    PipelineOpAccess::set_sink(call, &route_);
+    delete this;
+    call.complete(std::move(reply), std::move(error));
+  }
+
+ private:
+  Route& route_;
+  PipelineOp& call_;
+};
+
+}  // namespace detail
 
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

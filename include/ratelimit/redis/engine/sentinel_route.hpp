@@ -31,27 +31,13 @@
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
-/// The master that Redis Sentinel names for `ConnectionOptions::sentinel.master_name`
-/// (include/ratelimit/redis/README.md "Redis Sentinel"): calls go to a `ConnectionPool` of that server, as on a
-/// `ServerRoute`.
-///
-/// Discovery: the sentinels are asked in turn (`SENTINEL get-master-addr-by-name`; a sentinel that is
-/// down or does not know the name is skipped, the last one that answered is asked first), and the
-/// server named is confirmed with `ROLE` (a sentinel that has not yet seen a failover may name a
-/// replica). It runs at the first call, every `sentinel.check_interval`, and at once (at most every
-/// 100 ms) when a call fails (io, timeout, open breaker) or meets `READONLY` (the master was demoted).
-/// While a master is known, discovery runs on the route's worker thread and calls go on to the known
-/// master meanwhile, so a slow or dead sentinel delays no call. The first calls (no master known yet)
-/// wait for the worker's discovery, each until its own deadline; one discovery serves them all. A sync call that failed
-/// as a failover explains waits for that discovery until its own deadline: when the master changed, its calls that did
-/// not run on the old one (`READONLY`, or not sent) go to the new one, once. A call that may have run is never sent
-/// again. While no master is found, calls fail with the sentinels' answers in the error (cause `reply` when a sentinel
-/// answered, e.g. it does not know the name; `io` when none could be reached), and the failure policy decides.
-///
-/// Async calls (`submit`) go straight to the master's pipeline, gated per call by its breaker; while no
-/// master is known they go through the worker thread, which asks the sentinels first, so `submit` never
-/// blocks. An async call that met `READONLY` is not sent again: it gets its outcome.
-/// Thread-safe.
+/// The master that Redis Sentinel names for `ConnectionOptions::sentinel.master_name`, followed across
+/// failovers (include/ratelimit/redis/README.md "Redis Sentinel"): calls go to a `ConnectionPool` of that
+/// server, as on a `ServerRoute`. The sentinels are asked (and the master's `ROLE` confirmed) on the
+/// route's worker thread, so a slow or dead sentinel holds no call past its deadline; a sync call that
+/// failed as a failover explains waits for that discovery until its deadline, and what did not run on the
+/// old master (`READONLY`, or not sent) runs on the new one, once. Async calls go straight to the master's
+/// pipeline (through the worker while none is known). Thread-safe.
 class SentinelRoute final : public Route {
  public:
   /// Validates `options` (the sentinel fields, and the connection fields used for the master); connects
@@ -60,7 +46,7 @@ class SentinelRoute final : public Route {
   explicit SentinelRoute(ConnectionOptions options, LimiterOptions limiter_defaults = {})
       : options_(validated(std::move(options))),
         limiter_defaults_(std::move(limiter_defaults)),
-        worker_(*this, options_.max_in_flight, [this](const std::vector<PipelineOp*>& batch) { start(batch); }) {}
+        worker_(options_.max_in_flight, [this](const std::vector<PipelineOp*>& batch) { start(batch); }) {}
   SentinelRoute(const SentinelRoute&) = delete;
   SentinelRoute& operator=(const SentinelRoute&) = delete;
   ~SentinelRoute() override {
@@ -91,19 +77,7 @@ class SentinelRoute final : public Route {
       if (did_not_run(calls[i])) again.push_back(i);
     }
     if (again.empty()) return;
-    std::vector<RouteCall> part(again.size());
-    for (std::size_t k = 0; k < again.size(); ++k) {
-      part[k].slot = calls[again[k]].slot;
-      part[k].key = calls[again[k]].key;
-      part[k].args = calls[again[k]].args;
-      part[k].deadline = calls[again[k]].deadline;
-    }
-    (void)detail::execute_gated(*now, part);
-    for (std::size_t k = 0; k < again.size(); ++k) {
-      calls[again[k]].reply = std::move(part[k].reply);
-      calls[again[k]].error = std::move(part[k].error);
-      calls[again[k]].sent = part[k].sent;
-    }
+    detail::run_part(calls, again, [&](std::span<RouteCall> part) { (void)detail::execute_gated(*now, part); });
   }
 
   void submit(PipelineOp& op) override {
@@ -123,8 +97,8 @@ class SentinelRoute final : public Route {
   [[nodiscard]] RouteCounters counters() const override {
     const std::lock_guard lock(mutex_);
     RouteCounters c = freed_;
-    if (pool_) add(c, *pool_);
-    for (const auto& p : retired_) add(c, *p);
+    if (pool_) detail::add_counters(c, *pool_);
+    for (const auto& p : retired_) detail::add_counters(c, *p);
     c.refused_calls += worker_.refused();
     c.master_discoveries = discoveries_;
     c.master_changes = changes_;
@@ -192,37 +166,19 @@ class SentinelRoute final : public Route {
     return std::any_of(calls.begin(), calls.end(), [](const RouteCall& c) { return suspect(c.reply, c.error); });
   }
 
-  /// An async call on the master's pipeline, seen by the route on its way back: an outcome a failover
-  /// explains makes the next call have the sentinels asked (as a failed sync call does). Deletes itself
-  /// when done.
-  class Watched final : public PipelineOp {
+  /// An async call on the master's pipeline: an outcome a failover explains has the sentinels asked.
+  class Watched final : public detail::Relay {
    public:
     Watched(SentinelRoute& route, PipelineOp& call, const ConnectionPool& pool) noexcept
-        : route_(route), call_(call), pool_(pool) {
-      command.swap(call.command);
-      deadline = call.deadline;
-    }
+        : Relay(route, call), route_(route), pool_(pool) {}
     void complete(Reply reply, std::optional<BackendError> error) noexcept override {
-      SentinelRoute& route = route_;
-      PipelineOp& call = call_;
-      if (suspect(reply, error)) route.failed_on(pool_);
-      call.command.swap(command);
-      PipelineOpAccess::set_sink(call, &route.entry_);  // a re-send from `complete` comes back here
-      delete this;
-      call.complete(std::move(reply), std::move(error));
+      if (suspect(reply, error)) route_.failed_on(pool_);
+      hand_back(std::move(reply), std::move(error));
     }
 
    private:
-    ~Watched() = default;
     SentinelRoute& route_;
-    PipelineOp& call_;
     const ConnectionPool& pool_;
-  };
-  /// The sink of the calls this route sends (`PipelineOp::sink`): the route itself.
-  struct Entry final : AsyncSink {
-    explicit Entry(SentinelRoute& r) noexcept : route(r) {}
-    void submit(PipelineOp& op) override { route.submit(op); }
-    SentinelRoute& route;
   };
 
   /// Sends async `op` to `pool`, gated per call by its breaker as on a `ServerRoute` (include/ratelimit/redis/README.md
@@ -234,16 +190,6 @@ class SentinelRoute final : public Route {
     if (pool_.get() == &pool) failed_on_ = &pool;
   }
 
-  /// The op that asks the worker for a discovery in the background; never sent anywhere. Offered, not
-  /// submitted: a full queue drops it uncounted. Completed only when the worker stops with it queued.
-  struct Ask final : PipelineOp {
-    explicit Ask(SentinelRoute& r) noexcept : route(r) { deadline = std::chrono::steady_clock::time_point::max(); }
-    void complete(Reply, std::optional<BackendError>) noexcept override {
-      route.asked_.store(false, std::memory_order_release);
-    }
-    SentinelRoute& route;
-  };
-
   /// The known master's pool (null when none is known yet); `due`: a check is due, or a call on it failed.
   std::shared_ptr<ConnectionPool> known(bool& due) {
     const std::lock_guard lock(mutex_);
@@ -251,17 +197,12 @@ class SentinelRoute final : public Route {
     return pool_;
   }
   /// Has the worker ask the sentinels (once, however many calls ask meanwhile). Never blocks.
-  void ask_in_background() {
-    // Acquire: the last thread that handed `ask_` over is done with it (the worker released it).
-    if (asked_.exchange(true, std::memory_order_acq_rel)) return;
-    // A full queue refuses no call here: the request is dropped, and the next due call asks again.
-    if (!worker_.offer(ask_)) asked_.store(false, std::memory_order_release);
-  }
+  void ask_in_background() { ask_.ask(worker_); }
   /// The worker's discovery: after a failed call (at most every 100 ms), or because a check is due. A
   /// failed one keeps the master known (the sentinels may be down while it is fine) and is tried again
   /// in 100 ms. Wakes the sync callers waiting for it.
   void discover_in_background() {
-    asked_.store(false, std::memory_order_release);
+    ask_.taken();
     const ConnectionPool* failed = nullptr;
     {
       const std::lock_guard lock(mutex_);
@@ -358,16 +299,6 @@ class SentinelRoute final : public Route {
     return rediscover(Why::due);
   }
 
-  /// Adds the counters of `p` to `c`.
-  static void add(RouteCounters& c, ConnectionPool& p) {
-    c.connects += p.connects();
-    c.dropped_connections += p.drops();
-    c.refused_calls += p.refused();
-    const BreakerCounters b = p.breaker().counters();
-    c.breaker_opens += b.opens;
-    c.breaker_probes += b.probes;
-  }
-
   /// Takes the replaced masters' pools that nothing uses any more (no caller holds one, no call is
   /// outstanding on it), for the caller to destroy with no lock held (a completion they still run may
   /// take one): their connections and I/O threads go, their counters stay in `counters`. None on an I/O
@@ -378,7 +309,7 @@ class SentinelRoute final : public Route {
     const std::lock_guard lock(mutex_);
     for (auto it = retired_.begin(); it != retired_.end();) {
       if (it->use_count() == 1 && (*it)->load() == 0) {
-        add(freed_, **it);
+        detail::add_counters(freed_, **it);
         unused.push_back(std::move(*it));
         it = retired_.erase(it);
       } else {
@@ -411,14 +342,12 @@ class SentinelRoute final : public Route {
     const std::lock_guard lock(mutex_);
     next_check_ = std::chrono::steady_clock::now() + options_.sentinel.check_interval;
     if (pool_ && address == address_) return pool_;
-    ConnectionOptions o = options_;
-    o.host = a.host;
-    o.port = a.port;
     if (pool_) {
       ++changes_;
       retired_.push_back(std::move(pool_));  // until idle (`free_retired`): calls may be outstanding on it
     }
-    pool_ = std::make_shared<ConnectionPool>(std::move(o), limiter_defaults_, ConnectionPool::Discovered{});
+    pool_ = std::make_shared<ConnectionPool>(detail::at(options_, a.host, a.port), limiter_defaults_,
+                                             ConnectionPool::Discovered{});
     address_ = address;
     discovery_error_.reset();
     discovered_->notify_all();  // sync callers waiting for a first master (`master_by`)
@@ -483,11 +412,8 @@ class SentinelRoute final : public Route {
 
   /// "master", or why the server at `a` is not one ("is a replica", "cannot be reached: ...").
   std::string role_of(const Address& a) {
-    ConnectionOptions o = options_;
-    o.host = a.host;
-    o.port = a.port;
     try {
-      Connection c = Connection::open(o);
+      Connection c = Connection::open(detail::at(options_, a.host, a.port));
       const Reply r = c.command({"ROLE"});
       if (is_error(*r, "NOPERM")) return "master";  // a user without +role: take the sentinel's word
       if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 && text(*r->element[0]) == "master") return "master";
@@ -501,9 +427,7 @@ class SentinelRoute final : public Route {
   const LimiterOptions limiter_defaults_;
   mutable std::mutex mutex_;    // the fields below
   std::mutex discovery_mutex_;  // one discovery at a time
-  Entry entry_{*this};
-  Ask ask_{*this};
-  std::atomic<bool> asked_{false};  // `ask_` is with the worker
+  detail::WorkerRequest ask_;   // a discovery in the background
   std::unique_ptr<std::condition_variable> discovered_ = std::make_unique<std::condition_variable>();
   std::uint64_t background_discoveries_ = 0;
   std::optional<BackendError> discovery_error_;  // why the last background discovery found no master
