@@ -46,7 +46,7 @@ struct ServerState {
 };
 
 // A route answering as a server in `state` would, sync and async (completing at once), logging each command.
-class ScriptedRoute final : public ratelimit::redis::Route, public ratelimit::redis::AsyncSink {
+class ScriptedRoute final : public ratelimit::redis::Route {
  public:
   explicit ScriptedRoute(ServerState s, bool use_functions) : state(s) { options_.use_functions = use_functions; }
 
