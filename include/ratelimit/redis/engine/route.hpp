@@ -3,7 +3,7 @@
 /// @file
 /// `Route`: where the Redis backend's commands go. A single server is one route (`ServerRoute`, over a
 /// `ConnectionPool`); Redis Cluster routes each command to its slot's master (`ClusterRouter`). Routes
-/// send commands and follow redirections; they know nothing of scripts (the `ScriptExecutor` does).
+/// send commands and follow redirections; they know nothing of scripts (`engine/script_call.hpp` does).
 
 #include <atomic>
 #include <chrono>
