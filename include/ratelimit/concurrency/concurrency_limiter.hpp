@@ -499,6 +499,12 @@ class ConcurrencyLimiter final : public PermitSource {
         result = refuse(PermitStatus::queue_full);
       } else {
         w = queue_waiter(state, units, deadline, done, out);
+        if (enforce_adaptive_) {
+          // A rise since `limit_now` was read may have looked for waiters here before this one queued
+          // (`grant_everywhere`): the fences make one of the two see the other.
+          std::atomic_thread_fence(std::memory_order_seq_cst);
+          grant(state, now, out);
+        }
       }
       if (state.idle()) erase(shard, it);
     }
@@ -617,6 +623,7 @@ class ConcurrencyLimiter final : public PermitSource {
 
   /// After the adaptive limit rose: grants, in every shard with waiters, those that fit now.
   void grant_everywhere() noexcept {
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // the risen limit before the queued counts: see `enqueue`
     for (std::size_t s = 0; s < shard_count_; ++s) {
       if (shards_[s].queued.load(std::memory_order_relaxed) == 0) continue;
       std::vector<std::shared_ptr<Waiter>> out;
