@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <future>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@ using ratelimit::AdaptiveAlgorithm;
 using ratelimit::ConcurrencyLimiter;
 using ratelimit::ConcurrencyOptions;
 using ratelimit::LatencySample;
+using ratelimit::ManualClock;
 using ratelimit::PermitResult;
 using ratelimit::PermitStatus;
 
@@ -114,6 +116,43 @@ TEST(AdaptiveAttack, RiseDuringAnEnqueueOnAnotherShardGrantsTheNewWaiter) {
     return;
   }
   GTEST_SKIP() << "x and y shared a shard in every attempt";
+}
+
+constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+
+// A permit held for INT64_MAX ns (a clock moved that far) gives a probed algorithm a min RTT of 2^63 ns as a
+// double; its conversion to int64 must saturate, not wrap to a negative min RTT in `stats()`.
+TEST(AdaptiveAttack, MinRttOfAnRttOfInt64MaxStaysPositive) {
+  ManualClock clock;
+  ConcurrencyOptions o;
+  o.permits = 100;
+  o.adaptive = std::make_shared<ratelimit::GradientLimit>(ratelimit::GradientOptions{.window_samples = 1});
+  ConcurrencyLimiter<ManualClock> limiter(o, clock);
+  PermitResult r = limiter.try_acquire("k");
+  ASSERT_TRUE(r);
+  clock.advance(std::chrono::nanoseconds(kMax));
+  r.permit.release();
+  EXPECT_EQ(limiter.stats().min_rtt.count(), kMax);
+}
+
+// With `permits` up to INT64_MAX two keys may each hold nearly INT64_MAX units: the units in flight over all keys
+// in `stats()` saturate at INT64_MAX (no signed overflow, no wrapped negative count), on one shard or two.
+TEST(AdaptiveAttack, StatsInFlightSaturatesWhenKeysTogetherHoldMoreThanInt64Max) {
+  for (const std::size_t shards : {std::size_t{1}, std::size_t{65536}}) {
+    ManualClock clock;
+    ConcurrencyOptions o;
+    o.permits = kMax;
+    o.shards = shards;
+    o.adaptive = std::make_shared<ratelimit::AimdLimit>(
+        ratelimit::AimdOptions{.initial_limit = kMax, .min_limit = 1, .max_limit = kMax});
+    ConcurrencyLimiter<ManualClock> limiter(o, clock);
+    PermitResult a = limiter.try_acquire("a", kMax - 1);
+    PermitResult b = limiter.try_acquire("b", kMax - 1);
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(limiter.stats().in_flight, kMax) << shards << " shard(s)";
+    a.permit.release();
+    EXPECT_EQ(limiter.stats().in_flight, kMax - 1) << shards << " shard(s)";
+  }
 }
 
 }  // namespace

@@ -322,8 +322,9 @@ class ConcurrencyLimiter final : public PermitSource {
     out.adaptive_limit = algorithm_ ? adaptive_limit_.load(std::memory_order_acquire) : 0;
     out.min_rtt = std::chrono::nanoseconds(min_rtt_ns_.load(std::memory_order_relaxed));
     for (std::size_t s = 0; s < shard_count_; ++s) {
-      out.in_flight += shards_[s].in_flight.load(std::memory_order_relaxed);
-      out.queued += shards_[s].queued.load(std::memory_order_relaxed);
+      out.in_flight =
+          detail::saturating_add(out.in_flight, unwrapped(shards_[s].in_flight.load(std::memory_order_relaxed)));
+      out.queued = detail::saturating_add(out.queued, unwrapped(shards_[s].queued.load(std::memory_order_relaxed)));
     }
     out.denied = denied_.load(std::memory_order_relaxed);
     out.succeeded = ended_[0].load(std::memory_order_relaxed);
@@ -553,8 +554,13 @@ class ConcurrencyLimiter final : public PermitSource {
   std::int64_t add_in_flight(KeyState& state, std::int64_t delta) noexcept {
     state.in_flight += delta;
     shards_[state.shard].in_flight.fetch_add(delta, std::memory_order_relaxed);
-    return algorithm_ ? in_flight_all_.fetch_add(delta, std::memory_order_relaxed) + delta : 0;
+    if (!algorithm_) return 0;
+    const auto before = static_cast<std::uint64_t>(in_flight_all_.fetch_add(delta, std::memory_order_relaxed));
+    return unwrapped(static_cast<std::int64_t>(before + static_cast<std::uint64_t>(delta)));
   }
+  /// A count of units summed over keys (each key's <= INT64_MAX), kept in an atomic that wraps: negative only
+  /// once the true count passed INT64_MAX, where it saturates.
+  static constexpr std::int64_t unwrapped(std::int64_t count) noexcept { return count < 0 ? detail::kInt64Max : count; }
   /// Under the key's shard lock: moves the key's and its shard's queued units by `delta`.
   void add_queued(KeyState& state, std::int64_t delta) noexcept {
     state.queued_units += delta;
