@@ -2,6 +2,7 @@
 // README.md "Adaptive limits in the limiter"): races between a queued waiter and a rise of the limit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include <ratelimit/concurrency.hpp>
 
@@ -153,6 +155,36 @@ TEST(AdaptiveAttack, StatsInFlightSaturatesWhenKeysTogetherHoldMoreThanInt64Max)
     a.permit.release();
     EXPECT_EQ(limiter.stats().in_flight, kMax - 1) << shards << " shard(s)";
   }
+}
+
+// Callbacks that release their permit at once, behind a long queue, while the limit rises with every release: each
+// release grants the next waiter, whose callback releases again. All are granted, once each, without the
+// stack growing with the queue (an optimised build overflowed it at 30,000 such waiters).
+TEST(AdaptiveAttack, CallbacksReleasingInlineBehindALongQueueDoNotOverflowTheStack) {
+  constexpr int kWaiters = 40'000;  // every release scans the queue: quadratic, a few seconds
+  ManualClock clock;
+  ConcurrencyOptions o;
+  o.permits = 1000;
+  o.queue_limit = kWaiters;
+  o.adaptive = std::make_shared<ratelimit::AimdLimit>(
+      ratelimit::AimdOptions{.initial_limit = 1, .latency_threshold = 1ms, .window_samples = 1});
+  ConcurrencyLimiter<ManualClock> limiter(o, clock);
+  PermitResult first = limiter.try_acquire("k");
+  ASSERT_TRUE(first);
+  std::vector<int> order;
+  order.reserve(kWaiters);
+  for (int i = 0; i < kWaiters; ++i) {
+    limiter.acquire_async("k", 1, 1h, [&order, i](PermitResult r) {
+      if (r) order.push_back(i);
+      r.permit.release();
+    });
+  }
+  first.permit.release();
+  ASSERT_EQ(order.size(), static_cast<std::size_t>(kWaiters));
+  std::sort(order.begin(), order.end());
+  for (int i = 0; i < kWaiters; ++i) ASSERT_EQ(order[static_cast<std::size_t>(i)], i);
+  EXPECT_EQ(limiter.stats().in_flight, 0);
+  EXPECT_EQ(limiter.stats().queued, 0);
 }
 
 }  // namespace

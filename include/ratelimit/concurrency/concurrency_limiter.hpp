@@ -211,7 +211,7 @@ class ConcurrencyLimiter final : public PermitSource {
         state.queue.clear();
       }
     }
-    for (auto& w : cancelled) deliver(*w);
+    for (auto& w : cancelled) notify(*w);  // now: this limiter goes
   }
 
   /// Takes `units` for `key` if they fit now, without waiting (oldest-first: only when nobody waits).
@@ -297,7 +297,7 @@ class ConcurrencyLimiter final : public PermitSource {
           it = it->second.idle() ? erase(shards_[s], it) : std::next(it);
         }
       }
-      for (auto& w : out) deliver(*w);
+      for (auto& w : out) deliver(w);
     }
     return expired;
   }
@@ -362,7 +362,7 @@ class ConcurrencyLimiter final : public PermitSource {
       grant(*state, now, out);
       if (state->idle()) erase(shard, shard.keys.find(*state->key));
     }
-    for (auto& w : out) deliver(*w);
+    for (auto& w : out) deliver(w);
     if (rose) grant_everywhere();
   }
   [[nodiscard]] bool permit_valid(const void*) const noexcept override { return true; }
@@ -509,7 +509,7 @@ class ConcurrencyLimiter final : public PermitSource {
       }
       if (state.idle()) erase(shard, it);
     }
-    for (auto& x : out) deliver(*x);
+    for (auto& x : out) deliver(x);
     return result;
   }
 
@@ -642,17 +642,35 @@ class ConcurrencyLimiter final : public PermitSource {
           it = it->second.idle() ? erase(shards_[s], it) : std::next(it);
         }
       }
-      for (auto& w : out) deliver(*w);
+      for (auto& w : out) deliver(w);
     }
   }
 
-  /// Outside every lock: tells an answered waiter (callback, or wake-up of the blocked caller).
-  void deliver(Waiter& w) {
+  /// Outside every lock: tells an answered waiter now (callback, or wake-up of the blocked caller).
+  void notify(Waiter& w) {
     if (w.done) {
       Callback done = std::move(w.done);
       done(answer(w));
     } else {
       w.signal();
+    }
+  }
+
+  /// As `notify`, but a callback that returns permits (of any limiter of this type) grants more waiters, whose
+  /// callbacks then run on this thread after it returned, not inside it: the stack does not grow with a queue.
+  void deliver(const std::shared_ptr<Waiter>& w) {
+    if (w->done && delivering_ != nullptr) {
+      delivering_->emplace_back(this, w);
+      return;
+    }
+    std::vector<std::pair<ConcurrencyLimiter*, std::shared_ptr<Waiter>>> pending{{this, w}};
+    delivering_ = &pending;
+    struct Reset {
+      ~Reset() { delivering_ = nullptr; }
+    } reset;
+    for (std::size_t i = 0; i < pending.size(); ++i) {
+      auto [limiter, next] = pending[i];  // a copy: callbacks may append to `pending`
+      limiter->notify(*next);
     }
   }
 
@@ -681,7 +699,7 @@ class ConcurrencyLimiter final : public PermitSource {
       grant(state, now_ns(), out);  // oldest-first, the one that held back others is gone
       if (state.idle()) erase(shard, shard.keys.find(*state.key));
     }
-    for (auto& x : out) deliver(*x);
+    for (auto& x : out) deliver(x);
   }
 
   std::pair<std::int64_t, std::int64_t> counts(std::string_view key) const {
@@ -708,6 +726,9 @@ class ConcurrencyLimiter final : public PermitSource {
   std::atomic<std::int64_t> in_flight_all_{0};  // maintained with an adaptive limit only
   std::atomic<std::uint64_t> denied_{0};
   std::atomic<std::uint64_t> ended_[4]{};  // succeeded, failed, dropped, unused
+  // The callbacks this thread is delivering (`deliver`), while it is; null otherwise.
+  static inline thread_local std::vector<std::pair<ConcurrencyLimiter*, std::shared_ptr<Waiter>>>* delivering_ =
+      nullptr;
 };
 
 }  // namespace ratelimit
