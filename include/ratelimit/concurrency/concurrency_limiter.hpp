@@ -269,7 +269,8 @@ class ConcurrencyLimiter final : public PermitSource {
   /// As `acquire`, without blocking: `done(PermitResult)` is called exactly once, inline when the answer
   /// is immediate, else later on the thread that returns units (granted, in `queue_order`), that pushes
   /// it out, or that finds its deadline passed: deadlines are checked on every operation on the key and
-  /// by `expire_waiters()`, which an event loop's timer should call (this limiter starts no thread).
+  /// by `expire_waiters()`, which an event loop's timer should call (this limiter starts no thread). Callbacks
+  /// granted by units `done` returns run on its thread after it returned, not inside it.
   /// `done` must not throw. Thread-safe. Throws as `acquire` (then `done` is not called).
   void acquire_async(std::string_view key, std::int64_t units, std::chrono::nanoseconds max_wait, Callback done) {
     validate(key, units, max_wait);
