@@ -37,7 +37,6 @@ class HookClock {
   using period = std::nano;
   using duration = std::chrono::nanoseconds;
   using time_point = std::chrono::time_point<HookClock, duration>;
-  static constexpr bool is_steady = false;
 
   HookClock() : state_(std::make_shared<State>()) {}
   [[nodiscard]] time_point now() const {
