@@ -19,6 +19,7 @@
 #include <ratelimit/concurrency.hpp>
 
 namespace {
+namespace attack {  // own names in a unity build
 
 using namespace std::chrono_literals;
 using ratelimit::AdaptiveAlgorithm;
@@ -186,4 +187,5 @@ TEST(AdaptiveAttack, CallbacksReleasingInlineBehindALongQueueDoNotOverflowTheSta
   EXPECT_EQ(limiter.stats().queued, 0);
 }
 
+}  // namespace attack
 }  // namespace
