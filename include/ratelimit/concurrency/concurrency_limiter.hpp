@@ -211,7 +211,7 @@ class ConcurrencyLimiter final : public PermitSource {
         state.queue.clear();
       }
     }
-    for (auto& w : cancelled) deliver(*w);
+    for (auto& w : cancelled) notify(*w);  // now: this limiter goes
   }
 
   /// Takes `units` for `key` if they fit now, without waiting (oldest-first: only when nobody waits).
@@ -269,7 +269,8 @@ class ConcurrencyLimiter final : public PermitSource {
   /// As `acquire`, without blocking: `done(PermitResult)` is called exactly once, inline when the answer
   /// is immediate, else later on the thread that returns units (granted, in `queue_order`), that pushes
   /// it out, or that finds its deadline passed: deadlines are checked on every operation on the key and
-  /// by `expire_waiters()`, which an event loop's timer should call (this limiter starts no thread).
+  /// by `expire_waiters()`, which an event loop's timer should call (this limiter starts no thread). Callbacks
+  /// granted by units `done` returns run on its thread after it returned, not inside it.
   /// `done` must not throw. Thread-safe. Throws as `acquire` (then `done` is not called).
   void acquire_async(std::string_view key, std::int64_t units, std::chrono::nanoseconds max_wait, Callback done) {
     validate(key, units, max_wait);
@@ -297,7 +298,7 @@ class ConcurrencyLimiter final : public PermitSource {
           it = it->second.idle() ? erase(shards_[s], it) : std::next(it);
         }
       }
-      for (auto& w : out) deliver(*w);
+      for (auto& w : out) deliver(w);
     }
     return expired;
   }
@@ -322,8 +323,9 @@ class ConcurrencyLimiter final : public PermitSource {
     out.adaptive_limit = algorithm_ ? adaptive_limit_.load(std::memory_order_acquire) : 0;
     out.min_rtt = std::chrono::nanoseconds(min_rtt_ns_.load(std::memory_order_relaxed));
     for (std::size_t s = 0; s < shard_count_; ++s) {
-      out.in_flight += shards_[s].in_flight.load(std::memory_order_relaxed);
-      out.queued += shards_[s].queued.load(std::memory_order_relaxed);
+      out.in_flight =
+          detail::saturating_add(out.in_flight, unwrapped(shards_[s].in_flight.load(std::memory_order_relaxed)));
+      out.queued = detail::saturating_add(out.queued, unwrapped(shards_[s].queued.load(std::memory_order_relaxed)));
     }
     out.denied = denied_.load(std::memory_order_relaxed);
     out.succeeded = ended_[0].load(std::memory_order_relaxed);
@@ -361,7 +363,7 @@ class ConcurrencyLimiter final : public PermitSource {
       grant(*state, now, out);
       if (state->idle()) erase(shard, shard.keys.find(*state->key));
     }
-    for (auto& w : out) deliver(*w);
+    for (auto& w : out) deliver(w);
     if (rose) grant_everywhere();
   }
   [[nodiscard]] bool permit_valid(const void*) const noexcept override { return true; }
@@ -499,10 +501,16 @@ class ConcurrencyLimiter final : public PermitSource {
         result = refuse(PermitStatus::queue_full);
       } else {
         w = queue_waiter(state, units, deadline, done, out);
+        if (enforce_adaptive_) {
+          // A rise since `limit_now` was read may have looked for waiters here before this one queued
+          // (`grant_everywhere`): the fences make one of the two see the other.
+          std::atomic_thread_fence(std::memory_order_seq_cst);
+          grant(state, now, out);
+        }
       }
       if (state.idle()) erase(shard, it);
     }
-    for (auto& x : out) deliver(*x);
+    for (auto& x : out) deliver(x);
     return result;
   }
 
@@ -547,8 +555,13 @@ class ConcurrencyLimiter final : public PermitSource {
   std::int64_t add_in_flight(KeyState& state, std::int64_t delta) noexcept {
     state.in_flight += delta;
     shards_[state.shard].in_flight.fetch_add(delta, std::memory_order_relaxed);
-    return algorithm_ ? in_flight_all_.fetch_add(delta, std::memory_order_relaxed) + delta : 0;
+    if (!algorithm_) return 0;
+    const auto before = static_cast<std::uint64_t>(in_flight_all_.fetch_add(delta, std::memory_order_relaxed));
+    return unwrapped(static_cast<std::int64_t>(before + static_cast<std::uint64_t>(delta)));
   }
+  /// A count of units summed over keys (each key's <= INT64_MAX), kept in an atomic that wraps: negative only
+  /// once the true count passed INT64_MAX, where it saturates.
+  static constexpr std::int64_t unwrapped(std::int64_t count) noexcept { return count < 0 ? detail::kInt64Max : count; }
   /// Under the key's shard lock: moves the key's and its shard's queued units by `delta`.
   void add_queued(KeyState& state, std::int64_t delta) noexcept {
     state.queued_units += delta;
@@ -617,6 +630,7 @@ class ConcurrencyLimiter final : public PermitSource {
 
   /// After the adaptive limit rose: grants, in every shard with waiters, those that fit now.
   void grant_everywhere() noexcept {
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // the risen limit before the queued counts: see `enqueue`
     for (std::size_t s = 0; s < shard_count_; ++s) {
       if (shards_[s].queued.load(std::memory_order_relaxed) == 0) continue;
       std::vector<std::shared_ptr<Waiter>> out;
@@ -629,17 +643,35 @@ class ConcurrencyLimiter final : public PermitSource {
           it = it->second.idle() ? erase(shards_[s], it) : std::next(it);
         }
       }
-      for (auto& w : out) deliver(*w);
+      for (auto& w : out) deliver(w);
     }
   }
 
-  /// Outside every lock: tells an answered waiter (callback, or wake-up of the blocked caller).
-  void deliver(Waiter& w) {
+  /// Outside every lock: tells an answered waiter now (callback, or wake-up of the blocked caller).
+  void notify(Waiter& w) {
     if (w.done) {
       Callback done = std::move(w.done);
       done(answer(w));
     } else {
       w.signal();
+    }
+  }
+
+  /// As `notify`, but a callback that returns permits (of any limiter of this type) grants more waiters, whose
+  /// callbacks then run on this thread after it returned, not inside it: the stack does not grow with a queue.
+  void deliver(const std::shared_ptr<Waiter>& w) {
+    if (w->done && delivering_ != nullptr) {
+      delivering_->emplace_back(this, w);
+      return;
+    }
+    std::vector<std::pair<ConcurrencyLimiter*, std::shared_ptr<Waiter>>> pending{{this, w}};
+    delivering_ = &pending;
+    struct Reset {
+      ~Reset() { delivering_ = nullptr; }
+    } reset;
+    for (std::size_t i = 0; i < pending.size(); ++i) {
+      auto [limiter, next] = pending[i];  // a copy: callbacks may append to `pending`
+      limiter->notify(*next);
     }
   }
 
@@ -668,7 +700,7 @@ class ConcurrencyLimiter final : public PermitSource {
       grant(state, now_ns(), out);  // oldest-first, the one that held back others is gone
       if (state.idle()) erase(shard, shard.keys.find(*state.key));
     }
-    for (auto& x : out) deliver(*x);
+    for (auto& x : out) deliver(x);
   }
 
   std::pair<std::int64_t, std::int64_t> counts(std::string_view key) const {
@@ -695,6 +727,9 @@ class ConcurrencyLimiter final : public PermitSource {
   std::atomic<std::int64_t> in_flight_all_{0};  // maintained with an adaptive limit only
   std::atomic<std::uint64_t> denied_{0};
   std::atomic<std::uint64_t> ended_[4]{};  // succeeded, failed, dropped, unused
+  // The callbacks this thread is delivering (`deliver`), while it is; null otherwise.
+  static inline thread_local std::vector<std::pair<ConcurrencyLimiter*, std::shared_ptr<Waiter>>>* delivering_ =
+      nullptr;
 };
 
 }  // namespace ratelimit

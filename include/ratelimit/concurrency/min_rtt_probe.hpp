@@ -192,7 +192,8 @@ class ProbedLimit : public AdaptiveAlgorithm {
     return window_.probing() ? window_.probe_limit() : clamp_limit(estimate_, min_, max_);
   }
   [[nodiscard]] std::int64_t min_rtt_ns() const noexcept final {
-    return static_cast<std::int64_t>(window_.min_rtt_ns());
+    const double ns = window_.min_rtt_ns();  // at most 2^63 (a mean of int64 RTTs): saturate there
+    return ns >= 0x1.0p63 ? std::numeric_limits<std::int64_t>::max() : static_cast<std::int64_t>(ns);
   }
   /// Whether a min-RTT probe runs now (the limit is lowered).
   [[nodiscard]] bool probing() const noexcept { return window_.probing(); }
