@@ -660,7 +660,11 @@ class ConcurrencyLimiter final : public PermitSource {
   /// As `notify`, but a callback that returns permits (of any limiter of this type) grants more waiters, whose
   /// callbacks then run on this thread after it returned, not inside it: the stack does not grow with a queue.
   void deliver(const std::shared_ptr<Waiter>& w) {
-    if (w->done && delivering_ != nullptr) {
+    if (!w->done) {  // a blocked caller's wake-up: nothing of the caller's runs here
+      notify(*w);
+      return;
+    }
+    if (delivering_ != nullptr) {
       delivering_->emplace_back(this, w);
       return;
     }
