@@ -1,5 +1,6 @@
-// Edge cases of ConcurrencyLimiter with an adaptive limit found by attacking it (include/ratelimit/concurrency/
-// README.md "Adaptive limits in the limiter"): races between a queued waiter and a rise of the limit.
+// Edge cases of ConcurrencyLimiter with an adaptive limit found by attacking it
+// (include/ratelimit/concurrency/README.md "Adaptive limits in the limiter"): races between a queued waiter and
+// a rise of the limit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
