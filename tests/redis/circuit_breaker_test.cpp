@@ -101,7 +101,10 @@ TEST(BreakerStateMachine, AProbeWithoutVerdictLetsTheNextCallProbe) {
   Breaker b(exact(1), clock);
   fail(b, 1);
   clock.advance(100ms);
-  { auto lapsed = b.admit(); ASSERT_TRUE(lapsed.probe()); }  // e.g. no pooled connection came free
+  {
+    auto lapsed = b.admit();
+    ASSERT_TRUE(lapsed.probe());
+  }  // e.g. no pooled connection came free
   EXPECT_EQ(b.state(), BreakerState::open);
   auto probe = b.admit();
   ASSERT_TRUE(probe.probe());

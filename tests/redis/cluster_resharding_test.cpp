@@ -93,12 +93,13 @@ TEST(ClusterResharding, MovingASlotWhileCheckingLosesNothingAndOverAdmitsNothing
   workers.threads.clear();
 
   const auto s = l.stats();
-  std::printf("resharding slot %u (%d -> %d) under load: %lld admitted, %lld denied, %lld lost; "
-              "%llu MOVED, %llu ASK, %llu slot-map loads\n",
-              static_cast<unsigned>(slot), source, target, static_cast<long long>(admitted.load()),
-              static_cast<long long>(denied.load()), static_cast<long long>(lost.load()),
-              static_cast<unsigned long long>(s.moved_redirections), static_cast<unsigned long long>(s.ask_redirections),
-              static_cast<unsigned long long>(s.slot_map_refreshes));
+  std::printf(
+      "resharding slot %u (%d -> %d) under load: %lld admitted, %lld denied, %lld lost; "
+      "%llu MOVED, %llu ASK, %llu slot-map loads\n",
+      static_cast<unsigned>(slot), source, target, static_cast<long long>(admitted.load()),
+      static_cast<long long>(denied.load()), static_cast<long long>(lost.load()),
+      static_cast<unsigned long long>(s.moved_redirections), static_cast<unsigned long long>(s.ask_redirections),
+      static_cast<unsigned long long>(s.slot_map_refreshes));
   EXPECT_EQ(lost.load(), 0) << "checks failed during the move";
   EXPECT_EQ(s.failures, 0u);
   EXPECT_EQ(admitted.load(), kLimit) << "the key must admit exactly its limit across the move";

@@ -115,16 +115,16 @@ class SlotMove {
 
 // Like RATELIMIT_REQUIRE_REDIS, for the cluster: skip with the reason, but fail under CI (where the
 // cluster tests must run); a cluster that does not form is always a failure.
-#define RATELIMIT_REQUIRE_CLUSTER()                                                                        \
-  do {                                                                                                     \
-    RATELIMIT_REQUIRE_REDIS();                                                                             \
-    if (::ratelimit_test::shared_cluster() == nullptr) {                                                   \
-      const std::string& why = ::ratelimit_test::cluster_error();                                          \
-      if (std::getenv("CI") != nullptr || why.find("not found") == std::string::npos) {                    \
-        FAIL() << "cannot start a Redis Cluster: " << why;                                                 \
-      }                                                                                                    \
-      GTEST_SKIP() << why << ": skipping the Redis Cluster tests (apt-get install redis-tools)";            \
-    }                                                                                                      \
+#define RATELIMIT_REQUIRE_CLUSTER()                                                              \
+  do {                                                                                           \
+    RATELIMIT_REQUIRE_REDIS();                                                                   \
+    if (::ratelimit_test::shared_cluster() == nullptr) {                                         \
+      const std::string& why = ::ratelimit_test::cluster_error();                                \
+      if (std::getenv("CI") != nullptr || why.find("not found") == std::string::npos) {          \
+        FAIL() << "cannot start a Redis Cluster: " << why;                                       \
+      }                                                                                          \
+      GTEST_SKIP() << why << ": skipping the Redis Cluster tests (apt-get install redis-tools)"; \
+    }                                                                                            \
   } while (0)
 
 }  // namespace ratelimit_test
