@@ -1,14 +1,13 @@
 #pragma once
 
 /// @file
-/// Where a Redis server is, as text: the check of a host name (`ConnectionOptions.host` and the node
-/// addresses) and the parser of a Redis URL (`ConnectionOptions::from_url`, include/ratelimit/redis/README.md
-/// "Connection options"). No message here shows a password: a URL's parts are never echoed, and a host holding `@` is
-/// shown from after its last `@` only, one holding a `:` (no IPv6 address) up to that `:` only.
+/// Where a Redis server is, as text: host checks and the Redis URL parser (include/ratelimit/redis/README.md
+/// "Connection options"). No message shows a password: URL parts are never echoed, hosts are cut (`shown_host`).
 
 #include <arpa/inet.h>
 #include <sys/un.h>
 
+#include <charconv>
 #include <cstddef>
 #include <optional>
 #include <stdexcept>
@@ -28,8 +27,7 @@ namespace detail {
   return ::inet_pton(AF_INET6, address.c_str(), &parsed) == 1;
 }
 
-/// `host` quoted for an error text, without what precedes its last `@` (a user and password, mistakenly), and
-/// without what follows a first `:` unless it is an IPv6 address (a pasted "user:password").
+/// `host` quoted for an error text, cut after its last `@` and (unless IPv6) at its first `:`: a pasted password.
 [[nodiscard]] inline std::string shown_host(std::string_view host) {
   const std::size_t at = host.rfind('@');
   const std::string_view rest = at == std::string_view::npos ? host : host.substr(at + 1);
@@ -43,8 +41,7 @@ namespace detail {
 /// The longest Unix socket path `sockaddr_un` holds (its `sun_path` less the terminating NUL).
 inline constexpr std::size_t kMaxUnixSocketPath = sizeof(sockaddr_un::sun_path) - 1;
 
-/// Why `path` is no Unix socket path connect can use as given (relative, too long for `sockaddr_un`, or
-/// holding a NUL that would cut it short), or nullopt when it is one. Never shows `path`.
+/// Why `path` is no Unix socket path connect can use (relative, too long, holding a NUL), or nullopt. Never shows it.
 [[nodiscard]] inline std::optional<std::string> unix_socket_problem(std::string_view path) {
   if (path.empty() || path.front() != '/') return "must be an absolute path, e.g. \"/run/redis/redis.sock\"";
   if (path.size() > kMaxUnixSocketPath) {
@@ -54,8 +51,8 @@ inline constexpr std::size_t kMaxUnixSocketPath = sizeof(sockaddr_un::sun_path) 
   return std::nullopt;
 }
 
-/// Why `host` is no host name, IPv4 or IPv6 address (bare, `::1`, with an optional `%zone`), or nullopt
-/// when it is one. Names are taken as given (the resolver judges them): only what no name holds is refused.
+/// Why `host` is no host name, IPv4 or bare IPv6 address (optional `%zone`), or nullopt. The resolver judges
+/// names: only what no name holds is refused.
 [[nodiscard]] inline std::optional<std::string> host_problem(std::string_view host) {
   if (host.empty()) return "must not be empty: a host name or an IP address, e.g. \"127.0.0.1\"";
   if (host.find("://") != std::string_view::npos) {
@@ -77,7 +74,6 @@ inline constexpr std::size_t kMaxUnixSocketPath = sizeof(sockaddr_un::sun_path) 
     return "holds a port (" + shown_host(host) +
            "): give it in ConnectionOptions.port, or read a URL with ConnectionOptions::from_url";
   }
-  // Several colons: an IPv6 address, with an optional zone ("fe80::1%eth0").
   if (!is_ipv6(host)) return "is not a valid IPv6 address: " + shown_host(host);
   if (host.back() == '%') return "the IPv6 zone after '%' is empty: " + shown_host(host);
   return std::nullopt;
@@ -86,6 +82,16 @@ inline constexpr std::size_t kMaxUnixSocketPath = sizeof(sockaddr_un::sun_path) 
 /// Throws `std::invalid_argument` "`field`: <problem>" when `host` is no host (see `host_problem`).
 inline void check_host(std::string_view host, std::string_view field) {
   if (const auto problem = host_problem(host)) throw std::invalid_argument(std::string(field) + ": " + *problem);
+}
+
+/// Throws `std::invalid_argument` naming `field[i].host` or `field[i].port` for a node with no valid host or port.
+template <class Nodes>
+void check_nodes(const Nodes& nodes, const std::string& field) {
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const std::string node = field + "[" + std::to_string(i) + "]";
+    check_host(nodes[i].host, node + ".host");
+    if (nodes[i].port < 1 || nodes[i].port > 65535) throw std::invalid_argument(node + ".port: must be in 1..65535");
+  }
 }
 
 /// A Redis URL's parts (`parse_redis_url`).
@@ -108,30 +114,23 @@ struct RedisUrl {
 
 /// `text` with its `%XX` escapes decoded; throws naming `part` (never showing it) when an escape is bad.
 [[nodiscard]] inline std::string percent_decoded(std::string_view text, std::string_view part) {
-  auto hex = [](char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
   std::string out;
   for (std::size_t i = 0; i < text.size(); ++i) {
     if (text[i] != '%') {
       out += text[i];
       continue;
     }
-    const int hi = i + 2 < text.size() ? hex(text[i + 1]) : -1;
-    const int lo = i + 2 < text.size() ? hex(text[i + 2]) : -1;
-    if (hi < 0 || lo < 0)
+    unsigned byte = 0;
+    const char* hex = text.data() + i + 1;
+    if (i + 2 >= text.size() || std::from_chars(hex, hex + 2, byte, 16).ptr != hex + 2)
       bad_url("bad percent-encoding in the " + std::string(part) + " (expected %XX, two hex digits)");
-    out += static_cast<char>(hi * 16 + lo);
+    out += static_cast<char>(byte);
     i += 2;
   }
   return out;
 }
 
-/// Throws naming `part` unless `text` holds only what RFC 3986 allows in a URL's user info (unreserved
-/// characters, sub-delimiters, `%` escapes; `:` only in the password).
+/// Throws naming `part` unless `text` holds only what RFC 3986 allows in user info (`:` only in the password).
 inline void check_userinfo_chars(std::string_view text, std::string_view part, bool colon_allowed) {
   static constexpr std::string_view kAllowed = "-._~!$&'()*+,;=%";
   for (const char c : text) {
@@ -142,15 +141,16 @@ inline void check_userinfo_chars(std::string_view text, std::string_view part, b
   }
 }
 
-/// A decimal number in [lo, hi] or nullopt (no sign, no other characters, no overflow).
-[[nodiscard]] inline std::optional<int> decimal(std::string_view text, long long lo, long long hi) {
-  if (text.empty() || text.size() > 10) return std::nullopt;
+/// The URL's `what` as a decimal number in [lo, hi] (no sign, no other characters); throws naming `what` else.
+[[nodiscard]] inline int url_number(std::string_view text, long long lo, long long hi, std::string_view what) {
   long long value = 0;
   for (const char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    value = value * 10 + (c - '0');
+    if (c < '0' || c > '9' || text.size() > 10) value = -1;
+    if (value >= 0) value = value * 10 + (c - '0');
   }
-  if (value < lo || value > hi) return std::nullopt;
+  if (text.empty() || value < lo || value > hi) {
+    bad_url("the " + std::string(what) + " is not a number in " + std::to_string(lo) + ".." + std::to_string(hi));
+  }
   return static_cast<int>(value);
 }
 
@@ -166,8 +166,7 @@ inline void parse_userinfo(std::string_view info, RedisUrl& url) {
   url.password = percent_decoded(password, "password");
 }
 
-/// The host of a URL's `[...]`: RFC 6874 writes its zone after an encoded '%' ("fe80::1%25eth0", zone "eth0",
-/// itself percent-decoded); a bare '%' ("fe80::1%eth0") is read as the zone's start too.
+/// The host of a URL's `[...]`: its zone after "%25" (RFC 6874) or a bare '%', percent-decoded.
 [[nodiscard]] inline std::string ipv6_host(std::string_view text) {
   const std::size_t percent = text.find('%');
   if (percent == std::string_view::npos) return std::string(text);
@@ -203,11 +202,7 @@ inline void parse_host_port(std::string_view text, RedisUrl& url) {
   }
   if (url.host.empty()) bad_url("no host");
   if (host_problem(url.host)) bad_url("the host is no host name or IP address");
-  if (has_port) {
-    const auto p = decimal(port, 1, 65535);
-    if (!p) bad_url("the port is not a number in 1..65535");
-    url.port = *p;
-  }
+  if (has_port) url.port = url_number(port, 1, 65535, "port");
 }
 
 /// Reads a `unix://` URL's part after the scheme: `[user[:password]@]/path[?db=N]`.
@@ -232,13 +227,10 @@ inline void parse_unix(std::string_view rest, RedisUrl& url) {
   if (query.rfind("db=", 0) != 0 || query.find('&') != std::string_view::npos) {
     bad_url("the query may only be db=N (the database)");
   }
-  const auto db = decimal(query.substr(3), 0, 2147483647);
-  if (!db) bad_url("the database (db=N) is not a number in 0..2147483647");
-  url.database = *db;
+  url.database = url_number(query.substr(3), 0, 2147483647, "database (db=N)");
 }
 
-/// Parses a Redis URL (see `ConnectionOptions::from_url`). Throws `std::invalid_argument` saying what is
-/// wrong, never showing the URL or a part of it.
+/// Parses a Redis URL (`ConnectionOptions::from_url`); throws `std::invalid_argument` never showing the URL.
 [[nodiscard]] inline RedisUrl parse_redis_url(std::string_view text) {
   const std::size_t sep = text.find("://");
   if (sep == std::string_view::npos) bad_url("no scheme");
@@ -263,9 +255,7 @@ inline void parse_unix(std::string_view rest, RedisUrl& url) {
   if (rest[end] == '?' || rest.find('?') != std::string_view::npos) bad_url("a query ('?') is not supported here");
   const std::string_view db = rest.substr(end + 1);
   if (db.empty()) return url;
-  const auto n = decimal(db, 0, 2147483647);
-  if (!n) bad_url("the database ('/N' after the host) is not a number in 0..2147483647");
-  url.database = *n;
+  url.database = url_number(db, 0, 2147483647, "database ('/N' after the host)");
   return url;
 }
 
