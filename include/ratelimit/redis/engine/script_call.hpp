@@ -1,10 +1,8 @@
 #pragma once
 
 /// @file
-/// The one place a Lua script call is sent, for single checks, batches, layered checks, leases and
-/// concurrency permits, sync or async, on one server or Redis Cluster (include/ratelimit/redis/README.md
-/// "Failures" and "Redis Functions"): each call is a `detail::ScriptStep`, which reads each reply and says
-/// what goes next.
+/// The one place a Lua script call is sent, sync or async, on any route (include/ratelimit/redis/README.md
+/// "Failures" and "Redis Functions"): each call is a `detail::ScriptStep`, which reads each reply.
 
 #include <algorithm>
 #include <chrono>
@@ -28,14 +26,13 @@
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
-/// A Lua script as the engine sends it. The views must outlive every call made with it (the embedded
-/// scripts are static).
+/// A Lua script as the engine sends it. The views must outlive every call made with it.
 struct Script {
   /// The `EVALSHA` name: the SHA1 of `body`.
   std::string_view sha1;
   /// Sent with `EVAL` when the server answers `NOSCRIPT`.
   std::string_view body;
-  /// Its name for `FCALL`, and the source of the Functions library holding it (`FUNCTION LOAD`).
+  /// Its `FCALL` name, and the source of its Functions library (`FUNCTION LOAD`).
   std::string_view function;
   std::string_view library;
 
@@ -51,13 +48,7 @@ struct Script {
 
 namespace detail {
 
-/// An `FCALL` of a function the server does not have (fresh server, `FUNCTION FLUSH`): it did not run.
-[[nodiscard]] inline bool function_missing(const redisReply& r) noexcept {
-  return is_error(r, "ERR Function not found");
-}
-
-/// The server will not run Functions for us: no permission for `FCALL` / `FUNCTION LOAD`, or no such
-/// command (Redis < 7, renamed). Then nothing ran; the call goes as `EVALSHA` instead.
+/// The server will not run Functions (no permission, or no such command: Redis < 7): nothing ran.
 [[nodiscard]] inline bool functions_refused(const redisReply& r) noexcept {
   if (is_error(r, "ERR unknown command") || is_error(r, "ERR unknown subcommand")) return true;
   if (!is_error(r, "NOPERM")) return false;
@@ -65,23 +56,21 @@ namespace detail {
   return t.find("'fcall'") != std::string_view::npos || t.find("'function") != std::string_view::npos;
 }
 
-/// A `FUNCTION LOAD` reply that means the library is there now (loaded, or loaded by someone else first).
+/// A `FUNCTION LOAD` reply that means the library is there now (loaded by us or another client).
 [[nodiscard]] inline bool library_loaded(const redisReply& r) noexcept {
   return !is_error(r) || text(r).find("already exists") != std::string_view::npos;
 }
 
-/// One script call's state: `EVALSHA`, then one `EVAL` with the body on `NOSCRIPT`; with Functions, `FCALL`,
-/// then on a missing function `FUNCTION LOAD` and the `FCALL` again (`EVALSHA` if it is still missing or the
-/// load failed), and `EVALSHA` wherever Functions are refused (`Route::refuse_functions`). Every reply of the
-/// call, sync or async, goes through `next`: the only place these replies are recognised. Each step sends
+/// One script call's state: `EVALSHA`, then one `EVAL` on `NOSCRIPT`; with Functions, `FCALL`, then on a
+/// missing function `FUNCTION LOAD` and `FCALL` again (else `EVALSHA`), and `EVALSHA` wherever Functions are
+/// refused. Every reply goes through `next`, the only place these replies are recognised; each step sends
 /// something that did not run before, so no call runs twice.
 class ScriptStep {
  public:
   explicit ScriptStep(bool fcall) noexcept : phase_(fcall ? Phase::fcall : Phase::evalsha) {}
 
-  /// Takes the reply to what was sent last (null: none came, the error stands). True when something goes
-  /// next: `FUNCTION LOAD` when `loading()`, else the call as `write` spells it; false when this is the
-  /// call's outcome (a failed load: see `loading()`).
+  /// Takes the reply to what was sent last (null: none came). True when something goes next (`FUNCTION LOAD`
+  /// when `loading()`, else the call as `write` spells it); false when this is the outcome.
   bool next(const redisReply* reply, Route& route) noexcept {
     if (reply == nullptr || phase_ == Phase::eval) return false;
     if (phase_ == Phase::evalsha) {
@@ -93,13 +82,12 @@ class ScriptStep {
       return to(Phase::evalsha, false);
     }
     if (phase_ == Phase::loading) return to(library_loaded(*reply) ? Phase::fcall_again : Phase::evalsha, false);
-    if (!function_missing(*reply)) return false;
+    if (!is_error(*reply, "ERR Function not found")) return false;  // else it did not run: load the library
     return phase_ == Phase::fcall ? to(Phase::loading, true) : to(Phase::evalsha, false);
   }
-  /// True while the next send is `FUNCTION LOAD`; after `next` returned false, the load failed (no reply):
-  /// the call did not run.
+  /// True while the next send is `FUNCTION LOAD`; after `next` returned false: the load failed, nothing ran.
   [[nodiscard]] bool loading() const noexcept { return phase_ == Phase::loading; }
-  /// True once the script (or library) had to be sent again: the call counts one `script_reloads`.
+  /// True once the script (or library) had to be sent again (one `script_reloads`).
   [[nodiscard]] bool reloaded() const noexcept { return reloaded_; }
   /// Spells the call's command (`args[0..1]`) for the current phase; not while `loading()`.
   template <class Args>
@@ -125,8 +113,7 @@ class ScriptStep {
   return error ? std::move(*error) : BackendError(BackendErrorCause::protocol, "FUNCTION LOAD: no reply");
 }
 
-/// The rounds of `run_script`: each holds at most one call per key of `order_keys` (the n-th call of a
-/// key in round n); no `order_keys`: one round of every call.
+/// The rounds of `run_script`: the n-th call of a key of `order_keys` in round n; no `order_keys`: one round.
 [[nodiscard]] inline std::vector<std::vector<std::size_t>> script_rounds(std::size_t n,
                                                                          std::span<const std::string_view> order_keys) {
   std::vector<std::vector<std::size_t>> rounds(n == 0 ? 0 : 1);
@@ -139,9 +126,8 @@ class ScriptStep {
   return rounds;
 }
 
-/// Sends what each call of `which` (indices into `calls`) needs next, as one `Route::execute`: the call,
-/// or its step's `FUNCTION LOAD` (one per slot), and hands every reply to the call's step. Leaves in
-/// `which` the calls that go on; the others have their outcome.
+/// Sends what each call of `which` needs next (the call, or one `FUNCTION LOAD` per slot) as one
+/// `Route::execute` and hands each reply to its step. Leaves in `which` the calls that go on.
 inline void send_script_calls(Route& route, const Script& script, std::span<RouteCall> calls,
                               std::span<ScriptStep> steps, std::vector<std::size_t>& which) {
   const bool whole =
@@ -194,13 +180,11 @@ inline void send_script_calls(Route& route, const Script& script, std::span<Rout
 }  // namespace detail
 
 /// Runs `calls` (each `{"EVALSHA", script.sha1, numkeys, keys..., args...}`, `slot` set) through `route`, each
-/// through its `detail::ScriptStep`, and returns how many calls had their script (or library) sent again. No
-/// `SCRIPT LOAD` is ever sent. One deadline per call: the earlier of its own and `command_timeout` from now,
-/// reloads included. `order_keys[i]` names the key whose calls must run in order (empty span: all distinct): a
-/// call re-sent after `NOSCRIPT` must not run after a later call of its key, so the calls go in rounds holding at
-/// most one call per key, each round answered before the next is sent (a batch of distinct keys is one round).
-/// Outcomes land in each call; never throws `BackendError`; may throw `std::bad_alloc`. Thread-safe as the route
-/// is.
+/// through its `detail::ScriptStep`; returns how many had their script (or library) sent again. One deadline
+/// per call, reloads included: the earlier of its own and `command_timeout` from now. `order_keys[i]`: the key
+/// whose calls must run in order (empty: all distinct), so a call re-sent after `NOSCRIPT` cannot run after a
+/// later one; the calls then go in rounds of one call per key. Outcomes land in each call; never throws
+/// `BackendError`; may throw `std::bad_alloc`. Thread-safe as the route is.
 inline std::size_t run_script(Route& route, const Script& script, std::span<RouteCall> calls,
                               std::span<const std::string_view> order_keys = {}) {
   const auto deadline = std::chrono::steady_clock::now() + route.options().command_timeout;
@@ -215,11 +199,9 @@ inline std::size_t run_script(Route& route, const Script& script, std::span<Rout
   return static_cast<std::size_t>(std::count_if(steps.begin(), steps.end(), [](auto& s) { return s.reloaded(); }));
 }
 
-/// One async script call: `args` = `{"EVALSHA", script.sha1, numkeys, keys..., args...}`. Started with
-/// `start`, it goes through its `detail::ScriptStep` as `run_script`'s calls do, each next command on the
-/// same connection (a `NOSCRIPT`'d call did not run, so this is no re-send of a call that may have run).
-/// `finished` then runs once, on the route's I/O thread, with the final reply or the error and whether the
-/// script (or library) was loaded again.
+/// One async script call (`args` = `{"EVALSHA", script.sha1, numkeys, keys..., args...}`) through its
+/// `detail::ScriptStep`, as `run_script`'s calls. `finished` runs once, on the route's I/O thread, with the
+/// outcome and whether the script (or library) was loaded again.
 class AsyncScriptCall : public PipelineOp {
  public:
   explicit AsyncScriptCall(const Script& script) : script_(script) {}
