@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <shared_mutex>
 #include <span>
@@ -19,8 +21,8 @@
 #include <string>
 #include <string_view>
 #include <unordered_set>
-#include <utility>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ratelimit/redis/abi.hpp"
@@ -35,47 +37,36 @@
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
-/// The routing layer of the Redis backend on Redis Cluster: not a general cluster client, only what the
-/// limiter needs (single-key commands, always on masters; include/ratelimit/redis/README.md "Redis Cluster").
-///
-/// Keeps the slot map read with `CLUSTER SLOTS` (loaded on first use from the seed nodes, or any node
-/// known since) and one `ConnectionPool` per node, whose shared pipelined connections carry every call,
-/// sync or async, as on a single server. It knows nothing of scripts: a `NOSCRIPT` is a reply like any
-/// other. A sync call whose node cannot be reached before anything is sent, or whose slot has no known
-/// owner, is retried only when a refreshed map names another owner; anything already sent is never
-/// re-sent, so a check is applied at most once. Nodes are remembered for the router's lifetime.
-///
-/// Thread-safe: every method may be called from any thread; the map is guarded by a shared mutex,
-/// refreshes are serialised and throttled (`cluster_refresh_interval`).
+/// The Redis backend's route on Redis Cluster: single-key commands, always on masters
+/// (include/ratelimit/redis/README.md "Redis Cluster"). Keeps the slot map (`CLUSTER SLOTS`, loaded on first use
+/// from any known node) and one `ConnectionPool` per node. A call whose node could not be reached before it was
+/// sent, or whose slot has no known owner, is retried only when a refreshed map names another owner; anything
+/// sent is never re-sent, so a check is applied at most once. Nodes are kept for the router's lifetime.
+/// Thread-safe; refreshes are serialised and throttled (`cluster_refresh_interval`).
 class ClusterRouter final : public Route {
  public:
-  /// Validates the options (seed nodes, pool and timeout fields); connects nothing yet. Throws
-  /// `std::invalid_argument` naming the field (`ConnectionOptions.cluster_nodes`, ...).
-  /// `limiter_defaults`: the options of limiters made on this router without their own.
+  /// Validates the options; connects nothing yet. Throws `std::invalid_argument` naming the field
+  /// (`ConnectionOptions.cluster_nodes`, ...). `limiter_defaults`: for limiters made here without their own.
   explicit ClusterRouter(ConnectionOptions options, LimiterOptions limiter_defaults = {})
       : options_(validated(std::move(options))), limiter_defaults_(std::move(limiter_defaults)) {
     slots_.fill(-1);
     for (const ClusterNode& seed : options_.cluster_nodes) (void)node_at(seed.host, seed.port);
   }
 
-  /// Refused at compile time, as `ConnectionPool(const RedisOptions&)`: write
-  /// `ClusterRouter(o.connection(), o.limiter())`.
+  /// Refused: write `ClusterRouter(o.connection(), o.limiter())`.
   explicit ClusterRouter(const RedisOptions& options) = delete;
 
   ClusterRouter(const ClusterRouter&) = delete;
   ClusterRouter& operator=(const ClusterRouter&) = delete;
   ~ClusterRouter() override {
-    // Completions on the nodes' I/O threads may send calls on to other nodes: none does once the nodes go.
+    // Completions on the nodes' I/O threads may forward calls to other nodes: none may once the nodes go.
     closing_.store(true);
     while (forwarding_.load() != 0) std::this_thread::yield();
   }
 
-  /// Runs every call on the master owning its slot, in rounds: each round sends the calls due to each
-  /// node on its shared pipelined connection, one breaker ticket per node, every node's part in flight
-  /// at once; `MOVED` (the map is updated and refreshed) and `ASK` (`ASKING`, then that node, once) send
-  /// a call again next round, at most `cluster_max_redirects` times. Outcomes land in each call's
-  /// `reply` / `error`. Never throws `BackendError`; may throw `std::bad_alloc`, and `std::logic_error` in
-  /// a process forked after the router was made (touching nothing).
+  /// As `Route::execute`, in rounds: each sends every node its part at once (one breaker ticket per node);
+  /// `MOVED` (the map is updated and refreshed) and `ASK` (`ASKING`, then that node, once) send a call again
+  /// next round, at most `cluster_max_redirects` times.
   void execute(std::span<RouteCall> calls) override {
     if (calls.empty()) return;
     check_not_forked();
@@ -84,14 +75,12 @@ class ClusterRouter final : public Route {
     }
     std::vector<State> state(calls.size());
     std::vector<std::size_t> pending(calls.size());
-    for (std::size_t i = 0; i < calls.size(); ++i) pending[i] = i;
+    std::iota(pending.begin(), pending.end(), std::size_t{0});
     while (!pending.empty()) pending = run_round(calls, state, pending);
   }
 
-  /// Starts `op` on the master owning `op.slot`, on that node's pipeline, gated per call by its breaker
-  /// as on a `ServerRoute`; `MOVED` and `ASK` replies send it on from its completion, with its deadline.
-  /// While the map has no owner for the slot (or is not loaded yet) the call goes to the router's worker
-  /// thread, which reloads the map first, so `submit` never blocks.
+  /// As `Route::submit`: on the slot owner's pipeline; `MOVED` and `ASK` send it on from its completion. With no
+  /// owner known (or no map yet) it waits on the router's worker for a reload, so `submit` never blocks.
   void submit(PipelineOp& op) override {
     check_not_forked();
     const Forwarding forwarding(*this);
@@ -113,16 +102,15 @@ class ClusterRouter final : public Route {
       for (const auto& node : nodes_) detail::add_counters(c, *node->pool);
     }
     c.refused_calls += worker_.refused();
-    c.moved_redirections = moved();
-    c.ask_redirections = asks();
-    c.slot_map_refreshes = refreshes();
+    c.moved_redirections = moved_.load(std::memory_order_relaxed);
+    c.ask_redirections = asks_.load(std::memory_order_relaxed);
+    c.slot_map_refreshes = refreshes_.load(std::memory_order_relaxed);
     return c;
   }
   [[nodiscard]] ClusterRouter* cluster_router() noexcept override { return this; }
 
-  /// Reloads the slot map with `CLUSTER SLOTS` from the first known node that answers. Returns false
-  /// (keeping the old map) when none does. Thread-safe; concurrent refreshes run one at a time. Throws
-  /// `std::logic_error` in a process forked after the router was made.
+  /// Reloads the slot map from the first known node that answers; false (the old map kept) when none does.
+  /// Thread-safe. Throws `std::logic_error` in a process forked after the router was made.
   bool refresh() {
     check_not_forked();
     return refresh_now(Refresh::forced);
@@ -130,22 +118,10 @@ class ClusterRouter final : public Route {
 
   /// "host:port" of the master currently believed to own `slot` (empty when none is known). Thread-safe.
   [[nodiscard]] std::string owner_of(std::uint16_t slot) const {
-    const std::shared_lock lock(mutex_);
-    const int n = slots_[slot % detail::kClusterSlots];
-    return n < 0 ? std::string() : nodes_[static_cast<std::size_t>(n)]->endpoint;
+    const Node* n = owner(slot % detail::kClusterSlots);
+    return n == nullptr ? std::string() : n->host + ":" + std::to_string(n->port);
   }
 
-  /// `MOVED` redirections followed so far. Thread-safe (each counter read atomically).
-  [[nodiscard]] std::uint64_t moved() const noexcept { return moved_.load(std::memory_order_relaxed); }
-  /// `ASK` redirections followed so far (slots in migration). Thread-safe.
-  [[nodiscard]] std::uint64_t asks() const noexcept { return asks_.load(std::memory_order_relaxed); }
-  /// Reloads of the slot map (`CLUSTER SLOTS`) so far. Thread-safe.
-  [[nodiscard]] std::uint64_t refreshes() const noexcept { return refreshes_.load(std::memory_order_relaxed); }
-  /// Connections opened so far, summed over the nodes' pools. Thread-safe.
-  [[nodiscard]] std::uint64_t connects() const { return counters().connects; }
-  /// Broken connections dropped so far, summed over the nodes' pools. Thread-safe.
-  [[nodiscard]] std::uint64_t drops() const { return counters().dropped_connections; }
-  /// The options as given. Thread-safe (immutable).
   [[nodiscard]] const ConnectionOptions& options() const noexcept override { return options_; }
   [[nodiscard]] const LimiterOptions& limiter_defaults() const noexcept override { return limiter_defaults_; }
 
@@ -153,7 +129,6 @@ class ClusterRouter final : public Route {
   struct Node {
     std::string host;
     int port = 0;
-    std::string endpoint;  // "host:port"
     std::unique_ptr<ConnectionPool> pool;
   };
   /// A sync call across rounds.
@@ -180,8 +155,7 @@ class ClusterRouter final : public Route {
   enum class Redirect { none, moved, ask, changing };
   enum class Refresh { initial, forced, throttled };
 
-  /// Held by whoever may send a call on to a node from a completion, so that the nodes outlive it: false
-  /// once the router goes (then nothing is sent).
+  /// Held while a completion may send a call on to a node, so the nodes outlive it; false once the router goes.
   class Forwarding {
    public:
     explicit Forwarding(ClusterRouter& r) noexcept : r_(r) {
@@ -198,8 +172,7 @@ class ClusterRouter final : public Route {
     bool ok_;
   };
 
-  /// An async call on its way to its slot's master: a `MOVED` or `ASK` reply sends it on from its
-  /// completion (on that node's I/O thread, with its deadline), at most `cluster_max_redirects` times.
+  /// An async call on its way to its slot's master, sent on by `forward` from its completion.
   class Routed final : public detail::Relay {
    public:
     Routed(ClusterRouter& router, PipelineOp& call) noexcept : Relay(router, call), router_(router) {}
@@ -224,50 +197,40 @@ class ClusterRouter final : public Route {
       throw std::invalid_argument(std::string("ConnectionOptions.") + field + ": " + what);
     };
     if (o.cluster_nodes.empty()) bad("cluster_nodes", "needs at least one seed node for a ClusterRouter");
-    for (std::size_t i = 0; i < o.cluster_nodes.size(); ++i) {
-      const std::string node = "ConnectionOptions.cluster_nodes[" + std::to_string(i) + "]";
-      detail::check_host(o.cluster_nodes[i].host, node + ".host");
-      const int port = o.cluster_nodes[i].port;
-      if (port < 1 || port > 65535) throw std::invalid_argument(node + ".port: must be in 1..65535");
-    }
+    detail::check_nodes(o.cluster_nodes, "ConnectionOptions.cluster_nodes");
     if (!o.sentinel.master_name.empty() || !o.sentinel.nodes.empty()) {
       throw std::invalid_argument("ConnectionOptions.cluster_nodes: Redis Cluster and Sentinel exclude each other");
     }
     if (o.database != 0) bad("database", "must be 0 on Redis Cluster (it has only database 0)");
     if (o.cluster_max_redirects < 1 || o.cluster_max_redirects > 100) bad("cluster_max_redirects", "must be in 1..100");
     if (o.cluster_refresh_interval.count() < 0) bad("cluster_refresh_interval", "must be >= 0");
-    // The pool checks the remaining connection fields; check them now, not at the first node.
+    // The pool checks the other connection fields: now, not at the first node.
     (void)ConnectionPool(detail::at(o, o.cluster_nodes.front().host, o.cluster_nodes.front().port));
     return o;
   }
 
-  /// The node for host:port, made (with its pool) on first sight. Nodes are never removed, so a
-  /// `Node*` stays valid for the router's lifetime.
+  /// The node for host:port, made (with its pool) on first sight. Nodes are never removed: a `Node*` stays valid.
   Node* node_at(const std::string& host, int port) {
     {
       const std::shared_lock lock(mutex_);
-      if (Node* n = find_node(host, port)) return n;
+      if (const int i = index_of(host, port); i >= 0) return nodes_[static_cast<std::size_t>(i)].get();
     }
     const std::unique_lock lock(mutex_);
-    return find_or_add(host, port).first;
+    return nodes_[static_cast<std::size_t>(find_or_add(host, port))].get();
   }
-  Node* find_node(const std::string& host, int port) const {
-    for (const auto& n : nodes_) {
-      if (n->port == port && n->host == host) return n.get();
-    }
-    return nullptr;
-  }
-  /// Caller holds the unique lock. Returns the node and its index.
-  std::pair<Node*, int> find_or_add(const std::string& host, int port) {
+  int index_of(const std::string& host, int port) const {  // lock held; -1 when unknown
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      if (nodes_[i]->port == port && nodes_[i]->host == host) return {nodes_[i].get(), static_cast<int>(i)};
+      if (nodes_[i]->port == port && nodes_[i]->host == host) return static_cast<int>(i);
     }
-    auto node =
-        std::make_unique<Node>(Node{host, port, host + ":" + std::to_string(port),
-                                    std::make_unique<ConnectionPool>(detail::at(options_, host, port), LimiterOptions{},
-                                                                     ConnectionPool::Discovered{})});
-    nodes_.push_back(std::move(node));
-    return {nodes_.back().get(), static_cast<int>(nodes_.size() - 1)};
+    return -1;
+  }
+  /// The index of the node for host:port, added when new. Caller holds the unique lock.
+  int find_or_add(const std::string& host, int port) {
+    if (const int i = index_of(host, port); i >= 0) return i;
+    auto pool = std::make_unique<ConnectionPool>(detail::at(options_, host, port), LimiterOptions{},
+                                                 ConnectionPool::Discovered{});
+    nodes_.push_back(std::make_unique<Node>(Node{host, port, std::move(pool)}));
+    return static_cast<int>(nodes_.size() - 1);
   }
 
   Node* owner(std::uint16_t slot) const {
@@ -300,8 +263,7 @@ class ClusterRouter final : public Route {
     return std::move(round.next);
   }
 
-  /// Groups the pending calls by node. One call per key in flight: a later call on the key waits for a
-  /// later round, so that a redirection of the earlier one cannot let the later one run first.
+  /// Groups the pending calls by node. One call per key in flight, so a redirection cannot reorder a key's calls.
   void plan(Round& round, std::span<RouteCall> calls, std::vector<State>& state,
             const std::vector<std::size_t>& pending) {
     std::unordered_set<std::string_view> keys_sent;
@@ -336,8 +298,7 @@ class ClusterRouter final : public Route {
     }
   }
 
-  /// Starts every group's gated round trip, then waits for them all: the nodes work on their parts at
-  /// once. This caller drives the first node's connection itself when it is idle.
+  /// Starts every group's gated round trip, then waits for all; the caller may drive the first node's connection.
   void send_groups(Round& round, std::span<RouteCall> calls, std::vector<State>& state) {
     bool drive = true;
     for (Group& g : round.groups) {
@@ -374,8 +335,7 @@ class ClusterRouter final : public Route {
     if (r == Redirect::moved || r == Redirect::changing) round.want_refresh = true;
   }
 
-  /// Reloads the map (throttled) and sends again next round each call that was not sent when the map (as
-  /// refreshed now, or by another thread meanwhile) names another owner for it.
+  /// Reloads the map (throttled); an unsent call goes again next round when the map names another owner for it.
   void retry_elsewhere(Round& round, std::span<RouteCall> calls, const std::vector<State>& state) {
     (void)refresh_now(Refresh::throttled);
     for (const auto& [i, failed] : round.unreachable) {
@@ -393,20 +353,15 @@ class ClusterRouter final : public Route {
     const auto colon = msg.rfind(':');
     if (space == std::string_view::npos || colon == std::string_view::npos || colon < space) return nullptr;
     std::string host(msg.substr(space + 1, colon - space - 1));
-    const std::string_view port_text = msg.substr(colon + 1);
     int port = 0;
-    for (const char ch : port_text) {
-      if (ch < '0' || ch > '9' || port > 65535) return nullptr;
-      port = port * 10 + (ch - '0');
-    }
-    if (port_text.empty() || port < 1 || port > 65535) return nullptr;
+    const auto [end, ec] = std::from_chars(msg.data() + colon + 1, msg.data() + msg.size(), port);
+    if (ec != std::errc() || end != msg.data() + msg.size() || port < 1 || port > 65535) return nullptr;
     if (host.empty()) host = from->host;
     return node_at(host, port);
   }
 
-  /// What `reply` from `from` says of `slot`: `MOVED` (the map now names `target` as the slot's owner), `ASK`
-  /// (`target` takes this call), `CLUSTERDOWN` or `TRYAGAIN` (the map is probably changing: the caller's
-  /// outcome, but worth a refresh), or none of those.
+  /// What `reply` from `from` says of `slot`: `MOVED` (the map now names `target`), `ASK` (`target` takes this
+  /// call), `CLUSTERDOWN` or `TRYAGAIN` (the outcome stands, the map is probably changing), or none.
   Redirect redirection(const redisReply& reply, const Node* from, std::uint16_t slot, Node*& target) {
     if (!is_error(reply)) return Redirect::none;
     const std::string_view msg = text(reply);
@@ -420,7 +375,7 @@ class ClusterRouter final : public Route {
       }
       moved_.fetch_add(1, std::memory_order_relaxed);
       const std::unique_lock lock(mutex_);
-      slots_[slot] = find_or_add(target->host, target->port).second;
+      slots_[slot] = find_or_add(target->host, target->port);
       return Redirect::moved;
     }
     return is_error(reply, "CLUSTERDOWN") || is_error(reply, "TRYAGAIN") ? Redirect::changing : Redirect::none;
@@ -433,17 +388,16 @@ class ClusterRouter final : public Route {
     detail::submit_gated(*node->pool, r);
   }
 
-  /// From the completion of `r`: sends it on when the reply redirects it (true); else the outcome stands
-  /// (false), a redirection past `cluster_max_redirects` becoming an error. Failures and redirections have
-  /// the map reloaded in the background.
+  /// From `r`'s completion: true when it was sent on (a redirection); else its outcome stands (past
+  /// `cluster_max_redirects`: an error). Failures and redirections have the map reloaded in the background.
   bool forward(Routed& r, Reply& reply, std::optional<BackendError>& error) {
     if (error) {
-      if (error->cause() != BackendErrorCause::circuit_open) refresh_request_.ask(worker_);
+      if (error->cause() != BackendErrorCause::circuit_open) worker_.ask();
       return false;
     }
     Node* target = nullptr;
     const Redirect d = redirection(*reply, r.node, r.slot(), target);
-    if (d == Redirect::moved || d == Redirect::changing) refresh_request_.ask(worker_);
+    if (d == Redirect::moved || d == Redirect::changing) worker_.ask();
     if (d != Redirect::moved && d != Redirect::ask) return false;
     if (r.sends > options_.cluster_max_redirects) {
       reply.reset();
@@ -455,17 +409,8 @@ class ClusterRouter final : public Route {
     return true;
   }
 
-  /// The worker's batch: a map reload asked for in the background, or async calls whose slot had no known
-  /// owner (or no map yet): the map is reloaded first, then each goes to its owner or fails with why.
-  void on_worker(const std::vector<PipelineOp*>& batch) {
-    std::vector<PipelineOp*> calls;
-    for (PipelineOp* op : batch) {
-      if (op == &refresh_request_) {
-        refresh_request_.taken();
-      } else {
-        calls.push_back(op);
-      }
-    }
+  /// The worker's batch (a reload request, calls with no owner known): reloads, then sends each call or fails it.
+  void on_worker(const std::vector<PipelineOp*>& calls) {
     (void)refresh_now(map_loaded_.load(std::memory_order_acquire) ? Refresh::throttled : Refresh::initial);
     const bool loaded = map_loaded_.load(std::memory_order_acquire);
     for (PipelineOp* op : calls) {
@@ -483,8 +428,8 @@ class ClusterRouter final : public Route {
     return last_refresh_error_;
   }
 
-  /// One refresh at a time. `initial`: load unless another thread just did; `throttled`: at most one per
-  /// `cluster_refresh_interval`, and a thread that finds one running goes on with the map it has.
+  /// One refresh at a time. `initial`: unless another thread just loaded; `throttled`: at most one per
+  /// `cluster_refresh_interval`, skipped while another runs.
   bool refresh_now(Refresh mode) {
     std::unique_lock lock(refresh_mutex_, std::defer_lock);
     if (mode != Refresh::throttled) {
@@ -519,8 +464,8 @@ class ClusterRouter final : public Route {
     return false;
   }
 
-  /// CLUSTER SLOTS from one node: [[start, end, [host, port, id...], replicas...]...]. Slots missing
-  /// from the reply keep their old owner (they answer with a redirection or CLUSTERDOWN anyway).
+  /// CLUSTER SLOTS from one node: [[start, end, [host, port, id...], replicas...]...]. Slots not named keep
+  /// their owner (they answer with a redirection or CLUSTERDOWN anyway).
   void load_from(const std::string& host, int port) {
     Connection c = Connection::open(detail::at(options_, host, port));
     const Reply r = c.command({"CLUSTER", "SLOTS"});
@@ -555,7 +500,7 @@ class ClusterRouter final : public Route {
       throw BackendError(BackendErrorCause::reply, "CLUSTER SLOTS: no slot is served (cluster not formed?)");
     const std::unique_lock lock(mutex_);
     for (const Range& range : ranges) {
-      const int index = find_or_add(range.host, range.port).second;
+      const int index = find_or_add(range.host, range.port);
       for (long long s = range.first; s <= range.last; ++s) slots_[static_cast<std::size_t>(s)] = index;
     }
   }
@@ -575,8 +520,8 @@ class ClusterRouter final : public Route {
   std::atomic<std::uint64_t> moved_{0};
   std::atomic<std::uint64_t> asks_{0};
   std::atomic<std::uint64_t> refreshes_{0};
-  detail::WorkerRequest refresh_request_;
-  RouteWorker worker_{options_.max_in_flight, [this](const std::vector<PipelineOp*>& b) { on_worker(b); }};
+  RouteWorker worker_{options_.max_in_flight,
+                      [this](const std::vector<PipelineOp*>& calls, bool) { on_worker(calls); }};
 };
 
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE

@@ -1,9 +1,8 @@
 #pragma once
 
 /// @file
-/// `Route`: where the Redis backend's commands go. A single server is one route (`ServerRoute`, over a
-/// `ConnectionPool`); Redis Cluster routes each command to its slot's master (`ClusterRouter`). Routes
-/// send commands and follow redirections; they know nothing of scripts (`engine/script_call.hpp` does).
+/// `Route`: where commands go (`ServerRoute`, `ClusterRouter`, `SentinelRoute`). Routes send commands and
+/// follow redirections; they know nothing of scripts (`engine/script_call.hpp` does).
 
 #include <atomic>
 #include <chrono>
@@ -14,8 +13,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <optional>
+#include <thread>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -39,14 +38,9 @@ class ClusterRouter;
 
 namespace detail {
 
-/// What a round trip that threw `e` (not a `PoolTimeout`, which says nothing) tells `ticket`'s breaker: an
-/// error reply means the server is alive, anything else a failure.
+/// What failure `e` tells `ticket`'s breaker: an error reply means the server is alive, anything else failed.
 inline void settle(CircuitBreaker<>::Ticket& ticket, const BackendError& e) noexcept {
-  if (e.cause() == BackendErrorCause::reply) {
-    ticket.succeeded();
-  } else {
-    ticket.failed();
-  }
+  e.cause() == BackendErrorCause::reply ? ticket.succeeded() : ticket.failed();
 }
 
 /// The same from the outcomes of one round trip's calls: any reply (error replies too) is a success.
@@ -81,41 +75,13 @@ inline void fail_unsent(std::span<RouteCall> calls, const BackendError& e) {
   }
 }
 
-/// Runs the calls of `calls` that `which` names through `run` as a batch of their own (copies of their
-/// slot, key, arguments and deadline), their outcomes back in place: a re-send of part of a batch.
-template <class Run>
-void run_part(std::span<RouteCall> calls, const std::vector<std::size_t>& which, Run&& run) {
-  std::vector<RouteCall> part(which.size());
-  for (std::size_t k = 0; k < which.size(); ++k) {
-    const RouteCall& c = calls[which[k]];
-    part[k].slot = c.slot;
-    part[k].key = c.key;
-    part[k].args = c.args;
-    part[k].deadline = c.deadline;
-  }
-  run(std::span<RouteCall>(part));
-  for (std::size_t k = 0; k < which.size(); ++k) {
-    RouteCall& c = calls[which[k]];
-    c.reply = std::move(part[k].reply);
-    c.error = std::move(part[k].error);
-    c.sent = part[k].sent;
-  }
-}
-
-/// How `execute_gated` ended.
-enum class Gated {
-  /// The calls were queued and have their outcomes.
-  ran,
-  /// The server's breaker refused them: cause `circuit_open`, nothing sent.
-  circuit_open,
-  /// Refused locally (`max_in_flight` commands outstanding): nothing sent, the server not asked.
-  queue_full,
-};
+/// How `execute_gated` ended: queued (outcomes in the calls), refused by the breaker (cause `circuit_open`), or
+/// refused locally (`max_in_flight` outstanding); refused calls were not sent.
+enum class Gated { ran, circuit_open, queue_full };
 
 /// One round trip of sync calls on a pool's shared connection, gated by the server's breaker
-/// (include/ratelimit/redis/README.md "Circuit breaker"): refused while open, else settled by the outcomes;
-/// a local refusal never reached the server and tells the breaker nothing. `start` queues the calls,
-/// `finish` (or destruction) waits for their outcomes, so one caller can have several in flight.
+/// (include/ratelimit/redis/README.md "Circuit breaker"); a local refusal tells the breaker nothing. `start`
+/// queues, `finish` (or destruction) waits, so one caller can have several in flight.
 class GatedRoundTrip {
  public:
   /// Queues `calls` (`drive`: as `Pipeline::start`), or fails them at once, unsent.
@@ -151,11 +117,8 @@ inline Gated execute_gated(ConnectionPool& pool, std::span<RouteCall> calls) {
   return g;
 }
 
-/// Starts async `op` on `pool`, gated by the server's breaker as a sync round trip is
-/// (include/ratelimit/redis/README.md "Circuit breaker"): one ticket per call, settled by its outcome on the pipeline.
-/// Refused (open, or half-open with the probe out), `op` completes with cause `circuit_open` on the pipeline's I/O
-/// thread, nothing sent. A call already past its deadline (never written, answered on the I/O thread: e.g. by the
-/// fallback or the denial cache) takes no ticket.
+/// Starts async `op` on `pool` under one breaker ticket, settled by its outcome; refused, it completes with cause
+/// `circuit_open` on the I/O thread, unsent. A call already past its deadline (never written) takes no ticket.
 inline void submit_gated(ConnectionPool& pool, PipelineOp& op) {
   Pipeline& pipeline = pool.pipeline();
   if (op.deadline <= std::chrono::steady_clock::now()) return pipeline.submit(op);
@@ -166,8 +129,7 @@ inline void submit_gated(ConnectionPool& pool, PipelineOp& op) {
 
 }  // namespace detail
 
-/// Where commands go; also the sink of the async calls it relays (their re-sends come back to it).
-/// Implementations are thread-safe.
+/// Where commands go; also the sink of the async calls it relays (their re-sends come back to it). Thread-safe.
 class Route : public AsyncSink {
  public:
   Route() = default;
@@ -180,39 +142,31 @@ class Route : public AsyncSink {
   /// `BackendError` (failures are per call); may throw `std::bad_alloc`, and `std::logic_error` in a
   /// process forked after the route was made (touching nothing).
   virtual void execute(std::span<RouteCall> calls) = 0;
-  /// Starts one async call (`op.command`, `op.args`, `op.slot`, `op.deadline` set); never blocks.
-  /// `op.complete` runs exactly once, on the route's I/O thread (include/ratelimit/redis/README.md "Redis engine"),
-  /// also when the server's circuit breaker refuses the call (cause `circuit_open`, nothing sent:
-  /// include/ratelimit/redis/README.md "Circuit breaker"). Throws `std::logic_error` in a process forked after the
-  /// route was made.
+  /// Starts one async call (`op.command`, `op.args`, `op.slot`, `op.deadline` set); never blocks. `op.complete`
+  /// runs exactly once on the route's I/O thread, also when the breaker refuses it (cause `circuit_open`). Throws
+  /// `std::logic_error` in a process forked after the route was made.
   virtual void submit(PipelineOp& op) = 0;
-  /// True when keys of different slots may live on different servers (a multi-key script then needs
-  /// its keys in one slot).
+  /// True when keys of different slots may live on different servers (a multi-key script needs one slot).
   [[nodiscard]] virtual bool sharded() const noexcept = 0;
-  /// What limiters sharing this route share (the pool, or the router): their joint checks can be one
-  /// script.
+  /// What limiters sharing this route share: their joint checks can be one script.
   [[nodiscard]] virtual const void* domain() const noexcept = 0;
   /// The options of the route's connections.
   [[nodiscard]] virtual const ConnectionOptions& options() const noexcept = 0;
-  /// The options of limiters made on this route without their own (the `LimiterOptions` its pool or
-  /// router was made with; defaults when none).
+  /// The options of limiters made on this route without their own.
   [[nodiscard]] virtual const LimiterOptions& limiter_defaults() const noexcept = 0;
   [[nodiscard]] virtual RouteCounters counters() const = 0;
   /// The router when this route is Redis Cluster, else null.
   [[nodiscard]] virtual ClusterRouter* cluster_router() noexcept { return nullptr; }
 
-  /// True when scripts go as `FCALL` (`ConnectionOptions::use_functions`) and no server of the route has
-  /// refused Functions yet. Thread-safe.
+  /// True when scripts go as `FCALL` (`ConnectionOptions::use_functions`) and no server refused Functions yet.
   [[nodiscard]] bool functions_usable() const noexcept {
     return options().use_functions && !functions_refused_.load(std::memory_order_relaxed);
   }
-  /// Called by the script executor when a server refused `FCALL` or `FUNCTION LOAD` (no permission, no
-  /// such command): every later script of this route goes as `EVALSHA`. Thread-safe.
+  /// A server refused `FCALL` or `FUNCTION LOAD`: every later script of this route goes as `EVALSHA`.
   void refuse_functions() noexcept { functions_refused_.store(true, std::memory_order_relaxed); }
 
  protected:
-  /// Throws `std::logic_error` in a process forked after the route was made (its connections, threads and
-  /// slot map are the parent's), touching nothing.
+  /// Throws `std::logic_error` in a process forked after the route was made, touching nothing.
   void check_not_forked() const { fork_.check(); }
   [[nodiscard]] bool forked() const noexcept { return fork_.forked(); }
 
@@ -221,9 +175,8 @@ class Route : public AsyncSink {
   detail::ForkCheck fork_;
 };
 
-/// A single server: every call on the shared connection the pool chooses (`Pipeline`), pipelined
-/// with every other caller's. When the connection fails midway, every call written and unanswered gets
-/// the error (it may have run). The server's breaker gates each `execute` and each async call.
+/// A single server: every call on the pool's shared pipelined connection, gated by the server's breaker. When
+/// the connection fails midway, every call written and unanswered gets the error (it may have run).
 class ServerRoute final : public Route {
  public:
   /// Throws `std::invalid_argument` for a null pool.
@@ -234,8 +187,6 @@ class ServerRoute final : public Route {
   void execute(std::span<RouteCall> calls) override {
     if (!calls.empty()) (void)detail::execute_gated(*pool_, calls);
   }
-  /// Gated by the server's breaker per call (`detail::submit_gated`, include/ratelimit/redis/README.md "Circuit
-  /// breaker").
   void submit(PipelineOp& op) override { detail::submit_gated(*pool_, op); }
   [[nodiscard]] bool sharded() const noexcept override { return false; }
   [[nodiscard]] const void* domain() const noexcept override { return pool_.get(); }
@@ -246,20 +197,20 @@ class ServerRoute final : public Route {
     detail::add_counters(c, *pool_);
     return c;
   }
-  [[nodiscard]] const std::shared_ptr<ConnectionPool>& pool() const noexcept { return pool_; }
 
  private:
   std::shared_ptr<ConnectionPool> pool_;
 };
 
-/// A route's own thread, for what must not block a caller or an I/O thread: its requests (`WorkerRequest`:
-/// ask the sentinels, reload a slot map) and the async calls that wait for one (no master or slot owner known
-/// yet), handed to `handler` in batches; the handler completes each call exactly once. At most
-/// `max_in_flight` calls are queued (more fail at once, cause timeout). Destruction completes the calls still
-/// queued (cause io) and waits for the running batch. Thread-safe; refuses use in a forked child.
+/// A route's own thread for what must not block a caller or an I/O thread: its background task (`ask`: ask the
+/// sentinels, reload a slot map) and the async calls waiting for it (no master or slot owner known yet), handed
+/// to `handler` in batches, which completes each call once. Past `max_in_flight` queued, calls fail (cause
+/// timeout); destruction fails the queued ones (cause io) and waits for the running batch. Thread-safe; refuses
+/// use in a forked child.
 class RouteWorker final : public AsyncSink {
  public:
-  using Handler = std::function<void(const std::vector<PipelineOp*>&)>;
+  /// Takes the calls queued, and whether the background task was asked for since the last batch.
+  using Handler = std::function<void(const std::vector<PipelineOp*>& calls, bool asked)>;
 
   RouteWorker(std::size_t max_in_flight, Handler handler)
       : max_in_flight_(max_in_flight), handler_(std::move(handler)) {}
@@ -297,19 +248,16 @@ class RouteWorker final : public AsyncSink {
   }
   [[nodiscard]] std::uint64_t refused() const noexcept { return refused_.load(std::memory_order_relaxed); }
 
-  /// Queues `op` when there is room; false, with nothing queued, counted or completed, when the queue is full
-  /// or the worker stops. For the route's own requests, which are no calls.
-  bool offer(PipelineOp& op) {
-    if (fork_.forked()) return false;
-    PipelineOpAccess::set_sink(op, this);
+  /// Has the handler run the background task (once, however many ask meanwhile). Never blocks.
+  void ask() {
+    if (fork_.forked()) return;
     {
       const std::lock_guard lock(mutex_);
-      if (stopping_ || queue_.size() >= max_in_flight_) return false;
+      if (stopping_ || asked_) return;
+      asked_ = true;
       start();
-      queue_.push_back(&op);
     }
     cv_->notify_one();
-    return true;
   }
 
  private:
@@ -321,24 +269,24 @@ class RouteWorker final : public AsyncSink {
     for (PipelineOp* op : ops) op->complete(nullptr, e);
   }
 
-  // The handler runs blocking work itself (its thread is no pipeline's I/O thread): only the completions
-  // run here are marked, so a blocking call from one of them throws as documented.
+  // The handler may block (no I/O thread); only completions run here are marked as on one.
   void main() {
     std::unique_lock lock(mutex_);
     for (;;) {
-      cv_->wait(lock, [this] { return stopping_ || !queue_.empty() || !refused_ops_.empty(); });
+      cv_->wait(lock, [this] { return stopping_ || asked_ || !queue_.empty() || !refused_ops_.empty(); });
       const std::vector<PipelineOp*> refused(refused_ops_.begin(), refused_ops_.end());
       refused_ops_.clear();
       const std::vector<PipelineOp*> batch(queue_.begin(), queue_.end());
       queue_.clear();
       const bool stopping = stopping_;
+      const bool asked = std::exchange(asked_, false);
       if (stopping && batch.empty() && refused.empty()) return;
       lock.unlock();
       fail(refused, BackendError(BackendErrorCause::timeout, "queue full: max_in_flight calls queued"));
       if (stopping) {
         fail(batch, BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed"));
       } else {
-        handler_(batch);
+        handler_(batch, asked);
       }
       lock.lock();
     }
@@ -352,43 +300,21 @@ class RouteWorker final : public AsyncSink {
   std::deque<PipelineOp*> queue_;
   std::deque<PipelineOp*> refused_ops_;
   bool stopping_ = false;
+  bool asked_ = false;
   std::thread thread_;
   std::atomic<std::uint64_t> refused_{0};
 };
 
 namespace detail {
 
-/// A route's request to its own worker, never sent anywhere. Offered, not submitted: a full queue drops it
-/// uncounted and the next need asks again; at most one is queued however many ask meanwhile.
-class WorkerRequest final : public PipelineOp {
- public:
-  WorkerRequest() noexcept { deadline = std::chrono::steady_clock::time_point::max(); }
-  /// Queues the request on `worker` unless it is queued already. Never blocks.
-  void ask(RouteWorker& worker) {
-    // Acquire: the last thread that handed it over is done with it (the worker released it).
-    if (asked_.exchange(true, std::memory_order_acq_rel)) return;
-    if (!worker.offer(*this)) asked_.store(false, std::memory_order_release);
-  }
-  /// The worker takes the request up: asks from now on queue it again.
-  void taken() noexcept { asked_.store(false, std::memory_order_release); }
-  void complete(Reply, std::optional<BackendError>) noexcept override { taken(); }  // the worker stopped
-
- private:
-  std::atomic<bool> asked_{false};
-};
-
-/// An async call that a route sends to a server's pipeline on the call's behalf: it carries the call's
-/// command and deadline there and hands the outcome back to the call, exactly once, with the route as the
-/// call's sink (so a re-send, e.g. `EVAL` after `NOSCRIPT`, comes back through the route). Made with `new`;
-/// deletes itself as it hands back.
+/// A call's stand-in on a server's pipeline: carries its command and deadline and hands the outcome back once,
+/// with the route as the call's sink (re-sends come back through the route). Made with `new`; deletes itself.
 class Relay : public PipelineOp {
  public:
   Relay(Route& route, PipelineOp& call) noexcept : route_(route), call_(call) {
     command.swap(call.command);
     deadline = call.deadline;
   }
-  Relay(const Relay&) = delete;
-  Relay& operator=(const Relay&) = delete;
 
  protected:
   virtual ~Relay() = default;

@@ -32,21 +32,20 @@ namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 /// The master that Redis Sentinel names for `ConnectionOptions::sentinel.master_name`, followed across
-/// failovers (include/ratelimit/redis/README.md "Redis Sentinel"): calls go to a `ConnectionPool` of that
-/// server, as on a `ServerRoute`. The sentinels are asked (and the master's `ROLE` confirmed) on the
-/// route's worker thread, so a slow or dead sentinel holds no call past its deadline; a sync call that
-/// failed as a failover explains waits for that discovery until its deadline, and what did not run on the
-/// old master (`READONLY`, or not sent) runs on the new one, once. Async calls go straight to the master's
-/// pipeline (through the worker while none is known). Thread-safe.
+/// failovers (include/ratelimit/redis/README.md "Redis Sentinel"): calls go to a `ConnectionPool` of it, as on
+/// a `ServerRoute`. The sentinels are asked (and `ROLE` confirmed) on the route's worker thread, so a slow
+/// sentinel holds no call past its deadline; a sync call failed as a failover explains waits for that
+/// discovery, and what did not run on the old master (`READONLY`, or unsent) runs on the new one, once.
+/// Thread-safe.
 class SentinelRoute final : public Route {
  public:
-  /// Validates `options` (the sentinel fields, and the connection fields used for the master); connects
-  /// nothing yet. Throws `std::invalid_argument` naming the field (e.g. `SentinelOptions.master_name`).
-  /// `limiter_defaults`: the options of limiters made on this route without their own.
+  /// Validates `options`; connects nothing yet. Throws `std::invalid_argument` naming the field (e.g.
+  /// `SentinelOptions.master_name`). `limiter_defaults`: for limiters made here without their own.
   explicit SentinelRoute(ConnectionOptions options, LimiterOptions limiter_defaults = {})
       : options_(validated(std::move(options))),
         limiter_defaults_(std::move(limiter_defaults)),
-        worker_(options_.max_in_flight, [this](const std::vector<PipelineOp*>& batch) { start(batch); }) {}
+        worker_(options_.max_in_flight,
+                [this](const std::vector<PipelineOp*>& calls, bool asked) { start(calls, asked); }) {}
   SentinelRoute(const SentinelRoute&) = delete;
   SentinelRoute& operator=(const SentinelRoute&) = delete;
   ~SentinelRoute() override {
@@ -64,29 +63,29 @@ class SentinelRoute final : public Route {
     try {
       pool = master_by(deadline);
     } catch (const BackendError& e) {
-      detail::fail_unsent(calls, e);
-      return;
+      return detail::fail_unsent(calls, e);
     }
     // A local refusal says nothing of the master either.
     if (detail::execute_gated(*pool, calls) == detail::Gated::queue_full || !suspect(calls)) return;
     const std::shared_ptr<ConnectionPool> now = after_failure(*pool, deadline);
     if (!now || now == pool) return;  // the calls keep their own failures
-    // A new master: what did not run on the old one runs there (once).
-    std::vector<std::size_t> again;
-    for (std::size_t i = 0; i < calls.size(); ++i) {
-      if (did_not_run(calls[i])) again.push_back(i);
+    // A new master: what did not run on the old one runs there (once), its outcome back in place.
+    std::vector<RouteCall*> again;
+    std::vector<RouteCall> part;
+    for (RouteCall& c : calls) {
+      if (!did_not_run(c)) continue;
+      again.push_back(&c);
+      part.push_back(std::move(c));
     }
-    if (again.empty()) return;
-    detail::run_part(calls, again, [&](std::span<RouteCall> part) { (void)detail::execute_gated(*now, part); });
+    if (part.empty()) return;
+    (void)detail::execute_gated(*now, part);
+    for (std::size_t k = 0; k < part.size(); ++k) *again[k] = std::move(part[k]);
   }
 
   void submit(PipelineOp& op) override {
     check_not_forked();
-    bool due = false;
-    std::shared_ptr<ConnectionPool> pool = known(due);
-    if (!pool) return worker_.submit(op);  // its thread asks the sentinels first
-    if (due) ask_in_background();
-    send(*pool, op);
+    if (const std::shared_ptr<ConnectionPool> pool = known()) return send(*pool, op);
+    worker_.submit(op);  // its thread asks the sentinels first
   }
 
   [[nodiscard]] bool sharded() const noexcept override { return false; }
@@ -105,16 +104,14 @@ class SentinelRoute final : public Route {
     return c;
   }
 
-  /// The master's address (`host:port`) as last discovered; empty before the first discovery.
-  /// Thread-safe.
+  /// The master's address (`host:port`) as last discovered; empty before the first discovery. Thread-safe.
   [[nodiscard]] std::string master_address() const {
     const std::lock_guard lock(mutex_);
     return address_;
   }
 
-  /// Asks the sentinels now and follows the master they name; returns its address (`host:port`).
-  /// Thread-safe. Throws `BackendError` when no sentinel names a master that confirms its role;
-  /// `std::logic_error` in a process forked after the route was made.
+  /// Asks the sentinels now and follows the master they name; returns its address (`host:port`). Thread-safe.
+  /// Throws `BackendError` when no sentinel names a confirmed master; `std::logic_error` in a forked child.
   std::string refresh() {
     check_not_forked();
     (void)rediscover(Why::asked);
@@ -137,11 +134,7 @@ class SentinelRoute final : public Route {
     };
     if (s.master_name.empty()) bad("master_name", "must name the master the sentinels monitor");
     if (s.nodes.empty()) bad("nodes", "must name at least one sentinel");
-    for (std::size_t i = 0; i < s.nodes.size(); ++i) {
-      detail::check_host(s.nodes[i].host, "SentinelOptions.nodes[" + std::to_string(i) + "].host");
-      if (s.nodes[i].port < 1 || s.nodes[i].port > 65535)
-        bad("nodes[" + std::to_string(i) + "].port", "must be in 1..65535");
-    }
+    detail::check_nodes(s.nodes, "SentinelOptions.nodes");
     if (s.check_interval.count() <= 0 || s.check_interval > std::chrono::hours(24)) {
       bad("check_interval", "must be in (0, 24 h]");
     }
@@ -181,8 +174,7 @@ class SentinelRoute final : public Route {
     const ConnectionPool& pool_;
   };
 
-  /// Sends async `op` to `pool`, gated per call by its breaker as on a `ServerRoute` (include/ratelimit/redis/README.md
-  /// "Circuit breaker"), watched on its way back.
+  /// Sends async `op` to `pool`, gated by its breaker, watched on its way back.
   void send(ConnectionPool& pool, PipelineOp& op) { detail::submit_gated(pool, *new Watched(*this, op, pool)); }
   /// An async call on `pool` failed as a failover explains (called on its I/O thread: no I/O here).
   void failed_on(const ConnectionPool& pool) noexcept {
@@ -190,19 +182,29 @@ class SentinelRoute final : public Route {
     if (pool_.get() == &pool) failed_on_ = &pool;
   }
 
-  /// The known master's pool (null when none is known yet); `due`: a check is due, or a call on it failed.
-  std::shared_ptr<ConnectionPool> known(bool& due) {
-    const std::lock_guard lock(mutex_);
-    due = pool_ && (std::chrono::steady_clock::now() >= next_check_ || failed_on_ == pool_.get());
-    return pool_;
+  /// The known master's pool (null when none is known yet); when a check is due or a call on it failed, has the
+  /// worker ask the sentinels. Never blocks.
+  std::shared_ptr<ConnectionPool> known() {
+    std::unique_lock lock(mutex_);
+    std::shared_ptr<ConnectionPool> pool = pool_;
+    const bool due = pool && (std::chrono::steady_clock::now() >= next_check_ || failed_on_ == pool.get());
+    lock.unlock();
+    if (due) worker_.ask();
+    return pool;
   }
-  /// Has the worker ask the sentinels (once, however many calls ask meanwhile). Never blocks.
-  void ask_in_background() { ask_.ask(worker_); }
+  /// Has the worker ask the sentinels and waits (`lock` held) until that discovery ended, `done()` holds or
+  /// `deadline` passed (then false).
+  template <class Done>
+  bool await_discovery(std::unique_lock<std::mutex>& lock, std::chrono::steady_clock::time_point deadline, Done done) {
+    const std::uint64_t seen = background_discoveries_;
+    lock.unlock();
+    worker_.ask();
+    lock.lock();
+    return discovered_->wait_until(lock, deadline, [&] { return done() || background_discoveries_ != seen; });
+  }
   /// The worker's discovery: after a failed call (at most every 100 ms), or because a check is due. A
-  /// failed one keeps the master known (the sentinels may be down while it is fine) and is tried again
-  /// in 100 ms. Wakes the sync callers waiting for it.
+  /// failed one keeps the master known (the sentinels may be down while it is fine), tried again in 100 ms.
   void discover_in_background() {
-    ask_.taken();
     const ConnectionPool* failed = nullptr;
     {
       const std::lock_guard lock(mutex_);
@@ -227,25 +229,14 @@ class SentinelRoute final : public Route {
                                                 std::chrono::steady_clock::time_point deadline) {
     std::unique_lock lock(mutex_);
     if (pool_.get() == &failed) failed_on_ = &failed;
-    const std::uint64_t seen = background_discoveries_;
-    lock.unlock();
-    ask_in_background();
-    lock.lock();
-    discovered_->wait_until(lock, deadline, [&] { return background_discoveries_ != seen; });
+    (void)await_discovery(lock, deadline, [] { return false; });
     return pool_;
   }
 
-  /// The worker's batch: a background discovery (`ask_`), or async calls made while no master was known:
-  /// find it, then send them there; when none is found, each fails with why.
-  void start(const std::vector<PipelineOp*>& batch) {
-    std::vector<PipelineOp*> calls;
-    for (PipelineOp* op : batch) {
-      if (op == &ask_) {
-        discover_in_background();
-      } else {
-        calls.push_back(op);
-      }
-    }
+  /// The worker's batch: a background discovery when `asked`, then the async calls made while no master was
+  /// known: sent to the one found, or failed with why.
+  void start(const std::vector<PipelineOp*>& calls, bool asked) {
+    if (asked) discover_in_background();
     if (calls.empty()) return;
     std::shared_ptr<ConnectionPool> pool;
     try {
@@ -258,25 +249,15 @@ class SentinelRoute final : public Route {
     for (PipelineOp* op : calls) send(*pool, *op);
   }
 
-  /// The master's pool for a sync call: the known one (asking the sentinels in the background when due);
-  /// while none is known, the one the worker's discovery finds, waited for until `deadline`. One discovery
-  /// serves every waiting caller, and none asks the sentinels on its own thread, so a slow or blackholed
-  /// sentinel holds no call past its deadline. Throws `BackendError`: the discovery's failure (also for
+  /// The master's pool for a sync call: the known one, else the one the worker's discovery finds by `deadline`
+  /// (one discovery serves every waiting caller). Throws `BackendError`: the discovery's failure (also for
   /// 100 ms after it, without asking again), or cause `timeout` when it has not ended by `deadline`.
   std::shared_ptr<ConnectionPool> master_by(std::chrono::steady_clock::time_point deadline) {
-    bool due = false;
-    if (std::shared_ptr<ConnectionPool> pool = known(due)) {
-      if (due) ask_in_background();
-      return pool;
-    }
+    if (std::shared_ptr<ConnectionPool> pool = known()) return pool;
     std::unique_lock lock(mutex_);
     if (discovery_error_ && !pool_ && std::chrono::steady_clock::now() < next_check_)
       throw discovery_error_->unshared();
-    const std::uint64_t seen = background_discoveries_;
-    lock.unlock();
-    ask_in_background();
-    lock.lock();
-    if (!discovered_->wait_until(lock, deadline, [&] { return pool_ || background_discoveries_ != seen; })) {
+    if (!await_discovery(lock, deadline, [&] { return pool_ != nullptr; })) {
       throw BackendError(BackendErrorCause::timeout, "Redis Sentinel: no master '" + options_.sentinel.master_name +
                                                          "' known yet: the sentinels did not answer by the call's "
                                                          "deadline");
@@ -287,22 +268,15 @@ class SentinelRoute final : public Route {
                                           "Redis Sentinel: no master '" + options_.sentinel.master_name + "' found");
   }
 
-  /// The master's pool: the known one (asking the sentinels in the background when due), else the one
-  /// the sentinels name now (on the worker's thread). Throws `BackendError` when none is known and none is
-  /// found.
+  /// The master's pool: the known one, else the one the sentinels name now (on the worker's thread). Throws
+  /// `BackendError` when none is found.
   std::shared_ptr<ConnectionPool> master() {
-    bool due = false;
-    if (std::shared_ptr<ConnectionPool> pool = known(due)) {
-      if (due) ask_in_background();
-      return pool;
-    }
+    if (std::shared_ptr<ConnectionPool> pool = known()) return pool;
     return rediscover(Why::due);
   }
 
-  /// Takes the replaced masters' pools that nothing uses any more (no caller holds one, no call is
-  /// outstanding on it), for the caller to destroy with no lock held (a completion they still run may
-  /// take one): their connections and I/O threads go, their counters stay in `counters`. None on an I/O
-  /// thread, which must not destroy its own pool.
+  /// Takes the replaced masters' pools nothing uses (no holder, no call outstanding), for the caller to destroy
+  /// with no lock held; their counters stay in `freed_`. None on an I/O thread, which must not destroy its pool.
   std::vector<std::shared_ptr<ConnectionPool>> take_unused() {
     std::vector<std::shared_ptr<ConnectionPool>> unused;
     if (detail::on_io_thread()) return unused;
@@ -319,9 +293,8 @@ class SentinelRoute final : public Route {
     return unused;
   }
 
-  /// Asks the sentinels and moves to the master they name, unless the discovery another thread just ran
-  /// answers `why` already: a check no longer due; after a failed call on `seen`, a pool other than
-  /// `seen`, or a discovery less than 100 ms ago. Throws `BackendError` when no master is found.
+  /// Asks the sentinels and moves to the master they name, unless another thread's discovery answered `why`: no
+  /// check due; after a failed call on `seen`, another pool or one < 100 ms old. Throws `BackendError` if none.
   std::shared_ptr<ConnectionPool> rediscover(Why why, const ConnectionPool* seen = nullptr) {
     std::vector<std::shared_ptr<ConnectionPool>> unused;  // destroyed last, with no lock held
     const std::lock_guard one(discovery_mutex_);          // one discovery at a time; the others wait for it
@@ -379,17 +352,13 @@ class SentinelRoute final : public Route {
         Connection c = Connection::open(so);
         const Reply r = c.command({"SENTINEL", "get-master-addr-by-name", s.master_name});
         answered = true;
-        if (r->type == REDIS_REPLY_NIL) {
-          why += "; sentinel " + where + " does not know a master named '" + s.master_name + "'";
-          continue;
-        }
-        if (r->type == REDIS_REPLY_ERROR) {
-          why += "; sentinel " + where + ": " + std::string(text(*r));
-          continue;
-        }
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
-            r->element[1]->type != REDIS_REPLY_STRING) {
-          why += "; sentinel " + where + ": malformed reply to SENTINEL get-master-addr-by-name";
+        const bool pair = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                          r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING;
+        if (!pair) {
+          why += "; sentinel " + where +
+                 (r->type == REDIS_REPLY_NIL     ? " does not know a master named '" + s.master_name + "'"
+                  : r->type == REDIS_REPLY_ERROR ? ": " + std::string(text(*r))
+                                                 : ": malformed reply to SENTINEL get-master-addr-by-name");
           continue;
         }
         Address a{std::string(text(*r->element[0])), std::stoi(std::string(text(*r->element[1])))};
@@ -400,9 +369,7 @@ class SentinelRoute final : public Route {
         const std::lock_guard lock(mutex_);
         preferred_ = i;
         return a;
-      } catch (const BackendError& e) {
-        why += "; sentinel " + where + ": " + e.what();
-      } catch (const std::exception& e) {  // std::stoi of a malformed port
+      } catch (const std::exception& e) {  // BackendError, or std::stoi of a malformed port
         why += "; sentinel " + where + ": " + e.what();
       }
     }
@@ -427,7 +394,6 @@ class SentinelRoute final : public Route {
   const LimiterOptions limiter_defaults_;
   mutable std::mutex mutex_;    // the fields below
   std::mutex discovery_mutex_;  // one discovery at a time
-  detail::WorkerRequest ask_;   // a discovery in the background
   std::unique_ptr<std::condition_variable> discovered_ = std::make_unique<std::condition_variable>();
   std::uint64_t background_discoveries_ = 0;
   std::optional<BackendError> discovery_error_;  // why the last background discovery found no master
