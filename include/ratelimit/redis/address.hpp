@@ -130,8 +130,9 @@ struct RedisUrl {
   return out;
 }
 
-/// Throws naming `part` unless `text` holds only what RFC 3986 allows in user info (`:` only in the password).
-inline void check_userinfo_chars(std::string_view text, std::string_view part, bool colon_allowed) {
+/// `text` percent-decoded; throws naming `part` unless it holds only what RFC 3986 allows in user info (`:` only
+/// in the password).
+[[nodiscard]] inline std::string userinfo_part(std::string_view text, std::string_view part, bool colon_allowed) {
   static constexpr std::string_view kAllowed = "-._~!$&'()*+,;=%";
   for (const char c : text) {
     const auto u = static_cast<unsigned char>(c);
@@ -139,16 +140,15 @@ inline void check_userinfo_chars(std::string_view text, std::string_view part, b
     if (alnum || u >= 0x80 || kAllowed.find(c) != std::string_view::npos || (colon_allowed && c == ':')) continue;
     bad_url("the " + std::string(part) + " holds a character a URL must percent-encode (e.g. '@' as %40, '/' as %2F)");
   }
+  return percent_decoded(text, part);
 }
 
 /// The URL's `what` as a decimal number in [lo, hi] (no sign, no other characters); throws naming `what` else.
-[[nodiscard]] inline int url_number(std::string_view text, long long lo, long long hi, std::string_view what) {
-  long long value = 0;
-  for (const char c : text) {
-    if (c < '0' || c > '9' || text.size() > 10) value = -1;
-    if (value >= 0) value = value * 10 + (c - '0');
-  }
-  if (text.empty() || value < lo || value > hi) {
+[[nodiscard]] inline int url_number(std::string_view text, int lo, int hi, std::string_view what) {
+  int value = -1;
+  const char* end = text.data() + text.size();
+  if (!text.starts_with('-') && std::from_chars(text.data(), end, value).ptr != end) value = -1;
+  if (text.starts_with('-') || value < lo || value > hi) {
     bad_url("the " + std::string(what) + " is not a number in " + std::to_string(lo) + ".." + std::to_string(hi));
   }
   return static_cast<int>(value);
@@ -157,13 +157,8 @@ inline void check_userinfo_chars(std::string_view text, std::string_view part, b
 /// Reads `user[:password]` into `url`.
 inline void parse_userinfo(std::string_view info, RedisUrl& url) {
   const std::size_t colon = info.find(':');
-  const std::string_view user = info.substr(0, colon);
-  check_userinfo_chars(user, "user", false);
-  url.user = percent_decoded(user, "user");
-  if (colon == std::string_view::npos) return;
-  const std::string_view password = info.substr(colon + 1);
-  check_userinfo_chars(password, "password", true);
-  url.password = percent_decoded(password, "password");
+  url.user = userinfo_part(info.substr(0, colon), "user", false);
+  if (colon != std::string_view::npos) url.password = userinfo_part(info.substr(colon + 1), "password", true);
 }
 
 /// The host of a URL's `[...]`: its zone after "%25" (RFC 6874) or a bare '%', percent-decoded.
