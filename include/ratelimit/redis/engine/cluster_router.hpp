@@ -10,7 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -142,11 +142,11 @@ class ClusterRouter final : public Route {
     Node* node;
     std::vector<std::size_t> calls;  // indices into the batch
     std::vector<RouteCall> parts;    // what is sent, in that order
-    detail::GatedRoundTrip trip;     // not movable: groups live in a deque
+    detail::GatedRoundTrip trip;     // not movable: groups are made in place
   };
   /// One round of `execute`.
   struct Round {
-    std::deque<Group> groups;
+    std::map<Node*, Group> groups;
     std::vector<std::pair<std::size_t, Node*>> unreachable;  // nothing sent: may go elsewhere
     std::vector<std::size_t> next;                           // calls sent again next round
     bool want_refresh = false;
@@ -284,14 +284,9 @@ class ClusterRouter final : public Route {
         round.want_refresh = true;
         continue;
       }
-      auto g =
-          std::find_if(round.groups.begin(), round.groups.end(), [node](const Group& x) { return x.node == node; });
-      if (g == round.groups.end()) {
-        round.groups.emplace_back(node);
-        g = round.groups.end() - 1;
-      }
-      g->calls.push_back(i);
-      RouteCall& part = g->parts.emplace_back();
+      Group& g = round.groups.try_emplace(node, node).first->second;
+      g.calls.push_back(i);
+      RouteCall& part = g.parts.emplace_back();
       part.args = calls[i].args;
       part.deadline = calls[i].deadline;
       part.asking = state[i].ask != nullptr;
@@ -301,10 +296,10 @@ class ClusterRouter final : public Route {
   /// Starts every group's gated round trip, then waits for all; the caller may drive the first node's connection.
   void send_groups(Round& round, std::span<RouteCall> calls, std::vector<State>& state) {
     bool drive = true;
-    for (Group& g : round.groups) {
-      if (g.trip.start(*g.node->pool, g.parts, drive) == detail::Gated::ran) drive = false;
+    for (auto& [node, g] : round.groups) {
+      if (g.trip.start(*node->pool, g.parts, drive) == detail::Gated::ran) drive = false;
     }
-    for (Group& g : round.groups) {
+    for (auto& [node, g] : round.groups) {
       g.trip.finish();
       for (std::size_t k = 0; k < g.parts.size(); ++k) take_outcome(round, calls, state, g, k);
     }

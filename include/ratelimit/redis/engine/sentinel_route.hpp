@@ -122,10 +122,7 @@ class SentinelRoute final : public Route {
   /// Why the sentinels are asked: a check is due (or no master is known), a call failed, or `refresh`.
   enum class Why { due, failed, asked };
 
-  struct Address {
-    std::string host;
-    int port = 0;
-  };
+  using Address = ClusterNode;  // host and port
 
   static ConnectionOptions validated(ConnectionOptions o) {
     const SentinelOptions& s = o.sentinel;
