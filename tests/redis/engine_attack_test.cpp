@@ -1,0 +1,97 @@
+// Attacks on the Redis engine's promises (include/ratelimit/redis/README.md "Redis engine", "Failures"): each call
+// ends by its own deadline whoever drives the connection, its completion runs exactly once, and nothing is counted
+// twice. Real redis-server processes, with the socket-level FaultProxy (tests/support/fault_proxy.hpp) in front.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include <ratelimit/redis.hpp>
+
+#include "../support/fault_proxy.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using Steady = std::chrono::steady_clock;
+using ratelimit::CheckResult;
+using ratelimit::FailurePolicy;
+using ratelimit::ManualClock;
+using ratelimit::Outcome;
+using ratelimit::redis::RedisLimiter;
+using ratelimit::redis::RedisOptions;
+using ratelimit_test::Direction;
+using ratelimit_test::FaultProxy;
+using ratelimit_test::FaultSpec;
+using Limiter = RedisLimiter<ratelimit::Gcra, ManualClock>;
+
+const ratelimit::Gcra kBig{.limit = 1000, .period = 1s, .burst = 1'000'000};
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr auto kSlack = 1000ms;
+#else
+constexpr auto kSlack = 300ms;
+#endif
+
+long long ms(Steady::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
+
+/// Waits (bounded) until the proxy has forwarded more than `before` bytes towards the server.
+void await_bytes_to_server(const FaultProxy& proxy, std::int64_t before) {
+  const auto until = Steady::now() + 3s;
+  while (proxy.bytes(Direction::to_server) <= before && Steady::now() < until) std::this_thread::sleep_for(1ms);
+}
+
+class EngineAttack : public testing::Test {
+ protected:
+  void SetUp() override {
+    RATELIMIT_REQUIRE_REDIS();
+    proxy_ = std::make_unique<FaultProxy>("127.0.0.1", ratelimit_test::shared_redis()->port());
+    options_ = ratelimit_test::client_options(*ratelimit_test::shared_redis(), FailurePolicy::fail_open);
+    options_.port = proxy_->port();
+    options_.pool_size = 1;
+  }
+  void TearDown() override {
+    if (proxy_) proxy_->clear();
+  }
+
+  ManualClock clock_;
+  std::unique_ptr<FaultProxy> proxy_;
+  RedisOptions options_;
+};
+
+// A sync caller that drives the shared connection blocks in its read until its own reply comes (or
+// command_timeout). An async call queued behind it with a short deadline must still end by that deadline
+// (PipelineOp::deadline), not when the sync caller's slow reply finally arrives.
+TEST_F(EngineAttack, AsyncDeadlineEndsWhileSyncCallerDrivesSlowRead) {
+  options_.command_timeout = 2000ms;
+  Limiter l(kBig, options_, clock_);
+  ASSERT_EQ(l.check("k").outcome, Outcome::decided) << "the healthy proxy did not forward";
+
+  proxy_->set(Direction::to_client, FaultSpec::delay(1200ms));
+  const std::int64_t before = proxy_->bytes(Direction::to_server);
+  auto sync = std::async(std::launch::async, [&l] { return l.check("slow"); });
+  await_bytes_to_server(*proxy_, before);  // the sync caller wrote and now waits in its read
+
+  auto done = std::make_shared<std::promise<Steady::duration>>();
+  auto runs = std::make_shared<std::atomic<int>>(0);
+  const auto t0 = Steady::now();
+  l.check_async("k", 1, 50ms, [done, runs, t0](std::exception_ptr, CheckResult) {
+    if (runs->fetch_add(1) == 0) done->set_value(Steady::now() - t0);
+  });
+  auto f = done->get_future();
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready) << "no callback";
+  const auto took = f.get();
+  EXPECT_LE(took, 50ms + kSlack) << "the async call's 50 ms deadline ended after " << ms(took)
+                                 << " ms: it waited for the sync caller's slow reply";
+  (void)sync.get();
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(runs->load(), 1);
+}
+
+}  // namespace
