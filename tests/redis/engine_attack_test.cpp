@@ -94,4 +94,32 @@ TEST_F(EngineAttack, AsyncDeadlineEndsWhileSyncCallerDrivesSlowRead) {
   EXPECT_EQ(runs->load(), 1);
 }
 
+// The same while the sync caller waits for a connect that hangs (the server's handshake bytes held back): the
+// async call queued meanwhile ends by its own deadline, not by the connect's or the sync caller's.
+TEST_F(EngineAttack, AsyncDeadlineEndsWhileSyncCallerAwaitsConnect) {
+  options_.command_timeout = 2000ms;
+  options_.connect_timeout = 1500ms;
+  options_.database = 1;  // a handshake round trip (SELECT) that the held bytes stall
+  proxy_->set(Direction::to_client, FaultSpec::stall(0));
+  Limiter l(kBig, options_, clock_);
+  auto sync = std::async(std::launch::async, [&l] { return l.check("slow"); });
+  await_bytes_to_server(*proxy_, 0);  // the connect is under way (AUTH sent)
+
+  auto done = std::make_shared<std::promise<Steady::duration>>();
+  auto runs = std::make_shared<std::atomic<int>>(0);
+  const auto t0 = Steady::now();
+  l.check_async("k", 1, 50ms, [done, runs, t0](std::exception_ptr, CheckResult) {
+    if (runs->fetch_add(1) == 0) done->set_value(Steady::now() - t0);
+  });
+  auto f = done->get_future();
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready) << "no callback";
+  const auto took = f.get();
+  EXPECT_LE(took, 50ms + kSlack) << "the async call's 50 ms deadline ended after " << ms(took)
+                                 << " ms: it waited for the sync caller's connect";
+  proxy_->clear();
+  (void)sync.get();
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(runs->load(), 1);
+}
+
 }  // namespace
