@@ -401,8 +401,9 @@ class Pipeline final : public AsyncSink {
     update_load();
     if (!driving_) {
       drive_on_io_thread();
-    } else if (connecting_) {
-      connect_cv_->notify_all();  // the driver waiting for the connect takes up this call's deadline
+    } else {
+      io_cv_->notify_one();                        // a sync caller drives: the I/O thread takes up this call's deadline
+      if (connecting_) connect_cv_->notify_all();  // the driver waiting for the connect takes it up too
     }
   }
 
@@ -807,8 +808,26 @@ class Pipeline final : public AsyncSink {
         continue;
       }
       if (stopping_ && !driving_) break;
-      io_cv_->wait(lock);
+      // A sync caller drives (it blocks in its read or connect): async calls still end by their deadlines.
+      const auto due = driving_ ? nearest_async_deadline() : std::chrono::steady_clock::time_point::max();
+      if (due == std::chrono::steady_clock::time_point::max()) {
+        io_cv_->wait(lock);
+      } else if (io_cv_->wait_until(lock, due) == std::cv_status::timeout) {
+        const auto now = std::chrono::steady_clock::now();
+        time_out([now](const PipelineOp& op) { return op.waiter_ == nullptr && op.deadline <= now; }, nullptr);
+      }
     }
+  }
+
+  // Lock held. The nearest deadline of the async calls queued or written.
+  [[nodiscard]] std::chrono::steady_clock::time_point nearest_async_deadline() const {
+    auto until = std::chrono::steady_clock::time_point::max();
+    for (const auto* q : {&queued_, &inflight_}) {
+      for (const PipelineOp* op : *q) {
+        if (op != nullptr && op->waiter_ == nullptr) until = std::min(until, op->deadline);
+      }
+    }
+    return until;
   }
 
   Opener open_;
