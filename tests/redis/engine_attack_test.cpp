@@ -10,7 +10,9 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include <ratelimit/redis.hpp>
 
@@ -120,6 +122,46 @@ TEST_F(EngineAttack, AsyncDeadlineEndsWhileSyncCallerAwaitsConnect) {
   (void)sync.get();
   std::this_thread::sleep_for(20ms);
   EXPECT_EQ(runs->load(), 1);
+}
+
+// Limiters sharing one pool each have a route of their own over it. An async call of a limiter destroyed while
+// the call is in flight completes on the pool's I/O thread; when the server refuses FCALL (an ACL without it),
+// that completion must not touch the destroyed limiter's route (AddressSanitizer: heap-use-after-free in
+// Route::refuse_functions before the fix), and the call still ends exactly once, decided (EVALSHA after the refusal).
+TEST_F(EngineAttack, AsyncCallOfDestroyedLimiterOnSharedPoolSurvivesFunctionRefusal) {
+  ratelimit_test::RedisServer server(ratelimit_test::redis_server_binary());
+  proxy_ = std::make_unique<FaultProxy>("127.0.0.1", server.port());
+  RedisOptions o = ratelimit_test::client_options(server, FailurePolicy::fail_open);
+  {
+    auto admin = server.admin();
+    const std::vector<std::string_view> acl{"ACL", "SETUSER",  "rl_nofcall", "reset", "on",   ">pw",
+                                            "~*",  "+evalsha", "+eval",      "+get",  "+set", "+del"};
+    ASSERT_EQ(ratelimit::redis::text(*admin.command(acl)), "OK");
+  }
+  o.use_functions = true;
+  o.user = "rl_nofcall";
+  o.password = "pw";
+  o.port = proxy_->port();
+  o.pool_size = 1;
+  auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(o.connection(), o.limiter());
+  Limiter warm(kBig, pool, o.limiter(), clock_);
+  ASSERT_EQ(warm.check("w").outcome, Outcome::decided);  // connected; this limiter's route is on EVALSHA now
+
+  proxy_->set(Direction::to_client, FaultSpec::delay(200ms));
+  auto done = std::make_shared<std::promise<CheckResult>>();
+  auto runs = std::make_shared<std::atomic<int>>(0);
+  {
+    auto gone = std::make_unique<Limiter>(kBig, pool, o.limiter(), clock_);
+    gone->check_async("k", 1, 3s, [done, runs](std::exception_ptr, CheckResult r) {
+      if (runs->fetch_add(1) == 0) done->set_value(r);
+    });
+  }  // destroyed with its FCALL in flight
+  auto f = done->get_future();
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready) << "no callback";
+  EXPECT_EQ(f.get().outcome, Outcome::decided);
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(runs->load(), 1);
+  proxy_->clear();
 }
 
 }  // namespace
