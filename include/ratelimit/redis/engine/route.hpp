@@ -204,11 +204,16 @@ class Route : public AsyncSink {
   /// True when scripts go as `FCALL` (`ConnectionOptions::use_functions`) and no server of the route has
   /// refused Functions yet. Thread-safe.
   [[nodiscard]] bool functions_usable() const noexcept {
-    return options().use_functions && !functions_refused_.load(std::memory_order_relaxed);
+    return options().use_functions && !functions_refused_->load(std::memory_order_relaxed);
   }
   /// Called by the script executor when a server refused `FCALL` or `FUNCTION LOAD` (no permission, no
   /// such command): every later script of this route goes as `EVALSHA`. Thread-safe.
-  void refuse_functions() noexcept { functions_refused_.store(true, std::memory_order_relaxed); }
+  void refuse_functions() noexcept { functions_refused_->store(true, std::memory_order_relaxed); }
+  /// What `refuse_functions` sets, shared with async calls, which may outlive the route (a limiter destroyed
+  /// while its call runs on a pool it shares with others).
+  [[nodiscard]] const std::shared_ptr<std::atomic<bool>>& functions_refusal() const noexcept {
+    return functions_refused_;
+  }
 
  protected:
   /// Throws `std::logic_error` in a process forked after the route was made (its connections, threads and
@@ -217,7 +222,7 @@ class Route : public AsyncSink {
   [[nodiscard]] bool forked() const noexcept { return fork_.forked(); }
 
  private:
-  std::atomic<bool> functions_refused_{false};
+  std::shared_ptr<std::atomic<bool>> functions_refused_ = std::make_shared<std::atomic<bool>>(false);
   detail::ForkCheck fork_;
 };
 
