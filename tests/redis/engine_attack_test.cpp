@@ -220,4 +220,33 @@ TEST_F(EngineAttack, DISABLED_SentinelAsyncCallBeforeDiscoveryEndsByItsDeadline)
                                  << " ms: it waited for the blackholed sentinel";
 }
 
+std::uint64_t latency_samples(const ratelimit::redis::RedisStats& s) {
+  std::uint64_t n = 0;
+  for (const std::uint64_t b : s.latency.buckets) n += b;
+  return n;
+}
+
+// `RedisStats::latency` times backend calls (include/ratelimit/http/README.md "Metrics"). A check the denial cache
+// answers never reaches Redis: sync or async, it adds no latency sample (else an outage answered locally would show
+// as fast Redis calls).
+TEST_F(EngineAttack, CachedDenialAddsNoLatencySampleSyncOrAsync) {
+  options_.deny_cache.enabled = true;
+  ratelimit::redis::RedisLimiter<ratelimit::FixedWindow, ManualClock> l(
+      ratelimit::FixedWindow{.limit = 1, .window = 1h}, options_, clock_);
+  ASSERT_TRUE(l.allow("k").allowed);
+  ASSERT_FALSE(l.allow("k").allowed);  // Redis denies; the cache learns it
+  const std::uint64_t samples = latency_samples(l.stats());
+  ASSERT_FALSE(l.allow("k").allowed);
+  ASSERT_EQ(l.stats().cached_denials, 1u);
+  EXPECT_EQ(latency_samples(l.stats()), samples) << "a sync cached denial was timed as a backend call";
+
+  std::promise<ratelimit::Decision> done;
+  l.allow_async("k", 1, [&done](std::exception_ptr, ratelimit::Decision d) { done.set_value(d); });
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
+  EXPECT_FALSE(f.get().allowed);
+  ASSERT_EQ(l.stats().cached_denials, 2u);
+  EXPECT_EQ(latency_samples(l.stats()), samples) << "an async cached denial was timed as a backend call";
+}
+
 }  // namespace
