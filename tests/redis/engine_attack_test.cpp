@@ -17,6 +17,7 @@
 #include <ratelimit/redis.hpp>
 
 #include "../support/fault_proxy.hpp"
+#include "cluster_support.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -247,6 +248,82 @@ TEST_F(EngineAttack, CachedDenialAddsNoLatencySampleSyncOrAsync) {
   EXPECT_FALSE(f.get().allowed);
   ASSERT_EQ(l.stats().cached_denials, 2u);
   EXPECT_EQ(latency_samples(l.stats()), samples) << "an async cached denial was timed as a backend call";
+}
+
+/// A cluster of 3 masters, the first behind a proxy that it announces (so `CLUSTER SLOTS` names the proxy). One
+/// cluster for the suite.
+class EngineAttackCluster : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const auto cli = ratelimit_test::find_redis_cli();
+    if (ratelimit_test::shared_redis() == nullptr || !cli) return;
+    try {
+      cluster_ = new ratelimit_test::RedisCluster(
+          ratelimit_test::redis_server_binary(), *cli, 3, 0, 1000, [](int port) -> std::vector<std::string> {
+            if (proxy_ != nullptr) return {};
+            proxy_ = new FaultProxy("127.0.0.1", port);
+            return {"--cluster-announce-ip",       "127.0.0.1",
+                    "--cluster-announce-port",     std::to_string(proxy_->port()),
+                    "--cluster-announce-bus-port", std::to_string(port + 10000)};
+          });
+    } catch (const std::exception& e) {
+      error_ = e.what();
+    }
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    delete proxy_;
+    cluster_ = nullptr;
+    proxy_ = nullptr;
+  }
+  void SetUp() override {
+    RATELIMIT_REQUIRE_REDIS();
+    if (!ratelimit_test::find_redis_cli()) GTEST_SKIP() << "redis-cli not found";
+    ASSERT_NE(cluster_, nullptr) << error_;
+    proxy_->clear();
+  }
+  void TearDown() override {
+    if (proxy_ != nullptr) proxy_->clear();
+  }
+
+  static ratelimit_test::RedisCluster* cluster_;
+  static FaultProxy* proxy_;
+  static std::string error_;
+  ManualClock clock_;
+};
+ratelimit_test::RedisCluster* EngineAttackCluster::cluster_ = nullptr;
+FaultProxy* EngineAttackCluster::proxy_ = nullptr;
+std::string EngineAttackCluster::error_;
+
+// A sync check sent to a stalled node fails at its deadline (command_timeout). The slot map reload that the
+// failure asks for must not run on the caller's thread after that deadline: it may ask the stalled node too
+// (the reload starts at a different node each time), holding the caller for another command_timeout.
+TEST_F(EngineAttackCluster, SyncCheckOnStalledNodeEndsByItsDeadline) {
+  auto o = ratelimit_test::cluster_client_options(*cluster_);
+  o.on_error = FailurePolicy::fail_open;
+  o.pool_size = 1;
+  o.command_timeout = 300ms;
+  o.connect_timeout = 300ms;
+  o.cluster_refresh_interval = 1ms;
+  o.breaker.failure_threshold = 0;  // every check goes to the node
+  Limiter l(kBig, o, clock_);
+  ASSERT_TRUE(l.cluster()->refresh());
+  const std::string behind = "127.0.0.1:" + std::to_string(proxy_->port());
+  std::string key;
+  for (int i = 0; key.empty(); ++i) {
+    const std::string k = "k" + std::to_string(i);
+    if (l.cluster()->owner_of(ratelimit::redis::detail::key_slot(l.redis_key(k))) == behind) key = k;
+  }
+  ASSERT_EQ(l.check(key).outcome, Outcome::decided) << "the healthy proxy did not forward";
+  proxy_->set(Direction::to_client, FaultSpec::stall(0));
+  for (int i = 0; i < 4; ++i) {  // the reload starts at each of the 3 nodes in turn
+    const auto t0 = Steady::now();
+    const CheckResult r = l.check(key);
+    const auto took = Steady::now() - t0;
+    EXPECT_EQ(r.outcome, Outcome::failure_policy);
+    EXPECT_LE(took, o.command_timeout + kSlack) << "sync check " << i << " on the stalled node took " << ms(took)
+                                                << " ms (command_timeout " << o.command_timeout.count() << " ms)";
+  }
 }
 
 }  // namespace
