@@ -97,6 +97,35 @@ TEST_F(EngineAttack, AsyncDeadlineEndsWhileSyncCallerDrivesSlowRead) {
   EXPECT_EQ(runs->load(), 1);
 }
 
+// The same with the I/O thread driving: it polls for an async call's slow reply until that call's deadline (2 s);
+// an async call submitted meanwhile with a 50 ms deadline must still end by it.
+TEST_F(EngineAttack, AsyncDeadlineEndsWhileIoThreadPollsForSlowReply) {
+  options_.command_timeout = 2000ms;
+  Limiter l(kBig, options_, clock_);
+  ASSERT_EQ(l.check("k").outcome, Outcome::decided) << "the healthy proxy did not forward";
+
+  proxy_->set(Direction::to_client, FaultSpec::delay(1200ms));
+  const std::int64_t before = proxy_->bytes(Direction::to_server);
+  std::promise<void> slow_done;
+  l.check_async("slow", 1, 2000ms, [&slow_done](std::exception_ptr, CheckResult) { slow_done.set_value(); });
+  await_bytes_to_server(*proxy_, before);  // written: the I/O thread now polls for its reply
+
+  auto done = std::make_shared<std::promise<Steady::duration>>();
+  auto runs = std::make_shared<std::atomic<int>>(0);
+  const auto t0 = Steady::now();
+  l.check_async("k", 1, 50ms, [done, runs, t0](std::exception_ptr, CheckResult) {
+    if (runs->fetch_add(1) == 0) done->set_value(Steady::now() - t0);
+  });
+  auto f = done->get_future();
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready) << "no callback";
+  const auto took = f.get();
+  EXPECT_LE(took, 50ms + kSlack) << "the async call's 50 ms deadline ended after " << ms(took)
+                                 << " ms: it waited for another async call's slow reply";
+  slow_done.get_future().wait();
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(runs->load(), 1);
+}
+
 // The same while the sync caller waits for a connect that hangs (the server's handshake bytes held back): the
 // async call queued meanwhile ends by its own deadline, not by the connect's or the sync caller's.
 TEST_F(EngineAttack, AsyncDeadlineEndsWhileSyncCallerAwaitsConnect) {
