@@ -18,6 +18,7 @@
 
 #include "../support/fault_proxy.hpp"
 #include "cluster_support.hpp"
+#include "proxied_cluster.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -48,6 +49,32 @@ long long ms(Steady::duration d) { return std::chrono::duration_cast<std::chrono
 void await_bytes_to_server(const FaultProxy& proxy, std::int64_t before) {
   const auto until = Steady::now() + 3s;
   while (proxy.bytes(Direction::to_server) <= before && Steady::now() < until) std::this_thread::sleep_for(1ms);
+}
+
+/// An async check of "k" with a 50 ms deadline: when its callback came, and how many times.
+struct ShortCall {
+  std::shared_ptr<std::promise<Steady::duration>> done = std::make_shared<std::promise<Steady::duration>>();
+  std::shared_ptr<std::atomic<int>> runs = std::make_shared<std::atomic<int>>(0);
+  /// Its callback came by its deadline (`why`: what it would have waited for).
+  void expect_by_deadline(const char* why) const {
+    auto f = done->get_future();
+    ASSERT_EQ(f.wait_for(5s), std::future_status::ready) << "no callback";
+    const auto took = f.get();
+    EXPECT_LE(took, 50ms + kSlack) << "the async call's 50 ms deadline ended after " << ms(took) << " ms: " << why;
+  }
+  /// No second callback came (given a little time to).
+  void expect_once() const {
+    std::this_thread::sleep_for(20ms);
+    EXPECT_EQ(runs->load(), 1);
+  }
+};
+ShortCall short_async_call(Limiter& l) {
+  ShortCall c;
+  const auto t0 = Steady::now();
+  l.check_async("k", 1, 50ms, [done = c.done, runs = c.runs, t0](std::exception_ptr, CheckResult) {
+    if (runs->fetch_add(1) == 0) done->set_value(Steady::now() - t0);
+  });
+  return c;
 }
 
 class EngineAttack : public testing::Test {
@@ -81,20 +108,10 @@ TEST_F(EngineAttack, AsyncDeadlineEndsWhileSyncCallerDrivesSlowRead) {
   auto sync = std::async(std::launch::async, [&l] { return l.check("slow"); });
   await_bytes_to_server(*proxy_, before);  // the sync caller wrote and now waits in its read
 
-  auto done = std::make_shared<std::promise<Steady::duration>>();
-  auto runs = std::make_shared<std::atomic<int>>(0);
-  const auto t0 = Steady::now();
-  l.check_async("k", 1, 50ms, [done, runs, t0](std::exception_ptr, CheckResult) {
-    if (runs->fetch_add(1) == 0) done->set_value(Steady::now() - t0);
-  });
-  auto f = done->get_future();
-  ASSERT_EQ(f.wait_for(5s), std::future_status::ready) << "no callback";
-  const auto took = f.get();
-  EXPECT_LE(took, 50ms + kSlack) << "the async call's 50 ms deadline ended after " << ms(took)
-                                 << " ms: it waited for the sync caller's slow reply";
+  const ShortCall call = short_async_call(l);
+  call.expect_by_deadline("it waited for the sync caller's slow reply");
   (void)sync.get();
-  std::this_thread::sleep_for(20ms);
-  EXPECT_EQ(runs->load(), 1);
+  call.expect_once();
 }
 
 // The same with the I/O thread driving: it polls for an async call's slow reply until that call's deadline (2 s);
@@ -110,20 +127,10 @@ TEST_F(EngineAttack, AsyncDeadlineEndsWhileIoThreadPollsForSlowReply) {
   l.check_async("slow", 1, 2000ms, [&slow_done](std::exception_ptr, CheckResult) { slow_done.set_value(); });
   await_bytes_to_server(*proxy_, before);  // written: the I/O thread now polls for its reply
 
-  auto done = std::make_shared<std::promise<Steady::duration>>();
-  auto runs = std::make_shared<std::atomic<int>>(0);
-  const auto t0 = Steady::now();
-  l.check_async("k", 1, 50ms, [done, runs, t0](std::exception_ptr, CheckResult) {
-    if (runs->fetch_add(1) == 0) done->set_value(Steady::now() - t0);
-  });
-  auto f = done->get_future();
-  ASSERT_EQ(f.wait_for(5s), std::future_status::ready) << "no callback";
-  const auto took = f.get();
-  EXPECT_LE(took, 50ms + kSlack) << "the async call's 50 ms deadline ended after " << ms(took)
-                                 << " ms: it waited for another async call's slow reply";
+  const ShortCall call = short_async_call(l);
+  call.expect_by_deadline("it waited for another async call's slow reply");
   slow_done.get_future().wait();
-  std::this_thread::sleep_for(20ms);
-  EXPECT_EQ(runs->load(), 1);
+  call.expect_once();
 }
 
 // The same while the sync caller waits for a connect that hangs (the server's handshake bytes held back): the
@@ -137,21 +144,11 @@ TEST_F(EngineAttack, AsyncDeadlineEndsWhileSyncCallerAwaitsConnect) {
   auto sync = std::async(std::launch::async, [&l] { return l.check("slow"); });
   await_bytes_to_server(*proxy_, 0);  // the connect is under way (AUTH sent)
 
-  auto done = std::make_shared<std::promise<Steady::duration>>();
-  auto runs = std::make_shared<std::atomic<int>>(0);
-  const auto t0 = Steady::now();
-  l.check_async("k", 1, 50ms, [done, runs, t0](std::exception_ptr, CheckResult) {
-    if (runs->fetch_add(1) == 0) done->set_value(Steady::now() - t0);
-  });
-  auto f = done->get_future();
-  ASSERT_EQ(f.wait_for(5s), std::future_status::ready) << "no callback";
-  const auto took = f.get();
-  EXPECT_LE(took, 50ms + kSlack) << "the async call's 50 ms deadline ended after " << ms(took)
-                                 << " ms: it waited for the sync caller's connect";
+  const ShortCall call = short_async_call(l);
+  call.expect_by_deadline("it waited for the sync caller's connect");
   proxy_->clear();
   (void)sync.get();
-  std::this_thread::sleep_for(20ms);
-  EXPECT_EQ(runs->load(), 1);
+  call.expect_once();
 }
 
 // Limiters sharing one pool each have a route of their own over it. An async call of a limiter destroyed while
@@ -283,22 +280,7 @@ TEST_F(EngineAttack, CachedDenialAddsNoLatencySampleSyncOrAsync) {
 /// cluster for the suite.
 class EngineAttackCluster : public testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    const auto cli = ratelimit_test::find_redis_cli();
-    if (ratelimit_test::shared_redis() == nullptr || !cli) return;
-    try {
-      cluster_ = new ratelimit_test::RedisCluster(
-          ratelimit_test::redis_server_binary(), *cli, 3, 0, 1000, [](int port) -> std::vector<std::string> {
-            if (proxy_ != nullptr) return {};
-            proxy_ = new FaultProxy("127.0.0.1", port);
-            return {"--cluster-announce-ip",       "127.0.0.1",
-                    "--cluster-announce-port",     std::to_string(proxy_->port()),
-                    "--cluster-announce-bus-port", std::to_string(port + 10000)};
-          });
-    } catch (const std::exception& e) {
-      error_ = e.what();
-    }
-  }
+  static void SetUpTestSuite() { cluster_ = ratelimit_test::start_proxied_cluster(proxy_, error_); }
   static void TearDownTestSuite() {
     delete cluster_;
     delete proxy_;
