@@ -191,7 +191,7 @@ TEST_F(EngineAttack, AsyncCallOfDestroyedLimiterOnSharedPoolSurvivesFunctionRefu
   proxy_->clear();
 }
 
-/// One async check through `o` (a route whose only seed or sentinel is blackholed, so that no map or master is
+/// One async check through `o` (a cluster route whose only seed is blackholed, so that no slot map is
 /// known yet) with its own deadline `timeout`, shorter than command_timeout: how long until its callback (which
 /// must come exactly once, by that deadline).
 Steady::duration async_before_discovery(const RedisOptions& o, std::chrono::milliseconds timeout) {
@@ -212,39 +212,26 @@ Steady::duration async_before_discovery(const RedisOptions& o, std::chrono::mill
   return took;
 }
 
-/// `options_` for a route whose one seed node or sentinel is the proxy, blackholed: connects succeed, nothing
+/// `options_` for a cluster route whose one seed node is the proxy, blackholed: connects succeed, nothing
 /// answers (so each question waits for command_timeout, 1 s).
-RedisOptions blackholed_route(RedisOptions o, FaultProxy& proxy, bool sentinel) {
+RedisOptions blackholed_route(RedisOptions o, FaultProxy& proxy) {
   proxy.set_admission(ratelimit_test::Admission::blackhole);
   std::this_thread::sleep_for(30ms);  // the proxy's acceptor takes it up within a tick
   o.command_timeout = 1000ms;
   o.connect_timeout = 1000ms;
-  if (sentinel) {
-    o.sentinel.master_name = "mymaster";
-    o.sentinel.nodes = {{"127.0.0.1", proxy.port()}};
-  } else {
-    o.cluster_nodes = {{"127.0.0.1", proxy.port()}};
-  }
+  o.cluster_nodes = {{"127.0.0.1", proxy.port()}};
   return o;
 }
 
-// Disabled (open): the route's worker thread runs the discovery and then completes the calls it holds; no thread
-// times them out meanwhile, so they end when the discovery does (about command_timeout per dead seed or sentinel).
+// Disabled (open): the router's worker thread loads the map and then completes the calls it holds; no thread
+// times them out meanwhile, so they end when the load does (about command_timeout per dead seed). Sentinel has
+// the same open bug: SentinelFirstCalls.DISABLED_AsyncFirstCallEndsByItsDeadlineWhileTheSentinelIsBlackholed.
 // Before the slot map is loaded, an async call waits on the router's worker while it asks the seed nodes; the
 // call's own deadline still ends it (a dead seed must not hold it for command_timeout).
 TEST_F(EngineAttack, DISABLED_ClusterAsyncCallBeforeTheMapEndsByItsDeadline) {
-  const auto took = async_before_discovery(blackholed_route(options_, *proxy_, false), 50ms);
+  const auto took = async_before_discovery(blackholed_route(options_, *proxy_), 50ms);
   EXPECT_LE(took, 50ms + kSlack) << "the async call's 50 ms deadline ended after " << ms(took)
                                  << " ms: it waited for the blackholed seed";
-}
-
-// The same on Redis Sentinel before a master is known: the route's worker asks the blackholed sentinel, and the
-// async call ends by its own deadline meanwhile (include/ratelimit/redis/README.md "Redis Sentinel": a slow or dead
-// sentinel delays no call past its deadline).
-TEST_F(EngineAttack, DISABLED_SentinelAsyncCallBeforeDiscoveryEndsByItsDeadline) {
-  const auto took = async_before_discovery(blackholed_route(options_, *proxy_, true), 50ms);
-  EXPECT_LE(took, 50ms + kSlack) << "the async call's 50 ms deadline ended after " << ms(took)
-                                 << " ms: it waited for the blackholed sentinel";
 }
 
 // Disabled (open): the first sync call loads the slot map on its own thread (ClusterRouter::execute,
@@ -253,7 +240,7 @@ TEST_F(EngineAttack, DISABLED_SentinelAsyncCallBeforeDiscoveryEndsByItsDeadline)
 TEST_F(EngineAttack, DISABLED_ClusterSyncCallBeforeTheMapEndsByItsDeadline) {
   FaultProxy second("127.0.0.1", ratelimit_test::shared_redis()->port());
   second.set_admission(ratelimit_test::Admission::blackhole);
-  RedisOptions o = blackholed_route(options_, *proxy_, false);
+  RedisOptions o = blackholed_route(options_, *proxy_);
   o.command_timeout = 400ms;
   o.cluster_nodes.push_back({"127.0.0.1", second.port()});
   Limiter l(kBig, o, clock_);
