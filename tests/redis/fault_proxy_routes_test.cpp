@@ -21,6 +21,7 @@
 
 #include "../support/fault_proxy.hpp"
 #include "cluster_support.hpp"
+#include "proxied_cluster.hpp"
 #include "sentinel_support.hpp"
 #include "test_support.hpp"
 
@@ -122,22 +123,7 @@ void expect_recovers(Limiter& l, const std::string& key, FaultProxy& proxy) {
 /// `CLUSTER SLOTS` names the proxy and the router goes through it. One cluster per suite.
 class FaultProxyCluster : public testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    const auto cli = ratelimit_test::find_redis_cli();
-    if (ratelimit_test::shared_redis() == nullptr || !cli) return;
-    try {
-      cluster_ = new ratelimit_test::RedisCluster(
-          ratelimit_test::redis_server_binary(), *cli, 3, 0, 1000, [](int port) -> std::vector<std::string> {
-            if (proxy_ != nullptr) return {};
-            proxy_ = new FaultProxy("127.0.0.1", port);
-            return {"--cluster-announce-ip",       "127.0.0.1",
-                    "--cluster-announce-port",     std::to_string(proxy_->port()),
-                    "--cluster-announce-bus-port", std::to_string(port + 10000)};
-          });
-    } catch (const std::exception& e) {
-      error_ = e.what();
-    }
-  }
+  static void SetUpTestSuite() { cluster_ = ratelimit_test::start_proxied_cluster(proxy_, error_); }
   static void TearDownTestSuite() {
     delete cluster_;
     delete proxy_;

@@ -364,10 +364,10 @@ class Answer final : public Answers {
     Sent s = p.sent;
     s.key = p.key;
     try {
+      if (p.cached) return {*p.cached, Outcome::decided};  // local answers: no backend call to time
+      if (p.ticket && !*p.ticket) return serve(s.key, s.cost, s.mode, config.fallback_share.get());
       record_latency(std::chrono::steady_clock::now() - p.started);
       reloaded(was_reloaded ? 1 : 0);
-      if (p.cached) return {*p.cached, Outcome::decided};
-      if (p.ticket && !*p.ticket) return serve(s.key, s.cost, s.mode, config.fallback_share.get());
       if (p.ticket) settle(*p.ticket, reply || !error ? nullptr : &*error);
       std::optional<BackendError> failure;
       const CheckResult r = answer(config, s, reply.get(), error ? &*error : nullptr, failure);

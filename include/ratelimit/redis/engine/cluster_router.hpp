@@ -258,7 +258,11 @@ class ClusterRouter final : public Route {
     plan(round, calls, state, pending);
     send_groups(round, calls, state);
     round.groups.clear();  // every round trip has ended: no call of this round is queued anywhere
-    if (round.want_refresh) retry_elsewhere(round, calls, state);
+    if (round.want_refresh && round.unreachable.empty() && round.next.empty()) {
+      refresh_request_.ask(worker_);  // every call has its outcome: no caller waits for the reload
+    } else if (round.want_refresh) {
+      retry_elsewhere(round, calls, state);
+    }
     std::sort(round.next.begin(), round.next.end());  // request order: the earlier call on a key goes first
     return std::move(round.next);
   }

@@ -401,6 +401,8 @@ class Pipeline final : public AsyncSink {
     update_load();
     if (!driving_) {
       drive_on_io_thread();
+    } else if (op.deadline < io_wakes_at_) {
+      wake_io();  // the I/O thread, waiting or polling for replies, takes up this nearer deadline
     } else if (connecting_) {
       connect_cv_->notify_all();  // the driver waiting for the connect takes up this call's deadline
     }
@@ -627,6 +629,7 @@ class Pipeline final : public AsyncSink {
       poll_first = true;
       wait_until = std::min(wait_until, self->deadline);
     }
+    if (self == nullptr) io_wakes_at_ = wait_until;
     unlock_posting(lock);
     std::optional<BackendError> failed;
     try {
@@ -638,6 +641,7 @@ class Pipeline final : public AsyncSink {
       failed = e;
     }
     lock.lock();
+    io_wakes_at_ = {};
     const auto now = std::chrono::steady_clock::now();
     if (failed) {
       replies_.clear();
@@ -807,8 +811,28 @@ class Pipeline final : public AsyncSink {
         continue;
       }
       if (stopping_ && !driving_) break;
-      io_cv_->wait(lock);
+      // A sync caller drives (it blocks in its read or connect): async calls still end by their deadlines.
+      const auto due = driving_ ? nearest_async_deadline() : std::chrono::steady_clock::time_point::max();
+      io_wakes_at_ = due;
+      if (due == std::chrono::steady_clock::time_point::max()) {
+        io_cv_->wait(lock);
+      } else if (io_cv_->wait_until(lock, due) == std::cv_status::timeout) {
+        const auto now = std::chrono::steady_clock::now();
+        time_out([now](const PipelineOp& op) { return op.waiter_ == nullptr && op.deadline <= now; }, nullptr);
+      }
+      io_wakes_at_ = std::chrono::steady_clock::time_point{};  // awake: every submission notifies
     }
+  }
+
+  // Lock held. The nearest deadline of the async calls queued or written.
+  [[nodiscard]] std::chrono::steady_clock::time_point nearest_async_deadline() const {
+    auto until = std::chrono::steady_clock::time_point::max();
+    for (const auto* q : {&queued_, &inflight_}) {
+      for (const PipelineOp* op : *q) {
+        if (op != nullptr && op->waiter_ == nullptr) until = std::min(until, op->deadline);
+      }
+    }
+    return until;
   }
 
   Opener open_;
@@ -837,6 +861,7 @@ class Pipeline final : public AsyncSink {
   std::unique_ptr<std::condition_variable> connect_cv_ = std::make_unique<std::condition_variable>();
   std::thread connector_;
   int wake_fd_ = -1;
+  std::chrono::steady_clock::time_point io_wakes_at_{};  // when the I/O thread, waiting or polling, wakes by itself
   std::atomic<std::size_t> load_{0};
   std::atomic<std::uint64_t> refused_{0};
   std::atomic<std::uint64_t> writes_{0};

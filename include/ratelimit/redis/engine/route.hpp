@@ -160,10 +160,13 @@ class Route : public AsyncSink {
 
   /// True when scripts go as `FCALL` (`ConnectionOptions::use_functions`) and no server refused Functions yet.
   [[nodiscard]] bool functions_usable() const noexcept {
-    return options().use_functions && !functions_refused_.load(std::memory_order_relaxed);
+    return options().use_functions && !functions_refused_->load(std::memory_order_relaxed);
   }
-  /// A server refused `FCALL` or `FUNCTION LOAD`: every later script of this route goes as `EVALSHA`.
-  void refuse_functions() noexcept { functions_refused_.store(true, std::memory_order_relaxed); }
+  /// Set when a server refused `FCALL` or `FUNCTION LOAD` (later scripts go as `EVALSHA`); shared with async
+  /// calls, which may outlive the route.
+  [[nodiscard]] const std::shared_ptr<std::atomic<bool>>& functions_refusal() const noexcept {
+    return functions_refused_;
+  }
 
  protected:
   /// Throws `std::logic_error` in a process forked after the route was made, touching nothing.
@@ -171,7 +174,7 @@ class Route : public AsyncSink {
   [[nodiscard]] bool forked() const noexcept { return fork_.forked(); }
 
  private:
-  std::atomic<bool> functions_refused_{false};
+  std::shared_ptr<std::atomic<bool>> functions_refused_ = std::make_shared<std::atomic<bool>>(false);
   detail::ForkCheck fork_;
 };
 

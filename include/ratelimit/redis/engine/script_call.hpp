@@ -5,10 +5,12 @@
 /// "Failures" and "Redis Functions"): each call is a `detail::ScriptStep`, which reads each reply.
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -70,15 +72,16 @@ class ScriptStep {
   explicit ScriptStep(bool fcall) noexcept : phase_(fcall ? Phase::fcall : Phase::evalsha) {}
 
   /// Takes the reply to what was sent last (null: none came). True when something goes next (`FUNCTION LOAD`
-  /// when `loading()`, else the call as `write` spells it); false when this is the outcome.
-  bool next(const redisReply* reply, Route& route) noexcept {
+  /// when `loading()`, else the call as `write` spells it); false when this is the outcome. A refusal of
+  /// Functions sets `refused` (`Route::functions_refusal`).
+  bool next(const redisReply* reply, std::atomic<bool>& refused) noexcept {
     if (reply == nullptr || phase_ == Phase::eval) return false;
     if (phase_ == Phase::evalsha) {
       if (!is_error(*reply, "NOSCRIPT")) return false;
       return to(Phase::eval, true);
     }
     if (functions_refused(*reply)) {
-      route.refuse_functions();
+      refused.store(true, std::memory_order_relaxed);
       return to(Phase::evalsha, false);
     }
     if (phase_ == Phase::loading) return to(library_loaded(*reply) ? Phase::fcall_again : Phase::evalsha, false);
@@ -163,7 +166,7 @@ inline void send_script_calls(Route& route, const Script& script, std::span<Rout
     ScriptStep& step = steps[which[k]];
     RouteCall& out = whole ? c : part[at[k]];
     const bool load = step.loading();
-    if (step.next(out.error ? nullptr : out.reply.get(), route)) {
+    if (step.next(out.error ? nullptr : out.reply.get(), *route.functions_refusal())) {
       if (!step.loading()) step.write(c.args, script);
       again.push_back(which[k]);
     } else if (load) {  // the call did not run; it fails as its load did
@@ -208,7 +211,7 @@ class AsyncScriptCall : public PipelineOp {
 
   /// Submits the call through `route` (`slot` and `deadline` set). Throws what `Route::submit` throws.
   void start(Route& route) {
-    route_ = &route;
+    functions_refused_ = route.functions_refusal();
     step_ = detail::ScriptStep(route.functions_usable());
     step_.write(args, script_);
     format();
@@ -217,7 +220,7 @@ class AsyncScriptCall : public PipelineOp {
 
   void complete(Reply reply, std::optional<BackendError> error) noexcept final {
     const bool load = step_.loading();
-    if (sink() != nullptr && step_.next(error ? nullptr : reply.get(), *route_) && prepare()) {
+    if (sink() != nullptr && step_.next(error ? nullptr : reply.get(), *functions_refused_) && prepare()) {
       sink()->submit(*this);
     } else if (load) {  // the call did not run; it fails as its load did
       if (!saved_.empty()) args.swap(saved_);
@@ -258,7 +261,7 @@ class AsyncScriptCall : public PipelineOp {
     append_resp(command, views);
   }
   Script script_;
-  Route* route_ = nullptr;
+  std::shared_ptr<std::atomic<bool>> functions_refused_;  // the route's: it may be gone by the reply
   detail::ScriptStep step_{false};
   std::vector<std::string> saved_;  // the call's arguments while the library loads
 };
