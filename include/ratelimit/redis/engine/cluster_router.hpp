@@ -259,7 +259,7 @@ class ClusterRouter final : public Route {
     send_groups(round, calls, state);
     round.groups.clear();  // every round trip has ended: no call of this round is queued anywhere
     if (round.want_refresh && round.unreachable.empty() && round.next.empty()) {
-      refresh_request_.ask(worker_);  // every call has its outcome: no caller waits for the reload
+      worker_.ask();  // every call has its outcome: no caller waits for the reload
     } else if (round.want_refresh) {
       retry_elsewhere(round, calls, state);
     }
