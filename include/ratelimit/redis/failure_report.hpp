@@ -37,19 +37,13 @@ namespace detail {
   out.reserve(text.size());
   for (const char c : text) {
     const auto u = static_cast<unsigned char>(c);
+    constexpr std::string_view kHex = "0123456789abcdef";
     if (u >= 0x20 && u != 0x7f) {
       out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
+    } else if (c == '\n' || c == '\r' || c == '\t') {
+      out.append(1, '\\').append(1, c == '\n' ? 'n' : (c == '\r' ? 'r' : 't'));
     } else {
-      constexpr std::string_view kHex = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[u >> 4];
-      out += kHex[u & 0xf];
+      out.append("\\x").append(1, kHex[u >> 4]).append(1, kHex[u & 0xf]);
     }
   }
   return out;
@@ -68,34 +62,24 @@ namespace detail {
   return o.unix_socket.empty() ? at(o.host, o.port) : "unix:" + printable(o.unix_socket);
 }
 
-/// Which failures get a line: the first of a server, then the first at least 10 s after its last line. One per
-/// process and clock type `G` (servers are few: a cluster's nodes at most). Thread-safe.
+/// Is a line for `server` due at `now_ns`? Yes for its first failure, then for the first at least 10 s after its last
+/// line (`skipped`: its failures since, unreported); otherwise counts this one. One map per process and clock type
+/// `G` (servers are few: a cluster's nodes at most). Thread-safe.
 template <Clock G>
-struct FailureReports {
-  /// The process's instance for clock type `G`.
-  static FailureReports& instance() {
-    static FailureReports reports;
-    return reports;
+bool report_due(const std::string& server, std::int64_t now_ns, std::uint64_t& skipped) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::pair<std::int64_t, std::uint64_t>> servers;  // last line, missed
+  const std::lock_guard lock(mutex);
+  auto [it, first] = servers.try_emplace(server, std::pair<std::int64_t, std::uint64_t>{now_ns, 0});
+  auto& [last_ns, missed] = it->second;
+  if (!first && now_ns - last_ns < std::chrono::nanoseconds(std::chrono::seconds(10)).count()) {
+    ++missed;
+    return false;
   }
-
-  /// True when a line for `server` is due at `now_ns`; then `skipped` is the number of its failures not reported
-  /// since its last line. Otherwise counts this one.
-  bool due(const std::string& server, std::int64_t now_ns, std::uint64_t& skipped) {
-    const std::lock_guard lock(mutex);
-    auto [it, first] = servers.try_emplace(server, std::pair<std::int64_t, std::uint64_t>{now_ns, 0});
-    auto& [last_ns, missed] = it->second;
-    if (!first && now_ns - last_ns < std::chrono::nanoseconds(std::chrono::seconds(10)).count()) {
-      ++missed;
-      return false;
-    }
-    skipped = std::exchange(missed, 0);
-    last_ns = now_ns;
-    return true;
-  }
-
-  std::mutex mutex;
-  std::unordered_map<std::string, std::pair<std::int64_t, std::uint64_t>> servers;  // the last line's time, missed
-};
+  skipped = std::exchange(missed, 0);
+  last_ns = now_ns;
+  return true;
+}
 
 /// The one line of a report, newline-terminated; the error's text escaped onto one line (`printable`).
 [[nodiscard]] inline std::string report_line(std::string_view server, const BackendError& e, FailurePolicy policy,
@@ -113,15 +97,14 @@ struct FailureReports {
          "ratelimit::redis::ignore_backend_failure to silence this\n";
 }
 
-/// `options.on_backend_failure`, or when empty the default report: `report_line` on stderr when
-/// `FailureReports<G>` says a line is due, reading `clock`.
+/// `options.on_backend_failure`, or when empty the default report: `report_line` on stderr when one is due.
 template <Clock G>
 [[nodiscard]] std::function<void(const BackendError&)> failure_hook(const RedisOptions& options, G clock) {
   if (options.on_backend_failure) return options.on_backend_failure;
   return [server = servers_of(options), policy = options.on_error,
           clock = std::move(clock)](const BackendError& e) mutable {
     std::uint64_t skipped = 0;
-    if (!FailureReports<G>::instance().due(server, ratelimit::detail::now_ns(clock), skipped)) return;
+    if (!report_due<G>(server, ratelimit::detail::now_ns(clock), skipped)) return;
     const std::string line = report_line(server, e, policy, skipped);
     std::fwrite(line.data(), 1, line.size(), stderr);  // one write: lines of threads do not interleave
   };
