@@ -14,7 +14,7 @@ inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
 /// A route's connection and routing counters, shared by the limiters on it (summed over a cluster's nodes).
 struct RouteCounters {
-  /// Connections opened (first connects and reconnects) and broken connections dropped, by the pool.
+  /// Connections opened (reconnects too) and broken connections dropped.
   std::uint64_t connects = 0;
   std::uint64_t dropped_connections = 0;
   /// Redis Cluster only: `MOVED` and `ASK` redirections followed, and slot-map loads (`CLUSTER SLOTS`).
@@ -26,7 +26,7 @@ struct RouteCounters {
   std::uint64_t breaker_probes = 0;
   /// Calls refused at once at `max_in_flight` (also in the limiter's `failures`).
   std::uint64_t refused_calls = 0;
-  /// Redis Sentinel only: times the sentinels were asked for the master, and master changes followed.
+  /// Redis Sentinel only: master look-ups, and master changes followed.
   std::uint64_t master_discoveries = 0;
   std::uint64_t master_changes = 0;
 };
@@ -38,7 +38,7 @@ struct FallbackCounters {
   bool fallback_active = false;
   /// Checks, peeks and refunds the fallback answered, whether Redis was asked first or not.
   std::uint64_t fallback_checks = 0;
-  /// Times the fallback became active (a Redis call failed while Redis was considered up).
+  /// Times the fallback became active.
   std::uint64_t fallback_activations = 0;
 };
 

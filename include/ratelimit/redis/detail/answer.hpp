@@ -46,8 +46,7 @@ enum class Mode { check, peek, refund };
   return m == Mode::check ? "0" : (m == Mode::peek ? "1" : "2");
 }
 
-/// The failure policy, failure hook and counters of one limiter, whatever its policy: what a joint check reaches
-/// of each member, and what async calls keep alive. Thread-safe.
+/// The failure policy, hook and counters of one limiter, whatever its policy (what a joint check reaches). Thread-safe.
 class Answers {
  public:
   Answers(const RedisOptions& o, std::function<void(const BackendError&)> hook)
@@ -92,7 +91,6 @@ class Answers {
   void reloaded(std::size_t n) noexcept {
     if (n != 0) reloads_.fetch_add(n, std::memory_order_relaxed);
   }
-  /// One backend call's latency, into `RedisStats::latency`.
   void record_latency(std::chrono::steady_clock::duration d) noexcept {
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
     const std::uint64_t u = us > 0 ? static_cast<std::uint64_t>(us) : 0;
@@ -115,7 +113,7 @@ class Answers {
     return Decision{false, limit, 0, failure_wait_, failure_wait_};
   }
 
-  /// The fallback (`FailurePolicy::fallback`), or null.
+  /// The fallback, or null.
   [[nodiscard]] FallbackBase* fallback_base() const noexcept { return fallback_base_; }
 
   /// This limiter's own fields of `RedisStats` (not its route's or its fallback's).
@@ -217,9 +215,8 @@ class Answer final : public Answers {
     return fallback.serve(key, cost, mode == Mode::peek, mode == Mode::refund, share);
   }
 
-  /// The failure step of a call of `key` that Redis failed with `e`: counted and told, the key's cached denial
-  /// dropped when a refund may have run; the fallback (share `share`) answers, else `failure()`. Under `raise` the
-  /// caller throws.
+  /// The failure step of a call of `key` failed with `e`: counted and told, a refund's key's cached denial dropped;
+  /// the fallback (share `share`) answers, else `failure()`. Under `raise` the caller throws.
   template <class Failure>
   CheckResult failed_call(const BackendError& e, std::string_view key, std::int64_t cost, Mode mode, const Share* share,
                           Failure&& failure) {
@@ -260,7 +257,7 @@ class Answer final : public Answers {
     }
   }
 
-  /// The cached denial of a check of `key` at `cost` under policy `id`, counted (the call then goes nowhere).
+  /// The cached denial of a check of `key` at `cost` under policy `id`, counted.
   [[nodiscard]] bool cached(std::string_view key, std::int64_t cost, std::int64_t now, std::uint64_t id, Decision& d) {
     if (!denials || !denials->lookup(key, cost, now, d, id)) return false;
     cached_denials.fetch_add(1, std::memory_order_relaxed);
@@ -313,14 +310,14 @@ class Answer final : public Answers {
     return out;
   }
 
-  /// What an async call keeps for its answer from its start to its completion.
+  /// What an async call keeps from its start to its completion.
   struct Pending {
     Sent sent;
     std::string key;  // `sent.key`, owned (with a denial cache or a fallback)
     std::optional<Decision> cached;
     std::optional<Ticket> ticket;
     std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
-    /// Answered on the I/O thread without being written: by the denial cache, or the fallback (gate shut).
+    /// Answered without being written: by the denial cache, or the fallback (gate shut).
     [[nodiscard]] bool local() const noexcept { return cached || (ticket && !*ticket); }
   };
   /// An async call of `key` about to start under policy `id` at `now_us`: the denial cache's answer, or a ticket.

@@ -25,9 +25,6 @@ namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 namespace detail {
 
-/// Bytes of a decision reply: `struct.pack("<ddddd", ...)`.
-inline constexpr std::size_t kDecisionReplyBytes = 40;
-
 /// The script's decision in microsecond ticks from `struct.pack("<ddddd", allowed, limit, remaining, retry_after_us,
 /// reset_after_us)` (`retry_after_us == -1` is `never`). Every field is checked (integers below 2^53, allowed 0/1,
 /// the policy's limit, 0 <= remaining <= limit, durations that fit in nanoseconds), so a wrong script or server or a
@@ -37,7 +34,7 @@ inline constexpr std::size_t kDecisionReplyBytes = 40;
   auto malformed = [](const std::string& what) {
     throw BackendError(BackendErrorCause::protocol, "malformed script reply: " + what);
   };
-  if (r.type != REDIS_REPLY_STRING || r.str == nullptr || r.len != kDecisionReplyBytes) {
+  if (r.type != REDIS_REPLY_STRING || r.str == nullptr || r.len != 40) {
     malformed("expected a string of 5 little-endian doubles (40 bytes)");
   }
   constexpr double exact = 9007199254740992.0;  // 2^53: every integer up to it is a double

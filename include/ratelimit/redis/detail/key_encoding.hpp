@@ -21,15 +21,7 @@ namespace detail {
   if (key.empty()) return "%";
   std::string out;
   out.reserve(key.size() + 8);
-  for (const char c : key) {
-    if (c == '%') {
-      out += "%25";
-    } else if (c == '}') {
-      out += "%7D";
-    } else {
-      out += c;
-    }
-  }
+  for (const char c : key) out += c == '%' ? std::string_view("%25") : (c == '}' ? "%7D" : std::string_view(&c, 1));
   return out;
 }
 
@@ -39,21 +31,10 @@ namespace detail {
   if (encoded.empty()) return std::nullopt;
   std::string out;
   for (std::size_t i = 0; i < encoded.size(); ++i) {
-    const char c = encoded[i];
-    if (c == '}') return std::nullopt;
-    if (c != '%') {
-      out += c;
-      continue;
-    }
-    const std::string_view esc = encoded.substr(i + 1, 2);
-    if (esc == "25") {
-      out += '%';
-    } else if (esc == "7D") {
-      out += '}';
-    } else {
-      return std::nullopt;
-    }
-    i += 2;
+    const std::string_view esc = encoded.substr(i, 3);
+    if (encoded[i] == '}' || (encoded[i] == '%' && esc != "%25" && esc != "%7D")) return std::nullopt;
+    out += encoded[i] != '%' ? encoded[i] : (esc == "%25" ? '%' : '}');
+    if (encoded[i] == '%') i += 2;
   }
   return out;
 }

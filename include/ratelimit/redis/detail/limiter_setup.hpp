@@ -101,28 +101,22 @@ inline RouteCall script_call(const EmbeddedScript& script, std::string_view key,
   return call;
 }
 
-/// A script call sent without blocking: `f(Reply, std::optional<BackendError>, bool reloaded)` runs once on the I/O
-/// thread, after the call deleted itself (so `f` may destroy what the call references).
-template <class F>
-class AsyncCall final : public AsyncScriptCall {
- public:
-  AsyncCall(const EmbeddedScript& script, F f) : AsyncScriptCall(script), f_(std::move(f)) {}
-
- private:
-  void finished(Reply reply, std::optional<BackendError> error, bool reloaded) noexcept override {
-    F f = std::move(f_);
-    delete this;
-    f(std::move(reply), std::move(error), reloaded);
-  }
-  F f_;
-};
-
-/// Sends `call` of `script` by `deadline` through `route` (which owns it until it completes), its outcome to `f`.
-/// Throws what `Route::submit` throws, with nothing started.
+/// Sends `call` of `script` by `deadline` through `route` (which owns it until it completes): then
+/// `f(Reply, std::optional<BackendError>, bool reloaded)` runs once on the I/O thread, after the call deleted itself
+/// (so `f` may destroy what the call references). Throws what `Route::submit` throws, with nothing started.
 template <class F>
 void start_async_call(Route& route, const EmbeddedScript& script, const RouteCall& call,
                       std::chrono::steady_clock::time_point deadline, F f) {
-  auto op = std::make_unique<AsyncCall<F>>(script, std::move(f));
+  struct Call final : AsyncScriptCall {
+    Call(const EmbeddedScript& s, F g) : AsyncScriptCall(s), f_(std::move(g)) {}
+    void finished(Reply reply, std::optional<BackendError> error, bool reloaded) noexcept override {
+      F g = std::move(f_);
+      delete this;
+      g(std::move(reply), std::move(error), reloaded);
+    }
+    F f_;
+  };
+  auto op = std::make_unique<Call>(script, std::move(f));
   op->args.assign(call.args.begin(), call.args.end());
   op->slot = call.slot;
   op->deadline = deadline;
