@@ -340,11 +340,9 @@ class RedisLimiter final : public detail::LayeredMember {
 
     /// Makes `c` the policy of the calls that start from now on (a policy given before is reused); `change_mutex` held.
     void set_config(Config c) {
-      const Config* same = nullptr;
-      for (const Config& known : configs) {
-        if (known.binding.params == c.binding.params) same = &known;
-      }
-      current.store(same != nullptr ? same : &configs.emplace_back(std::move(c)), std::memory_order_release);
+      const auto same = std::find_if(configs.begin(), configs.end(),
+                                     [&](const Config& known) { return known.binding.params == c.binding.params; });
+      current.store(same != configs.end() ? &*same : &configs.emplace_back(std::move(c)), std::memory_order_release);
       generation.fetch_add(1, std::memory_order_release);
     }
   };

@@ -42,7 +42,8 @@ struct FallbackCounters {
   std::uint64_t fallback_activations = 0;
 };
 
-/// Latency of a limiter's backend calls (a script call, batch or joint check: sending to reply or failure).
+/// Latency of a limiter's backend calls (a call, batch or async call, sending to reply or failure; joint layered
+/// scripts are not timed: include/ratelimit/http/README.md "Metrics").
 struct BackendLatency {
   /// Upper bounds of the buckets, in microseconds; a last, unbounded bucket follows (+Inf).
   static constexpr std::array<std::uint64_t, 12> kBoundsUs{100,    250,    500,    1'000,   2'500,   5'000,

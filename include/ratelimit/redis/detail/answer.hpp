@@ -170,14 +170,11 @@ struct PolicyConfig {
   P policy;
   RulesOf<P> rules;
   ScriptBinding binding;
-  std::uint64_t id = next_id();
-  std::shared_ptr<const Share> fallback_share{};
-
- private:
-  static std::uint64_t next_id() noexcept {
+  std::uint64_t id = [] {
     static std::atomic<std::uint64_t> last{0};
     return last.fetch_add(1, std::memory_order_relaxed) + 1;
-  }
+  }();
+  std::shared_ptr<const Share> fallback_share{};
 };
 
 /// The answer step of one limiter of policy `P` on clock `C` (probe gate and denial cache on the monotonic clock
@@ -286,15 +283,14 @@ class Answer final : public Answers {
         out[i] = serve(requests[i].key, requests[i].cost, mode, config.fallback_share.get());
       return out;
     }
-    std::vector<std::string> keys(at.size()), costs(at.size());
+    std::vector<std::array<std::string, 2>> args(at.size());  // each call's Redis key and cost
     std::vector<RouteCall> batch(at.size());
     std::vector<Sent> sent(at.size());
     for (std::size_t k = 0; k < at.size(); ++k) {
       const BatchRequest& r = requests[at[k]];
       sent[k] = {r.key, r.cost, mode, now, 0, denials ? denials->stamp(r.key) : 0};
-      keys[k] = key_of(r.key);
-      costs[k] = std::to_string(r.cost);
-      batch[k] = config.call(keys[k], now_arg, costs[k], mode);
+      args[k] = {key_of(r.key), std::to_string(r.cost)};
+      batch[k] = config.call(args[k][0], now_arg, args[k][1], mode);
     }
     const std::int64_t sent_ns = denials ? mono_ns() : 0;
     run(route, *config.binding.script, batch);

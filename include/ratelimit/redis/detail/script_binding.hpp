@@ -41,11 +41,8 @@ inline constexpr std::int64_t kMaxTimeUs = std::int64_t{1} << 52;
   static const std::string code = [] {
     std::string s = "#!lua name=" + std::string(kFunctionLibrary) + "\n";
     for (const EmbeddedScript& e : kEmbeddedScripts) {
-      s += "redis.register_function('";
-      s += e.function;
-      s += "', function(KEYS, ARGV)\n";
-      s += e.body;
-      s += "\nend)\n";
+      s.append("redis.register_function('").append(e.function).append("', function(KEYS, ARGV)\n");
+      s.append(e.body).append("\nend)\n");
     }
     return s;
   }();
