@@ -84,12 +84,16 @@ class RedisLimiter final : public detail::LayeredMember {
       : RedisLimiter(std::move(policy), detail::route_of(std::move(route)), std::move(clock), nullptr) {}
 
   /// As above with this limiter's own options, e.g. each layer named. Throws `std::invalid_argument` as above.
-  /// Example (`ip_rate`, `key_quota`: policies; layers on one pool run as one script, all or nothing):
-  ///   auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(options.connection());
+  /// Example:
+  ///   auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(
+  ///       ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379"));
+  ///   const ratelimit::Gcra ip_rate{.limit = 10, .period = std::chrono::seconds(1), .burst = 20};
+  ///   const ratelimit::FixedWindow key_quota{.limit = 10'000, .window = std::chrono::hours(24)};
   ///   ratelimit::redis::RedisLimiter per_ip(ip_rate, pool, ratelimit::redis::LimiterOptions{.name = "per-ip"});
   ///   ratelimit::redis::RedisLimiter per_key(key_quota, pool, ratelimit::redis::LimiterOptions{.name = "per-key"});
-  ///   ratelimit::LimiterLayer ip(per_ip, "ip"), key(per_key, "api-key");
-  ///   if (!ratelimit::check_layers({{&ip, "203.0.113.7"}, {&key, "7f3a"}})) { /* 429 */ }
+  ///   ratelimit::LimiterLayer ip(per_ip, "ip");
+  ///   ratelimit::LimiterLayer key(per_key, "api-key");
+  ///   if (!ratelimit::check_layers({{&ip, "203.0.113.7"}, {&key, "7f3a"}})) { /* 429: one script, all or nothing */ }
   template <class R>
   RedisLimiter(P policy, std::shared_ptr<R> route, const LimiterOptions& limiter, C clock = {})
       : RedisLimiter(std::move(policy), detail::route_of(std::move(route)), std::move(clock), &limiter) {}
