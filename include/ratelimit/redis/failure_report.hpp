@@ -1,11 +1,12 @@
 #pragma once
 
 /// @file
-/// The default failure report of the Redis limiters (include/ratelimit/redis/README.md "Failure policy and hook"): with
-/// no `LimiterOptions::on_backend_failure` set, an outage is visible without any code, as one line on stderr for a
-/// server's first failure and at most one more per server per 10 s. `ignore_backend_failure` turns it off.
+/// The default failure report of the Redis limiters (include/ratelimit/redis/README.md "Failure policy and hook"): one
+/// line on stderr for a server's first failure, at most one more per server per 10 s.
 
+#include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -29,34 +30,26 @@ inline void ignore_backend_failure(const BackendError& /*error*/) noexcept {}
 
 namespace detail {
 
-/// `text` with each control character (newline, escape, ...) written as `\n`, `\r`, `\t` or `\xHH`: text of
-/// the user's or of a server printed on one line cannot forge another line or drive the terminal.
+/// `text` with each control character written as `\n`, `\r`, `\t` or `\xHH`: printed text cannot forge another line
+/// or drive the terminal.
 [[nodiscard]] inline std::string printable(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   for (const char c : text) {
     const auto u = static_cast<unsigned char>(c);
+    constexpr std::string_view kHex = "0123456789abcdef";
     if (u >= 0x20 && u != 0x7f) {
       out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
+    } else if (c == '\n' || c == '\r' || c == '\t') {
+      out.append(1, '\\').append(1, c == '\n' ? 'n' : (c == '\r' ? 'r' : 't'));
     } else {
-      constexpr std::string_view kHex = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[u >> 4];
-      out += kHex[u & 0xf];
+      out.append("\\x").append(1, kHex[u >> 4]).append(1, kHex[u & 0xf]);
     }
   }
   return out;
 }
 
-/// The server(s) `o` names, for the report and `wait_ready`'s error: "host:port", "unix:<path>", "Cluster (seed
-/// host:port)" or "Sentinel master \"<name>\"", control characters escaped (`printable`). Never the user or
-/// password.
+/// The server(s) `o` names, for the report and `wait_ready`'s error, escaped (`printable`); never user or password.
 [[nodiscard]] inline std::string servers_of(const ConnectionOptions& o) {
   auto at = [](const std::string& host, int port) {
     return (host.find(':') != std::string::npos ? "[" + printable(host) + "]" : printable(host)) + ":" +
@@ -69,84 +62,52 @@ namespace detail {
   return o.unix_socket.empty() ? at(o.host, o.port) : "unix:" + printable(o.unix_socket);
 }
 
-/// What `policy` answered the failed call, for the report.
-[[nodiscard]] constexpr std::string_view answer_of(FailurePolicy policy) noexcept {
-  switch (policy) {
-    case FailurePolicy::fail_open: return "the call was admitted (fail_open)";
-    case FailurePolicy::fail_closed: return "the call was denied (fail_closed)";
-    case FailurePolicy::raise: return "BackendError was thrown to the caller (raise)";
-    case FailurePolicy::fallback: return "the in-memory fallback answered (fallback)";
-  }
-  return "";
-}
-
-/// Which failures get a line: the first of a server, then the first at least `kInterval` after the last
-/// line. One per process and clock type `G` (servers are few: a cluster's nodes at most). Thread-safe.
+/// Is a line for `server` due at `now_ns`? Yes for its first failure, then for the first at least 10 s after its last
+/// line (`skipped`: its failures since, unreported); otherwise counts this one. One map per process and clock type
+/// `G` (servers are few: a cluster's nodes at most). Thread-safe.
 template <Clock G>
-class FailureReports {
- public:
-  static constexpr std::chrono::seconds kInterval{10};
-
-  /// The process's instance for clock type `G`.
-  static FailureReports& instance() {
-    static FailureReports reports;
-    return reports;
+bool report_due(const std::string& server, std::int64_t now_ns, std::uint64_t& skipped) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::pair<std::int64_t, std::uint64_t>> servers;  // last line, missed
+  const std::lock_guard lock(mutex);
+  auto [it, first] = servers.try_emplace(server, std::pair<std::int64_t, std::uint64_t>{now_ns, 0});
+  auto& [last_ns, missed] = it->second;
+  if (!first && now_ns - last_ns < std::chrono::nanoseconds(std::chrono::seconds(10)).count()) {
+    ++missed;
+    return false;
   }
-
-  /// True when a line for `server` is due at `now_ns` (the clock's nanoseconds); then `skipped` is the
-  /// number of failures of `server` not reported since its last line. Otherwise counts this one.
-  bool due(const std::string& server, std::int64_t now_ns, std::uint64_t& skipped) {
-    const std::lock_guard lock(mutex_);
-    auto [it, first] = servers_.try_emplace(server);
-    Server& s = it->second;
-    if (!first && now_ns - s.last_ns < std::chrono::nanoseconds(kInterval).count()) {
-      ++s.skipped;
-      return false;
-    }
-    skipped = std::exchange(s.skipped, 0);
-    s.last_ns = now_ns;
-    return true;
-  }
-
- private:
-  struct Server {
-    std::int64_t last_ns = 0;
-    std::uint64_t skipped = 0;
-  };
-  std::mutex mutex_;
-  std::unordered_map<std::string, Server> servers_;
-};
+  skipped = std::exchange(missed, 0);
+  last_ns = now_ns;
+  return true;
+}
 
 /// The one line of a report, newline-terminated; the error's text escaped onto one line (`printable`).
 [[nodiscard]] inline std::string report_line(std::string_view server, const BackendError& e, FailurePolicy policy,
                                              std::uint64_t skipped) {
-  const std::string cause = printable(e.what());
-  std::string line = "ratelimit: Redis " + std::string(server) + " failed (" + cause + "); " +
-                     std::string(answer_of(policy)) + ". At most one such line per server per 10 s";
+  constexpr std::array<std::string_view, 4> kAnswers{
+      // by FailurePolicy
+      "the call was admitted (fail_open)", "the call was denied (fail_closed)",
+      "BackendError was thrown to the caller (raise)", "the in-memory fallback answered (fallback)"};
+  std::string line = "ratelimit: Redis " + std::string(server) + " failed (" + printable(e.what()) + "); " +
+                     std::string(kAnswers[static_cast<std::size_t>(policy)]) +
+                     ". At most one such line per server per 10 s";
   if (skipped > 0) line += " (" + std::to_string(skipped) + " more failures since the last)";
   return line +
          "; set LimiterOptions::on_backend_failure to handle them, or to "
          "ratelimit::redis::ignore_backend_failure to silence this\n";
 }
 
-/// The default `on_backend_failure` of a limiter on `options`' server(s) answering failures with `policy`:
-/// writes `report_line` to stderr when `FailureReports<G>` says a line is due, reading `clock`.
-template <Clock G>
-[[nodiscard]] std::function<void(const BackendError&)> default_failure_report(const ConnectionOptions& options,
-                                                                              FailurePolicy policy, G clock) {
-  return [server = servers_of(options), policy, clock = std::move(clock)](const BackendError& e) mutable {
-    std::uint64_t skipped = 0;
-    if (!FailureReports<G>::instance().due(server, ratelimit::detail::now_ns(clock), skipped)) return;
-    const std::string line = report_line(server, e, policy, skipped);
-    std::fwrite(line.data(), 1, line.size(), stderr);  // one write: lines of threads do not interleave
-  };
-}
-
-/// `options.on_backend_failure`, or the default report when it is empty.
+/// `options.on_backend_failure`, or when empty the default report: `report_line` on stderr when one is due.
 template <Clock G>
 [[nodiscard]] std::function<void(const BackendError&)> failure_hook(const RedisOptions& options, G clock) {
   if (options.on_backend_failure) return options.on_backend_failure;
-  return default_failure_report(options.connection(), options.on_error, std::move(clock));
+  return [server = servers_of(options), policy = options.on_error,
+          clock = std::move(clock)](const BackendError& e) mutable {
+    std::uint64_t skipped = 0;
+    if (!report_due<G>(server, ratelimit::detail::now_ns(clock), skipped)) return;
+    const std::string line = report_line(server, e, policy, skipped);
+    std::fwrite(line.data(), 1, line.size(), stderr);  // one write: lines of threads do not interleave
+  };
 }
 
 }  // namespace detail

@@ -3,10 +3,10 @@
 /// @file
 /// `RedisLimiter`: a policy checked atomically in Redis, shared by every process that uses the server.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <concepts>
-#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <exception>
@@ -14,8 +14,10 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -35,23 +37,19 @@
 #include "ratelimit/redis/engine/slots.hpp"
 #include "ratelimit/redis/failure_report.hpp"
 #include "ratelimit/redis/options.hpp"
-#include "ratelimit/redis/readiness.hpp"
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
-/// One check of a batch for `RedisLimiter::allow_many`: `ratelimit::BatchRequest`, which every backend's batch takes.
+/// One check of a batch for `RedisLimiter::allow_many` (every backend's batch takes `ratelimit::BatchRequest`).
 using Request = ratelimit::BatchRequest;
 
-/// The Redis backend (include/ratelimit/README.md "Redis contract"): each check is one atomic Lua script run on the
-/// key's Redis key, so every process sharing the server shares each key's limit exactly; decisions are the in-memory
-/// backend's when times and durations are whole microseconds. Thread-safe; the `*_async` methods never block. When
-/// Redis fails, `LimiterOptions::on_error` answers (include/ratelimit/redis/README.md "Failures").
-///
-/// @tparam P a `Policy`. On Redis its durations must be whole microseconds, its rate at most one per
-///           microsecond, its counts below 2^53, and for `SlidingWindowCounter` `limit * window_us <= 2^53`.
-/// @tparam C a `Clock`, read only with `time_source = client` (and for `fail_open` decisions);
-///           `std::chrono::system_clock` by default, `ManualClock` in tests. Windows align to its epoch.
+/// The Redis backend (include/ratelimit/README.md "Redis contract"): each check is one atomic Lua script on the key's
+/// Redis key, so every process sharing the server shares each key's limit exactly. Thread-safe; the `*_async` methods
+/// never block. When Redis fails, `LimiterOptions::on_error` answers (include/ratelimit/redis/README.md "Failures").
+/// @tparam P a `Policy`: durations whole microseconds, rate at most one per microsecond, counts below 2^53, for
+///           `SlidingWindowCounter` `limit * window_us <= 2^53`.
+/// @tparam C a `Clock`, read with `time_source = client` and for `fail_open` decisions; windows align to its epoch.
 /// Example:
 ///   ratelimit::redis::RedisOptions options;
 ///   options.connection() = ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379/0");
@@ -109,45 +107,44 @@ class RedisLimiter final : public detail::LayeredMember {
 
   /// Checks `cost` (>= 0) units for `key` and consumes them if admitted; one round trip at most. Thread-safe. Throws
   /// `std::invalid_argument` for a negative cost or a key longer than `max_key_bytes`; `BackendError` when Redis
-  /// fails under `FailurePolicy::raise`.
-  /// Example:
-  ///   ratelimit::redis::RedisLimiter<ratelimit::FixedWindow> limiter(
-  ///       ratelimit::FixedWindow{.limit = 1000, .window = std::chrono::hours(1)},
-  ///       ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379"));
-  ///   const ratelimit::Decision d = limiter.allow("api-key:7f3a", /*cost=*/5);
-  ///   if (!d) { /* answer 429, Retry-After from d.retry_after */ }
+  /// fails under `FailurePolicy::raise`. Example: `if (!limiter.allow("api-key:7f3a", 5)) { /* 429 */ }`.
   Decision allow(std::string_view key, std::int64_t cost = 1) { return run(key, cost, Mode::check, config()).decision; }
 
-  /// As `allow`, and says who decided (`Outcome::failure_policy`: Redis failed and `on_error` answered). Thread-safe.
-  /// Throws as `allow`.
-  /// Example:
-  ///   ratelimit::redis::RedisLimiter<ratelimit::Gcra> limiter(
-  ///       ratelimit::Gcra{.limit = 10, .period = std::chrono::seconds(1), .burst = 10},
-  ///       ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379"));
-  ///   const ratelimit::CheckResult r = limiter.check("client-42");
-  ///   if (r.failed()) { /* Redis failed: r.decision is the failure policy's (fail_open admits) */ }
-  ///   if (!r) { /* answer 429 */ }
+  /// As `allow`, and says who decided (`r.failed()`: Redis failed and `on_error` answered). Thread-safe. Throws as
+  /// `allow`.
   CheckResult check(std::string_view key, std::int64_t cost = 1) { return run(key, cost, Mode::check, config()); }
 
-  /// What a cost-1 request would see, consuming nothing (include/ratelimit/README.md "Decisions"). Thread-safe. Throws
-  /// as `allow`.
+  /// What a cost-1 request would see, consuming nothing. Thread-safe. Throws as `allow`.
   Decision peek(std::string_view key) { return run(key, 1, Mode::peek, config()).decision; }
 
-  /// For a service's start-up (include/ratelimit/redis/README.md "Readiness at start-up"): runs this limiter's script
-  /// once (a peek), retrying until Redis answers or `timeout` has passed, outside the failure policy. Thread-safe.
-  /// Throws `BackendError` naming the server and the last failure, `std::invalid_argument` for `timeout` outside
-  /// (0, 24 h].
-  /// Example:
-  ///   ratelimit::redis::RedisLimiter<ratelimit::Gcra> limiter(
-  ///       ratelimit::Gcra{.limit = 100, .period = std::chrono::minutes(1), .burst = 10},
-  ///       ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379"));
-  ///   try {
-  ///     limiter.wait_ready(std::chrono::seconds(5));  // before serving traffic
-  ///   } catch (const ratelimit::BackendError& e) {
-  ///     std::fprintf(stderr, "not starting: %s\n", e.what());  // names the server and the last failure
-  ///   }
+  /// For start-up (include/ratelimit/redis/README.md "Readiness at start-up"): peeks until Redis answers or `timeout`
+  /// has passed (may overrun by one attempt), outside the failure policy. Thread-safe. Throws `BackendError` naming
+  /// the server and the last failure, `std::invalid_argument` for `timeout` outside (0, 24 h].
   void wait_ready(std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
-    detail::wait_until_ready(detail::servers_of(options_.connection()), timeout, [this] { return ready_once(); });
+    if (timeout.count() <= 0 || timeout > std::chrono::hours(24)) {
+      throw std::invalid_argument("wait_ready: timeout must be in (0, 24 h], got " + std::to_string(timeout.count()) +
+                                  " ms");
+    }
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::optional<BackendError> last;
+    for (;;) {  // a peek of the empty key, outside the failure policy
+      const Config& c = config();
+      const std::string key = redis_key(""), now = detail::time_arg(options_, now_us());
+      RouteCall call = c.call(key, now, "1", Mode::peek);
+      (void)run_script(*route_, *c.binding.script, std::span<RouteCall>(&call, 1));
+      try {
+        (void)detail::decision_of(detail::reply_of(call), c.rules.limit());
+        return;
+      } catch (const BackendError& e) {  // no reply, an error reply (NOPERM, LOADING, ...) or a malformed one
+        if (!last || e.cause() != BackendErrorCause::circuit_open) last = e;  // an open breaker's says least
+      }
+      const auto left = deadline - std::chrono::steady_clock::now();
+      if (left <= left.zero()) break;
+      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(std::chrono::milliseconds(20), left));
+    }
+    throw BackendError(last->cause(), "not ready within " + std::to_string(timeout.count()) + " ms at " +
+                                          detail::servers_of(options_.connection()) +
+                                          "; the last failure: " + last->what());
   }
 
   /// Gives back up to `cost` units `key` consumed (include/ratelimit/README.md "Refunds"); returns the key's state
@@ -156,7 +153,17 @@ class RedisLimiter final : public detail::LayeredMember {
 
   /// A policy validated for Redis for calls that name it (include/ratelimit/layers/README.md "Per-key quota
   /// overrides"). Immutable; made by `prepare`.
-  class PreparedPolicy;
+  class PreparedPolicy {
+   public:
+    /// The policy as given, and its validated rules in ticks of 1 us.
+    [[nodiscard]] const P& policy() const noexcept { return config_.policy; }
+    [[nodiscard]] const RulesOf<P>& rules() const noexcept { return config_.rules; }
+
+   private:
+    friend class RedisLimiter;
+    explicit PreparedPolicy(Config c) : config_(std::move(c)) {}
+    Config config_;
+  };
 
   /// Validates `policy` for Redis, for the calls below that name it; only a named limiter, as for `set_policy`.
   /// Thread-safe. Throws `std::invalid_argument` naming the field (e.g. `Gcra.burst`), or `LimiterOptions.name`.
@@ -166,37 +173,33 @@ class RedisLimiter final : public detail::LayeredMember {
     c.fallback_share = core_->answer.fallback.prepare_share(c.policy);  // the fallback answers under its share
     return std::make_shared<const PreparedPolicy>(PreparedPolicy(std::move(c)));
   }
-  /// As `check(key, cost)`, under `policy` instead of `policy()` (the failure policy too). Thread-safe. Throws as
-  /// `check`.
+  /// `check`, `allow`, `peek` and `refund` under `policy` instead of `policy()` (the failure policy too). Thread-safe.
+  /// Throw as `allow`.
   CheckResult check(std::string_view key, std::int64_t cost, const PreparedPolicy& policy) {
     return run(key, cost, Mode::check, policy.config_);
   }
-  /// As `allow(key, cost)`, under `policy` (see `check` above).
   Decision allow(std::string_view key, std::int64_t cost, const PreparedPolicy& policy) {
     return run(key, cost, Mode::check, policy.config_).decision;
   }
-  /// As `peek(key)`, under `policy`.
   Decision peek(std::string_view key, const PreparedPolicy& policy) {
     return run(key, 1, Mode::peek, policy.config_).decision;
   }
-  /// As `refund(key, cost)`, under `policy`.
   Decision refund(std::string_view key, std::int64_t cost, const PreparedPolicy& policy) {
     return run(key, cost, Mode::refund, policy.config_).decision;
   }
 
   /// The async `check` (include/ratelimit/redis/README.md "Redis engine"): returns at once;
-  /// `callback(std::exception_ptr error, CheckResult result)` runs exactly once on an I/O thread, never inside this
-  /// call, with Redis's decision or the failure policy's (under `raise`, `error` holds the `BackendError`). It must not
-  /// throw (the process terminates) nor block (a sync call from it throws `std::logic_error`). `timeout`: the deadline
-  /// from now, in (0, 24 h]. The limiter may be destroyed first. Thread-safe. Throws `std::invalid_argument` (key
-  /// length, negative cost, timeout) and `std::logic_error` (in a forked child) with nothing started.
+  /// `callback(std::exception_ptr error, CheckResult result)` runs once on an I/O thread, never inside this call (under
+  /// `raise`, `error` holds the `BackendError`). It must not throw nor block (a sync call from it throws
+  /// `std::logic_error`). `timeout`: the deadline from now, in (0, 24 h]. The limiter may be destroyed first.
+  /// Thread-safe. Throws `std::invalid_argument` (key, cost, timeout) and `std::logic_error` (in a forked child) with
+  /// nothing started.
   template <class F>
     requires std::invocable<F&, std::exception_ptr, CheckResult>
   void check_async(std::string_view key, std::int64_t cost, std::chrono::milliseconds timeout, F&& callback) {
     start_async(key, cost, Mode::check, timeout, std::forward<F>(callback));
   }
-  /// As above with the deadline `command_timeout` from now.
-  template <class F>
+  template <class F>  // the deadline `command_timeout` from now
     requires std::invocable<F&, std::exception_ptr, CheckResult>
   void check_async(std::string_view key, std::int64_t cost, F&& callback) {
     start_async(key, cost, Mode::check, options_.command_timeout, std::forward<F>(callback));
@@ -208,8 +211,7 @@ class RedisLimiter final : public detail::LayeredMember {
   void allow_async(std::string_view key, std::int64_t cost, std::chrono::milliseconds timeout, F&& callback) {
     start_async(key, cost, Mode::check, timeout, decision_only(std::forward<F>(callback)));
   }
-  /// As above with the deadline `command_timeout` from now.
-  template <class F>
+  template <class F>  // the deadline `command_timeout` from now
     requires std::invocable<F&, std::exception_ptr, Decision>
   void allow_async(std::string_view key, std::int64_t cost, F&& callback) {
     start_async(key, cost, Mode::check, options_.command_timeout, decision_only(std::forward<F>(callback)));
@@ -222,17 +224,15 @@ class RedisLimiter final : public detail::LayeredMember {
     start_async(key, 1, Mode::peek, options_.command_timeout, decision_only(std::forward<F>(callback)));
   }
 
-  /// The async `refund`: as `check_async`, with `callback(std::exception_ptr, Decision)` receiving the
-  /// state afterwards (a fresh key's when Redis failed: nothing was given back, or it may have been).
+  /// The async `refund`: as `check_async`, with `callback(std::exception_ptr, Decision)` given the state afterwards.
   template <class F>
     requires std::invocable<F&, std::exception_ptr, Decision>
   void refund_async(std::string_view key, std::int64_t cost, F&& callback) {
     start_async(key, cost, Mode::refund, options_.command_timeout, decision_only(std::forward<F>(callback)));
   }
 
-  /// Forgets the key's state (in Redis, the denial cache and the fallback). Thread-safe. Returns false when Redis
-  /// failed and `on_error` is not `raise`; throws `BackendError` under `raise`, `std::invalid_argument` for a key
-  /// longer than `max_key_bytes`.
+  /// Forgets the key's state (in Redis, the denial cache and the fallback). Thread-safe. False when Redis failed (under
+  /// `raise` throws `BackendError`); throws `std::invalid_argument` for a key longer than `max_key_bytes`.
   bool reset(std::string_view key) {
     check_key(key);
     Answer& a = core_->answer;
@@ -254,19 +254,10 @@ class RedisLimiter final : public detail::LayeredMember {
     }
   }
 
-  /// Checks many requests pipelined (include/ratelimit/redis/README.md "Failures"): decisions in the order of
-  /// `requests`, under one time reading, each request atomic on its own. Thread-safe. Validates every request first
-  /// (throws `std::invalid_argument` naming the first bad one, `"requests[i].key: ..."`, sending nothing); under
-  /// `raise` the first failure is thrown once every request was answered.
-  /// Example:
-  ///   ratelimit::redis::RedisLimiter<ratelimit::Gcra> limiter(
-  ///       ratelimit::Gcra{.limit = 100, .period = std::chrono::seconds(1), .burst = 100},
-  ///       ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379"));
-  ///   const std::vector<ratelimit::redis::Request> batch = {{"user:1", 1}, {"user:2", 3}, {"user:1", 1}};
-  ///   const std::vector<ratelimit::Decision> decisions = limiter.allow_many(batch);  // one round trip
-  ///   for (std::size_t i = 0; i < batch.size(); ++i) {
-  ///     if (!decisions[i]) { /* drop the message of batch[i].key */ }
-  ///   }
+  /// Checks many requests pipelined, in their order, under one time reading, each atomic on its own. Thread-safe.
+  /// Throws `std::invalid_argument` naming the first bad request (`"requests[i].key: ..."`) with nothing sent; under
+  /// `raise` the first failure once every request was answered.
+  /// Example: `limiter.allow_many(std::vector<ratelimit::redis::Request>{{"user:1", 1}, {"user:2", 3}})`.
   std::vector<Decision> allow_many(std::span<const Request> requests) {
     std::vector<Decision> out;
     out.reserve(requests.size());
@@ -274,22 +265,12 @@ class RedisLimiter final : public detail::LayeredMember {
     return out;
   }
 
-  /// As `allow_many`, and says for each request who decided (`Outcome::failure_policy` when Redis failed
-  /// and `on_error` answered). Thread-safe. Throws as `allow_many`.
-  /// Example:
-  ///   ratelimit::redis::RedisLimiter<ratelimit::FixedWindow> limiter(
-  ///       ratelimit::FixedWindow{.limit = 50, .window = std::chrono::seconds(1)},
-  ///       ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379"));
-  ///   const ratelimit::BatchRequest batch[] = {{"tenant:a", 10}, {"tenant:b", 20}};
-  ///   for (const ratelimit::CheckResult& r : limiter.check_many(batch)) {
-  ///     if (r.failed()) { /* Redis failed for this request: the failure policy answered */ }
-  ///   }
+  /// As `allow_many`, and says for each request who decided (`r.failed()`: Redis failed and `on_error` answered).
+  /// Thread-safe. Throws as `allow_many`.
   std::vector<CheckResult> check_many(std::span<const Request> requests) {
     ratelimit::detail::validate_batch(requests, options_.max_key_bytes);
     if (requests.empty()) return {};
-    const std::int64_t now = now_us();
-    core_->answer.calls.fetch_add(requests.size(), std::memory_order_relaxed);
-    return run_many(requests, Mode::check, now, config());
+    return run_many(requests, Mode::check, config());
   }
 
   /// The limiter's counters, with its route's and its fallback's. Thread-safe.
@@ -301,8 +282,7 @@ class RedisLimiter final : public detail::LayeredMember {
     return s;
   }
 
-  /// The Redis key holding `key`'s state, `<prefix><identity>{<encoded key>}<suffix>`
-  /// (include/ratelimit/redis/README.md "Key layout").
+  /// The Redis key holding `key`'s state (include/ratelimit/redis/README.md "Key layout").
   [[nodiscard]] std::string redis_key(std::string_view key) const {
     return detail::redis_key(options_.key_prefix, identity_, key, config().binding.suffix);
   }
@@ -314,16 +294,13 @@ class RedisLimiter final : public detail::LayeredMember {
   /// The validated rules now, in ticks of 1 us (Redis's time unit). Thread-safe; valid as `policy()`.
   [[nodiscard]] const RulesOf<P>& rules() const noexcept { return config().rules; }
 
-  /// Replaces the policy at run time, keeping every key's usage (include/ratelimit/README.md "Changing a policy at run
-  /// time", Redis): only a named limiter (`LimiterOptions::name`). Thread-safe: a call started before sends the old
-  /// parameters, one started after the new ones. Throws `std::invalid_argument` naming the field for a bad policy, or
-  /// `LimiterOptions.name` for an unnamed limiter, changing nothing.
+  /// Replaces the policy of a named limiter, keeping every key's usage (include/ratelimit/README.md "Changing a policy
+  /// at run time"). Thread-safe: calls started after send the new parameters. Throws `std::invalid_argument` naming
+  /// the field for a bad policy, or `LimiterOptions.name` for an unnamed limiter, changing nothing.
   void set_policy(P policy) {
     require_name("set_policy needs");
     Config c(std::move(policy));
-    // One change at a time: two racing changes could otherwise leave the fallback on one's share and the
-    // calls on the other's policy.
-    std::lock_guard change(core_->change_mutex);
+    std::lock_guard change(core_->change_mutex);  // racing changes could leave the fallback on the other's share
     core_->answer.fallback.set_policy(c.policy);  // its share too (throws for a bad share before anything changed)
     core_->set_config(std::move(c));
     // Also a return to a policy given before (same id): what it had cached may no longer be true.
@@ -348,26 +325,11 @@ class RedisLimiter final : public detail::LayeredMember {
   /// The pool, or on Redis Cluster the router: limiters sharing it can be checked jointly.
   [[nodiscard]] const void* joint_domain() const noexcept override { return route_->domain(); }
 
-  /// All-or-nothing check of `requests` (each naming a `RedisLimiter` with this one's `joint_domain()`) as one script
-  /// call; see `JointBackend::check_jointly` and `detail::run_layered` (false: check them one by one). Thread-safe.
-  /// Throws `std::invalid_argument` for a negative cost or a key over `max_key_bytes`; `BackendError` when Redis fails
-  /// and a member's `on_error` is `raise`.
+  /// All-or-nothing check of `requests` (of `RedisLimiter`s of this `joint_domain()`) as one script call
+  /// (`detail::run_layered`; false: check them one by one). Thread-safe. Throws as `allow` (under a member's `raise`).
   bool check_jointly(std::span<const JointRequest> requests, std::span<CheckResult> results) override {
     return detail::run_layered(joint_domain(), requests, results);
   }
-
-  class PreparedPolicy {
-   public:
-    /// The policy as given.
-    [[nodiscard]] const P& policy() const noexcept { return config_.policy; }
-    /// Its validated rules in ticks of 1 us.
-    [[nodiscard]] const RulesOf<P>& rules() const noexcept { return config_.rules; }
-
-   private:
-    friend class RedisLimiter;
-    explicit PreparedPolicy(Config c) : config_(std::move(c)) {}
-    Config config_;
-  };
 
  private:
   /// What a call needs after it started, shared with async completions (which may outlive the limiter).
@@ -382,11 +344,9 @@ class RedisLimiter final : public detail::LayeredMember {
 
     /// Makes `c` the policy of the calls that start from now on (a policy given before is reused); `change_mutex` held.
     void set_config(Config c) {
-      const Config* same = nullptr;
-      for (const Config& known : configs) {
-        if (known.binding.params == c.binding.params) same = &known;
-      }
-      current.store(same != nullptr ? same : &configs.emplace_back(std::move(c)), std::memory_order_release);
+      const auto same = std::find_if(configs.begin(), configs.end(),
+                                     [&](const Config& known) { return known.binding.params == c.binding.params; });
+      current.store(same != configs.end() ? &*same : &configs.emplace_back(std::move(c)), std::memory_order_release);
       generation.fetch_add(1, std::memory_order_release);
     }
   };
@@ -408,11 +368,14 @@ class RedisLimiter final : public detail::LayeredMember {
     }
   }
   void check_key(std::string_view key) const { ratelimit::detail::check_key_length(key, options_.max_key_bytes); }
+  void check_request(std::string_view key, std::int64_t cost) const {
+    check_key(key);
+    ratelimit::detail::require_cost(cost);
+  }
   std::int64_t now_us() { return detail::now_us(clock_); }
 
   [[nodiscard]] detail::LayeredPart layered_part(std::string_view key, std::int64_t cost) override {
-    check_key(key);
-    ratelimit::detail::require_cost(cost);
+    check_request(key, cost);
     const Config& c = config();
     const std::int64_t now = now_us();
     const Answer& a = core_->answer;
@@ -427,37 +390,15 @@ class RedisLimiter final : public detail::LayeredMember {
   }
 
   CheckResult run(std::string_view key, std::int64_t cost, Mode mode, const Config& config) {
-    check_key(key);
-    ratelimit::detail::require_cost(cost);
-    const std::int64_t now = now_us();
-    core_->answer.calls.fetch_add(1, std::memory_order_relaxed);
+    check_request(key, cost);
     const Request one{key, cost};
-    return run_many(std::span<const Request>(&one, 1), mode, now, config).front();
+    return run_many(std::span<const Request>(&one, 1), mode, config).front();
   }
-
-  /// Checks first ask the denial cache; the rest go to Redis in one batch, in request order.
-  std::vector<CheckResult> run_many(std::span<const Request> requests, Mode mode, std::int64_t now,
-                                    const Config& config) {
-    auto send = [&](std::span<const Request> rest) {
-      auto key_of = [this](std::string_view key) { return redis_key(key); };
-      return core_->answer.send(*route_, config, rest, mode, now, detail::time_arg(options_, now), key_of);
-    };
-    return mode == Mode::check ? core_->answer.check_cached(requests, config.id, send) : send(requests);
-  }
-
-  /// One peek of the empty key for `wait_ready`, outside the failure policy: empty when Redis answered.
-  std::optional<BackendError> ready_once() {
-    const Config& c = config();
-    const std::string key = redis_key("");
-    const std::string now = detail::time_arg(options_, now_us());
-    RouteCall call = c.call(key, now, "1", Mode::peek);
-    (void)run_script(*route_, *c.binding.script, std::span<RouteCall>(&call, 1));
-    try {
-      (void)detail::decision_of(detail::reply_of(call), c.rules.limit());
-    } catch (const BackendError& e) {  // no reply, an error reply (NOPERM, LOADING, ...) or a malformed one
-      return e;
-    }
-    return std::nullopt;
+  std::vector<CheckResult> run_many(std::span<const Request> requests, Mode mode, const Config& config) {
+    const std::int64_t now = now_us();
+    core_->answer.calls.fetch_add(requests.size(), std::memory_order_relaxed);
+    auto key_of = [this](std::string_view key) { return redis_key(key); };
+    return core_->answer.send(*route_, config, requests, mode, now, detail::time_arg(options_, now), key_of);
   }
 
   template <class F>
@@ -469,8 +410,7 @@ class RedisLimiter final : public detail::LayeredMember {
   /// deadline): it completes on the I/O thread, as every callback runs.
   template <class G>
   void start_async(std::string_view key, std::int64_t cost, Mode mode, std::chrono::milliseconds timeout, G&& g) {
-    check_key(key);
-    ratelimit::detail::require_cost(cost);
+    check_request(key, cost);
     if (timeout.count() <= 0 || timeout > std::chrono::hours(24)) {
       ratelimit::detail::invalid("timeout", "must be in (0, 24 h]");
     }

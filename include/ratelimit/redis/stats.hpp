@@ -1,8 +1,7 @@
 #pragma once
 
 /// @file
-/// `RedisStats`: what a `RedisLimiter` has done and how often Redis failed it; `RouteCounters`: the part
-/// counted by its route (pools, cluster router), shared by every limiter on that route.
+/// `RedisStats`: a `RedisLimiter`'s counters, with its route's (`RouteCounters`) and its fallback's.
 
 #include <array>
 #include <cstddef>
@@ -13,47 +12,43 @@
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
-/// A route's connection and routing counters (summed over a cluster's nodes; cluster ones are zero on a
-/// single server). Each read atomically; the set is not one instant.
+/// A route's connection and routing counters, shared by the limiters on it (summed over a cluster's nodes).
 struct RouteCounters {
-  /// Connections opened (first connects and reconnects) and broken connections dropped, by the pool.
+  /// Connections opened (reconnects too) and broken connections dropped.
   std::uint64_t connects = 0;
   std::uint64_t dropped_connections = 0;
   /// Redis Cluster only: `MOVED` and `ASK` redirections followed, and slot-map loads (`CLUSTER SLOTS`).
   std::uint64_t moved_redirections = 0;
   std::uint64_t ask_redirections = 0;
   std::uint64_t slot_map_refreshes = 0;
-  /// Circuit breaker (include/ratelimit/redis/README.md "Circuit breaker"): times a server's breaker opened, and probes
-  /// it let through.
+  /// Times a server's circuit breaker opened, and the probes it let through.
   std::uint64_t breaker_opens = 0;
   std::uint64_t breaker_probes = 0;
-  /// Calls refused at once because their connection had `max_in_flight` commands outstanding (also in
-  /// `failures` of the limiter that made them).
+  /// Calls refused at once at `max_in_flight` (also in the limiter's `failures`).
   std::uint64_t refused_calls = 0;
-  /// Redis Sentinel only: times the sentinels were asked for the master, and master changes followed.
+  /// Redis Sentinel only: master look-ups, and master changes followed.
   std::uint64_t master_discoveries = 0;
   std::uint64_t master_changes = 0;
 };
 
-/// Counters of a limiter's in-memory fallback (`FailurePolicy::fallback`, include/ratelimit/redis/README.md "Fallback
-/// during outages"), each read atomically; all zero (and false) without it.
+/// Counters of a limiter's in-memory fallback (include/ratelimit/redis/README.md "Fallback during outages"); all zero
+/// without it.
 struct FallbackCounters {
   /// True while Redis is considered down: checks go to the fallback, but for one probe per probe period.
   bool fallback_active = false;
-  /// Checks (and peeks, refunds) answered by the fallback, whether Redis was asked first or not.
+  /// Checks, peeks and refunds the fallback answered, whether Redis was asked first or not.
   std::uint64_t fallback_checks = 0;
-  /// Times the fallback became active (a Redis call failed while Redis was considered up).
+  /// Times the fallback became active.
   std::uint64_t fallback_activations = 0;
 };
 
-/// Latency of a limiter's backend calls (each script call, batch or joint check: from sending to its
-/// reply or failure), as a histogram with fixed bucket bounds. Each read atomically; not one instant.
+/// Latency of a limiter's backend calls (a call, batch or async call, sending to reply or failure; joint layered
+/// scripts are not timed: include/ratelimit/http/README.md "Metrics").
 struct BackendLatency {
   /// Upper bounds of the buckets, in microseconds; a last, unbounded bucket follows (+Inf).
   static constexpr std::array<std::uint64_t, 12> kBoundsUs{100,    250,    500,    1'000,   2'500,   5'000,
                                                            10'000, 25'000, 50'000, 100'000, 250'000, 1'000'000};
-  /// Calls per bucket (not cumulative): `buckets[i]` took at most `kBoundsUs[i]` and more than the bound
-  /// before; the last one more than 1 s.
+  /// Calls per bucket (not cumulative): `buckets[i]` in (`kBoundsUs[i - 1]`, `kBoundsUs[i]`], the last over 1 s.
   std::array<std::uint64_t, kBoundsUs.size() + 1> buckets{};
   /// Sum of all calls' latencies, microseconds.
   std::uint64_t sum_us = 0;
@@ -65,27 +60,22 @@ struct BackendLatency {
   }
 };
 
-/// A snapshot of a limiter's counters, and of its route's (`RouteCounters`, shared with the limiters on
-/// the same pool or router). Each read atomically; the set is not one instant.
+/// A snapshot of a limiter's counters. Each read atomically; the set is not one instant.
 struct RedisStats : RouteCounters, FallbackCounters {
-  /// Checks attempted: `allow`, `peek`, `reset`, every request of `allow_many`, and every async call
-  /// started (`check_async`, ...).
+  /// Checks attempted: each `allow`, `peek`, `reset`, request of `allow_many`, and async call started.
   std::uint64_t calls = 0;
-  /// Checks that Redis did not answer and `on_error` decided (or that threw under `raise`). Checks the
-  /// fallback answered without asking Redis (its probe gate closed) are not failures: see `fallback_checks`.
+  /// Checks that Redis did not answer and `on_error` decided (or threw under `raise`); not those the fallback
+  /// answered without asking Redis.
   std::uint64_t failures = 0;
   /// Failures by cause (`BackendErrorCause`); they sum to `failures`.
   std::uint64_t io_errors = 0;
   std::uint64_t timeouts = 0;
   std::uint64_t protocol_errors = 0;
   std::uint64_t reply_errors = 0;
-  /// Checks answered by the failure policy at once, without I/O, because the server's circuit breaker was
-  /// open (cause `circuit_open`).
+  /// Checks the failure policy answered without I/O while the circuit breaker was open (cause `circuit_open`).
   std::uint64_t short_circuited = 0;
-  /// `NOSCRIPT` replies answered by sending the script with `EVAL`, one per reply (a batch after a
-  /// `SCRIPT FLUSH` counts each request that met it): the first use on each server, and again after a
-  /// restart, failover or `SCRIPT FLUSH`. With `use_functions`, also each call that found the Functions
-  /// library missing and had it loaded (`FUNCTION LOAD`; the first use, `FUNCTION FLUSH`).
+  /// `NOSCRIPT` replies answered with `EVAL`, one per request that met one (first use, restart, failover,
+  /// `SCRIPT FLUSH`); with `use_functions`, each call that had the library loaded (`FUNCTION LOAD`).
   std::uint64_t script_reloads = 0;
   /// Latency of the backend calls (include/ratelimit/http/README.md "Metrics").
   BackendLatency latency{};

@@ -1,9 +1,8 @@
 #pragma once
 
 /// @file
-/// The answer step of the Redis limiters: a call's reply or failure into a `Decision` / `CheckResult`, through the
-/// failure policy, the in-memory fallback and its probe gate, the denial cache, the failure hook and the counters
-/// (include/ratelimit/redis/README.md "Failures", "Fallback during outages", "Denial cache").
+/// The answer step of the Redis limiters: reply or failure to `Decision` / `CheckResult`, through the failure policy,
+/// the fallback and its probe gate, the denial cache, the failure hook and the counters.
 
 #include <array>
 #include <atomic>
@@ -47,8 +46,7 @@ enum class Mode { check, peek, refund };
   return m == Mode::check ? "0" : (m == Mode::peek ? "1" : "2");
 }
 
-/// The failure policy, failure hook and counters of one limiter, whatever its policy: what a joint check reaches
-/// of each member, and what async calls keep alive. Thread-safe.
+/// The failure policy, hook and counters of one limiter, whatever its policy (what a joint check reaches). Thread-safe.
 class Answers {
  public:
   Answers(const RedisOptions& o, std::function<void(const BackendError&)> hook)
@@ -69,8 +67,7 @@ class Answers {
     by_cause_[static_cast<std::size_t>(e.cause())].fetch_add(n, std::memory_order_relaxed);
     notify(e);
   }
-  /// Tells the hook of `e`; what it throws is ignored (it must not turn the failure policy's answer into an
-  /// exception).
+  /// Tells the hook of `e`; what it throws is ignored (the failure policy answers, not an exception).
   void notify(const BackendError& e) const noexcept {
     if (!hook_) return;
     try {
@@ -79,8 +76,7 @@ class Answers {
     }
   }
 
-  /// `run_script` of `batch`, each key's calls in their order, timed into the latency histogram, its reloads
-  /// counted.
+  /// `run_script` of `batch`, each key's calls in their order, timed and its reloads counted.
   void run(Route& route, const EmbeddedScript& script, std::span<RouteCall> batch) {
     std::vector<std::string_view> order;
     if (batch.size() > 1) {
@@ -95,7 +91,6 @@ class Answers {
   void reloaded(std::size_t n) noexcept {
     if (n != 0) reloads_.fetch_add(n, std::memory_order_relaxed);
   }
-  /// One backend call's latency, into `RedisStats::latency`.
   void record_latency(std::chrono::steady_clock::duration d) noexcept {
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
     const std::uint64_t u = us > 0 ? static_cast<std::uint64_t>(us) : 0;
@@ -103,23 +98,22 @@ class Answers {
     latency_sum_us_.fetch_add(u, std::memory_order_relaxed);
   }
 
-  /// The failure step of a command (a reset) that Redis failed with `e`: counted and told; thrown under `raise`,
-  /// else false.
+  /// The failure step of a reset that Redis failed with `e`: counted and told; thrown under `raise`, else false.
   bool failed_reset(const BackendError& e) {
     failed(e);
     if (on_error == FailurePolicy::raise) throw e;
     return false;
   }
 
-  /// fail_open: `fresh()`, a fresh key's decision (so a cost above the limit is still `never`); otherwise a
-  /// denial of `failure_retry_after` (under `raise`, what an async callback gets beside the error).
+  /// fail_open: `fresh()`, a fresh key's decision (a cost above the limit is still `never`); otherwise a denial of
+  /// `failure_retry_after` (under `raise`, what an async callback gets beside the error).
   template <class Fresh>
   [[nodiscard]] Decision failure_decision(std::int64_t limit, Fresh&& fresh) const {
     if (on_error == FailurePolicy::fail_open) return to_decision(fresh(), kTickNs);
     return Decision{false, limit, 0, failure_wait_, failure_wait_};
   }
 
-  /// The fallback (`FailurePolicy::fallback`), or null.
+  /// The fallback, or null.
   [[nodiscard]] FallbackBase* fallback_base() const noexcept { return fallback_base_; }
 
   /// This limiter's own fields of `RedisStats` (not its route's or its fallback's).
@@ -151,8 +145,8 @@ class Answers {
   std::atomic<std::uint64_t> latency_sum_us_{0};
 };
 
-/// One policy script call as sent, for its answer: the user key, cost and mode, the limiter's time, and for the
-/// denial cache the monotonic send time and the key's stamp then.
+/// One policy script call as sent: user key, cost, mode, the limiter's time; for the denial cache the send time and
+/// the key's stamp.
 struct Sent {
   std::string_view key;
   std::int64_t cost = 0;
@@ -162,10 +156,9 @@ struct Sent {
   DenialCache::Stamp stamp = 0;
 };
 
-/// One policy of a `RedisLimiter` with what its calls send and how they are answered (immutable): its rules at 1 us,
-/// its script binding, an id unique in the process for the denial cache (an address could be reused), and a per-call
-/// policy's share of the fallback (`Share`; null for the limiter's own policies). Throws `std::invalid_argument`
-/// naming the field for a policy Redis cannot take.
+/// One policy of a `RedisLimiter` (immutable): rules at 1 us, script binding, an id unique in the process for the
+/// denial cache (an address could be reused), and a per-call policy's fallback share (null for the limiter's own).
+/// Throws `std::invalid_argument` naming the field for a policy Redis cannot take.
 template <Policy P, class Share>
 struct PolicyConfig {
   explicit PolicyConfig(P p) : policy(std::move(p)), rules(policy.rules(kTickNs)), binding(bind<P>(rules)) {}
@@ -177,18 +170,15 @@ struct PolicyConfig {
   P policy;
   RulesOf<P> rules;
   ScriptBinding binding;
-  std::uint64_t id = next_id();
-  std::shared_ptr<const Share> fallback_share{};
-
- private:
-  static std::uint64_t next_id() noexcept {
+  std::uint64_t id = [] {
     static std::atomic<std::uint64_t> last{0};
     return last.fetch_add(1, std::memory_order_relaxed) + 1;
-  }
+  }();
+  std::shared_ptr<const Share> fallback_share{};
 };
 
-/// The answer step of one limiter of policy `P` on clock `C` (the probe gate and the denial cache on the monotonic
-/// clock `G`): `Answers`, the in-memory fallback, and for `RedisLimiter` the denial cache. Thread-safe.
+/// The answer step of one limiter of policy `P` on clock `C` (probe gate and denial cache on the monotonic clock
+/// `G`): `Answers`, the fallback, and for `RedisLimiter` the denial cache. Thread-safe.
 template <Policy P, Clock C, Clock G>
 class Answer final : public Answers {
  public:
@@ -212,8 +202,8 @@ class Answer final : public Answers {
   [[nodiscard]] std::int64_t mono_ns() { return ratelimit::detail::now_ns(mono); }
   using Answers::failure_decision;
 
-  /// May a call go to Redis? Without a fallback always (a ticket reporting to nothing); with one, its probe
-  /// gate's ticket: refused while Redis is failing and no probe is due (then `serve` answers).
+  /// May a call go to Redis? Without a fallback always; with one, its probe gate's ticket (refused while Redis is
+  /// failing and no probe is due: then `serve` answers).
   [[nodiscard]] Ticket admit() { return fallback.enabled() ? fallback.admit() : Ticket::unguarded(); }
   /// Reports a sent call's outcome to its ticket: null for a reply (error replies too: the server is alive).
   static void settle(Ticket& ticket, const BackendError* error) noexcept { Fallback<P, C, G>::settle(ticket, error); }
@@ -222,9 +212,8 @@ class Answer final : public Answers {
     return fallback.serve(key, cost, mode == Mode::peek, mode == Mode::refund, share);
   }
 
-  /// The failure step of a call of `key` that Redis failed with `e`: counts it and tells the hook, drops the
-  /// key's cached denial when a refund may have run, and answers with the fallback (its share `share`), or
-  /// `failure()` without one (or when the fallback throws). Under `raise` the caller throws.
+  /// The failure step of a call of `key` failed with `e`: counted and told, a refund's key's cached denial dropped;
+  /// the fallback (share `share`) answers, else `failure()`. Under `raise` the caller throws.
   template <class Failure>
   CheckResult failed_call(const BackendError& e, std::string_view key, std::int64_t cost, Mode mode, const Share* share,
                           Failure&& failure) {
@@ -239,8 +228,7 @@ class Answer final : public Answers {
     return {failure(), Outcome::failure_policy};
   }
 
-  /// A policy script's failure decision under `rules` (see `Answers::failure_decision`): a refund gives nothing
-  /// back, a fresh key's state under any failure policy.
+  /// A policy script's failure decision under `rules`; a refund's is a fresh key's state under any policy.
   [[nodiscard]] Decision failure_decision(const RulesOf<P>& rules, std::int64_t now, std::int64_t cost,
                                           Mode mode) const {
     if (mode == Mode::refund) return to_decision(rules.evaluate(StateOf<P>{}, now, 0), kTickNs);
@@ -250,9 +238,8 @@ class Answer final : public Answers {
     });
   }
 
-  /// The answer to a policy script's call `s` sent under `config` (a `RedisLimiter` policy: `rules`, `id`,
-  /// `fallback_share`): the decision in `reply`, fed to the denial cache; for `error`, or a reply breaking the
-  /// contract, the failure step's answer, the error kept in `raised` unless one is. Settles no gate.
+  /// The answer to call `s` sent under `config`: the decision in `reply`, fed to the denial cache; for `error` or a
+  /// reply breaking the contract the failure step's, the error kept in `raised` unless one is. Settles no gate.
   CheckResult answer(const Config& config, const Sent& s, const redisReply* reply, const BackendError* error,
                      std::optional<BackendError>& raised) {
     try {
@@ -267,85 +254,69 @@ class Answer final : public Answers {
     }
   }
 
-  /// The cached denial of a check of `key` at `cost` under policy `id`, counted (the call then goes nowhere).
+  /// The cached denial of a check of `key` at `cost` under policy `id`, counted.
   [[nodiscard]] bool cached(std::string_view key, std::int64_t cost, std::int64_t now, std::uint64_t id, Decision& d) {
     if (!denials || !denials->lookup(key, cost, now, d, id)) return false;
     cached_denials.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
 
-  /// The answers of `requests` under `config`, sent as one pipelined batch on `route` (each to Redis key
-  /// `key_of(key)`, with the time argument `now_arg`), or the fallback's while its gate is shut. The gate's ticket is
-  /// settled once (a reply of any call, an error reply too: the server is alive). Under `raise` the first failure is
-  /// thrown once every request was answered.
+  /// The answers of `requests` under `config`, in order: checks the denial cache answers first, the rest as one
+  /// pipelined batch on `route` (Redis key `key_of(key)`, time argument `now_arg`), or the fallback's while its gate
+  /// is shut. The ticket is settled once (any reply, an error reply too: the server is alive). Under `raise` the first
+  /// failure is thrown once every request was answered.
   template <class KeyOf>
   std::vector<CheckResult> send(Route& route, const Config& config, std::span<const BatchRequest> requests, Mode mode,
                                 std::int64_t now, std::string_view now_arg, KeyOf&& key_of) {
-    std::vector<CheckResult> out;
-    out.reserve(requests.size());
+    std::vector<CheckResult> out(requests.size());
+    std::vector<std::size_t> at;  // the requests that go to Redis
+    at.reserve(requests.size());
+    const std::int64_t looked_ns = denials ? mono_ns() : 0;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      const BatchRequest& r = requests[i];
+      if (mode != Mode::check || !cached(r.key, r.cost, looked_ns, config.id, out[i].decision)) at.push_back(i);
+    }
+    if (at.empty()) return out;
     Ticket ticket = admit();
     if (!ticket) {
-      for (const BatchRequest& r : requests) out.push_back(serve(r.key, r.cost, mode, config.fallback_share.get()));
+      for (const std::size_t i : at)
+        out[i] = serve(requests[i].key, requests[i].cost, mode, config.fallback_share.get());
       return out;
     }
-    std::vector<std::string> keys(requests.size());
-    std::vector<std::string> costs(requests.size());
-    std::vector<RouteCall> batch(requests.size());
-    std::vector<Sent> sent(requests.size());
-    for (std::size_t i = 0; i < requests.size(); ++i) {
-      sent[i] = {requests[i].key, requests[i].cost, mode, now, 0, denials ? denials->stamp(requests[i].key) : 0};
-      keys[i] = key_of(requests[i].key);
-      costs[i] = std::to_string(requests[i].cost);
-      batch[i] = config.call(keys[i], now_arg, costs[i], mode);
+    std::vector<std::array<std::string, 2>> args(at.size());  // each call's Redis key and cost
+    std::vector<RouteCall> batch(at.size());
+    std::vector<Sent> sent(at.size());
+    for (std::size_t k = 0; k < at.size(); ++k) {
+      const BatchRequest& r = requests[at[k]];
+      sent[k] = {r.key, r.cost, mode, now, 0, denials ? denials->stamp(r.key) : 0};
+      args[k] = {key_of(r.key), std::to_string(r.cost)};
+      batch[k] = config.call(args[k][0], now_arg, args[k][1], mode);
     }
     const std::int64_t sent_ns = denials ? mono_ns() : 0;
     run(route, *config.binding.script, batch);
     std::optional<BackendError> raised;
     bool any_reply = false;
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      any_reply = any_reply || batch[i].reply != nullptr;
-      sent[i].sent_ns = sent_ns;
-      out.push_back(answer(config, sent[i], batch[i].reply.get(), batch[i].error ? &*batch[i].error : nullptr, raised));
+    for (std::size_t k = 0; k < at.size(); ++k) {
+      any_reply = any_reply || batch[k].reply != nullptr;
+      sent[k].sent_ns = sent_ns;
+      out[at[k]] = answer(config, sent[k], batch[k].reply.get(), batch[k].error ? &*batch[k].error : nullptr, raised);
     }
     settle(ticket, any_reply ? nullptr : &*raised);
     if (raised && on_error == FailurePolicy::raise) throw *raised;
     return out;
   }
 
-  /// The checks of `requests` under policy `id`: the denial cache answers what it can, `send` the rest (a span of
-  /// requests in order, returning their answers) in one batch.
-  template <class Send>
-  std::vector<CheckResult> check_cached(std::span<const BatchRequest> requests, std::uint64_t id, Send&& send) {
-    if (!denials) return send(requests);
-    const std::int64_t now = mono_ns();
-    std::vector<CheckResult> out(requests.size());
-    std::vector<bool> local(requests.size(), false);
-    std::vector<BatchRequest> rest;
-    for (std::size_t i = 0; i < requests.size(); ++i) {
-      local[i] = cached(requests[i].key, requests[i].cost, now, id, out[i].decision);
-      if (!local[i]) rest.push_back(requests[i]);
-    }
-    if (rest.size() == requests.size()) return send(requests);
-    if (rest.empty()) return out;
-    const std::vector<CheckResult> sent = send(std::span<const BatchRequest>(rest));
-    for (std::size_t i = 0, k = 0; i < requests.size(); ++i) {
-      if (!local[i]) out[i] = sent[k++];
-    }
-    return out;
-  }
-
-  /// What an async call keeps for its answer from its start to its completion.
+  /// What an async call keeps from its start to its completion.
   struct Pending {
     Sent sent;
     std::string key;  // `sent.key`, owned (with a denial cache or a fallback)
     std::optional<Decision> cached;
     std::optional<Ticket> ticket;
     std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
-    /// Answered on the I/O thread without being written: by the denial cache, or the fallback (gate shut).
+    /// Answered without being written: by the denial cache, or the fallback (gate shut).
     [[nodiscard]] bool local() const noexcept { return cached || (ticket && !*ticket); }
   };
-  /// An async call of `key` about to start under policy `id` at `now_us`: the denial cache's answer, or the gate's
-  /// ticket.
+  /// An async call of `key` about to start under policy `id` at `now_us`: the denial cache's answer, or a ticket.
   Pending pending(std::string_view key, std::int64_t cost, Mode mode, std::int64_t now_us, std::uint64_t id) {
     Pending p{{{}, cost, mode, now_us}, denials || fallback.enabled() ? std::string(key) : std::string(), {}, {}};
     if (denials) {
@@ -356,9 +327,8 @@ class Answer final : public Answers {
     if (fallback.enabled() && !p.cached) p.ticket.emplace(fallback.admit());
     return p;
   }
-  /// The answer of async call `p` sent under `config` that completed with `reply` or `error` (`was_reloaded`: after
-  /// a `NOSCRIPT`): timed and counted, then the local answer, or Redis's through `answer` (the ticket settled);
-  /// `raised` gets the failure under `raise`. Throws nothing.
+  /// The answer of async call `p` completed with `reply` or `error` (`was_reloaded`: after a `NOSCRIPT`): timed and
+  /// counted, then the local answer or `answer`'s (the ticket settled); `raised` gets the failure under `raise`.
   CheckResult finish(const Config& config, Pending& p, const Reply& reply, const std::optional<BackendError>& error,
                      bool was_reloaded, std::exception_ptr& raised) noexcept {
     Sent s = p.sent;
@@ -379,9 +349,7 @@ class Answer final : public Answers {
   }
 
  private:
-  /// Feeds Redis's decision `d` of call `s` to the denial cache: a check's denial is remembered under policy `id`
-  /// unless a refund or reset returned since the send; an admission forgets the key's, a refund also every denial
-  /// sent before it (include/ratelimit/redis/README.md "Denial cache").
+  /// Feeds Redis's decision `d` of call `s` to the denial cache (include/ratelimit/redis/README.md "Denial cache").
   void learn(const Sent& s, const Decision& d, std::uint64_t id) {
     if (!denials || s.mode == Mode::peek) return;
     if (s.mode == Mode::refund) {

@@ -1,9 +1,8 @@
 #pragma once
 
 /// @file
-/// Reading the limiters' replies: a policy script's decision (`{allowed, limit, remaining, retry_after_us,
-/// reset_after_us}` packed as five little-endian doubles, lua/README.md), and the arrays of integers of the
-/// other scripts, each checked against its contract.
+/// Reading the limiters' replies against their contracts (lua/README.md): a policy script's decision, and the arrays
+/// of integers of the other scripts.
 
 #include <hiredis/hiredis.h>
 
@@ -26,23 +25,16 @@ namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 namespace detail {
 
-/// Bytes of a decision reply: `struct.pack("<ddddd", ...)`.
-inline constexpr std::size_t kDecisionReplyBytes = 40;
-
-/// The script's decision in microsecond ticks (`retry_after_us == -1` becomes `TickDecision::never`).
-///
-/// The reply is one 40-byte string, `struct.pack("<ddddd", allowed, limit, remaining, retry_after_us,
-/// reset_after_us)` (a string is the cheapest reply a script can build: no table). Every field is checked
-/// against the contract (each an integer below 2^53 in magnitude, allowed 0/1, the policy's limit,
-/// 0 <= remaining <= limit, durations within what converts to nanoseconds), so a wrong script, a wrong
-/// server or a corrupted reply throws `BackendError` instead of producing a nonsense decision.
-/// Throws `BackendError` with cause `reply` for an error reply, `protocol` for anything malformed.
+/// The script's decision in microsecond ticks from `struct.pack("<ddddd", allowed, limit, remaining, retry_after_us,
+/// reset_after_us)` (`retry_after_us == -1` is `never`). Every field is checked (integers below 2^53, allowed 0/1,
+/// the policy's limit, 0 <= remaining <= limit, durations that fit in nanoseconds), so a wrong script or server or a
+/// corrupted reply throws `BackendError`: cause `reply` for an error reply, `protocol` for anything malformed.
 [[nodiscard]] inline TickDecision parse_decision(const redisReply& r, std::int64_t expected_limit) {
   if (r.type == REDIS_REPLY_ERROR) throw BackendError(BackendErrorCause::reply, std::string(text(r)));
   auto malformed = [](const std::string& what) {
     throw BackendError(BackendErrorCause::protocol, "malformed script reply: " + what);
   };
-  if (r.type != REDIS_REPLY_STRING || r.str == nullptr || r.len != kDecisionReplyBytes) {
+  if (r.type != REDIS_REPLY_STRING || r.str == nullptr || r.len != 40) {
     malformed("expected a string of 5 little-endian doubles (40 bytes)");
   }
   constexpr double exact = 9007199254740992.0;  // 2^53: every integer up to it is a double

@@ -1,7 +1,7 @@
 #pragma once
 
 /// @file
-/// Redis key layout (include/ratelimit/redis/README.md "Redis backend"): `<prefix><identity>{<encoded key>}<suffix>`.
+/// Redis key layout (include/ratelimit/redis/README.md "Key layout"): `<prefix><identity>{<encoded key>}<suffix>`.
 
 #include <optional>
 #include <string>
@@ -14,26 +14,14 @@ namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 namespace detail {
 
-/// Encodes a user key for the hash tag: `%` becomes `%25` and `}` becomes `%7D`, every other byte is
-/// kept; the empty key becomes a lone `%` (never produced otherwise, since every other `%` is followed by
-/// two hex digits).
-///
-/// Injective, never empty (Redis hashes the whole key when the tag `{}` is empty, which would split a
-/// limiter key's Redis keys across slots) and free of `}` (the tag ends at the first `}` after the first
-/// `{`). `{` may stay: only the first `{` opens the tag, and that one is ours.
+/// Encodes a user key for the hash tag: `%` becomes `%25`, `}` becomes `%7D`, the empty key a lone `%`. Injective,
+/// never empty (an empty tag `{}` hashes the whole key, splitting a key's Redis keys across slots) and free of `}`
+/// (which ends the tag); `{` may stay, as only the first `{` opens the tag.
 [[nodiscard]] inline std::string encode_key(std::string_view key) {
   if (key.empty()) return "%";
   std::string out;
   out.reserve(key.size() + 8);
-  for (const char c : key) {
-    if (c == '%') {
-      out += "%25";
-    } else if (c == '}') {
-      out += "%7D";
-    } else {
-      out += c;
-    }
-  }
+  for (const char c : key) out += c == '%' ? std::string_view("%25") : (c == '}' ? "%7D" : std::string_view(&c, 1));
   return out;
 }
 
@@ -43,56 +31,30 @@ namespace detail {
   if (encoded.empty()) return std::nullopt;
   std::string out;
   for (std::size_t i = 0; i < encoded.size(); ++i) {
-    const char c = encoded[i];
-    if (c == '}') return std::nullopt;
-    if (c != '%') {
-      out += c;
-      continue;
-    }
-    const std::string_view esc = encoded.substr(i + 1, 2);
-    if (esc == "25") {
-      out += '%';
-    } else if (esc == "7D") {
-      out += '}';
-    } else {
-      return std::nullopt;
-    }
-    i += 2;
+    const std::string_view esc = encoded.substr(i, 3);
+    if (encoded[i] == '}' || (encoded[i] == '%' && esc != "%25" && esc != "%7D")) return std::nullopt;
+    out += encoded[i] != '%' ? encoded[i] : (esc == "%25" ? '%' : '}');
+    if (encoded[i] == '%') i += 2;
   }
   return out;
 }
 
-/// A limiter's identity in its Redis keys: `<kind>@<name>` when named, else `<kind>:<p1>:<p2>...` (the
-/// policy's script parameters, in microsecond ticks: equal rules give equal identities). The first byte
-/// after the kind tells the two forms apart, so a name never meets an unnamed limiter's parameters.
+/// A limiter's identity in its Redis keys: `<kind>@<name>` when named, else `<kind>:<p1>:<p2>...` (its script
+/// parameters: equal rules give equal identities). The byte after the kind tells the two forms apart.
 [[nodiscard]] inline std::string limiter_identity(std::string_view kind, std::string_view name,
                                                   const std::vector<std::string>& params) {
   std::string out(kind);
-  if (!name.empty()) {
-    out += '@';
-    out += name;
-    return out;
-  }
-  for (const std::string& p : params) {
-    out += ':';
-    out += p;
-  }
+  if (!name.empty()) return out + '@' + std::string(name);
+  for (const std::string& p : params) out += ':' + p;
   return out;
 }
 
-/// The Redis key of `key` for a policy (`kind` is the limiter's identity): `<prefix><kind>{<encode_key(key)>}<suffix>`.
-/// The prefix holds no braces (checked when the limiter is made), so the hash tag is exactly the encoded key and
-/// distinct (prefix, kind, key) triples never share a Redis key.
-[[nodiscard]] inline std::string redis_key(std::string_view prefix, std::string_view kind, std::string_view key,
+/// `<prefix><identity>{<encode_key(key)>}<suffix>`; the prefix holds no braces (checked when the limiter is made),
+/// so the hash tag is exactly the encoded key and distinct (prefix, identity, key) never share a Redis key.
+[[nodiscard]] inline std::string redis_key(std::string_view prefix, std::string_view identity, std::string_view key,
                                            std::string_view suffix) {
-  std::string out;
-  out.reserve(prefix.size() + kind.size() + key.size() + suffix.size() + 8);
-  out += prefix;
-  out += kind;
-  out += '{';
-  out += encode_key(key);
-  out += '}';
-  out += suffix;
+  std::string out(prefix);
+  out.append(identity).append(1, '{').append(encode_key(key)).append(1, '}').append(suffix);
   return out;
 }
 

@@ -30,30 +30,25 @@ namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 namespace detail {
 
-/// One member's part of a layered script call: its Redis key, its five ARGV entries, and what answers for it.
+/// One member's part of a layered script call.
 struct LayeredPart {
-  /// Where the member's commands go (its pool's server, or its cluster router).
-  Route* route = nullptr;
-  /// The Redis key (`RedisLimiter::redis_key`).
-  std::string key;
-  /// Policy kind, now ("" = server TIME), cost, and the per-policy script's two parameters (ARGV[4..5]).
+  Route* route = nullptr;  // where the member's commands go
+  std::string key;         // its Redis key
+  /// Policy kind, now ("" = server TIME), cost, and the policy script's two parameters.
   std::array<std::string, 5> argv;
-  /// The limit the member's reply must carry (the policy the part was made under).
-  std::int64_t limit = 0;
-  /// The member's failure policy, hook, counters and fallback.
-  Answers* answers = nullptr;
-  /// The member's failure decisions at its time for its cost, and for cost 0.
+  std::int64_t limit = 0;      // the limit its reply must carry
+  Answers* answers = nullptr;  // its failure policy, hook, counters and fallback
+  /// Its failure decisions at its time for its cost, and for cost 0.
   Decision failure{};
   Decision failure_empty{};
 };
 
-/// What `run_layered` needs from each `RedisLimiter` (a non-template base, so limiters of different policies and
-/// clocks meet in one call). Internal: used through `JointBackend::check_jointly`. Every `JointBackend` whose
-/// domain is a pool's or a router's address is one of these.
+/// What `run_layered` needs from each `RedisLimiter` (a non-template base: limiters of any policy and clock meet in
+/// one call). Every `JointBackend` whose domain is a pool's or a router's address is one of these.
 class LayeredMember : public JointBackend {
  public:
   /// This limiter's part for `key` at `cost`, reading its clock; counts nothing. Throws `std::invalid_argument`
-  /// for a key longer than `max_key_bytes` or a negative cost.
+  /// for a bad key or cost.
   [[nodiscard]] virtual LayeredPart layered_part(std::string_view key, std::int64_t cost) = 0;
 
  protected:
@@ -83,10 +78,9 @@ inline std::vector<LayeredPart> layered_parts(const void* domain, std::span<cons
   return parts;
 }
 
-/// The answers when the layered call failed with `e` (not under `raise`): each member's failure decision, the
-/// members with a fallback checked as one joint step in memory; if any of them denies (a shadow member's denial
-/// stops nothing), nothing is consumed and the admitting members report their state with nothing consumed
-/// (include/ratelimit/redis/README.md "Fallback during outages").
+/// The answers when the layered call failed (not under `raise`): each member's failure decision, the members with a
+/// fallback checked jointly in memory; if any denies (not in shadow), admitting members report their state with
+/// nothing consumed (include/ratelimit/redis/README.md "Fallback during outages").
 inline void layered_failure(std::span<const LayeredPart> parts, std::span<const JointRequest> requests,
                             std::span<CheckResult> results) {
   bool all = true;
@@ -122,12 +116,10 @@ inline void layered_failure(std::span<const LayeredPart> parts, std::span<const 
   }
 }
 
-/// Runs `requests` (all of `LayeredMember`s of `domain`) as one `EVALSHA` of lua/layered.lua and fills `results`;
-/// see `JointBackend::check_jointly`. Returns false, sending nothing, when `layered_parts` finds none; also false,
-/// with nothing applied or counted, when the cluster answers `TRYAGAIN` (the slot is migrating and its keys are
-/// split between two nodes). A failure (connection, timeout, error or malformed reply) fails the whole call: every
-/// member counts it; if any member's `on_error` is `raise` it is thrown (nothing was consumed unless the script
-/// ran before the failure, as for single checks), else `layered_failure` answers.
+/// Runs `requests` (of `LayeredMember`s of `domain`) as one `EVALSHA` of lua/layered.lua into `results` (see
+/// `JointBackend::check_jointly`). False, sending nothing, when `layered_parts` finds none; also false, nothing
+/// applied or counted, on the cluster's `TRYAGAIN`. A failure fails the whole call: every member counts it; thrown if
+/// any member's `on_error` is `raise`, else `layered_failure` answers.
 inline bool run_layered(const void* domain, std::span<const JointRequest> requests, std::span<CheckResult> results) {
   if (requests.empty() || results.size() != requests.size()) return false;
   const std::vector<LayeredPart> parts = layered_parts(domain, requests);
@@ -147,8 +139,7 @@ inline bool run_layered(const void* domain, std::span<const JointRequest> reques
   if (shadow_mask.find('1') != std::string::npos) call.args.push_back(shadow_mask);
   Route& route = *parts[0].route;
   parts[0].answers->reloaded(run_script(route, script, std::span<RouteCall>(&call, 1)));
-  // The slot is migrating and only some of the keys are on the node asked: the cluster runs no multi-key
-  // script until the move ends, so the caller checks layer by layer (nothing ran).
+  // A migrating slot runs no multi-key script until the move ends: the caller checks layer by layer (nothing ran).
   if (route.sharded() && !call.error && is_error(*call.reply, "TRYAGAIN")) return false;
   for (const LayeredPart& p : parts) p.answers->calls.fetch_add(1, std::memory_order_relaxed);
   try {

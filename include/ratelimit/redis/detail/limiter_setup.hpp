@@ -1,8 +1,7 @@
 #pragma once
 
 /// @file
-/// What the Redis limiters share around their calls: their options on a route (checked), the time a call sends,
-/// the `EVALSHA` of a script on a key, and a script call sent without blocking.
+/// What the Redis limiters share around their calls: options on a route (checked), the time sent, a script call.
 
 #include <array>
 #include <chrono>
@@ -54,9 +53,8 @@ inline RedisOptions checked(RedisOptions o) {
   return o;
 }
 
-/// The options of a limiter on `route`: the route's connection options and `limiter` (the route's defaults when
-/// null; with `key_prefix` instead of theirs), checked. Throws `std::invalid_argument` for a null route or a bad
-/// field.
+/// The route's connection options and `limiter` (null: the route's defaults; `key_prefix` instead of theirs),
+/// checked. Throws `std::invalid_argument` for a null route or a bad field.
 inline RedisOptions options_on(const Route* route, const LimiterOptions* limiter,
                                std::optional<std::string> key_prefix = std::nullopt) {
   if (route == nullptr) throw std::invalid_argument("Redis limiter: null pool, router or route");
@@ -85,8 +83,8 @@ template <Clock C>
   return o.time_source == TimeSource::client ? std::to_string(now) : std::string();
 }
 
-/// `EVALSHA <script> 1 <key> <argv...> <params...>` in `key`'s slot (with `second`, `2 <key> <second>`); calls on
-/// one key keep their order. The strings must outlive the call.
+/// `EVALSHA <script> 1 <key> <argv...> <params...>` in `key`'s slot (with `second`, `2 <key> <second>`). The
+/// strings must outlive the call.
 inline RouteCall script_call(const EmbeddedScript& script, std::string_view key,
                              std::initializer_list<std::string_view> argv, std::span<const std::string> params = {},
                              std::optional<std::string_view> second = std::nullopt) {
@@ -103,28 +101,22 @@ inline RouteCall script_call(const EmbeddedScript& script, std::string_view key,
   return call;
 }
 
-/// A script call sent without blocking: `f(Reply, std::optional<BackendError>, bool reloaded)` runs once with its
-/// outcome on the I/O thread, after the call deleted itself (so `f` may destroy what the call references).
-template <class F>
-class AsyncCall final : public AsyncScriptCall {
- public:
-  AsyncCall(const EmbeddedScript& script, F f) : AsyncScriptCall(script), f_(std::move(f)) {}
-
- private:
-  void finished(Reply reply, std::optional<BackendError> error, bool reloaded) noexcept override {
-    F f = std::move(f_);
-    delete this;
-    f(std::move(reply), std::move(error), reloaded);
-  }
-  F f_;
-};
-
-/// Sends `call` of `script` without blocking, by `deadline`, through `route` (which owns it until it completes), its
-/// outcome to `f` (see `AsyncCall`). Throws what `Route::submit` throws, with nothing started.
+/// Sends `call` of `script` by `deadline` through `route` (which owns it until it completes): then
+/// `f(Reply, std::optional<BackendError>, bool reloaded)` runs once on the I/O thread, after the call deleted itself
+/// (so `f` may destroy what the call references). Throws what `Route::submit` throws, with nothing started.
 template <class F>
 void start_async_call(Route& route, const EmbeddedScript& script, const RouteCall& call,
                       std::chrono::steady_clock::time_point deadline, F f) {
-  auto op = std::make_unique<AsyncCall<F>>(script, std::move(f));
+  struct Call final : AsyncScriptCall {
+    Call(const EmbeddedScript& s, F g) : AsyncScriptCall(s), f_(std::move(g)) {}
+    void finished(Reply reply, std::optional<BackendError> error, bool reloaded) noexcept override {
+      F g = std::move(f_);
+      delete this;
+      g(std::move(reply), std::move(error), reloaded);
+    }
+    F f_;
+  };
+  auto op = std::make_unique<Call>(script, std::move(f));
   op->args.assign(call.args.begin(), call.args.end());
   op->slot = call.slot;
   op->deadline = deadline;

@@ -1,9 +1,8 @@
 #pragma once
 
 /// @file
-/// How a policy's rules reach its Lua script: the embedded script, the key suffix and the ARGV
-/// parameters in microsecond ticks, plus the bounds that keep every Lua value exact; and the embedded
-/// scripts as the engine sends them (`Script`, with the Functions library).
+/// How a policy's rules reach its Lua script (script, key suffix, ARGV parameters in microsecond ticks, the bounds
+/// that keep Lua's values exact), and the embedded scripts as the engine sends them.
 
 #include <cstddef>
 #include <cstdint>
@@ -32,31 +31,25 @@ namespace detail {
 inline constexpr std::int64_t kTickNs = 1000;
 /// Lua numbers are doubles: integers up to 2^53 are exact.
 inline constexpr std::int64_t kLuaExact = std::int64_t{1} << 53;
-/// Client times are clamped to +/-2^52 us (about year 2112). `rules(1000)` bounds every policy's horizon
-/// (the longest wait it can report, e.g. 2 * tau) by the core's ~73 years, about 2.3e15 us, so a script's
-/// largest value, time plus that horizon, stays below 2^53.
+/// Client times are clamped to +/-2^52 us (about year 2112): plus a policy's horizon (at most ~73 years, 2.3e15 us),
+/// a script's largest value stays below 2^53.
 inline constexpr std::int64_t kMaxTimeUs = std::int64_t{1} << 52;
 
-/// The source of the Redis Functions library `kFunctionLibrary` (`FUNCTION LOAD`): every embedded script,
-/// registered under its `function` name as `function(KEYS, ARGV) <body> end`, so it runs unchanged.
-/// Built once; thread-safe.
+/// The source of the Functions library `kFunctionLibrary`: every embedded script registered under its `function`
+/// name as `function(KEYS, ARGV) <body> end`, so it runs unchanged. Built once; thread-safe.
 [[nodiscard]] inline const std::string& function_library_code() {
   static const std::string code = [] {
     std::string s = "#!lua name=" + std::string(kFunctionLibrary) + "\n";
     for (const EmbeddedScript& e : kEmbeddedScripts) {
-      s += "redis.register_function('";
-      s += e.function;
-      s += "', function(KEYS, ARGV)\n";
-      s += e.body;
-      s += "\nend)\n";
+      s.append("redis.register_function('").append(e.function).append("', function(KEYS, ARGV)\n");
+      s.append(e.body).append("\nend)\n");
     }
     return s;
   }();
   return code;
 }
 
-/// An embedded script as the engine sends it (found by argument-dependent lookup: an `EmbeddedScript`
-/// converts to `Script` where `run_script` or `AsyncScriptCall` takes one).
+/// An embedded script as the engine sends it (found by argument-dependent lookup where a `Script` is taken).
 [[nodiscard]] inline Script script_text(const EmbeddedScript& e) {
   return Script(e.sha1, e.body, e.function, function_library_code());
 }
@@ -72,17 +65,15 @@ inline constexpr std::int64_t kMaxTimeUs = std::int64_t{1} << 52;
 /// The parameters every script takes (ARGV[4..5]; the layered script takes them per layer).
 inline constexpr std::size_t kScriptParams = 2;
 
-/// A policy validated for Redis: its script, its key suffix and its parameters. The first `kScriptParams`
-/// go to the script as ARGV[4..5]; all of them name the limiter's state (include/ratelimit/redis/README.md "Redis
-/// backend", key layout: GCRA's identity keeps its tolerance, which its script derives as burst * emission interval).
+/// A policy validated for Redis: script, key suffix and parameters; the first `kScriptParams` go as ARGV[4..5], all
+/// name the state (include/ratelimit/redis/README.md "Key layout"; GCRA's identity keeps its tolerance).
 struct ScriptBinding {
   const EmbeddedScript* script = nullptr;
   std::string_view suffix;
   std::vector<std::string> params;
 };
 
-/// Validates `rules` (already validated at the 1 us tick by `policy.rules(1000)`) for Lua's doubles and
-/// returns the binding. Throws `std::invalid_argument` naming the field.
+/// Validates `rules` (of `policy.rules(1000)`) for Lua's doubles. Throws `std::invalid_argument` naming the field.
 template <Policy P>
 [[nodiscard]] ScriptBinding bind(const RulesOf<P>& rules) {
   auto count_bound = [](std::int64_t v, std::string_view field) {
