@@ -3,7 +3,7 @@
 #   0 vocabulary  abi.hpp address.hpp options.hpp stats.hpp (plain data and its checks)
 #   1 engine      engine/*.hpp (connections, pipelines, routes, script calls): outside redis/ only error.hpp,
 #                 clock.hpp and ratelimit/detail/*.hpp, so it knows no policy, decision or key
-#   2 support     detail/*.hpp, denial_cache.hpp, fallback.hpp, failure_report.hpp, readiness.hpp
+#   2 support     detail/*.hpp, denial_cache.hpp, fallback.hpp, failure_report.hpp
 #   3 limiters    redis_limiter.hpp, leased_limiter.hpp, concurrency_limiter.hpp
 #   4 umbrella    ratelimit/redis.hpp
 # Script mode: cmake -DINCLUDE_DIR=<source>/include -P check_redis_layers.cmake; fails naming each include that
@@ -13,7 +13,7 @@ function(rl_redis_floor path out)
     set(${out} 0 PARENT_SCOPE)
   elseif(path MATCHES "^ratelimit/redis/engine/")
     set(${out} 1 PARENT_SCOPE)
-  elseif(path MATCHES "^ratelimit/redis/(detail/|denial_cache|fallback|failure_report|readiness)")
+  elseif(path MATCHES "^ratelimit/redis/(detail/|denial_cache|fallback|failure_report)")
     set(${out} 2 PARENT_SCOPE)
   elseif(path MATCHES "^ratelimit/redis/")
     set(${out} 3 PARENT_SCOPE)
