@@ -1,8 +1,8 @@
 #pragma once
 
 /// @file
-/// `LeasedLimiter`: a Redis limiter that leases slices of a hot key's budget and serves them from process
-/// memory, exactly (include/ratelimit/redis/README.md "Budget leases").
+/// `LeasedLimiter`: slices of a key's Redis budget leased and served from memory
+/// (include/ratelimit/redis/README.md "Budget leases").
 
 #include <algorithm>
 #include <array>
@@ -50,18 +50,15 @@ struct LeaseOptions {
   std::chrono::microseconds lifetime{200'000};
   /// Most units one lease asks for; >= 1.
   std::int64_t max_slice = 1000;
-  /// Most of the lease-mode limit one lease asks for, as a fraction; in (0, 1]. With N processes on a hot key
-  /// about 1/N keeps every process served.
+  /// Most of the lease-mode limit one lease asks for, as a fraction; in (0, 1] (about 1/N for N processes).
   double max_fraction = 0.1;
   /// Most keys kept in process memory (leases and denials); >= 1. A key beyond it is checked per request.
   std::size_t max_keys = 100'000;
-  /// Deny a key's requests locally after Redis denied them, until the slice asked for fits
-  /// (include/ratelimit/redis/README.md "Budget leases").
+  /// Deny a key's requests locally after Redis denied them, until the slice asked for fits.
   bool deny_cache = true;
 };
 
-/// What a `LeasedLimiter` has done; each counter read atomically (the set is not one instant). The fallback's
-/// counters (`FailurePolicy::fallback`) are those of `FallbackCounters`.
+/// What a `LeasedLimiter` has done (each counter read atomically, not all at one instant), with the fallback's.
 struct LeaseStats : FallbackCounters {
   /// Checks (`allow`, `check`, `peek`).
   std::uint64_t checks = 0;
@@ -74,8 +71,7 @@ struct LeaseStats : FallbackCounters {
   /// Units received in grants, and units sent back unused.
   std::uint64_t units_granted = 0;
   std::uint64_t units_returned = 0;
-  /// Checks that Redis failed (the failure policy answered or `raise` threw), and returns that failed (their
-  /// units are lost: the fleet admits less, never more).
+  /// Checks that Redis failed (the failure policy answered or `raise` threw), and failed returns (units lost).
   std::uint64_t failures = 0;
   std::uint64_t failed_returns = 0;
 };
@@ -185,9 +181,7 @@ class LeasedLimiter {
     {
       std::lock_guard<std::mutex> lock(shard.mutex);
       const auto it = shard.entries.find(key);
-      if (it != shard.entries.end() && live(it->second, mono_ns()) && it->second.units >= 1) {
-        return local_decision(it->second, mono_ns(), true);
-      }
+      if (it != shard.entries.end() && live(it->second, mono_ns())) return local_decision(it->second, mono_ns(), true);
     }
     Ticket ticket = answer_.admit();
     if (!ticket) return answer_.serve(key, 1, Mode::peek).decision;
@@ -473,7 +467,7 @@ class LeasedLimiter {
     return r;
   }
 
-  /// A lease's answer without Redis at `now` (lock held): from the lease when it holds `cost`, or the denial cache's.
+  /// The answer without Redis at `now` (lock held): the lease's when it holds `cost`, or the cached denial.
   std::optional<CheckResult> local(Entry& e, std::int64_t cost, std::int64_t now) {
     if (cost == 0 && live(e, now)) return CheckResult{local_decision(e, now, true), Outcome::decided};
     if (cost > 0 && live(e, now) && e.units >= cost) {
