@@ -93,12 +93,8 @@ class RedisConcurrencyLimiter final : public PermitSource {
 
   RedisConcurrencyLimiter(RedisConcurrencyOptions options, std::shared_ptr<Route> route)
       : options_(validated(std::move(options))),
-        route_(checked_route(std::move(route))),
-        redis_(route_->limiter_defaults()) {
-    if (redis_.key_prefix.find_first_of("{}") != std::string::npos) {
-      ratelimit::detail::invalid("LimiterOptions.key_prefix",
-                                 "must not contain '{' or '}' (they delimit the hash tag)");
-    }
+        route_(std::move(route)),
+        redis_(detail::options_on(route_.get(), nullptr).limiter()) {
     std::uint64_t words[2];
     ratelimit::detail::fill_with_entropy(words, 2);
     instance_ = to_hex(words[0]) + to_hex(words[1]);
@@ -250,10 +246,6 @@ class RedisConcurrencyLimiter final : public PermitSource {
   };
   using Counter = std::shared_ptr<std::atomic<std::uint64_t>>;
 
-  static std::shared_ptr<Route> checked_route(std::shared_ptr<Route> r) {
-    if (!r) throw std::invalid_argument("RedisConcurrencyLimiter: null pool or router");
-    return r;
-  }
   static std::string to_hex(std::uint64_t v) {
     static constexpr char kDigits[] = "0123456789abcdef";
     std::string s(16, '0');
