@@ -161,11 +161,8 @@ class Fallback final : public FallbackBase {
 
   /// Whether the fallback is active, checks it served, and times it became active.
   [[nodiscard]] FallbackCounters counters() const noexcept {
-    FallbackCounters c;
-    c.fallback_active = gate_ != nullptr && gate_->state() != BreakerState::closed;
-    c.fallback_checks = served_.load(std::memory_order_relaxed);
-    c.fallback_activations = gate_ != nullptr ? gate_->counters().opens : 0;
-    return c;
+    return {gate_ != nullptr && gate_->state() != BreakerState::closed, served_.load(std::memory_order_relaxed),
+            gate_ != nullptr ? gate_->counters().opens : 0};
   }
 
  private:

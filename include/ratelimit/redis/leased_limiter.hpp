@@ -446,15 +446,10 @@ class LeasedLimiter {
         v[3] > max_us || v[4] < 0 || v[4] > max_us || v[5] < 0 || v[5] > v[1] || v[8] < -1 || v[8] > max_us) {
       throw BackendError(BackendErrorCause::protocol, "malformed lease reply: out of range");
     }
-    Parsed p;
-    p.decision =
-        Decision{v[0] == 1, v[1], v[2], v[3] == -1 ? Decision::never : std::chrono::nanoseconds(v[3] * detail::kTickNs),
-                 std::chrono::nanoseconds(v[4] * detail::kTickNs)};
-    p.units = v[5];
-    p.mark = v[6];
-    p.granted_after = v[7];
-    p.serve_for_ns = v[8] == -1 ? std::numeric_limits<std::int64_t>::max() : v[8] * detail::kTickNs;
-    return p;
+    const auto never_or_ns = [](std::int64_t us) { return us == -1 ? Decision::never.count() : us * detail::kTickNs; };
+    return Parsed{Decision{v[0] == 1, v[1], v[2], std::chrono::nanoseconds(never_or_ns(v[3])),
+                           std::chrono::nanoseconds(v[4] * detail::kTickNs)},
+                  v[5], v[6], v[7], never_or_ns(v[8])};
   }
 
   /// The failure step for a check (or peek) of `key` that Redis failed with `e`; throws `e` under `raise`.
