@@ -1,9 +1,8 @@
 #pragma once
 
 /// @file
-/// `RedisConcurrencyLimiter`: at most `permits` units in flight per key across every process sharing a
-/// Redis server (or cluster), with permits that expire, are renewed in the background, and come back by
-/// themselves when their holder crashes (include/ratelimit/concurrency/README.md "Concurrency limits", Redis).
+/// `RedisConcurrencyLimiter`: at most `permits` units in flight per key across the processes sharing a Redis server
+/// or cluster (include/ratelimit/concurrency/README.md "Concurrency limits").
 
 #include <algorithm>
 #include <array>
@@ -27,6 +26,7 @@
 
 #include "ratelimit/concurrency/permit.hpp"
 #include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/detail/entropy.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/redis/abi.hpp"
 #include "ratelimit/detail/key_length.hpp"
@@ -34,10 +34,7 @@
 #include "ratelimit/redis/detail/key_encoding.hpp"
 #include "ratelimit/redis/detail/limiter_setup.hpp"
 #include "ratelimit/redis/detail/script_binding.hpp"
-#include "ratelimit/redis/engine/cluster_router.hpp"
-#include "ratelimit/redis/engine/pool.hpp"
 #include "ratelimit/redis/engine/reply.hpp"
-#include "ratelimit/redis/engine/route.hpp"
 #include "ratelimit/redis/engine/routes.hpp"
 #include "ratelimit/redis/engine/script_call.hpp"
 #include "ratelimit/redis/engine/slots.hpp"
@@ -46,36 +43,30 @@
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
-/// Options of `RedisConcurrencyLimiter`; a plain aggregate. Key prefix, `max_key_bytes` and `on_error`
-/// come from the pool's (or router's) limiter defaults (`LimiterOptions`), or from the `RedisOptions` given.
+/// Options of `RedisConcurrencyLimiter`; a plain aggregate. Key prefix, `max_key_bytes` and `on_error` come from
+/// the route's limiter defaults, or the `RedisOptions` given.
 struct RedisConcurrencyOptions {
-  /// Units in flight per key at most, over all processes; in [1, 100,000] (each unit is one member of
-  /// the key's sorted set).
+  /// Units in flight per key at most, over all processes; in [1, 100,000].
   std::int64_t permits = 1;
-  /// How long a permit counts without renewal: a holder that crashed (or stalls past it) no longer
-  /// counts after this; in [10 ms, 24 h].
+  /// How long a permit counts without renewal (a crashed holder's units come back after it); in [10 ms, 24 h].
   std::chrono::milliseconds expiry{30'000};
   /// Renew held permits every this often in the background; 0: `expiry / 3`. In [0, expiry).
   std::chrono::milliseconds renew_every{0};
   /// False: no background renewal (a permit then counts for `expiry` at most).
   bool renew = true;
-  /// `acquire` polls Redis with exponential backoff (full jitter) from this to `poll_max`; a release
-  /// in this process wakes its local waiters at once. In [1 ms, poll_max].
+  /// `acquire` polls Redis with exponential backoff (full jitter) from this to `poll_max`; in [1 ms, poll_max].
   std::chrono::milliseconds poll_min{2};
   /// Longest wait between two polls; in [poll_min, 10 s].
   std::chrono::milliseconds poll_max{50};
-  /// The limiter's identity in its Redis keys (`<prefix>concurrency@<name>{<key>}:permits`); empty:
-  /// `<prefix>concurrency{<key>}:permits`. Limiters sharing a key's set share its permits. No `{` `}`.
+  /// The limiter's identity in its Redis keys (`<prefix>concurrency[@<name>]{<key>}:permits`): limiters of one name
+  /// share permits. No `{` `}`, at most 256 bytes.
   std::string name{};
 };
 
 /// At most `permits` units in flight per key across processes, on Redis (include/ratelimit/concurrency/README.md
-/// "Concurrency limits"): each key is one sorted set of the units held, scored by their expiry; one atomic script per
-/// acquire, renew and release (lua/concurrency_*.lua), each dropping expired units first, so a crashed holder's units
-/// come back `expiry` after its last renewal. A background thread renews every held permit each `renew_every`; a
-/// permit whose renewal fails, or whose `expiry` passes without one, turns invalid for good (`Permit::valid()`
-/// false, `on_lost` runs once). Waiting across processes polls with backoff; a release in this process wakes its
-/// waiters at once. Thread-safe. Must outlive its permits.
+/// "Concurrency limits"): one sorted set per key of the units held, scored by their expiry. A background thread renews
+/// held permits; one whose renewal fails or whose `expiry` passes turns invalid for good (`on_lost` runs once).
+/// Thread-safe. Must outlive its permits.
 /// Example:
 ///   ratelimit::redis::RedisOptions redis;
 ///   redis.connection() = ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379");
@@ -86,15 +77,13 @@ struct RedisConcurrencyOptions {
 ///   if (!r) { /* busy fleet-wide, or Redis failed: to_string(r.status) says which */ }
 class RedisConcurrencyLimiter final : public PermitSource {
  public:
-  /// Called once, on the renewal thread (or a `renew_now` caller), when a held permit is lost (renewal failed or
-  /// expired); never after the permit's release (a callback of the same round may release it first). A release
-  /// of this permit from another thread meanwhile waits until it has returned, so it must not wait for that
-  /// release (releasing the permit itself, or another permit, is fine); on an async completion's I/O thread that
-  /// release returns at once and is done when the callback returns. Must not throw.
+  /// Called once, on the renewal thread (or a `renew_now` caller), when a held permit is lost; never after its
+  /// release. A release of the permit from another thread waits until it returned (an I/O thread's is done then),
+  /// so it must not wait for one; releasing a permit itself is fine. Must not throw.
   using OnLost = std::function<void()>;
 
   /// Over `route` (a `ConnectionPool`, `ClusterRouter` or `SentinelRoute`). Throws `std::invalid_argument` naming
-  /// the field (`RedisConcurrencyOptions.permits`, `.expiry`, `.renew_every`, `.poll_min`, `.poll_max`, `.name`).
+  /// the field (e.g. `RedisConcurrencyOptions.permits`).
   template <class R>
   RedisConcurrencyLimiter(RedisConcurrencyOptions options, std::shared_ptr<R> route)
       : RedisConcurrencyLimiter(std::move(options), detail::route_of(std::move(route))) {}
@@ -104,15 +93,11 @@ class RedisConcurrencyLimiter final : public PermitSource {
 
   RedisConcurrencyLimiter(RedisConcurrencyOptions options, std::shared_ptr<Route> route)
       : options_(validated(std::move(options))),
-        route_(checked_route(std::move(route))),
-        redis_(route_->limiter_defaults()) {
-    if (redis_.key_prefix.find_first_of("{}") != std::string::npos) {
-      ratelimit::detail::invalid("LimiterOptions.key_prefix",
-                                 "must not contain '{' or '}' (they delimit the hash tag)");
-    }
-    std::random_device entropy;
-    instance_ =
-        to_hex((std::uint64_t{entropy()} << 32) | entropy()) + to_hex((std::uint64_t{entropy()} << 32) | entropy());
+        route_(std::move(route)),
+        redis_(detail::options_on(route_.get(), nullptr).limiter()) {
+    std::uint64_t words[2];
+    ratelimit::detail::fill_with_entropy(words, 2);
+    instance_ = to_hex(words[0]) + to_hex(words[1]);
     expiry_us_ = std::to_string(options_.expiry.count() * 1000);
     permits_arg_ = std::to_string(options_.permits);
     if (options_.renew) renewer_ = std::thread([this] { renew_loop(); });
@@ -123,8 +108,7 @@ class RedisConcurrencyLimiter final : public PermitSource {
   /// Stops the renewal thread (held permits then expire unless released).
   ~RedisConcurrencyLimiter() {
     if (detail::fork_generation().load(std::memory_order_relaxed) != generation_) {
-      // A child's copy: the renewal thread exists only in the parent, and the condition variables may count
-      // the parent's waiting threads (destroying them would wait forever). Leave them.
+      // A forked child: the thread and the waiters the condition variables count are the parent's. Leave them.
       (void)renew_cv_.release();
       (void)release_cv_.release();
       (void)told_cv_.release();
@@ -139,29 +123,23 @@ class RedisConcurrencyLimiter final : public PermitSource {
     if (renewer_.joinable()) renewer_.join();
   }
 
-  /// Takes `units` for `key` if they fit now (one script run). Returns the permit, or `busy` (with the
-  /// units in flight), `too_many_units`, or `backend_failed` when Redis failed and `on_error` is not
-  /// `raise`. `on_lost` runs once if the permit is later lost. Thread-safe. Throws
-  /// `std::invalid_argument` for `units < 1` (`units`) or a key over `max_key_bytes` (`key`);
-  /// `BackendError` when Redis fails under `FailurePolicy::raise`.
+  /// Takes `units` for `key` if they fit now (one script run): the permit, or `busy` (with the units in flight),
+  /// `too_many_units`, or `backend_failed` (Redis failed, `on_error` not `raise`). Throws `std::invalid_argument`
+  /// for `units < 1` or a key over `max_key_bytes`; `BackendError` when Redis fails under `FailurePolicy::raise`.
   PermitResult try_acquire(std::string_view key, std::int64_t units = 1, OnLost on_lost = {}) {
     validate(key, units, std::chrono::nanoseconds(0));
     return attempt(key, units, on_lost).result;
   }
 
-  /// As `try_acquire`, polling until the units fit or `max_wait` (steady clock) ran out (`timed_out`);
-  /// polls back off exponentially with full jitter between `poll_min` and `poll_max`, capped by the
-  /// deadline and by the earliest expiry of a unit held; a release in this process wakes waiters here
-  /// at once. No order across processes. Thread-safe. Throws as `try_acquire`, and for a negative
-  /// `max_wait` (`max_wait`).
+  /// As `try_acquire`, polling until the units fit or `max_wait` (steady clock) ran out (`timed_out`), backing off
+  /// with jitter in [poll_min, poll_max] capped by the earliest expiry of a unit held; a release in this process
+  /// wakes waiters at once. No order across processes. Throws as `try_acquire`, and for a negative `max_wait`.
   /// Example:
   ///   ratelimit::redis::RedisConcurrencyLimiter exports(ratelimit::redis::RedisConcurrencyOptions{.permits = 4},
   ///                                                     ratelimit::redis::RedisOptions{});
-  ///   std::atomic<bool> lost{false};  // set on the renewal thread if the permit is lost
-  ///   auto on_lost = [&lost] { lost = true; };
-  ///   ratelimit::PermitResult r = exports.acquire("tenant:acme", 1, std::chrono::seconds(2), on_lost);
+  ///   std::atomic<bool> lost{false};  // set on the renewal thread if the permit is lost: stop working then
+  ///   ratelimit::PermitResult r = exports.acquire("tenant:acme", 1, std::chrono::seconds(2), [&] { lost = true; });
   ///   if (r.status == ratelimit::PermitStatus::timed_out) { /* answer 503: still busy after 2 s */ }
-  ///   /* work while !lost (or r.permit.valid()); then r.permit.release() or leave the scope */
   PermitResult acquire(std::string_view key, std::int64_t units, std::chrono::nanoseconds max_wait,
                        OnLost on_lost = {}) {
     validate(key, units, max_wait);
@@ -178,7 +156,6 @@ class RedisConcurrencyLimiter final : public PermitSource {
         a.result.status = max_wait.count() == 0 ? PermitStatus::busy : PermitStatus::timed_out;
         return std::move(a.result);
       }
-      // Full jitter: uniform in [poll_min, backoff], never past the deadline or the earliest expiry.
       const auto span = std::max<std::int64_t>(1, (backoff - options_.poll_min).count());
       std::chrono::nanoseconds sleep =
           options_.poll_min +
@@ -191,8 +168,7 @@ class RedisConcurrencyLimiter final : public PermitSource {
     }
   }
 
-  /// Units of `key` in flight now (unexpired members of its set; one `ZCOUNT`). Thread-safe. Throws
-  /// `BackendError` when Redis fails.
+  /// Units of `key` in flight now (one `TIME` and one `ZCOUNT`). Throws `BackendError` when Redis fails.
   std::int64_t in_flight(std::string_view key) {
     const std::string k = redis_key(key);
     const std::string after_now = "(" + std::to_string(server_time_us());  // expiring later than now
@@ -209,28 +185,24 @@ class RedisConcurrencyLimiter final : public PermitSource {
   [[nodiscard]] std::string redis_key(std::string_view key) const {
     return detail::redis_key(redis_.key_prefix, identity(), key, ":permits");
   }
-  /// Permits held through this limiter now (not yet released). Thread-safe.
+  /// Permits held through this limiter now (not yet released).
   [[nodiscard]] std::size_t held() const {
     std::lock_guard lock(mutex_);
     return held_.size();
   }
-  /// Polls that found the key busy (waiting cost); renewals sent; failed releases. Thread-safe.
+  /// Polls that found the key busy; renewals sent; failed releases.
   [[nodiscard]] std::uint64_t polls() const noexcept { return polls_.load(std::memory_order_relaxed); }
   [[nodiscard]] std::uint64_t renewals() const noexcept { return renewals_.load(std::memory_order_relaxed); }
   [[nodiscard]] std::uint64_t failed_releases() const noexcept {
     return failed_releases_->load(std::memory_order_relaxed);
   }
-  /// The options as given. Thread-safe (immutable).
   [[nodiscard]] const RedisConcurrencyOptions& options() const noexcept { return options_; }
-  /// Renews every held permit now (what the background thread does each `renew_every`); returns how
-  /// many were lost. Thread-safe.
+  /// Renews every held permit now (as the background thread does); returns how many were lost.
   std::size_t renew_now() { return renew_all(); }
 
   // PermitSource
-  /// Gives the units back. A permit whose `on_lost` runs now on another thread is released once it has
-  /// returned, so nothing the callback captured is freed under it, and none runs after a release; on an async
-  /// completion's I/O thread (which must never wait) this returns at once and the callback's thread releases it
-  /// when the callback returns.
+  /// Gives the units back, once a running `on_lost` of the permit returned (see `OnLost`; an I/O thread never
+  /// waits: the callback's thread releases it then).
   void release_permit(void* token, std::int64_t units) noexcept override {
     std::shared_ptr<Held> h;
     {
@@ -259,7 +231,7 @@ class RedisConcurrencyLimiter final : public PermitSource {
  private:
   struct Held {
     std::string redis_key;
-    std::string released_key;  // the given-up ids (lua/concurrency_release.lua), in redis_key's slot
+    std::string released_key;  // the given-up ids, in redis_key's slot
     std::string id;
     std::int64_t units = 0;
     std::chrono::steady_clock::time_point valid_until;
@@ -274,10 +246,6 @@ class RedisConcurrencyLimiter final : public PermitSource {
   };
   using Counter = std::shared_ptr<std::atomic<std::uint64_t>>;
 
-  static std::shared_ptr<Route> checked_route(std::shared_ptr<Route> r) {
-    if (!r) throw std::invalid_argument("RedisConcurrencyLimiter: null pool or router");
-    return r;
-  }
   static std::string to_hex(std::uint64_t v) {
     static constexpr char kDigits[] = "0123456789abcdef";
     std::string s(16, '0');
@@ -320,8 +288,6 @@ class RedisConcurrencyLimiter final : public PermitSource {
     return options_.name.empty() ? std::string("concurrency") : "concurrency@" + options_.name;
   }
 
-  static const detail::EmbeddedScript& script(std::string_view kind) { return detail::script_for(kind); }
-
   /// One acquire script run; a failure is answered by `on_error` (thrown under `raise`).
   Attempt attempt(std::string_view key, std::int64_t units, OnLost& on_lost) {
     if (units > options_.permits) return {PermitResult{{}, PermitStatus::too_many_units, 0, 0, options_.permits}, 0};
@@ -332,12 +298,12 @@ class RedisConcurrencyLimiter final : public PermitSource {
     h->units = units;
     const std::string units_arg = std::to_string(units);
     const auto sent = std::chrono::steady_clock::now();
-    const detail::EmbeddedScript& s = script("concurrency_acquire");
+    const detail::EmbeddedScript& s = detail::script_for("concurrency_acquire");
     try {
       RouteCall call =
           detail::script_call(s, h->redis_key, {permits_arg_, units_arg, h->id, expiry_us_}, {}, h->released_key);
       run_script(*route_, s, std::span<RouteCall>(&call, 1));
-      // It may still run (a late reply is discarded): released now, and kept from taking units if it runs later.
+      // It may still run: released now, and kept from taking units if it runs later.
       if (call.error && (call.sent || call.error->cause() == BackendErrorCause::timeout)) {
         release_in_redis(*h, units, true);
       }
@@ -358,12 +324,10 @@ class RedisConcurrencyLimiter final : public PermitSource {
     }
   }
 
-  /// Removes permit `h`'s `units` in Redis: one blocking script call, or an async one that completes by itself on
-  /// an async completion's I/O thread (where a blocking call cannot run) and for an acquire the caller gave up
-  /// (`given_up`: past its deadline already; the id is then kept from taking units should the acquire run
-  /// later). A failure is counted in `failed_releases` (the units then expire).
+  /// Removes permit `h`'s `units` in Redis: a blocking call, or an async one on an I/O thread and for an acquire
+  /// given up (`given_up`: its id is kept from taking units later). A failure is counted (the units expire).
   void release_in_redis(const Held& h, std::int64_t units, bool given_up) noexcept {
-    const detail::EmbeddedScript& s = script("concurrency_release");
+    const detail::EmbeddedScript& s = detail::script_for("concurrency_release");
     try {
       const std::string units_arg = std::to_string(units);
       const std::string mark = given_up ? expiry_us_ : std::string("0");  // no global: it would need an initialiser
@@ -396,7 +360,7 @@ class RedisConcurrencyLimiter final : public PermitSource {
       }
     }
     if (batch.empty()) return 0;
-    const detail::EmbeddedScript& s = script("concurrency_renew");
+    const detail::EmbeddedScript& s = detail::script_for("concurrency_renew");
     std::vector<std::string> units(batch.size());
     std::vector<RouteCall> calls;
     calls.reserve(batch.size());
@@ -416,8 +380,7 @@ class RedisConcurrencyLimiter final : public PermitSource {
     {
       std::lock_guard lock(mutex_);
       for (std::size_t i = 0; i < batch.size(); ++i) {
-        // Released meanwhile: its renewal may have found its units gone, but nobody holds it to be told. The
-        // batch keeps it alive, so no new permit can have its address.
+        // Released meanwhile: nobody to tell (the batch keeps it alive: no new permit has its address).
         if (!held_.contains(batch[i].get())) continue;
         Held& h = *batch[i];
         const RouteCall& c = calls[i];
@@ -436,12 +399,12 @@ class RedisConcurrencyLimiter final : public PermitSource {
     return lost;
   }
 
-  /// Runs `on_lost` of permit `h` unless it was released since its round began (an earlier callback of the
-  /// round may have released it); a release asked for on an I/O thread meanwhile is done once it returns.
+  /// Runs `on_lost` of permit `h` unless it was released since the round began; then a release an I/O thread
+  /// asked for meanwhile.
   void tell_lost(const std::shared_ptr<Held>& h, OnLost& on_lost) {
     {
       std::lock_guard lock(mutex_);
-      if (!held_.contains(h.get())) return;  // the round keeps `h` alive: no new permit has its address
+      if (!held_.contains(h.get())) return;
       h->teller = std::this_thread::get_id();
     }
     on_lost();

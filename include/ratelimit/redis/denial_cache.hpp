@@ -1,11 +1,8 @@
 #pragma once
 
 /// @file
-/// The local denial cache of the Redis limiters (include/ratelimit/redis/README.md "Denial cache"): after Redis denies
-/// cost n with retry_after R, requests of that key with cost >= n are denied in process memory until R has passed,
-/// counted from the send (so never longer than Redis would). `Denial` is the rule, kept per key by `LeasedLimiter`
-/// beside its lease (with a longer wait: until its slice fits); `DenialCache` is a bounded, sharded table of them
-/// for `RedisLimiter`.
+/// The local denial cache of the Redis limiters (include/ratelimit/redis/README.md "Denial cache"): `Denial` is the
+/// rule (kept per key by `LeasedLimiter` beside its lease), `DenialCache` a bounded table of them for `RedisLimiter`.
 
 #include <array>
 #include <atomic>
@@ -13,14 +10,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <mutex>
-#include <random>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
 #include "ratelimit/decision.hpp"
+#include "ratelimit/detail/entropy.hpp"
 #include "ratelimit/detail/siphash.hpp"
 #include "ratelimit/redis/abi.hpp"
 
@@ -28,19 +26,18 @@ namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 namespace detail {
 
-/// One key's cached denial: deny cost >= `cost` while the monotonic time is before `until` (ns;
-/// `INT64_MAX`: a cost that can never fit). Not thread-safe: its owner's lock guards it.
+/// One key's cached denial: deny cost >= `cost` while the monotonic time is before `until` (ns; `INT64_MAX`: a cost
+/// that never fits), counted from the send (never longer than Redis would). Guarded by its owner's lock.
 struct Denial {
   static constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
 
   std::int64_t until = 0;
   std::int64_t cost = 0;
 
-  /// True when a request of `c` units at `now` is denied by this entry.
   [[nodiscard]] bool denies(std::int64_t c, std::int64_t now) const noexcept {
     return c > 0 && now < until && c >= cost;
   }
-  /// True while it denies anything (an idle entry may be dropped otherwise).
+  /// False once it denies nothing (the entry may then be dropped).
   [[nodiscard]] bool live(std::int64_t now) const noexcept { return now < until; }
   /// Remembers Redis's denial of `c` units with wait `wait_ns` (`kNever` for `never`), sent at `sent`.
   void set(std::int64_t c, std::int64_t wait_ns, std::int64_t sent) noexcept {
@@ -54,32 +51,33 @@ struct Denial {
   void clear() noexcept { until = 0; }
 };
 
-/// A bounded table of `Denial`s with the decision to repeat, for `RedisLimiter`. At most `max_keys` keys (split
-/// over 16 shards); a full shard drops expired entries first, then any one (a dropped denial costs one Redis
-/// call, never a wrong answer). Thread-safe: every method may be called from any thread.
-///
-/// Ordered by what Redis did: a call takes its key's `stamp` before it is sent, and `invalidate` (a refund or
-/// reset of the key returned, units may have come back) moves the stamp on, so a denial whose call was sent
-/// before is not remembered: Redis may have run it before the refund, whatever order the replies are read in.
-/// Stamps are per hash slot (1,024 of them), so a refund of another key of the slot drops a denial too (one
-/// more Redis call, never a wrong answer).
+/// Erases the entries of a full `map` (lock held) for which `idle(entry)` holds, among its first 64, until fewer
+/// than `cap` are left: bounded work per insertion.
+template <class Map, class Idle>
+void drop_idle(Map& map, std::size_t cap, Idle&& idle) {
+  std::size_t scanned = 0;
+  for (auto it = map.begin(); it != map.end() && scanned < 64 && map.size() >= cap; ++scanned) {
+    it = idle(it->second) ? map.erase(it) : std::next(it);
+  }
+}
+
+/// A bounded table of `Denial`s with the decision to repeat, for `RedisLimiter`: at most `max_keys` keys over 16
+/// shards; a full shard drops an expired entry, else any one (a dropped denial costs a Redis call, never a wrong
+/// answer). A call takes its key's `stamp` before it is sent; `invalidate` (a refund or reset returned) moves it
+/// on, so a denial sent before is not remembered, whatever order replies come in. Stamps are per hash slot (1,024),
+/// so a refund of another key of the slot drops a denial too. Thread-safe.
 class DenialCache {
  public:
-  /// A key's stamp when its call was sent (see the class comment).
   using Stamp = std::uint64_t;
 
   /// `max_keys` >= 1 (validated by the limiter).
   explicit DenialCache(std::size_t max_keys) : per_shard_(max_keys / kShards > 0 ? max_keys / kShards : 1) {
-    // Keys come from requests: a keyed hash, seeded per cache, so nobody can aim keys at one bucket or shard.
-    std::random_device entropy;
-    for (std::uint64_t& k : seed_) k = (std::uint64_t{entropy()} << 32) | entropy();
+    ratelimit::detail::fill_with_entropy(seed_, 2);  // keys come from requests: nobody may aim them at one shard
     for (Shard& s : shards_) s.entries = Map(16, Hash{seed_[0], seed_[1]});
   }
 
-  /// The cached denial of `cost` units of `key` at monotonic `now` (ns), if any: Redis's decision with
-  /// `retry_after` the rest of the wait and `reset_after` less the time since Redis answered. `policy` names
-  /// the caller's policy now (an id no other policy of the process has): a denial remembered under another
-  /// one is void (the limits changed).
+  /// The cached denial of `cost` units of `key` at monotonic `now` (ns) into `out`, its waits less the time since
+  /// Redis answered. A denial remembered under another `policy` id than the caller's is void (the limits changed).
   [[nodiscard]] bool lookup(std::string_view key, std::int64_t cost, std::int64_t now, Decision& out,
                             std::uint64_t policy = 0) {
     if (size_.load(std::memory_order_relaxed) == 0) return false;
@@ -101,9 +99,8 @@ class DenialCache {
     return shards_[shard_index(h)].stamps[stamp_index(h)].load(std::memory_order_acquire);
   }
 
-  /// Remembers Redis's denial `d` of `cost` (>= 1) units of `key`, for a call sent at monotonic `sent` under
-  /// `policy` with the key's stamp `sent_stamp`, and answered at `now` (ns); nothing when the key was
-  /// invalidated since the call was sent.
+  /// Remembers Redis's denial `d` of `cost` (>= 1) units of `key`, sent at monotonic `sent` under `policy` with
+  /// stamp `sent_stamp`, answered at `now` (ns); nothing when the key was invalidated since the send.
   void remember(std::string_view key, std::int64_t cost, const Decision& d, std::int64_t sent, std::int64_t now,
                 std::uint64_t policy = 0, Stamp sent_stamp = 0) {
     const std::uint64_t h = hash_of(key);
@@ -131,8 +128,7 @@ class DenialCache {
     erase(s, key);
   }
 
-  /// Drops `key`'s denial and every one of a call sent before now (units came back through this limiter: a
-  /// refund or reset of the key returned, or may have run).
+  /// Drops `key`'s denial and every one of a call sent before now (a refund or reset of the key returned).
   void invalidate(std::string_view key) {
     const std::uint64_t h = hash_of(key);
     Shard& s = shards_[shard_index(h)];
@@ -194,21 +190,12 @@ class DenialCache {
     size_.fetch_sub(1, std::memory_order_relaxed);
   }
 
-  /// Frees at least one slot of a full shard (lock held): expired entries among the first 64, else the first.
+  /// Frees a slot of a full shard (lock held): an expired entry, else the first.
   void make_room(Shard& s, std::int64_t now) {
-    std::size_t scanned = 0;
-    for (auto it = s.entries.begin(); it != s.entries.end() && scanned < 64; ++scanned) {
-      if (!it->second.denial.live(now)) {
-        it = s.entries.erase(it);
-        size_.fetch_sub(1, std::memory_order_relaxed);
-      } else {
-        ++it;
-      }
-    }
-    if (s.entries.size() >= per_shard_ && !s.entries.empty()) {
-      s.entries.erase(s.entries.begin());
-      size_.fetch_sub(1, std::memory_order_relaxed);
-    }
+    const std::size_t before = s.entries.size();
+    drop_idle(s.entries, per_shard_, [now](const Entry& e) { return !e.denial.live(now); });
+    if (s.entries.size() >= per_shard_ && !s.entries.empty()) s.entries.erase(s.entries.begin());
+    size_.fetch_sub(before - s.entries.size(), std::memory_order_relaxed);
   }
 
   std::size_t per_shard_;

@@ -1,9 +1,8 @@
 #pragma once
 
 /// @file
-/// The in-memory fallback of a Redis rate limiter (`FailurePolicy::fallback`,
-/// include/ratelimit/redis/README.md "Fallback during outages"): a `MemoryLimiter` with this process's share of the
-/// quota, and a gate that lets one check per probe period go to Redis while it fails.
+/// The in-memory fallback of a Redis rate limiter (`FailurePolicy::fallback`, include/ratelimit/redis/README.md
+/// "Fallback during outages").
 
 #include <atomic>
 #include <chrono>
@@ -49,7 +48,7 @@ class FallbackBase {
   std::atomic<std::uint64_t> served_{0};
 };
 
-/// Validates `LimiterOptions::fallback` (always; `instances` only when `on_error` is `fallback`). Throws
+/// Validates `LimiterOptions::fallback` (`instances` only under `on_error = fallback`). Throws
 /// `std::invalid_argument` naming the field.
 inline void check_fallback_options(const LimiterOptions& o) {
   const FallbackOptions& f = o.fallback;
@@ -66,12 +65,11 @@ inline void check_fallback_options(const LimiterOptions& o) {
   if (f.max_keys < 1) ratelimit::detail::invalid("LimiterOptions.fallback.max_keys", "must be >= 1");
 }
 
-/// The monotonic clock of a fallback's probe gate: the limiter's clock when it is a test clock, else steady
-/// (a wall clock step must not lengthen a probe period).
+/// The probe gate's clock: the limiter's when it is a test clock, else steady (a wall clock step must not lengthen a
+/// probe period); `gate_clock(clock)` makes it.
 template <Clock C>
 using GateClock = std::conditional_t<std::is_same_v<C, std::chrono::system_clock>, std::chrono::steady_clock, C>;
 
-/// `clock` as the gate's clock: the same test clock, or a steady clock.
 template <Clock C>
 [[nodiscard]] GateClock<C> gate_clock(const C& clock) {
   if constexpr (std::is_same_v<GateClock<C>, C>) {
@@ -81,12 +79,10 @@ template <Clock C>
   }
 }
 
-/// The in-memory fallback of one limiter: its share of the quota in a `MemoryLimiter` on the limiter's clock
-/// `C`, and a probe gate (a `CircuitBreaker` opening at the first failure, on clock `G`): while it is open,
-/// checks are answered by the memory limiter without Redis; when a probe period ends, one check goes to Redis,
-/// and its reply closes the gate. Calls under a per-key policy (quota overrides) are answered under that
-/// policy's share, by an `OverridableMemoryLimiter` made at the first such policy. Thread-safe: every method may
-/// be called from any thread.
+/// The in-memory fallback of one limiter: this process's share of the quota in a `MemoryLimiter` on clock `C`, and
+/// a probe gate (a `CircuitBreaker` on clock `G` opening at the first failure): while it is open the memory limiter
+/// answers, and one check per probe period goes to Redis, whose reply closes it. Per-call policies (overrides) are
+/// answered under their share by an `OverridableMemoryLimiter` made at the first. Thread-safe.
 template <Policy P, Clock C, Clock G>
 class Fallback final : public FallbackBase {
  public:
@@ -94,36 +90,28 @@ class Fallback final : public FallbackBase {
   /// The share of a per-call policy, prepared for `serve`.
   using Share = typename Overridable::PreparedPolicy;
 
-  /// Holds nothing when `options.on_error` is not `fallback`. Validates the options (throws
-  /// `std::invalid_argument` naming the field) and the share (`share_of(policy, instances)`).
+  /// Holds nothing unless `options.on_error` is `fallback`. Throws `std::invalid_argument` naming the field for bad
+  /// options or share (`share_of(policy, instances)`).
   Fallback(const P& policy, const LimiterOptions& options, C clock, G gate_clock) {
     check_fallback_options(options);
     if (options.on_error != FailurePolicy::fallback) return;
     const FallbackOptions& f = options.fallback;
-    MemoryOptions m;
-    m.max_keys = f.max_keys;
-    m.max_key_bytes = options.max_key_bytes;
     instances_ = f.instances;
-    memory_options_ = m;
-    memory_ = std::make_unique<MemoryLimiter<P, C>>(share_of(policy, f.instances), m, std::move(clock));
+    memory_options_ = MemoryOptions{.max_keys = f.max_keys, .max_key_bytes = options.max_key_bytes};
+    memory_ = std::make_unique<MemoryLimiter<P, C>>(share_of(policy, f.instances), memory_options_, std::move(clock));
     joint_ = memory_.get();
-    CircuitBreakerOptions b;
-    b.failure_threshold = 1;
-    b.open_min = f.probe_min;
-    b.open_max = f.probe_max;
+    const CircuitBreakerOptions b{.failure_threshold = 1, .open_min = f.probe_min, .open_max = f.probe_max};
     gate_ = std::make_unique<CircuitBreaker<G>>(b, std::move(gate_clock));
   }
 
-  /// Follows the limiter's `set_policy`: the memory limiter takes this process's share of `policy`, keeping
-  /// its keys' usage (`MemoryLimiter::set_policy`). Nothing when not `enabled()`. Throws
-  /// `std::invalid_argument` for a bad share, changing nothing.
+  /// Follows the limiter's `set_policy` (the share of `policy`, keys' usage kept). Throws `std::invalid_argument`
+  /// for a bad share, changing nothing.
   void set_policy(const P& policy) {
     if (memory_) memory_->set_policy(share_of(policy, instances_));
   }
 
-  /// This process's share of `policy`, a per-call policy (an override, include/ratelimit/layers/README.md "Per-key
-  /// quota overrides"), for `serve`; null when not `enabled()`. Throws `std::invalid_argument` for a bad share.
-  /// Thread-safe.
+  /// This process's share of per-call policy `policy` (include/ratelimit/layers/README.md "Per-key quota
+  /// overrides"), for `serve`; null when not `enabled()`. Throws `std::invalid_argument` for a bad share.
   [[nodiscard]] std::shared_ptr<const Share> prepare_share(const P& policy) {
     if (!memory_) return nullptr;
     std::call_once(overridable_once_, [&] {
@@ -136,13 +124,12 @@ class Fallback final : public FallbackBase {
   /// True when `on_error` is `fallback`.
   [[nodiscard]] bool enabled() const noexcept { return memory_ != nullptr; }
 
-  /// May this check go to Redis? A pass while Redis is considered up, the probe when a probe period has
-  /// ended, else a refusal (answer with `serve`). Report a sent call's outcome on the ticket with `settle`.
-  /// Only when `enabled()`.
+  /// May this check go to Redis (a pass, or the probe), or must `serve` answer? `settle` the ticket. Only when
+  /// `enabled()`.
   [[nodiscard]] typename CircuitBreaker<G>::Ticket admit() { return gate_->admit(); }
 
-  /// Reports a sent call's outcome: any reply (error replies too: the server is alive) closes the gate; a
-  /// failure without one (io, timeout, protocol, circuit_open) opens it (counted once per outage).
+  /// Reports a sent call's outcome: any reply (an error reply too: the server is alive) closes the gate, a failure
+  /// without one opens it.
   static void settle(typename CircuitBreaker<G>::Ticket& ticket, const BackendError* error) noexcept {
     if (error == nullptr || error->cause() == BackendErrorCause::reply) return ticket.succeeded();
     ticket.failed();
@@ -153,23 +140,19 @@ class Fallback final : public FallbackBase {
     settle(ticket, error);
   }
 
-  /// The memory limiter's answer for a check (`cost`), a peek (`peek`) or a refund (`refund`), counted and
-  /// marked `Outcome::failure_policy`; under `share` (from `prepare_share`) when given. Only when `enabled()`.
-  /// Throws what the memory limiter throws.
+  /// The memory limiter's answer for a check, a `peek` or a `refund`, under `share` (from `prepare_share`) when
+  /// given; counted, `Outcome::failure_policy`. Only when `enabled()`. Throws what the memory limiter throws.
   CheckResult serve(std::string_view key, std::int64_t cost, bool peek = false, bool refund = false,
                     const Share* share = nullptr) {
     served_.fetch_add(1, std::memory_order_relaxed);
-    if (share != nullptr) {
-      if (refund) return {overridable_->refund(key, cost, *share), Outcome::failure_policy};
-      if (peek) return {overridable_->peek(key, *share), Outcome::failure_policy};
-      return {overridable_->allow(key, cost, *share), Outcome::failure_policy};
-    }
-    if (refund) return {memory_->refund(key, cost), Outcome::failure_policy};
-    if (peek) return {memory_->peek(key), Outcome::failure_policy};
-    return {memory_->allow(key, cost), Outcome::failure_policy};
+    auto on = [&](auto& memory, const auto&... per_call) -> Decision {
+      if (refund) return memory.refund(key, cost, per_call...);
+      return peek ? memory.peek(key, per_call...) : memory.allow(key, cost, per_call...);
+    };
+    return {share != nullptr ? on(*overridable_, *share) : on(*memory_), Outcome::failure_policy};
   }
 
-  /// Forgets the fallback's state of `key` (under any policy). Nothing when not `enabled()`. Thread-safe.
+  /// Forgets the fallback's state of `key` (under any policy).
   void reset(std::string_view key) {
     if (!memory_) return;
     memory_->reset(key);
@@ -178,11 +161,8 @@ class Fallback final : public FallbackBase {
 
   /// Whether the fallback is active, checks it served, and times it became active.
   [[nodiscard]] FallbackCounters counters() const noexcept {
-    FallbackCounters c;
-    c.fallback_active = gate_ != nullptr && gate_->state() != BreakerState::closed;
-    c.fallback_checks = served_.load(std::memory_order_relaxed);
-    c.fallback_activations = gate_ != nullptr ? gate_->counters().opens : 0;
-    return c;
+    return {gate_ != nullptr && gate_->state() != BreakerState::closed, served_.load(std::memory_order_relaxed),
+            gate_ != nullptr ? gate_->counters().opens : 0};
   }
 
  private:

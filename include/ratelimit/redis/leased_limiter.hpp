@@ -1,8 +1,8 @@
 #pragma once
 
 /// @file
-/// `LeasedLimiter`: a Redis limiter that leases slices of a hot key's budget and serves them from process
-/// memory, exactly (include/ratelimit/redis/README.md "Budget leases").
+/// `LeasedLimiter`: slices of a key's Redis budget leased and served from memory
+/// (include/ratelimit/redis/README.md "Budget leases").
 
 #include <algorithm>
 #include <array>
@@ -17,8 +17,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <span>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -39,9 +37,6 @@
 #include "ratelimit/redis/detail/key_encoding.hpp"
 #include "ratelimit/redis/detail/limiter_setup.hpp"
 #include "ratelimit/redis/detail/script_binding.hpp"
-#include "ratelimit/redis/engine/cluster_router.hpp"
-#include "ratelimit/redis/engine/pool.hpp"
-#include "ratelimit/redis/engine/route.hpp"
 #include "ratelimit/redis/engine/routes.hpp"
 #include "ratelimit/redis/options.hpp"
 
@@ -55,18 +50,15 @@ struct LeaseOptions {
   std::chrono::microseconds lifetime{200'000};
   /// Most units one lease asks for; >= 1.
   std::int64_t max_slice = 1000;
-  /// Most of the lease-mode limit one lease asks for, as a fraction; in (0, 1]. With N processes on a hot key
-  /// about 1/N keeps every process served.
+  /// Most of the lease-mode limit one lease asks for, as a fraction; in (0, 1] (about 1/N for N processes).
   double max_fraction = 0.1;
   /// Most keys kept in process memory (leases and denials); >= 1. A key beyond it is checked per request.
   std::size_t max_keys = 100'000;
-  /// Deny a key's requests locally after Redis denied them, until the slice asked for fits
-  /// (include/ratelimit/redis/README.md "Budget leases").
+  /// Deny a key's requests locally after Redis denied them, until the slice asked for fits.
   bool deny_cache = true;
 };
 
-/// What a `LeasedLimiter` has done; each counter read atomically (the set is not one instant). The fallback's
-/// counters (`FailurePolicy::fallback`) are those of `FallbackCounters`.
+/// What a `LeasedLimiter` has done (each counter read atomically, not all at one instant), with the fallback's.
 struct LeaseStats : FallbackCounters {
   /// Checks (`allow`, `check`, `peek`).
   std::uint64_t checks = 0;
@@ -79,20 +71,15 @@ struct LeaseStats : FallbackCounters {
   /// Units received in grants, and units sent back unused.
   std::uint64_t units_granted = 0;
   std::uint64_t units_returned = 0;
-  /// Checks that Redis failed (the failure policy answered or `raise` threw), and returns that failed (their
-  /// units are lost: the fleet admits less, never more).
+  /// Checks that Redis failed (the failure policy answered or `raise` threw), and failed returns (units lost).
   std::uint64_t failures = 0;
   std::uint64_t failed_returns = 0;
 };
 
-/// A Redis limiter with budget leases (include/ratelimit/redis/README.md "Budget leases", which proves its bounds): per
-/// key it leases a slice of budget from Redis and serves requests from it in memory; unused units go back when the
-/// lease expires (`sweep`, or the next Redis call of its shard) and when the limiter is destroyed. It never
-/// over-admits across processes. `Decision::limit` is the lease-mode limit (GCRA/TokenBucket: `floor((B*T - L) /
-/// T)`; FixedWindow: the limit); a policy whose `B * T <= L` cannot lease and is checked per request. Thread-safe.
-/// Throws `std::invalid_argument` for bad options (naming the field), a negative cost or a key over `max_key_bytes`;
-/// `BackendError` under `FailurePolicy::raise`; the other failure policies answer as `RedisLimiter`'s.
-///
+/// A Redis limiter that leases slices of each key's budget and serves them from memory, never over-admitting across
+/// processes; unused units go back when a lease expires and on destruction (include/ratelimit/redis/README.md "Budget
+/// leases": bounds, lease-mode limit). Thread-safe. Throws `std::invalid_argument` for bad options (naming the
+/// field), a negative cost or a key over `max_key_bytes`; `BackendError` under `FailurePolicy::raise`.
 /// @tparam P `Gcra`, `TokenBucket` or `FixedWindow` (durations whole microseconds, as for `RedisLimiter`).
 /// @tparam C the clock whose time is sent with `time_source = client` (tests: `ManualClock`).
 /// @tparam M the monotonic clock measuring lease lifetimes (tests: the same `ManualClock`).
@@ -112,9 +99,8 @@ class LeasedLimiter {
  public:
   using policy_type = P;
 
-  /// Its own connection pool (or cluster router) from `options`. Connects nothing yet. Throws
-  /// `std::invalid_argument` naming the field (e.g. `Gcra.period`, `LeaseOptions.lifetime`,
-  /// `LimiterOptions.key_prefix`, `ConnectionOptions.host`).
+  /// Its own connection pool (or cluster router) from `options`; connects nothing yet. Throws
+  /// `std::invalid_argument` naming the field (e.g. `LeaseOptions.lifetime`, `ConnectionOptions.host`).
   LeasedLimiter(P policy, const RedisOptions& options, LeaseOptions lease = {}, C clock = {}, M mono = {})
       : LeasedLimiter(std::move(policy), make_route(options.connection()), options.limiter(), lease, std::move(clock),
                       std::move(mono)) {}
@@ -126,8 +112,7 @@ class LeasedLimiter {
       : LeasedLimiter(std::move(policy), detail::route_of(std::move(route)), limiter, lease, std::move(clock),
                       std::move(mono)) {}
 
-  /// Over any `Route` (a server's, a cluster's, or a stand-in for simulations), with its own limiter options.
-  /// Throws `std::invalid_argument` for a null route or bad options.
+  /// Over any `Route` (also a simulation's stand-in). Throws `std::invalid_argument` for a null route or bad options.
   LeasedLimiter(P policy, std::shared_ptr<Route> route, const LimiterOptions& limiter, LeaseOptions lease, C clock,
                 M mono)
       : policy_(std::move(policy)),
@@ -159,9 +144,8 @@ class LeasedLimiter {
   LeasedLimiter(const LeasedLimiter&) = delete;
   LeasedLimiter& operator=(const LeasedLimiter&) = delete;
 
-  /// Returns every outstanding lease's unused units (one pipelined batch; failures are counted, not thrown).
-  /// In a process forked after the limiter was made it returns nothing (the leases are the parent's) and
-  /// touches no lock or condition a parent's thread may have held or waited on.
+  /// Returns every lease's unused units (one batch; failures counted). In a forked child it returns nothing and
+  /// touches no lock or condition variable (they are the parent's).
   ~LeasedLimiter() {
     if (detail::fork_generation().load(std::memory_order_relaxed) != generation_) {
       for (Shard& s : shards_) (void)s.cv.release();  // may count a parent's waiting thread: never destroyed
@@ -178,8 +162,7 @@ class LeasedLimiter {
     }
   }
 
-  /// Checks `cost` units for `key`, from the key's lease when it holds enough, else through Redis. Thread-safe.
-  /// Throws as described on the class.
+  /// Checks `cost` units for `key`: from its lease when it holds enough, else through Redis. Throws as the class.
   Decision allow(std::string_view key, std::int64_t cost = 1) { return check(key, cost).decision; }
 
   /// As `allow`, and says who decided (`Outcome::failure_policy` when Redis failed and `on_error` answered).
@@ -190,8 +173,7 @@ class LeasedLimiter {
     return run(key, cost);
   }
 
-  /// What a cost-1 request would see, consuming nothing: from the lease when it holds a unit, else Redis's
-  /// peek. Thread-safe. Throws as `allow`.
+  /// What a cost-1 request would see, consuming nothing (the lease's answer, else Redis's). Throws as `allow`.
   Decision peek(std::string_view key) {
     check_key(key);
     checks_.fetch_add(1, std::memory_order_relaxed);
@@ -199,29 +181,19 @@ class LeasedLimiter {
     {
       std::lock_guard<std::mutex> lock(shard.mutex);
       const auto it = shard.entries.find(key);
-      if (it != shard.entries.end() && live(it->second, mono_ns()) && it->second.units >= 1) {
-        return local_admit(it->second, mono_ns());
-      }
+      if (it != shard.entries.end() && live(it->second, mono_ns())) return local_decision(it->second, mono_ns(), true);
     }
     Ticket ticket = answer_.admit();
     if (!ticket) return answer_.serve(key, 1, Mode::peek).decision;
-    std::vector<Call> calls(1);
-    calls[0] = grant_call(key, 1, 1, "1");
-    execute(calls);
     try {
-      const Decision d = parse(calls[0]).decision;
-      Answer::settle(ticket, nullptr);
-      return d;
+      return send_one(call(key, "1", 1, 1), &ticket).decision;
     } catch (const BackendError& e) {
-      Answer::settle(ticket, calls[0].route.reply ? nullptr : &e);
       return failure(e, key, 1, true).decision;
     }
   }
 
-  /// Forgets `key`: drops its local lease and denial (unused units are not returned) and resets its Redis state to
-  /// a fresh budget. Other processes' leases of the key keep serving their units; their returns give the fresh
-  /// state nothing (their units came from the old one). Returns false when Redis failed and `on_error` is not
-  /// `raise`. Thread-safe.
+  /// Forgets `key`: drops its local lease unreturned and resets its Redis state (other processes' leases keep
+  /// serving; their returns give the fresh state nothing). False when Redis failed and `on_error` is not `raise`.
   bool reset(std::string_view key) {
     check_key(key);
     answer_.fallback.reset(key);
@@ -230,20 +202,16 @@ class LeasedLimiter {
       std::lock_guard<std::mutex> lock(shard.mutex);
       shard.entries.erase(std::string(key));
     }
-    std::vector<Call> calls(1);
-    calls[0] = grant_call(key, 0, 0, "3");
-    execute(calls);
     try {
-      (void)parse(calls[0]);
+      (void)send_one(call(key, "3", 0, 0), nullptr);
       return true;
     } catch (const BackendError& e) {
       return answer_.failed_reset(e);
     }
   }
 
-  /// Returns the unused units of every expired lease now (one pipelined batch). Returns how many leases went
-  /// back. Thread-safe. Call it now and then when keys go quiet; checks also return a few expired leases of
-  /// their shard with each Redis call.
+  /// Returns every expired lease's unused units now (one batch); how many leases went back. Call it now and then
+  /// when keys go quiet (each Redis call also returns a few of its shard's).
   std::size_t sweep() {
     std::vector<Return> out;
     const std::int64_t now = mono_ns();
@@ -252,7 +220,6 @@ class LeasedLimiter {
       for (auto& [key, e] : s.entries) {
         if (!e.busy && e.units > 0 && now >= e.deadline) take_return(key, e, out);
       }
-      // Only the expired: the rest go back by the shard's calls once they expire.
       std::erase_if(s.expiries, [now](const auto& expiry) { return expiry.first <= now; });
     }
     send_returns(out);
@@ -275,29 +242,27 @@ class LeasedLimiter {
     return s;
   }
 
-  /// Gives nothing back, and returns `key`'s state as `peek` sees it: a unit put back into a lease could be served
-  /// after its grant's lifetime, which the bound does not allow (include/ratelimit/redis/README.md "Budget leases"), so
-  /// a refunded unit is lost (the fleet admits less, never more). For layers that consume and refund (`check_layers`).
-  /// Thread-safe. Throws `std::invalid_argument` for a negative cost, and as `peek`.
+  /// Gives nothing back (a refunded unit could outlive its grant: include/ratelimit/redis/README.md "Budget leases")
+  /// and returns `peek(key)`; for layers that refund. Throws `std::invalid_argument` for a negative cost, and as
+  /// `peek`.
   Decision refund(std::string_view key, std::int64_t cost) {
     ratelimit::detail::require_cost(cost);
     return peek(key);
   }
 
-  /// The policy as given. Thread-safe (immutable).
   [[nodiscard]] const P& policy() const noexcept { return policy_; }
   /// The clock whose time is sent with `time_source = client` (layers read it too).
   [[nodiscard]] C& clock() noexcept { return clock_; }
 
-  /// The lease-mode limit (`Decision::limit`). Thread-safe (immutable).
+  /// The lease-mode limit (`Decision::limit`).
   [[nodiscard]] std::int64_t limit() const noexcept { return arithmetic_.limit(); }
-  /// False when the policy cannot cover a lease (`B * T <= L`): every check is then one Redis call. Immutable.
+  /// False when the policy cannot cover a lease (`B * T <= L`): every check is then one Redis call.
   [[nodiscard]] bool leasable() const noexcept { return arithmetic_.leasable(); }
   /// The Redis key of `key`: `<prefix><identity>:lease<L_us>{<encoded key>}:lease` (never a `RedisLimiter`'s).
   [[nodiscard]] std::string redis_key(std::string_view key) const {
     return detail::redis_key(options_.key_prefix, identity_, key, ":lease");
   }
-  /// The options in effect. Thread-safe (immutable).
+  /// The options in effect (immutable, as `policy()` and `lease_options()`).
   [[nodiscard]] const RedisOptions& options() const noexcept { return options_; }
   [[nodiscard]] const LeaseOptions& lease_options() const noexcept { return lease_; }
   /// Where this limiter's commands go.
@@ -365,8 +330,8 @@ class LeasedLimiter {
     return o;
   }
 
-  /// The slice to ask for: the key's demand per serving window (an average over past windows, or what the
-  /// current window has asked so far if that is more), at least `need`, at most the cap.
+  /// The slice to ask for: the key's demand per serving window (past average, or this window's if more), in
+  /// [need, cap].
   std::int64_t want_for(Entry& e, std::int64_t need, std::int64_t now) {
     if (!arithmetic_.leasable() || serve_window_ns_ <= 0) return need;
     double demand = static_cast<double>(e.asked);
@@ -381,27 +346,19 @@ class LeasedLimiter {
     return std::max(need, std::min(want, cap_));
   }
 
-  Decision local_admit(const Entry& e, std::int64_t now) const {
+  /// The entry's answer at `now` without Redis: an admission from its lease, or its cached denial.
+  Decision local_decision(const Entry& e, std::int64_t now, bool allowed) const {
     Decision d;
-    d.allowed = true;
+    d.allowed = allowed;
     d.limit = arithmetic_.limit();
     d.remaining = std::min(d.limit, e.units + e.last.remaining);
+    if (!allowed) d.retry_after = e.denial.retry_after(now);
     const auto since = std::chrono::nanoseconds(now - e.last_at);
     d.reset_after = std::max(std::chrono::nanoseconds(0), e.last.reset_after - since);
     return d;
   }
 
-  Decision local_denial(const Entry& e, std::int64_t now) const {
-    Decision d;
-    d.limit = arithmetic_.limit();
-    d.remaining = std::min(d.limit, e.units + e.last.remaining);
-    d.retry_after = e.denial.retry_after(now);
-    const auto since = std::chrono::nanoseconds(now - e.last_at);
-    d.reset_after = std::max(std::chrono::nanoseconds(0), e.last.reset_after - since);
-    return d;
-  }
-
-  /// Moves the entry's lease (if any units are left) into `out` as a return; the entry holds none afterwards.
+  /// Moves the entry's lease units (if any) into `out` as a return.
   static void take_return(std::string_view key, Entry& e, std::vector<Return>& out) {
     if (e.units > 0) out.push_back(Return{std::string(key), e.units, e.mark, e.granted_after});
     e.units = 0;
@@ -421,19 +378,14 @@ class LeasedLimiter {
     }
   }
 
-  Call grant_call(std::string_view key, std::int64_t need, std::int64_t want, std::string_view mode) {
-    Call c;
-    c.key = redis_key(key);
-    c.argv = {detail::time_arg(options_, now_us()), std::string(mode), std::to_string(need), std::to_string(want), "0"};
-    return c;
+  /// The lease script's call of `key` in `mode` ("0" grant, "1" peek, "2" return, "3" reset) with `a`, `b`, `c`.
+  Call call(std::string_view key, std::string_view mode, std::int64_t a, std::int64_t b, std::int64_t c = 0) {
+    return Call{redis_key(key),
+                {detail::time_arg(options_, now_us()), std::string(mode), std::to_string(a), std::to_string(b),
+                 std::to_string(c)},
+                {}};
   }
-  Call return_call(const Return& r) {
-    Call c;
-    c.key = redis_key(r.key);
-    c.argv = {detail::time_arg(options_, now_us()), "2", std::to_string(r.unused), std::to_string(r.mark),
-              std::to_string(r.granted_after)};
-    return c;
-  }
+  Call return_call(const Return& r) { return call(r.key, "2", r.unused, r.mark, r.granted_after); }
 
   /// Sends every call pipelined, each key's calls in order.
   void execute(std::vector<Call>& calls) {
@@ -447,6 +399,21 @@ class LeasedLimiter {
     redis_calls_.fetch_add(calls.size(), std::memory_order_relaxed);
     answer_.run(*route_, *script_, route_calls);
     for (std::size_t i = 0; i < calls.size(); ++i) calls[i].route = std::move(route_calls[i]);
+  }
+
+  /// Sends `c` alone and parses its reply, settling `ticket` (if any); throws the `BackendError`.
+  Parsed send_one(Call c, Ticket* ticket) {
+    std::vector<Call> calls;
+    calls.push_back(std::move(c));
+    execute(calls);
+    try {
+      Parsed p = parse(calls[0]);
+      if (ticket != nullptr) Answer::settle(*ticket, nullptr);
+      return p;
+    } catch (const BackendError& e) {
+      if (ticket != nullptr) Answer::settle(*ticket, calls[0].route.reply ? nullptr : &e);
+      throw;
+    }
   }
 
   void send_returns(const std::vector<Return>& returns) {
@@ -479,15 +446,10 @@ class LeasedLimiter {
         v[3] > max_us || v[4] < 0 || v[4] > max_us || v[5] < 0 || v[5] > v[1] || v[8] < -1 || v[8] > max_us) {
       throw BackendError(BackendErrorCause::protocol, "malformed lease reply: out of range");
     }
-    Parsed p;
-    p.decision =
-        Decision{v[0] == 1, v[1], v[2], v[3] == -1 ? Decision::never : std::chrono::nanoseconds(v[3] * detail::kTickNs),
-                 std::chrono::nanoseconds(v[4] * detail::kTickNs)};
-    p.units = v[5];
-    p.mark = v[6];
-    p.granted_after = v[7];
-    p.serve_for_ns = v[8] == -1 ? std::numeric_limits<std::int64_t>::max() : v[8] * detail::kTickNs;
-    return p;
+    const auto never_or_ns = [](std::int64_t us) { return us == -1 ? Decision::never.count() : us * detail::kTickNs; };
+    return Parsed{Decision{v[0] == 1, v[1], v[2], std::chrono::nanoseconds(never_or_ns(v[3])),
+                           std::chrono::nanoseconds(v[4] * detail::kTickNs)},
+                  v[5], v[6], v[7], never_or_ns(v[8])};
   }
 
   /// The failure step for a check (or peek) of `key` that Redis failed with `e`; throws `e` under `raise`.
@@ -500,17 +462,17 @@ class LeasedLimiter {
     return r;
   }
 
-  /// A lease's answer without Redis at `now` (lock held): from the lease when it holds `cost`, or the denial cache's.
+  /// The answer without Redis at `now` (lock held): the lease's when it holds `cost`, or the cached denial.
   std::optional<CheckResult> local(Entry& e, std::int64_t cost, std::int64_t now) {
-    if (cost == 0 && live(e, now)) return CheckResult{local_admit(e, now), Outcome::decided};
+    if (cost == 0 && live(e, now)) return CheckResult{local_decision(e, now, true), Outcome::decided};
     if (cost > 0 && live(e, now) && e.units >= cost) {
       e.units -= cost;
       lease_admits_.fetch_add(1, std::memory_order_relaxed);
-      return CheckResult{local_admit(e, now), Outcome::decided};
+      return CheckResult{local_decision(e, now, true), Outcome::decided};
     }
     if (lease_.deny_cache && e.denial.denies(cost, now)) {
       cached_denials_.fetch_add(1, std::memory_order_relaxed);
-      return CheckResult{local_denial(e, now), Outcome::decided};
+      return CheckResult{local_decision(e, now, false), Outcome::decided};
     }
     return std::nullopt;
   }
@@ -550,9 +512,8 @@ class LeasedLimiter {
     }
   }
 
-  /// To Redis (lock held, released meanwhile): gives back what the lease of `key` still holds (too little for this
-  /// request, or expired) and a few expired leases of the shard, and asks for a new slice. Empty when a late grant
-  /// went back and the caller should try again.
+  /// To Redis (lock held, released meanwhile): returns `key`'s lease and a few expired ones of the shard, asks for
+  /// a new slice. Empty when a late grant went back and the caller should try again.
   std::optional<CheckResult> lease(Shard& shard, std::unique_lock<std::mutex>& lock, Entry& e, std::string_view key,
                                    std::int64_t cost, std::int64_t now, Ticket& ticket, int attempt) {
     std::vector<Return> returns;
@@ -564,7 +525,7 @@ class LeasedLimiter {
     std::vector<Call> calls;
     calls.reserve(returns.size() + 1);
     for (const Return& r : returns) calls.push_back(return_call(r));
-    calls.push_back(grant_call(key, cost, want, "0"));
+    calls.push_back(call(key, "0", cost, want));
     const std::int64_t sent = mono_ns();
     std::optional<Parsed> parsed;
     std::optional<BackendError> error;
@@ -588,8 +549,7 @@ class LeasedLimiter {
       return failure(*error, key, cost);
     }
     units_granted_.fetch_add(static_cast<std::uint64_t>(parsed->units), std::memory_order_relaxed);
-    // A leased grant is served only within its window (7/8 L from the send, and for a fixed window not past the
-    // window's end): one that arrives after it goes back. A policy that cannot lease serves its grants on arrival.
+    // A grant arriving after its serving window goes back (a policy that cannot lease serves on arrival).
     const std::int64_t deadline = sent + std::min(serve_window_ns_, parsed->serve_for_ns);
     const std::int64_t after = mono_ns();
     if (parsed->decision.allowed && parsed->units > 0 && arithmetic_.leasable() && after >= deadline) {
@@ -603,8 +563,7 @@ class LeasedLimiter {
     return CheckResult{keep(shard, entry, key, *parsed, cost, want, sent, deadline, after), Outcome::decided};
   }
 
-  /// Redis's grant `p` kept in `entry` (lock held; null if the key was reset meanwhile): the slice left after this
-  /// request, or the denial cache's entry; the request's decision.
+  /// Keeps grant `p` in `entry` (lock held; null if reset meanwhile) as a lease or a denial; the request's decision.
   Decision keep(Shard& shard, Entry* entry, std::string_view key, Parsed& p, std::int64_t cost, std::int64_t want,
                 std::int64_t sent, std::int64_t deadline, std::int64_t now) {
     if (entry == nullptr) return p.decision;
@@ -637,8 +596,7 @@ class LeasedLimiter {
     return Decision{false, arithmetic_.limit(), 0, std::chrono::nanoseconds(1), d.reset_after};
   }
 
-  /// The wait (ns) until `extra` more units than Redis's `retry_after` covers fit: GCRA `retry_after + extra * T`,
-  /// a fixed window its end; `INT64_MAX` for `never`.
+  /// The wait (ns) until `extra` units more than `retry_after` covers fit (GCRA `+ extra * T`); `INT64_MAX`: never.
   std::int64_t slice_wait(std::chrono::nanoseconds retry_after, std::int64_t extra) const noexcept {
     if (retry_after == Decision::never) return std::numeric_limits<std::int64_t>::max();
     if constexpr (std::is_same_v<Arithmetic, lease::GcraLease>) {
@@ -661,16 +619,8 @@ class LeasedLimiter {
   bool make_room(Shard& shard) {
     if (shard.entries.size() < per_shard_) return true;
     const std::int64_t now = mono_ns();
-    std::size_t scanned = 0;
-    for (auto it = shard.entries.begin(); it != shard.entries.end() && scanned < 64; ++scanned) {
-      const Entry& e = it->second;
-      if (!e.busy && !live(e, now) && e.units == 0 && !e.denial.live(now)) {
-        it = shard.entries.erase(it);
-        if (shard.entries.size() < per_shard_) return true;
-      } else {
-        ++it;
-      }
-    }
+    detail::drop_idle(shard.entries, per_shard_,
+                      [now](const Entry& e) { return !e.busy && e.units == 0 && !e.denial.live(now); });
     return shard.entries.size() < per_shard_;
   }
 
@@ -678,24 +628,20 @@ class LeasedLimiter {
   CheckResult direct(std::string_view key, std::int64_t cost) {
     Ticket ticket = answer_.admit();
     if (!ticket) return answer_.serve(key, cost, Mode::check);
-    std::vector<Call> calls(1);
-    calls[0] = grant_call(key, cost, cost, "0");
     const std::int64_t sent = mono_ns();
-    execute(calls);
+    Parsed p;
     try {
-      Parsed p = parse(calls[0]);
-      Answer::settle(ticket, nullptr);
-      units_granted_.fetch_add(static_cast<std::uint64_t>(p.units), std::memory_order_relaxed);
-      // As in `lease`: a leasable key's grant that arrives after its serving window is not served.
-      if (arithmetic_.leasable() && p.units > 0 && mono_ns() >= sent + std::min(serve_window_ns_, p.serve_for_ns)) {
-        send_returns({Return{std::string(key), p.units, p.mark, p.granted_after}});
-        return {late_denial(p.decision), Outcome::decided};
-      }
-      return {p.decision, Outcome::decided};
+      p = send_one(call(key, "0", cost, cost), &ticket);
     } catch (const BackendError& e) {
-      Answer::settle(ticket, calls[0].route.reply ? nullptr : &e);
       return failure(e, key, cost);
     }
+    units_granted_.fetch_add(static_cast<std::uint64_t>(p.units), std::memory_order_relaxed);
+    // As in `lease`: a leasable key's grant that arrives after its serving window is not served.
+    if (arithmetic_.leasable() && p.units > 0 && mono_ns() >= sent + std::min(serve_window_ns_, p.serve_for_ns)) {
+      send_returns({Return{std::string(key), p.units, p.mark, p.granted_after}});
+      return {late_denial(p.decision), Outcome::decided};
+    }
+    return {p.decision, Outcome::decided};
   }
 
   P policy_;
