@@ -531,6 +531,9 @@ class Pipeline final : public AsyncSink {
       }
       if (!queued_.empty()) {
         if (!conn_) {
+          // A caller whose calls ended leaves the connect to the I/O thread (a waiter handed the connection
+          // now could see the connect fail its calls first, and leave with the role).
+          if (self != nullptr && self->remaining == 0) return drive_on_io_thread();
           await_connect(lock, self);
           continue;  // connected or not, calls may have expired or joined meanwhile
         }
