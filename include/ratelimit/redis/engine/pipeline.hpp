@@ -137,6 +137,10 @@ struct Waiter {
 static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t) &&
               std::atomic<std::uint32_t>::is_always_lock_free);
 
+inline timespec to_timespec(std::chrono::nanoseconds d) noexcept {
+  return {static_cast<time_t>(d.count() / 1'000'000'000), static_cast<long>(d.count() % 1'000'000'000)};
+}
+
 /// Stores `value` into `w.state` and wakes its thread. `w` may be gone after the store: the wake uses the
 /// address only (a stale wake is spurious to whatever sleeps there; all re-check).
 inline void post(Waiter& w, std::uint32_t value) noexcept {
@@ -150,12 +154,8 @@ inline std::uint32_t await_post(Waiter& w, const std::chrono::steady_clock::time
   for (;;) {
     const std::uint32_t s = w.state.load(std::memory_order_acquire);
     if (s != Waiter::kWaiting) return s;
-    timespec ts{};
-    if (deadline != nullptr) {  // steady_clock is CLOCK_MONOTONIC, the bitset wait's clock
-      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline->time_since_epoch()).count();
-      ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
-      ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
-    }
+    // steady_clock is CLOCK_MONOTONIC, the bitset wait's clock.
+    const timespec ts = deadline != nullptr ? to_timespec(deadline->time_since_epoch()) : timespec{};
     const long r = ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&w.state), FUTEX_WAIT_BITSET_PRIVATE,
                              Waiter::kWaiting, deadline != nullptr ? &ts : nullptr, nullptr, FUTEX_BITSET_MATCH_ANY);
     if (r != 0 && errno == ETIMEDOUT) return w.state.load(std::memory_order_acquire);
@@ -702,9 +702,7 @@ class Pipeline final : public AsyncSink {
     auto pick = [self](const std::deque<PipelineOp*>& q) -> detail::Waiter* {
       for (PipelineOp* op : q) {
         const detail::Waiter* w = op != nullptr ? op->waiter_ : nullptr;
-        if (w != nullptr && w != self && w->remaining > 0 && w->may_drive) {
-          return op->waiter_;
-        }
+        if (w != nullptr && w != self && w->remaining > 0 && w->may_drive) return op->waiter_;
       }
       return nullptr;
     };
@@ -734,10 +732,7 @@ class Pipeline final : public AsyncSink {
   bool wait_readable(const Connection& c, std::chrono::steady_clock::time_point until, bool wakeable) {
     const auto left = until - std::chrono::steady_clock::now();
     if (left <= std::chrono::steady_clock::duration::zero()) return false;
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-    timespec ts{};
-    ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
-    ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+    const timespec ts = detail::to_timespec(left);
     pollfd fds[2] = {{c.fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     const int n = ::ppoll(fds, wakeable && wake_fd_ >= 0 ? 2 : 1, &ts, nullptr);
     if (n > 0 && wake_fd_ >= 0 && (fds[1].revents & POLLIN) != 0) {
@@ -752,9 +747,7 @@ class Pipeline final : public AsyncSink {
     std::unique_lock lock(mutex_);
     for (;;) {
       if (!completions_.empty()) {
-        std::vector<PipelineOp*> batch(completions_.begin(), completions_.end());
-        completions_.clear();
-        run_outside_lock(lock, batch);
+        run_outside_lock(lock, completions_);
         continue;
       }
       if (io_drive_) {
@@ -783,10 +776,10 @@ class Pipeline final : public AsyncSink {
   std::mutex mutex_;                  // everything below but the atomics and (outside the lock) the driver's connection
   std::deque<PipelineOp*> queued_;    // not yet written
   std::deque<PipelineOp*> inflight_;  // written, replies due in this order (null: abandoned at its deadline)
-  std::deque<PipelineOp*> completions_;  // async outcomes for the I/O thread
-  std::vector<detail::Waiter*> posts_;   // sync callers finished, woken when the lock is released
-  std::string out_;                      // the driver's: the batch it writes
-  std::vector<Reply> replies_;           // the driver's: the replies it read
+  std::vector<PipelineOp*> completions_;  // async outcomes for the I/O thread
+  std::vector<detail::Waiter*> posts_;    // sync callers finished, woken when the lock is released
+  std::string out_;                       // the driver's: the batch it writes
+  std::vector<Reply> replies_;            // the driver's: the replies it read
   std::unique_ptr<Connection> conn_;
   std::chrono::steady_clock::time_point last_progress_{};
   bool driving_ = false;  // someone holds the driver role (or it was handed to a waiter / the I/O thread)
