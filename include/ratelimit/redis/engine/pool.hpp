@@ -1,18 +1,23 @@
 #pragma once
 
 /// @file
-/// `ConnectionPool`: thread-safe sharing of hiredis connections, with reconnection and backoff.
+/// `ConnectionPool`: thread-safe sharing of hiredis connections, with reconnection and backoff, and the checks of
+/// its options (the TLS files too: one that cannot be read fails at construction, naming the field).
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -20,13 +25,46 @@
 #include "ratelimit/redis/engine/circuit_breaker.hpp"
 #include "ratelimit/redis/engine/connection.hpp"
 #include "ratelimit/redis/address.hpp"
-#include "ratelimit/redis/engine/readable.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/engine/pipeline.hpp"
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
+
+namespace detail {
+
+/// Throws `std::invalid_argument` naming `field` unless `path` is empty or a regular file this process can
+/// read (opened, and its first byte read: a directory, an empty file, a FIFO or a device is refused; opening
+/// a FIFO would wait for a writer).
+inline void check_readable_file(const std::string& path, std::string_view field) {
+  if (path.empty()) return;
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+    throw std::invalid_argument(std::string(field) + ": \"" + path + "\" is not a regular file, not a PEM file");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in.is_open()) {
+    throw std::invalid_argument(std::string(field) + ": cannot open \"" + path + "\" for reading");
+  }
+  if (in.peek() == std::ifstream::traits_type::eof()) {
+    throw std::invalid_argument(std::string(field) + ": \"" + path + "\" is a directory or empty, not a PEM file");
+  }
+}
+
+/// Throws `std::invalid_argument` naming `field` unless `path` is empty or a directory this process can list.
+inline void check_readable_directory(const std::string& path, std::string_view field) {
+  if (path.empty()) return;
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_directory(path, ec)) {
+    throw std::invalid_argument(std::string(field) + ": \"" + path + "\" is not a directory");
+  }
+  const std::filesystem::directory_iterator it(path, ec);
+  if (ec)
+    throw std::invalid_argument(std::string(field) + ": cannot read the directory \"" + path + "\": " + ec.message());
+}
+
+}  // namespace detail
 
 /// Connections to one Redis server, opened lazily: up to `pool_size` shared pipelined ones (`pipeline()`,
 /// what the routes use: include/ratelimit/redis/README.md "Redis engine"). After a failed connect, new
