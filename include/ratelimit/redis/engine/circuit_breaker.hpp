@@ -40,14 +40,10 @@ struct BreakerCounters {
   std::uint64_t refused = 0;
 };
 
-/// The state machine of one server's circuit breaker. After `failure_threshold` consecutive failed round
-/// trips (no usable reply: io, timeout, protocol) it opens: calls are refused at once for an open period,
-/// which starts at `open_min`, doubles with each failed probe up to `open_max`, and is shortened by a random
-/// jitter of up to `jitter_percent`; then one call goes through as a probe (half-open) and its success
-/// closes the breaker (the period starts again from `open_min`), its failure opens it again.
-///
-/// Thread-safe: every method may be called from any thread; while closed, `admit` and a success are one
-/// atomic load each (no lock). `C` is a `Clock` (steady in production, `ManualClock` in tests).
+/// One server's circuit breaker: opens after `failure_threshold` consecutive failed round trips (io, timeout,
+/// protocol), probes after an open period (`open_min`, doubling per failed probe up to `open_max`, less a jitter);
+/// include/ratelimit/redis/README.md "Circuit breaker". Thread-safe; while closed, `admit` and a success take no
+/// lock. `C` is a `Clock` (`ManualClock` in tests).
 template <Clock C = std::chrono::steady_clock>
 class CircuitBreaker {
  public:
