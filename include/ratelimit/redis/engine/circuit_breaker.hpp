@@ -2,8 +2,7 @@
 
 /// @file
 /// `CircuitBreaker`: stops sending to a server that keeps failing (include/ratelimit/redis/README.md "Circuit
-/// breaker"). One per server (per cluster node: each node's `ConnectionPool` has one), so a bad node does not stop
-/// calls to healthy ones.
+/// breaker"); one per server's `ConnectionPool`, so a bad cluster node does not stop calls to healthy ones.
 
 #include <algorithm>
 #include <atomic>
@@ -41,20 +40,16 @@ struct BreakerCounters {
   std::uint64_t refused = 0;
 };
 
-/// The state machine of one server's circuit breaker. After `failure_threshold` consecutive failed round
-/// trips (no usable reply: io, timeout, protocol) it opens: calls are refused at once for an open period,
-/// which starts at `open_min`, doubles with each failed probe up to `open_max`, and is shortened by a random
-/// jitter of up to `jitter_percent`; then one call goes through as a probe (half-open) and its success
-/// closes the breaker (the period starts again from `open_min`), its failure opens it again.
-///
-/// Thread-safe: every method may be called from any thread; while closed, `admit` and a success are one
-/// atomic load each (no lock). `C` is a `Clock` (steady in production, `ManualClock` in tests).
+/// One server's circuit breaker: opens after `failure_threshold` consecutive failed round trips (io, timeout,
+/// protocol), probes after an open period (`open_min`, doubling per failed probe up to `open_max`, less a jitter);
+/// include/ratelimit/redis/README.md "Circuit breaker". Thread-safe; while closed, `admit` and a success take no
+/// lock. `C` is a `Clock` (`ManualClock` in tests).
 template <Clock C = std::chrono::steady_clock>
 class CircuitBreaker {
  public:
-  /// A permission to send one round trip or one async call (or a refusal), from `admit`. Report the
-  /// outcome with `succeeded` or `failed`; a probe destroyed without either (no verdict, e.g. no connection
-  /// came free) lets the next call probe at once. Move-only; not thread-safe itself (one owner at a time).
+  /// A permission to send one round trip or async call (or a refusal), from `admit`. Report the outcome with
+  /// `succeeded` or `failed`; a probe destroyed without either lets the next call probe at once. Move-only;
+  /// one owner at a time.
   class Ticket {
    public:
     Ticket(Ticket&& other) noexcept : breaker_(std::exchange(other.breaker_, nullptr)), kind_(other.kind_) {}
@@ -98,8 +93,7 @@ class CircuitBreaker {
   CircuitBreaker(const CircuitBreaker&) = delete;
   CircuitBreaker& operator=(const CircuitBreaker&) = delete;
 
-  /// Asks to send one round trip: a pass while closed, the probe when an open period has ended, else a
-  /// refusal (counted). Thread-safe; never blocks on I/O.
+  /// A pass while closed, the probe when an open period has ended, else a refusal (counted). Never blocks on I/O.
   [[nodiscard]] Ticket admit() {
     if (state_.load(std::memory_order_acquire) == BreakerState::closed) return Ticket(this, Ticket::Kind::pass);
     const std::lock_guard lock(mutex_);
@@ -114,14 +108,14 @@ class CircuitBreaker {
     return Ticket(this, Ticket::Kind::refused);
   }
 
-  /// The current state. Thread-safe (a snapshot).
+  /// The current state (a snapshot).
   [[nodiscard]] BreakerState state() const noexcept { return state_.load(std::memory_order_acquire); }
-  /// The open period the breaker is in (or would start with next), before jitter. Thread-safe.
+  /// The open period the breaker is in (or would start with next), before jitter.
   [[nodiscard]] std::chrono::milliseconds open_period() const {
     const std::lock_guard lock(mutex_);
     return period_;
   }
-  /// Opens, probes and refusals so far. Thread-safe (each read atomically).
+  /// Opens, probes and refusals so far (each read atomically).
   [[nodiscard]] BreakerCounters counters() const noexcept {
     return {opens_.load(std::memory_order_relaxed), probes_.load(std::memory_order_relaxed),
             refused_.load(std::memory_order_relaxed)};
@@ -183,7 +177,7 @@ class CircuitBreaker {
   void open_locked() noexcept {
     std::int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(period_).count();
     if (options_.jitter_percent > 0) {
-      // splitmix64: good enough to spread a fleet's probes, no allocation, no global state.
+      // splitmix64: enough to spread a fleet's probes, no global state.
       rng_ += 0x9E3779B97F4A7C15ULL;
       std::uint64_t z = rng_;
       z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;

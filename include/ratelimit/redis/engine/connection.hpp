@@ -1,8 +1,7 @@
 #pragma once
 
 /// @file
-/// `Connection`: one connection to a Redis server, owned, that knows when it is broken: plain TCP (or a
-/// Unix socket) through hiredis, or TLS through OpenSSL with hiredis as the RESP codec.
+/// `Connection`: one connection to a Redis server (TCP, Unix socket, or TLS through OpenSSL; hiredis parses).
 
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
@@ -79,10 +78,8 @@ inline ConnectionOptions at(ConnectionOptions o, std::string host, int port) {
   return o;
 }
 
-/// Keeps a write that OpenSSL makes to a socket the server has closed (maxclients, a killed client, a
-/// shutdown) from killing the process with SIGPIPE: a library installs no process-wide handler, so the
-/// thread blocks SIGPIPE during the call and consumes one the call raised (one pending before is left
-/// alone); the write fails with EPIPE instead.
+/// Keeps an OpenSSL write to a socket the server closed from killing the process with SIGPIPE (a library
+/// installs no handler): the thread blocks SIGPIPE during the call and consumes one the call raised.
 class SigpipeGuard {
  public:
   SigpipeGuard() noexcept {
@@ -120,18 +117,15 @@ class SigpipeGuard {
 
 }  // namespace detail
 
-/// One connection to a Redis server: hiredis connects (TCP or Unix socket) and parses replies; the bytes
-/// go through the socket itself (`MSG_NOSIGNAL`), or with `ConnectionOptions::tls` through an OpenSSL
-/// session (include/ratelimit/redis/README.md "TLS"). After an I/O or protocol failure it is broken and
-/// never used again (a late reply could still arrive); error replies leave it usable. Move-only; not
-/// thread-safe (one thread at a time).
+/// One connection to a Redis server: hiredis connects and parses replies; the bytes go through the socket
+/// (`MSG_NOSIGNAL`) or an OpenSSL session (include/ratelimit/redis/README.md "TLS"). After an I/O or protocol
+/// failure it is broken for good (a late reply could still arrive); error replies leave it usable. Move-only;
+/// one thread at a time.
 class Connection {
  public:
-  /// Connects (with TLS: and completes the handshake, verifying the server's certificate and name),
-  /// authenticates and selects the database, all within `connect_timeout` (one deadline: a peer that
-  /// trickles its bytes holds no step past it), then sets the command timeout. Throws `BackendError` (io,
-  /// timeout, or reply for a refused `AUTH` / `SELECT`); a TLS failure is io, its message naming what failed
-  /// (e.g. "certificate verify failed: certificate has expired", "hostname mismatch").
+  /// Connects (TLS: the handshake, verifying the server's certificate and name), authenticates and selects
+  /// the database, all within one `connect_timeout`. Throws `BackendError` (io, timeout, or reply for a refused
+  /// `AUTH` / `SELECT`); a TLS failure is io, naming what failed (e.g. "certificate verify failed: ...").
   static Connection open(const ConnectionOptions& options) {
     const auto deadline = std::chrono::steady_clock::now() + options.connect_timeout;
     const timeval connect_tv = to_timeval(options.connect_timeout);
@@ -145,9 +139,8 @@ class Connection {
       throw BackendError(cause_of(*raw, saved_errno), "connect to " + detail::endpoint(options) + ": " + raw->errstr);
     }
     c.command_timeout_ = options.command_timeout;
-    // Until logged in, every wait is a poll bounded by `deadline`. TLS stays non-blocking (its reads wait in
-    // poll, so a record trickling in holds no read past the command timeout); plain sockets block again,
-    // each read bounded by the command timeout (SO_RCVTIMEO).
+    // Until logged in every wait is a poll bounded by `deadline`. TLS stays non-blocking (its reads wait in
+    // poll); plain sockets block again, each read bounded by SO_RCVTIMEO.
     c.set_nonblocking(true, detail::endpoint(options));
     if (options.tls.enabled) c.start_tls(options, deadline);
     c.log_in(options, deadline);
@@ -167,41 +160,32 @@ class Connection {
   /// True after an I/O, timeout or protocol failure: the connection must not be used again.
   [[nodiscard]] bool broken() const noexcept { return broken_ || ctx_ == nullptr; }
 
-  /// Sends one command and waits for its reply (bounded by the command timeout). Error replies are
+  /// Sends one command and waits for its reply (both within the command timeout). Error replies are
   /// returned, not thrown. Throws `BackendError` (io, timeout, protocol) and marks the connection broken.
   Reply command(std::span<const std::string_view> args) {
-    std::string bytes;
-    append_resp(bytes, args);
-    write_raw(bytes);
-    for (;;) {
-      if (Reply r = next_buffered_reply()) return r;
-      read_some();
-    }
+    return exchange(args, Clock::now() + command_timeout_, "read: timed out");
   }
   Reply command(std::initializer_list<std::string_view> args) {
     return command(std::span<const std::string_view>(args.begin(), args.size()));
   }
 
-  /// The socket (for `poll`). Valid while the connection lives.
+  /// The socket (for `poll`).
   [[nodiscard]] int fd() const noexcept { return ctx_ ? ctx_->fd : -1; }
 
-  /// Writes `bytes` (whole RESP commands) to the socket within the command timeout. Throws `BackendError`
-  /// and marks the connection broken on failure.
+  /// Writes `bytes` (whole RESP commands) within the command timeout. Throws `BackendError` (then broken).
   void write_raw(std::string_view bytes) {
     check_usable();
     send_within(bytes, Clock::now() + command_timeout_, "write: timed out");
   }
 
-  /// Reads what the socket has (waiting up to the command timeout when it has nothing) into the reply
-  /// parser; with TLS, part of a record adds nothing yet. Throws `BackendError` and marks the connection
-  /// broken on failure, end of stream or when nothing came within the command timeout.
+  /// Reads what the socket has (waiting up to the command timeout) into the reply parser. Throws
+  /// `BackendError` (then broken) on failure, end of stream or when nothing came.
   void read_some() {
     check_usable();
     receive(true);
   }
 
-  /// The next complete reply among the bytes read so far, or null when none is complete. Throws
-  /// `BackendError` (protocol) and marks the connection broken when the bytes are not RESP.
+  /// The next complete reply read so far, or null. Throws `BackendError` (protocol; then broken) on bad RESP.
   Reply next_buffered_reply() {
     check_usable();
     void* raw = nullptr;
@@ -213,10 +197,6 @@ class Connection {
   }
 
  private:
-  struct ContextDeleter {
-    void operator()(redisContext* c) const noexcept { redisFree(c); }
-  };
-
   using Clock = std::chrono::steady_clock;
 
   void set_nonblocking(bool on, const std::string& where) const {
@@ -226,8 +206,7 @@ class Connection {
     }
   }
 
-  /// Waits in poll until the socket has `events` (or an error), failing with cause timeout and `what` when
-  /// `deadline` passes first.
+  /// Waits in poll until the socket has `events` (or an error); past `deadline` throws (timeout, `what`).
   void await(short events, Clock::time_point deadline, const std::string& what) {
     for (;;) {
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
@@ -244,11 +223,11 @@ class Connection {
 
   /// AUTH and SELECT as configured, within `deadline`.
   void log_in(const ConnectionOptions& options, Clock::time_point deadline) {
-    // A user without a password still authenticates: Redis accepts any password (the empty one too)
-    // for a `nopass` user and refuses a user that has one; skipping AUTH would run as `default`.
+    // A user without a password still authenticates (skipping AUTH would run as `default`).
     if (!options.password.empty() || !options.user.empty()) {
-      const Reply r = options.user.empty() ? exchange({"AUTH", options.password}, deadline)
-                                           : exchange({"AUTH", options.user, options.password}, deadline);
+      std::vector<std::string_view> auth{"AUTH", options.password};
+      if (!options.user.empty()) auth.insert(auth.begin() + 1, options.user);
+      const Reply r = exchange(auth, deadline, "AUTH: no reply within connect_timeout");
       if (r->type == REDIS_REPLY_ERROR) {
         throw BackendError(BackendErrorCause::reply,
                            "AUTH refused by " + detail::endpoint(options) + ": " + std::string(text(*r)));
@@ -256,18 +235,19 @@ class Connection {
     }
     if (options.database != 0) {
       const std::string db = std::to_string(options.database);
-      const Reply r = exchange({"SELECT", db}, deadline);
+      const std::string_view select[] = {"SELECT", db};
+      const Reply r = exchange(select, deadline, "SELECT: no reply within connect_timeout");
       if (r->type == REDIS_REPLY_ERROR) {
         throw BackendError(BackendErrorCause::reply, "SELECT " + db + ": " + std::string(text(*r)));
       }
     }
   }
 
-  /// One command and its reply on the non-blocking socket, within `deadline` (cause timeout past it).
-  Reply exchange(std::initializer_list<std::string_view> args, Clock::time_point deadline) {
+  /// One command and its reply within `deadline` (past it: cause timeout, `what`).
+  Reply exchange(std::span<const std::string_view> args, Clock::time_point deadline, const std::string& what) {
+    check_usable();
     std::string bytes;
-    append_resp(bytes, std::span<const std::string_view>(args.begin(), args.size()));
-    const std::string what = std::string(*args.begin()) + ": no reply within connect_timeout";
+    append_resp(bytes, args);
     send_within(bytes, deadline, what);
     for (;;) {
       if (Reply r = next_buffered_reply()) return r;
@@ -291,10 +271,13 @@ class Connection {
     }
   }
 
-  /// Feeds what the socket has to the reply parser: `wait`, blocking up to the command timeout for it;
-  /// else what it has now (maybe nothing).
+  /// Feeds what the socket has to the reply parser: `wait`, waiting up to the command timeout; else what it
+  /// has now. TLS waits in poll, then takes what came (a trickling record is read piecewise).
   void receive(bool wait) {
-    if (tls()) return wait ? tls_read() : tls_receive();
+    if (tls()) {
+      if (wait && !tls_pending()) await(POLLIN, Clock::now() + command_timeout_, "read: timed out");
+      return tls_receive();
+    }
     char buf[16 * 1024];
     for (;;) {
       const ssize_t n = ::recv(ctx_->fd, buf, sizeof buf, wait ? 0 : MSG_DONTWAIT);
@@ -316,15 +299,11 @@ class Connection {
   }
 
 #if RATELIMIT_REDIS_WITH_TLS
-  struct SslDeleter {
-    void operator()(SSL* s) const noexcept { SSL_free(s); }
-  };
-  struct SslCtxDeleter {
-    void operator()(SSL_CTX* c) const noexcept { SSL_CTX_free(c); }
-  };
+  using SslCtx = std::unique_ptr<SSL_CTX, detail::Free<SSL_CTX_free>>;
+  using Ssl = std::unique_ptr<SSL, detail::Free<SSL_free>>;
   [[nodiscard]] bool tls() const noexcept { return ssl_ != nullptr; }
 
-  /// OpenSSL's queued errors as one line (and clears the queue).
+  /// OpenSSL's queued errors as one line (clearing them).
   static std::string openssl_errors() {
     std::string s;
     while (const unsigned long e = ERR_get_error()) {
@@ -337,14 +316,13 @@ class Connection {
   }
 
   /// The TLS settings of a connection: CAs, optional client certificate.
-  static std::unique_ptr<SSL_CTX, SslCtxDeleter> tls_context(const TlsOptions& t, const std::string& where) {
+  static SslCtx tls_context(const TlsOptions& t, const std::string& where) {
     ERR_clear_error();
-    std::unique_ptr<SSL_CTX, SslCtxDeleter> ctx(SSL_CTX_new(TLS_client_method()));
+    SslCtx ctx(SSL_CTX_new(TLS_client_method()));
     if (!ctx) throw BackendError(BackendErrorCause::io, where + "SSL_CTX_new: " + openssl_errors());
     SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
     SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
-    // Reads return when a record held no data (e.g. a TLS 1.3 session ticket), so the engine's poll
-    // loop stays in charge of waiting.
+    // Reads return when a record held no data (e.g. a TLS 1.3 session ticket): the poll loop waits.
     SSL_CTX_clear_mode(ctx.get(), SSL_MODE_AUTO_RETRY);
     if (!t.ca_file.empty() || !t.ca_dir.empty()) {
       if (SSL_CTX_load_verify_locations(ctx.get(), t.ca_file.empty() ? nullptr : t.ca_file.c_str(),
@@ -371,8 +349,8 @@ class Connection {
   void start_tls(const ConnectionOptions& o, Clock::time_point deadline) {
     const TlsOptions& t = o.tls;
     const std::string where = "TLS to " + detail::endpoint(o) + ": ";
-    std::unique_ptr<SSL_CTX, SslCtxDeleter> ctx = tls_context(t, where);
-    std::unique_ptr<SSL, SslDeleter> ssl(SSL_new(ctx.get()));
+    SslCtx ctx = tls_context(t, where);
+    Ssl ssl(SSL_new(ctx.get()));
     if (!ssl || SSL_set_fd(ssl.get(), ctx_->fd) != 1) {
       throw BackendError(BackendErrorCause::io, where + "SSL_new: " + openssl_errors());
     }
@@ -449,14 +427,6 @@ class Connection {
     }
   }
 
-  /// Waits up to the command timeout for bytes (unless the session holds decrypted ones), then takes what
-  /// has come: a record trickling in is read piecewise, each piece within the timeout, so the engine's
-  /// deadlines stay in charge.
-  void tls_read() {
-    if (!tls_pending()) await(POLLIN, Clock::now() + command_timeout_, "read: timed out");
-    tls_receive();
-  }
-
   [[nodiscard]] bool tls_pending() const noexcept { return ssl_ && SSL_pending(ssl_.get()) > 0; }
 
   /// What the non-blocking socket and the session have now (maybe nothing), decrypted into the parser.
@@ -481,7 +451,6 @@ class Connection {
   [[noreturn]] static void start_tls(const ConnectionOptions&, Clock::time_point) {
     throw BackendError(BackendErrorCause::io, "TLS requested, but this build has no TLS (built without OpenSSL)");
   }
-  [[noreturn]] static void tls_read() { throw BackendError(BackendErrorCause::io, "no TLS"); }
   [[noreturn]] static void tls_send(std::string_view, Clock::time_point, const std::string&) {
     throw BackendError(BackendErrorCause::io, "no TLS");
   }
@@ -499,7 +468,7 @@ class Connection {
     return tv;
   }
 
-  /// hiredis reports a socket timeout as an I/O error with EAGAIN (read/write) or ETIMEDOUT (connect).
+  /// hiredis reports a timeout as an I/O error with EAGAIN or ETIMEDOUT.
   static BackendErrorCause cause_of(const redisContext& c, int saved_errno) noexcept {
     if (c.err == REDIS_ERR_PROTOCOL) return BackendErrorCause::protocol;
     if (c.err == REDIS_ERR_IO) {
@@ -523,15 +492,14 @@ class Connection {
     broken_ = true;
     const bool timed_out = saved_errno == EAGAIN || saved_errno == EWOULDBLOCK;
     throw BackendError(timed_out ? BackendErrorCause::timeout : BackendErrorCause::io,
-                       std::string(what) + (timed_out ? ": timed out" : ": ") +
-                           (timed_out ? std::string() : std::string(std::strerror(saved_errno))));
+                       std::string(what) + ": " + (timed_out ? "timed out" : std::strerror(saved_errno)));
   }
 
-  std::unique_ptr<redisContext, ContextDeleter> ctx_;
+  std::unique_ptr<redisContext, detail::Free<redisFree>> ctx_;
 #if RATELIMIT_REDIS_WITH_TLS
   // After ctx_: the session goes before the socket closes (SSL_free does not close it).
-  std::unique_ptr<SSL_CTX, SslCtxDeleter> tls_ctx_;
-  std::unique_ptr<SSL, SslDeleter> ssl_;
+  SslCtx tls_ctx_;
+  Ssl ssl_;
 #endif
   std::chrono::milliseconds command_timeout_{0};  // TLS: bounds each wait for the socket
   bool broken_ = false;

@@ -42,7 +42,6 @@ inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 class PipelineOp;
 class Pipeline;
 struct RouteCall;
-
 namespace detail {
 struct Waiter;
 }  // namespace detail
@@ -50,9 +49,8 @@ struct Waiter;
 /// Where an async call goes: a `Pipeline`, or a route's fallback. Implementations are thread-safe.
 class AsyncSink {
  public:
-  /// Starts `op`; never blocks. `op.complete` is called exactly once, on the sink's I/O thread (also
-  /// when the call is refused: queue full, shutting down). Throws `std::logic_error` when called in a
-  /// process forked after the sink was made (include/ratelimit/redis/README.md "Redis engine", fork).
+  /// Starts `op`; never blocks. `op.complete` is called exactly once, on the sink's I/O thread (also when
+  /// the call is refused). Throws `std::logic_error` in a process forked after the sink was made.
   virtual void submit(PipelineOp& op) = 0;
 
  protected:
@@ -64,12 +62,10 @@ class PipelineOp {
  public:
   /// The command in RESP (`append_resp`): exactly one reply is expected.
   std::string command;
-  /// The command's arguments, for sinks that send through a `Route` (e.g. Redis Cluster); the slot of
-  /// its key (`detail::key_slot`).
+  /// The arguments and their key's slot, for sinks that send through a `Route` (e.g. Redis Cluster).
   std::vector<std::string> args;
   std::uint16_t slot = 0;
-  /// When the call fails with cause `timeout` if it has no reply yet (a call not yet written is then
-  /// never sent; one already written may still run on the server: its late reply is discarded).
+  /// Past it the call fails (cause timeout): unsent, it never goes; written, its late reply is discarded.
   std::chrono::steady_clock::time_point deadline{};
   /// Sent right after an `ASKING` (Redis Cluster's ASK redirection), whose reply is discarded.
   bool asking = false;
@@ -78,8 +74,8 @@ class PipelineOp {
   PipelineOp(const PipelineOp&) = delete;
   PipelineOp& operator=(const PipelineOp&) = delete;
 
-  /// The outcome: the reply (possibly an error reply), or the error. Called once per submission on the
-  /// sink's I/O thread; may submit the op again (e.g. `EVAL` after `NOSCRIPT`) or delete it.
+  /// The reply (maybe an error reply) or the error, once per submission on the sink's I/O thread; may
+  /// submit the op again (e.g. `EVAL` after `NOSCRIPT`) or delete it.
   virtual void complete(Reply reply, std::optional<BackendError> error) noexcept = 0;
 
  protected:
@@ -90,34 +86,31 @@ class PipelineOp {
  private:
   friend class Pipeline;
   friend struct PipelineOpAccess;
-  detail::Waiter* waiter_ = nullptr;  // sync callers: the caller waiting; null for async calls
+  detail::Waiter* waiter_ = nullptr;  // sync calls: their caller, and `out_` gets the outcome
+  RouteCall* out_ = nullptr;
   AsyncSink* sink_ = nullptr;
-  Reply reply_;  // the outcome, until the I/O thread runs `complete`
+  Reply reply_;  // async calls: the outcome until `complete` runs, and the breaker's ticket
   std::optional<BackendError> error_;
-  RouteCall* out_ = nullptr;                        // sync calls only: where the outcome goes
-  std::optional<CircuitBreaker<>::Ticket> ticket_;  // async calls: the server's breaker, settled by the outcome
+  std::optional<CircuitBreaker<>::Ticket> ticket_;
 };
 
 /// One single-key command for `Route::execute`, and its outcome.
 struct RouteCall {
   /// The slot of the command's key (`detail::key_slot`); a single server ignores it.
   std::uint16_t slot = 0;
-  /// The command's key when calls on one key must run in request order (empty: no such constraint). Of
-  /// the calls of one `execute` naming the same key, a cluster sends one at a time, after the earlier
-  /// ones have their final reply (a single server's pipeline keeps order anyway). Must outlive `execute`.
+  /// The key when calls on one key must run in request order (empty: no such constraint): a cluster sends
+  /// the calls of one `execute` on one key one at a time. Must outlive `execute`.
   std::string_view key;
   /// The command and its arguments; they must outlive `execute`.
   std::vector<std::string_view> args;
-  /// The call's deadline, kept by every step that sends it (a reload after `NOSCRIPT`, a new master, a
-  /// redirection): it ends by the earlier of this and its pipeline's `command_timeout` from the send.
+  /// Kept by every step that sends the call (a reload after `NOSCRIPT`, a redirection); a send also ends
+  /// by its pipeline's `command_timeout`.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   /// Out: the final reply (never a redirection; may be another error reply), unless `error` is set.
   Reply reply;
-  /// Out: why the call got no reply. After a failure once the command was sent (timeout, connection
-  /// lost) the command may still have run: it is never re-sent.
+  /// Out: why the call got no reply. A command that failed once sent may have run: never re-sent.
   std::optional<BackendError> error;
-  /// Out (`Pipeline::execute`): whether the command was written; a call that failed unsent may go
-  /// elsewhere (e.g. to a replica promoted meanwhile).
+  /// Out: whether the command was written (a call that failed unsent may go elsewhere).
   bool sent = false;
   /// Sent right after an `ASKING` (Redis Cluster's ASK redirection), whose reply is discarded.
   bool asking = false;
@@ -130,52 +123,47 @@ struct PipelineOpAccess {
 
 namespace detail {
 
-/// A sync caller waiting for its calls (a stack object of `Pipeline::execute`). It sleeps on `state`
-/// (a futex), so a finished caller wakes without taking the pipeline's lock.
+/// A sync caller waiting for its calls. It sleeps on `state` (a futex), so it wakes without taking the
+/// pipeline's lock. kDrive: handed the connection (stored under the lock); kDone: every call has its outcome
+/// (stored after the lock is released, the finishing thread's last touch of the waiter).
 struct Waiter {
   static constexpr std::uint32_t kWaiting = 0, kDrive = 1, kDone = 2;
-  /// kDrive: handed the connection (stored under the pipeline's lock). kDone: every call has its outcome
-  /// (stored after the lock is released, the last touch of the waiter by the thread that finished it).
   std::atomic<std::uint32_t> state{kWaiting};
   std::chrono::steady_clock::time_point deadline{};
-  std::size_t remaining = 0;  // under the pipeline's lock
-  bool drive = false;         // under the lock: handed the connection, this caller does the I/O next
-  bool may_drive = true;      // under the lock: the caller waits here (`Pipeline::wait`), so it may be handed it
+  std::size_t remaining = 0;  // the rest under the pipeline's lock
+  bool drive = false;         // handed the connection: this caller does the I/O next
+  bool may_drive = true;      // it waits in `Pipeline::wait`, so it may be handed the connection
 };
 static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t) &&
               std::atomic<std::uint32_t>::is_always_lock_free);
 
-/// Stores `value` into `w.state` and wakes its thread. After the store `w` may be gone: the wake-up is a
-/// system call on the address only (a stale wake is spurious to whatever sleeps there, and all re-check).
+inline timespec to_timespec(std::chrono::nanoseconds d) noexcept {
+  return {static_cast<time_t>(d.count() / 1'000'000'000), static_cast<long>(d.count() % 1'000'000'000)};
+}
+
+/// Stores `value` into `w.state` and wakes its thread. `w` may be gone after the store: the wake uses the
+/// address only (a stale wake is spurious to whatever sleeps there; all re-check).
 inline void post(Waiter& w, std::uint32_t value) noexcept {
   std::atomic<std::uint32_t>* const a = &w.state;
   a->store(value, std::memory_order_release);
   ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(a), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
 
-/// Sleeps while `w.state` is `kWaiting`, until `deadline` (null: no limit). Returns the state seen;
-/// `kWaiting` when the deadline passed.
+/// Sleeps while `w.state` is `kWaiting`, until `deadline` (null: none). Returns the state (`kWaiting`: timed out).
 inline std::uint32_t await_post(Waiter& w, const std::chrono::steady_clock::time_point* deadline) noexcept {
   for (;;) {
     const std::uint32_t s = w.state.load(std::memory_order_acquire);
     if (s != Waiter::kWaiting) return s;
-    timespec ts{};
-    if (deadline != nullptr) {  // steady_clock is CLOCK_MONOTONIC, the bitset wait's clock
-      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline->time_since_epoch()).count();
-      ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
-      ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
-    }
+    // steady_clock is CLOCK_MONOTONIC, the bitset wait's clock.
+    const timespec ts = deadline != nullptr ? to_timespec(deadline->time_since_epoch()) : timespec{};
     const long r = ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&w.state), FUTEX_WAIT_BITSET_PRIVATE,
                              Waiter::kWaiting, deadline != nullptr ? &ts : nullptr, nullptr, FUTEX_BITSET_MATCH_ANY);
-    if (r != 0 && errno == ETIMEDOUT) {
-      const std::uint32_t last = w.state.load(std::memory_order_acquire);
-      return last;
-    }
+    if (r != 0 && errno == ETIMEDOUT) return w.state.load(std::memory_order_acquire);
   }
 }
 
-/// A sync caller's calls on one pipeline, from `Pipeline::start` to the end of `Pipeline::wait` (the
-/// pipeline points into it meanwhile: it does not move, and its destruction waits as `wait` does).
+/// A sync caller's calls on one pipeline from `Pipeline::start` to the end of `Pipeline::wait`; the pipeline
+/// points into it meanwhile, so it does not move and its destruction waits.
 struct SyncCalls {
   struct Op final : PipelineOp {
     void complete(Reply, std::optional<BackendError>) noexcept override {}
@@ -190,8 +178,7 @@ struct SyncCalls {
   Waiter waiter;
 };
 
-/// Bumped in a child after fork(): a pipeline made before it refuses use (its connection and threads
-/// belong to the parent).
+/// Bumped in a child after fork(): what was made before refuses use (its connections and threads are the parent's).
 inline std::atomic<unsigned>& fork_generation() noexcept {
   static std::atomic<unsigned> generation{0};
   static const int registered =
@@ -200,8 +187,7 @@ inline std::atomic<unsigned>& fork_generation() noexcept {
   return generation;
 }
 
-/// Remembers the process it was made in: a child forked after it must not use what it guards (its
-/// connections and threads are the parent's).
+/// Remembers the process it was made in (`fork_generation`).
 class ForkCheck {
  public:
   [[nodiscard]] bool forked() const noexcept {
@@ -220,15 +206,13 @@ class ForkCheck {
   unsigned generation_ = fork_generation().load(std::memory_order_relaxed);
 };
 
-/// True on a pipeline's I/O thread (where async completions run): a blocking call there would wait
-/// for the thread that is waiting.
+/// True on a thread that runs async completions: a blocking call there would wait for itself.
 inline bool& on_io_thread() noexcept {
   thread_local bool on = false;
   return on;
 }
 
-/// Marks this thread as running async completions while it lives (a blocking call from one throws), for a
-/// thread that also does blocking work of its own between completions (a route's worker).
+/// Marks this thread as running async completions while it lives (for a route's worker thread).
 class CompletionScope {
  public:
   CompletionScope() noexcept : was_(std::exchange(on_io_thread(), true)) {}
@@ -242,26 +226,21 @@ class CompletionScope {
 
 }  // namespace detail
 
-/// One connection to one Redis server, shared by any number of callers (include/ratelimit/redis/README.md
-/// "Redis engine"): whatever is queued when the connection is free goes out in one write, replies are
-/// matched in order. A sync caller that finds it idle does the I/O itself (no thread hop) and hands it on
-/// when its own replies came; async calls are driven by the I/O thread (started on first need), which
-/// runs their completions one at a time, in reply order.
-///
-/// Faults: a write or read failure, or no byte for `command_timeout` while replies are due, breaks the
-/// connection: the calls written and unanswered fail (they may have run: never re-sent), queued ones go on
-/// a new connection. At most `max_in_flight` commands are queued or unanswered; a submission beyond fails
-/// at once (cause timeout, "queue full"). Destruction fails every unanswered call (cause io) and runs its
-/// completion before it returns. Thread-safe; throws `std::logic_error` in a child process after fork.
+/// One connection to one Redis server shared by every caller (include/ratelimit/redis/README.md "Redis
+/// engine"): what is queued when the connection is free goes out in one write. A sync caller that finds it
+/// idle does the I/O itself and hands it on when its replies came; else the I/O thread drives, running async
+/// completions in reply order. A write or read failure, or no byte for `command_timeout` while replies are
+/// due, fails the calls written (never re-sent); queued ones go on a new connection. Beyond `max_in_flight`
+/// commands outstanding a call fails at once (cause timeout, "queue full"). Destruction fails every call left
+/// (cause io) and runs its completion. Thread-safe; throws `std::logic_error` in a child after fork.
 class Pipeline final : public AsyncSink {
  public:
-  /// Opens a connection (throws `BackendError`); called with no lock held, by the caller that writes.
+  /// Opens a connection (throws `BackendError`), on a thread of its own.
   using Opener = std::function<std::unique_ptr<Connection>()>;
   /// Called when a broken connection is dropped.
   using DropCounter = std::function<void()>;
 
-  /// `command_timeout` bounds each call (its deadline) and the wait for bytes of a due reply; both > 0.
-  /// `max_in_flight` >= 1. Connects nothing yet.
+  /// `command_timeout` (> 0) bounds each call and the wait for a due reply; `max_in_flight` >= 1. Connects nothing.
   Pipeline(Opener open, DropCounter dropped, std::chrono::milliseconds command_timeout, std::size_t max_in_flight)
       : open_(std::move(open)),
         dropped_(std::move(dropped)),
@@ -273,8 +252,8 @@ class Pipeline final : public AsyncSink {
 
   ~Pipeline() {
     if (fork_.forked()) {
-      // A child's copy: the parent's threads do not exist here. Leave everything (the fds close at exit).
-      // Its condition variable may count the parent's waiting I/O thread: destroying it would wait forever.
+      // A child's copy: the parent's threads do not exist here, and a condition variable counting one of
+      // them would wait forever when destroyed. Leave everything (the fds close at exit).
       (void)conn_.release();
       (void)io_cv_.release();
       (void)connect_cv_.release();
@@ -285,7 +264,7 @@ class Pipeline final : public AsyncSink {
     {
       std::unique_lock lock(mutex_);
       stopping_ = true;
-      if (!driving_) fail_all(BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed"));
+      if (!driving_) fail_all(closed());
       wake_io();
       unlock_posting(lock);
     }
@@ -294,23 +273,11 @@ class Pipeline final : public AsyncSink {
     if (wake_fd_ >= 0) ::close(wake_fd_);
   }
 
-  /// Runs every call (pipelined with whatever else is queued) and blocks until each has its outcome in
-  /// `reply` / `error` (within `command_timeout`). Returns false when the calls were refused at once, never
-  /// queued (`max_in_flight` commands outstanding, or shutting down): each has that error, and the server
-  /// was not asked. Never throws `BackendError`; throws `std::logic_error` from an async completion or in a
-  /// forked child.
-  bool execute(std::span<RouteCall> calls) {
-    if (calls.empty()) return true;
-    detail::SyncCalls batch;
-    if (!start(calls, batch)) return false;
-    wait(batch);
-    return true;
-  }
-
-  /// The first half of `execute`: queues `calls` into `batch` and returns without waiting, so that one
-  /// caller can have calls on several pipelines (a Redis Cluster batch's nodes) in flight at once; `wait`
-  /// is the second half. `drive`: this caller may write and read itself once it waits; false hands an idle
-  /// connection to the I/O thread at once. Returns false as `execute` does (nothing to wait for then).
+  /// Queues `calls` into `batch` without waiting (one caller may have calls on several pipelines); `wait`
+  /// (or `batch`'s destruction) blocks until each has its `reply` or `error`. `drive`: this caller may do the
+  /// I/O once it waits; false hands an idle connection to the I/O thread. Returns false when the calls were
+  /// refused, never queued (empty, `max_in_flight` outstanding, shutting down): each has that error. Never
+  /// throws `BackendError`; throws `std::logic_error` from an async completion or in a forked child.
   bool start(std::span<RouteCall> calls, detail::SyncCalls& batch, bool drive = true) {
     if (calls.empty()) return false;
     if (detail::on_io_thread()) {
@@ -330,9 +297,8 @@ class Pipeline final : public AsyncSink {
       append_resp(batch.ops[i].command, std::span<const std::string_view>(calls[i].args));  // outside the lock
     }
     const std::lock_guard lock(mutex_);
-    if (stopping_ || queued_.size() + inflight_.size() >= max_in_flight_) {
-      if (!stopping_) refused_.fetch_add(1, std::memory_order_relaxed);
-      const BackendError e = refusal();
+    if (full()) {
+      const BackendError e = refuse();
       for (RouteCall& c : calls) {
         c.reply.reset();
         c.error = e;
@@ -353,8 +319,8 @@ class Pipeline final : public AsyncSink {
     return true;
   }
 
-  /// Waits until every call of `batch` (queued by `start` on this pipeline) has its outcome, driving the connection
-  /// when it is handed to this caller; by the deadline the calls not yet answered fail (timeout) and are withdrawn.
+  /// Waits until every call `start` queued in `batch` has its outcome, driving the connection when handed it;
+  /// at the deadline the calls left fail (timeout) and are withdrawn.
   void wait(detail::SyncCalls& batch) {
     detail::Waiter& waiter = batch.waiter;
     std::unique_lock lock(mutex_);
@@ -381,22 +347,14 @@ class Pipeline final : public AsyncSink {
     }
   }
 
-  /// Starts `op` (its `command` and `deadline` set); never blocks. `op.complete` runs exactly once per
-  /// submission on this pipeline's I/O thread. Throws `std::logic_error` in a forked child.
+  /// Starts `op` (`command` and `deadline` set), as `AsyncSink::submit` says.
   void submit(PipelineOp& op) override {
     fork_.check();
     op.sink_ = this;
     op.waiter_ = nullptr;
     const std::lock_guard lock(mutex_);
-    start_io_thread();
-    if (stopping_ || queued_.size() + inflight_.size() >= max_in_flight_) {
-      if (!stopping_) refused_.fetch_add(1, std::memory_order_relaxed);
-      op.ticket_.reset();  // never sent: no verdict
-      op.error_ = refusal();
-      completions_.push_back(&op);
-      wake_io();
-      return;
-    }
+    start_io_thread();  // a sync driver hands async outcomes to it
+    if (full()) return complete_unsent(op, refuse());
     queued_.push_back(&op);
     update_load();
     if (!driving_) {
@@ -408,38 +366,46 @@ class Pipeline final : public AsyncSink {
     }
   }
 
-  /// As `submit`, under `ticket` of the server's circuit breaker, settled by the call's outcome before its
-  /// completion runs (include/ratelimit/redis/README.md "Circuit breaker" says which outcome counts how).
+  /// As `submit`; the outcome settles `ticket` before the completion runs (include/ratelimit/redis/README.md
+  /// "Circuit breaker").
   void submit(PipelineOp& op, CircuitBreaker<>::Ticket ticket) {
     op.ticket_.emplace(std::move(ticket));
     submit(op);
   }
 
-  /// Completes `op` with `error` on this pipeline's I/O thread without sending it (e.g. a call the circuit
-  /// breaker refused). Throws `std::logic_error` in a forked child.
+  /// Completes `op` with `error` on the I/O thread, unsent (e.g. refused by the breaker). Throws as `submit`.
   void reject(PipelineOp& op, BackendError error) {
     fork_.check();
     op.sink_ = this;
     op.waiter_ = nullptr;
-    op.ticket_.reset();
     const std::lock_guard lock(mutex_);
-    start_io_thread();
-    op.error_ = std::move(error);
-    completions_.push_back(&op);
-    wake_io();
+    complete_unsent(op, std::move(error));
   }
 
   /// Commands queued or awaiting a reply (a snapshot, for the pool's choice of connection).
   [[nodiscard]] std::size_t load() const noexcept { return load_.load(std::memory_order_relaxed); }
   /// Submissions refused because `max_in_flight` commands were outstanding.
   [[nodiscard]] std::uint64_t refused() const noexcept { return refused_.load(std::memory_order_relaxed); }
-  /// Writes to the socket so far (each carries every command queued at the time).
+  /// Writes to the socket so far (each carries every command then queued).
   [[nodiscard]] std::uint64_t writes() const noexcept { return writes_.load(std::memory_order_relaxed); }
 
  private:
-  [[nodiscard]] BackendError refusal() const {
-    return stopping_ ? BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed")
-                     : BackendError(BackendErrorCause::timeout, "queue full: max_in_flight commands outstanding");
+  static BackendError closed() { return {BackendErrorCause::io, "connection closed: the limiter was destroyed"}; }
+  // Lock held. True when a new call must be refused (`refuse`).
+  [[nodiscard]] bool full() const noexcept { return stopping_ || queued_.size() + inflight_.size() >= max_in_flight_; }
+  // Lock held. The error of a call refused unsent; a full queue is counted.
+  [[nodiscard]] BackendError refuse() {
+    if (stopping_) return closed();
+    refused_.fetch_add(1, std::memory_order_relaxed);
+    return BackendError(BackendErrorCause::timeout, "queue full: max_in_flight commands outstanding");
+  }
+  // Lock held. Completes async `op` with `error` on the I/O thread, never sent (no breaker verdict).
+  void complete_unsent(PipelineOp& op, BackendError error) {
+    start_io_thread();
+    op.ticket_.reset();
+    op.error_ = std::move(error);
+    completions_.push_back(&op);
+    wake_io();
   }
   void update_load() noexcept { load_.store(queued_.size() + inflight_.size(), std::memory_order_relaxed); }
 
@@ -462,9 +428,8 @@ class Pipeline final : public AsyncSink {
   // What an outcome tells the server's breaker (async calls with a ticket only).
   enum class Verdict { none, succeeded, failed };
 
-  // Lock held. Records the outcome of `op`: a sync caller's goes straight to it (woken when the lock is
-  // released: `unlock_posting`); an async one is run by the I/O thread (at once when this is the I/O
-  // thread: `ready`), after its breaker ticket got `verdict`.
+  // Lock held. Records `op`'s outcome: a sync caller's goes straight to it (woken by `unlock_posting`); an
+  // async one settles its ticket with `verdict` and runs on the I/O thread (`ready`: this is the I/O thread).
   void finish(PipelineOp* op, Reply reply, std::optional<BackendError> error, std::vector<PipelineOp*>* ready,
               Verdict verdict = Verdict::none) {
     if (error) error.emplace(error->unshared());  // one error often fails many calls, read on many threads
@@ -489,8 +454,7 @@ class Pipeline final : public AsyncSink {
     }
   }
 
-  // Releases the lock, then wakes the sync callers whose calls finished meanwhile (a caller woken while
-  // the lock is held would at once wait for it again).
+  // Releases the lock, then wakes the sync callers finished meanwhile (woken under the lock, they would wait for it).
   void unlock_posting(std::unique_lock<std::mutex>& lock) {
     if (posts_.empty()) {
       lock.unlock();
@@ -514,8 +478,7 @@ class Pipeline final : public AsyncSink {
     update_load();
   }
 
-  // Lock held. The connection failed: unanswered calls fail (they may have run), queued ones wait for
-  // a new connection.
+  // Lock held. Unanswered calls fail (they may have run); queued ones wait for a new connection.
   void break_connection(const BackendError& e, std::vector<PipelineOp*>* ready) {
     for (PipelineOp* op : inflight_) {
       if (op != nullptr) finish(op, nullptr, e, ready, Verdict::failed);
@@ -528,8 +491,7 @@ class Pipeline final : public AsyncSink {
     }
   }
 
-  // Lock held. The calls `due` picks fail with cause timeout: queued ones are dropped unsent, written ones
-  // leave a hole in `inflight_` whose reply is discarded.
+  // Lock held. The calls `due` picks fail (timeout): queued ones unsent, written ones leave a hole in `inflight_`.
   template <class Due>
   void time_out(Due due, std::vector<PipelineOp*>* ready) {
     // Unsent behind replies that did not come, or behind a connect that did not end: the server's fault.
@@ -549,14 +511,14 @@ class Pipeline final : public AsyncSink {
     update_load();
   }
 
-  // Lock held on entry and exit; this thread holds the driver role. `self`: the sync caller driving
-  // (it stops once its calls are answered), or null for the I/O thread (it stops when idle).
+  // Lock held; this thread holds the driver role. `self`: the sync caller driving (it stops once its calls are
+  // answered), or null for the I/O thread (it stops when idle).
   void drive(std::unique_lock<std::mutex>& lock, detail::Waiter* self) {
     std::vector<PipelineOp*> ready;  // I/O thread: completions to run outside the lock
     std::vector<PipelineOp*>* const ready_ptr = self == nullptr ? &ready : nullptr;
     for (;;) {
       if (stopping_) {
-        fail_all(BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed"), ready_ptr);
+        fail_all(closed(), ready_ptr);
         if (ready.empty()) break;
       }
       const auto now = std::chrono::steady_clock::now();
@@ -571,6 +533,9 @@ class Pipeline final : public AsyncSink {
       }
       if (!queued_.empty()) {
         if (!conn_) {
+          // A caller whose calls ended leaves the connect to the I/O thread (a waiter handed the connection
+          // now could see the connect fail its calls first, and leave with the role).
+          if (self != nullptr && self->remaining == 0) return drive_on_io_thread();
           await_connect(lock, self);
           continue;  // connected or not, calls may have expired or joined meanwhile
         }
@@ -586,8 +551,7 @@ class Pipeline final : public AsyncSink {
     hand_off(self);
   }
 
-  // Lock held on entry and exit (released for the write). Writes every queued call in one write; false
-  // when the write failed (the connection is broken).
+  // Lock held (released for the write). Writes every queued call at once; false when the write failed.
   bool write_queued(std::unique_lock<std::mutex>& lock, std::vector<PipelineOp*>* ready) {
     out_.clear();
     if (inflight_.empty()) last_progress_ = std::chrono::steady_clock::now();
@@ -615,9 +579,8 @@ class Pipeline final : public AsyncSink {
     return !failed;
   }
 
-  // Lock held on entry and exit (released for the read). Reads what is due and hands the replies out: the
-  // I/O thread waits in poll (deadlines, destruction wake it); a sync caller blocks in recv (the socket's
-  // timeout is command_timeout), or in poll until its own deadline when that comes sooner.
+  // Lock held (released for the read). Reads and hands out the replies: the I/O thread waits in poll (deadlines,
+  // destruction wake it); a sync caller in recv (timeout command_timeout), or in poll when its deadline is sooner.
   void read_due(std::unique_lock<std::mutex>& lock, detail::Waiter* self, std::vector<PipelineOp*>* ready) {
     Connection* c = conn_.get();
     const auto stall_at = last_progress_ + command_timeout_;
@@ -681,9 +644,8 @@ class Pipeline final : public AsyncSink {
     return until;
   }
 
-  // Lock held; no connection. Starts a connect unless one runs, then waits for it until the driver's
-  // deadline (`self`'s, or for the I/O thread the nearest queued call's): the connect goes on without the
-  // calls that left.
+  // Lock held; no connection. Starts a connect unless one runs, then waits for it until the driver's deadline
+  // (`self`'s, or the nearest queued call's).
   void await_connect(std::unique_lock<std::mutex>& lock, detail::Waiter* self) {
     if (!connecting_) start_connect();
     const auto until = self != nullptr ? self->deadline : nearest_deadline(false);
@@ -691,8 +653,8 @@ class Pipeline final : public AsyncSink {
                             [&] { return !connecting_ || stopping_ || (self == nullptr && !completions_.empty()); });
   }
 
-  // Lock held. Opens the connection on a thread of its own (bounded by connect_timeout), which then hands it
-  // to the pipeline, or fails every call still queued (nothing was sent; the pool backs off further connects).
+  // Lock held. Opens the connection on a thread of its own (bounded by connect_timeout); on failure every call
+  // still queued fails, unsent.
   void start_connect() {
     if (connector_.joinable()) connector_.join();  // the last connect has ended (connecting_ is false)
     connecting_ = true;
@@ -734,8 +696,8 @@ class Pipeline final : public AsyncSink {
     lock.lock();
   }
 
-  // Lock held. The driver is done: the oldest waiting sync caller drives next, else the I/O thread when
-  // anything is outstanding, else the connection is idle.
+  // Lock held. The driver is done: the oldest waiting sync caller drives next, else the I/O thread if anything
+  // is outstanding.
   void hand_off(detail::Waiter* self) {
     if (queued_.empty() && inflight_.empty()) {
       driving_ = false;
@@ -744,9 +706,7 @@ class Pipeline final : public AsyncSink {
     auto pick = [self](const std::deque<PipelineOp*>& q) -> detail::Waiter* {
       for (PipelineOp* op : q) {
         const detail::Waiter* w = op != nullptr ? op->waiter_ : nullptr;
-        if (w != nullptr && w != self && w->remaining > 0 && w->may_drive) {
-          return op->waiter_;
-        }
+        if (w != nullptr && w != self && w->remaining > 0 && w->may_drive) return op->waiter_;
       }
       return nullptr;
     };
@@ -772,15 +732,11 @@ class Pipeline final : public AsyncSink {
     wake_io();
   }
 
-  /// Waits until the socket is readable (true), `until` passes or (`wakeable`: the I/O thread) the I/O
-  /// thread is woken (false).
+  // True when the socket is readable before `until` and (`wakeable`) before the I/O thread is woken.
   bool wait_readable(const Connection& c, std::chrono::steady_clock::time_point until, bool wakeable) {
     const auto left = until - std::chrono::steady_clock::now();
     if (left <= std::chrono::steady_clock::duration::zero()) return false;
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-    timespec ts{};
-    ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
-    ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+    const timespec ts = detail::to_timespec(left);
     pollfd fds[2] = {{c.fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     const int n = ::ppoll(fds, wakeable && wake_fd_ >= 0 ? 2 : 1, &ts, nullptr);
     if (n > 0 && wake_fd_ >= 0 && (fds[1].revents & POLLIN) != 0) {
@@ -795,9 +751,7 @@ class Pipeline final : public AsyncSink {
     std::unique_lock lock(mutex_);
     for (;;) {
       if (!completions_.empty()) {
-        std::vector<PipelineOp*> batch(completions_.begin(), completions_.end());
-        completions_.clear();
-        run_outside_lock(lock, batch);
+        run_outside_lock(lock, completions_);
         continue;
       }
       if (io_drive_) {
@@ -846,10 +800,10 @@ class Pipeline final : public AsyncSink {
   std::mutex mutex_;                  // everything below but the atomics and (outside the lock) the driver's connection
   std::deque<PipelineOp*> queued_;    // not yet written
   std::deque<PipelineOp*> inflight_;  // written, replies due in this order (null: abandoned at its deadline)
-  std::deque<PipelineOp*> completions_;  // async outcomes for the I/O thread
-  std::vector<detail::Waiter*> posts_;   // sync callers finished, woken when the lock is released
-  std::string out_;                      // the driver's: the batch it writes
-  std::vector<Reply> replies_;           // the driver's: the replies it read
+  std::vector<PipelineOp*> completions_;  // async outcomes for the I/O thread
+  std::vector<detail::Waiter*> posts_;    // sync callers finished, woken when the lock is released
+  std::string out_;                       // the driver's: the batch it writes
+  std::vector<Reply> replies_;            // the driver's: the replies it read
   std::unique_ptr<Connection> conn_;
   std::chrono::steady_clock::time_point last_progress_{};
   bool driving_ = false;  // someone holds the driver role (or it was handed to a waiter / the I/O thread)

@@ -1,20 +1,23 @@
 #pragma once
 
 /// @file
-/// `ConnectionPool`: thread-safe sharing of hiredis connections, with reconnection and backoff.
+/// `ConnectionPool`: thread-safe sharing of hiredis connections, with reconnection and backoff, and the checks of
+/// its options (the TLS files too: one that cannot be read fails at construction, naming the field).
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -22,7 +25,6 @@
 #include "ratelimit/redis/engine/circuit_breaker.hpp"
 #include "ratelimit/redis/engine/connection.hpp"
 #include "ratelimit/redis/address.hpp"
-#include "ratelimit/redis/engine/readable.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/engine/pipeline.hpp"
@@ -30,105 +32,76 @@
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
-/// Thrown by `ConnectionPool::acquire` when no connection came free in time: a timeout that says nothing
-/// about the server (the circuit breaker does not count it).
-class PoolTimeout : public BackendError {
- public:
-  using BackendError::BackendError;
-};
+namespace detail {
+
+/// Throws `std::invalid_argument` naming `field` unless `path` is empty or a regular file this process can
+/// read (opened, and its first byte read: a directory, an empty file, a FIFO or a device is refused; opening
+/// a FIFO would wait for a writer).
+inline void check_readable_file(const std::string& path, std::string_view field) {
+  if (path.empty()) return;
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+    throw std::invalid_argument(std::string(field) + ": \"" + path + "\" is not a regular file, not a PEM file");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in.is_open()) {
+    throw std::invalid_argument(std::string(field) + ": cannot open \"" + path + "\" for reading");
+  }
+  if (in.peek() == std::ifstream::traits_type::eof()) {
+    throw std::invalid_argument(std::string(field) + ": \"" + path + "\" is a directory or empty, not a PEM file");
+  }
+}
+
+/// Throws `std::invalid_argument` naming `field` unless `path` is empty or a directory this process can list.
+inline void check_readable_directory(const std::string& path, std::string_view field) {
+  if (path.empty()) return;
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_directory(path, ec)) {
+    throw std::invalid_argument(std::string(field) + ": \"" + path + "\" is not a directory");
+  }
+  const std::filesystem::directory_iterator it(path, ec);
+  if (ec)
+    throw std::invalid_argument(std::string(field) + ": cannot read the directory \"" + path + "\": " + ec.message());
+}
+
+}  // namespace detail
 
 /// Connections to one Redis server, opened lazily: up to `pool_size` shared pipelined ones (`pipeline()`,
-/// what the routes use: include/ratelimit/redis/README.md "Redis engine"), and up to `pool_size` exclusive
-/// ones lent by `acquire()`. After a failed connect, new connects wait (backoff from
-/// `reconnect_backoff_min`, doubling up to `reconnect_backoff_max`) and fail at once meanwhile. Thread-safe;
-/// nothing here blocks longer than `connect_timeout` or `command_timeout`.
+/// what the routes use: include/ratelimit/redis/README.md "Redis engine"). After a failed connect, new
+/// connects wait (backoff from `reconnect_backoff_min`, doubling up to `reconnect_backoff_max`) and fail at
+/// once meanwhile. Thread-safe; nothing here blocks longer than `connect_timeout` or `command_timeout`.
 class ConnectionPool {
  public:
-  /// Validates `options`; connects nothing yet (Redis may be down at start).
-  /// Throws `std::invalid_argument` naming the field (`ConnectionOptions.host` holding a port or a scheme,
-  /// `ConnectionOptions.tls.ca_file` that cannot be read, `ConnectionOptions.pool_size`, ...).
-  /// `limiter_defaults`: the options of limiters made on this pool without their own (validated by them).
+  /// Validates `options`; connects nothing yet (Redis may be down at start). `limiter_defaults`: the options
+  /// of limiters made on this pool without their own. Throws `std::invalid_argument` naming the field
+  /// (`ConnectionOptions.host` holding a port or a scheme, `ConnectionOptions.tls.ca_file` unreadable, ...).
   explicit ConnectionPool(ConnectionOptions options, LimiterOptions limiter_defaults = {})
       : options_(validated(std::move(options))), limiter_defaults_(std::move(limiter_defaults)) {
     make_pipelines();
   }
-  /// The tag of the constructor below.
   struct Discovered {};
-  /// A route's pool to a server it learned of (a cluster node from `CLUSTER SLOTS` or `MOVED`, the master
-  /// Sentinel names): `options` were validated when the route was made, and the address comes from a
-  /// server, so nothing is checked again (a TLS file rotated away meanwhile fails the connect, never the
-  /// route). Throws nothing but `std::bad_alloc`.
+  /// A route's pool to a server it learned of (a cluster node, the master Sentinel names): `options` were
+  /// validated with the route, so nothing is checked again (a TLS file rotated away fails the connect, never
+  /// the route). Throws nothing but `std::bad_alloc`.
   ConnectionPool(ConnectionOptions options, LimiterOptions limiter_defaults, Discovered)
       : options_(std::move(options)), limiter_defaults_(std::move(limiter_defaults)) {
     make_pipelines();
   }
 
-  /// Refused at compile time: a whole `RedisOptions` would quietly drop its limiter fields. Write
-  /// `ConnectionPool(o.connection(), o.limiter())`.
+  /// Refused: a whole `RedisOptions` would drop its limiter fields. Write `ConnectionPool(o.connection(),
+  /// o.limiter())`.
   explicit ConnectionPool(const RedisOptions& options) = delete;
 
   ConnectionPool(const ConnectionPool&) = delete;
   ConnectionPool& operator=(const ConnectionPool&) = delete;
 
-  /// A borrowed connection; returns it to the pool (or drops it if broken) on destruction. Move-only.
-  class Lease {
-   public:
-    Lease(Lease&& other) noexcept : pool_(std::exchange(other.pool_, nullptr)), conn_(std::move(other.conn_)) {}
-    Lease& operator=(Lease&&) = delete;
-    Lease(const Lease&) = delete;
-    Lease& operator=(const Lease&) = delete;
-    ~Lease() {
-      if (pool_ != nullptr) pool_->give_back(std::move(conn_));
-    }
-    Connection& operator*() const noexcept { return *conn_; }
-    Connection* operator->() const noexcept { return conn_.get(); }
-
-   private:
-    friend class ConnectionPool;
-    Lease(ConnectionPool* pool, std::unique_ptr<Connection> conn) : pool_(pool), conn_(std::move(conn)) {}
-    ConnectionPool* pool_;
-    std::unique_ptr<Connection> conn_;
-  };
-
-  /// Lends an idle connection, opens a new one if fewer than `pool_size` are open, else waits for one
-  /// (at most `command_timeout`). Waiting is first come, first served: a connection given back goes to
-  /// the longest waiting thread, never to one that arrived later. Throws `BackendError`: io/timeout when
-  /// connecting fails or is backing off, `PoolTimeout` (timeout) when no connection came free in time;
-  /// `std::logic_error` in a process forked after the pool was made (its connections are the parent's).
-  Lease acquire() {
-    fork_.check();
-    std::unique_lock lock(mutex_);
-    if (waiters_.empty()) {
-      if (!idle_.empty()) {
-        std::unique_ptr<Connection> c = std::move(idle_.back());
-        idle_.pop_back();
-        return Lease(this, std::move(c));
-      }
-      if (open_ < options_.pool_size) return connect_or_pass(lock);
-    }
-    Waiter me;
-    waiters_.push_back(&me);
-    const auto deadline = std::chrono::steady_clock::now() + options_.command_timeout;
-    while (!me.conn && !me.slot) {
-      if (me.cv.wait_until(lock, deadline) == std::cv_status::timeout && !me.conn && !me.slot) {
-        waiters_.erase(std::find(waiters_.begin(), waiters_.end(), &me));
-        throw PoolTimeout(BackendErrorCause::timeout, "no pooled connection came free within command_timeout");
-      }
-    }
-    if (me.conn) return Lease(this, std::move(me.conn));
-    --open_;  // the slot reserved for this thread; connect counts it again
-    return connect_or_pass(lock);
-  }
-
-  /// Commands outstanding on one shared connection at which calls go to the next connection: deep enough that
-  /// Redis's cost per read and per write is spread thin (include/ratelimit/redis/README.md "Sizing the pool").
+  /// Commands outstanding on a connection at which calls go to the next (include/ratelimit/redis/README.md
+  /// "Sizing the pool").
   static constexpr std::size_t kSpillDepth = 128;
 
   /// The shared connection for the next call: the first with fewer than `kSpillDepth` (and `max_in_flight`)
-  /// commands outstanding, so concurrent callers join the batch forming there and its pipeline runs deep;
-  /// the next is used only while those before it are that deep (the least loaded when all are). A
-  /// connection is opened when it is first used, so `pool_size` bounds how many a load may open. Thread-safe;
-  /// never blocks.
+  /// commands outstanding, so callers join the batch forming there; the least loaded when all are that deep.
+  /// Connections open when first used. Thread-safe; never blocks.
   Pipeline& pipeline() noexcept {
     const std::size_t spill = std::min(kSpillDepth, options_.max_in_flight);
     Pipeline* least = nullptr;
@@ -151,8 +124,8 @@ class ConnectionPool {
     return n;
   }
 
-  /// Opens one connection, under the reconnect backoff shared with `acquire` (fails at once with the
-  /// last connect error while backing off). Counted in `connects()`. Thread-safe. Throws `BackendError`.
+  /// Opens one connection (counted in `connects()`), or fails at once with the last connect error while
+  /// backing off. Thread-safe. Throws `BackendError`.
   std::unique_ptr<Connection> open_connection() {
     {
       const std::lock_guard lock(mutex_);
@@ -204,12 +177,11 @@ class ConnectionPool {
       bad("unix_socket", problem->c_str());
     if (o.unix_socket.empty() && (o.port < 1 || o.port > 65535)) bad("port", "must be in 1..65535");
     if (o.database < 0) bad("database", "must be >= 0");
-    // Deadlines are steady_clock::now() plus these: a day bounds them far from overflow (and anything
-    // longer is a mistake for a per-request limiter).
+    // Deadlines are now() plus these: a day keeps them far from overflow.
     constexpr std::chrono::milliseconds kDay = std::chrono::hours(24);
     if (o.connect_timeout.count() <= 0 || o.connect_timeout > kDay) bad("connect_timeout", "must be in (0, 24 h]");
     if (o.command_timeout.count() <= 0 || o.command_timeout > kDay) bad("command_timeout", "must be in (0, 24 h]");
-    // Each connection's pipeline is made up front: a huge pool_size would exhaust memory in the constructor.
+    // Each connection's pipeline is made up front.
     if (o.pool_size < 1 || o.pool_size > 1024) bad("pool_size", "must be in 1..1024");
     if (o.max_in_flight < 1) bad("max_in_flight", "must be >= 1");
     if (o.reconnect_backoff_min.count() < 0) bad("reconnect_backoff_min", "must be >= 0");
@@ -252,75 +224,10 @@ class ConnectionPool {
     }
   }
 
-  Lease connect(std::unique_lock<std::mutex>& lock) {
-    ++open_;  // reserve the slot, connect without holding the lock
-    lock.unlock();
-    try {
-      auto c = open_connection();
-      lock.lock();
-      return Lease(this, std::move(c));
-    } catch (const BackendError&) {
-      lock.lock();
-      --open_;
-      cv_.notify_one();
-      throw;
-    }
-  }
-
-  /// A thread waiting in `acquire`: handed a connection, or a slot to open one, by whoever frees it.
-  struct Waiter {
-    std::condition_variable cv;
-    std::unique_ptr<Connection> conn;
-    bool slot = false;
-  };
-
-  /// `connect`, and when it fails, the free slot goes to the next waiter (it fails fast while backing off).
-  Lease connect_or_pass(std::unique_lock<std::mutex>& lock) {
-    try {
-      return connect(lock);
-    } catch (const BackendError&) {
-      pass_slot();
-      throw;
-    }
-  }
-
-  /// Hands a free slot (fewer than `pool_size` open) to the longest waiting thread; caller holds the lock.
-  void pass_slot() noexcept {
-    if (waiters_.empty() || open_ >= options_.pool_size) return;
-    Waiter* w = waiters_.front();
-    waiters_.pop_front();
-    ++open_;  // reserved for it, so a thread arriving meanwhile cannot take the slot
-    w->slot = true;
-    w->cv.notify_one();
-  }
-
-  void give_back(std::unique_ptr<Connection> c) noexcept {
-    const std::lock_guard lock(mutex_);
-    if (c && !c->broken()) {
-      if (waiters_.empty()) {
-        idle_.push_back(std::move(c));
-        return;
-      }
-      Waiter* w = waiters_.front();  // first come, first served
-      waiters_.pop_front();
-      w->conn = std::move(c);
-      w->cv.notify_one();
-    } else {
-      --open_;
-      drops_.fetch_add(1, std::memory_order_relaxed);
-      pass_slot();
-    }
-  }
-
   ConnectionOptions options_;
   LimiterOptions limiter_defaults_{};
   CircuitBreaker<> breaker_{options_.breaker};
-  const detail::ForkCheck fork_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<Waiter*> waiters_;  // in arrival order
-  std::vector<std::unique_ptr<Connection>> idle_;
-  std::size_t open_ = 0;  // idle plus lent
+  std::mutex mutex_;  // the backoff state below
   std::chrono::milliseconds backoff_{0};
   std::chrono::steady_clock::time_point next_connect_{};
   std::string last_connect_error_;

@@ -14,13 +14,19 @@
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
-/// Frees a hiredis reply (and its elements) with `freeReplyObject`.
-struct ReplyDeleter {
-  void operator()(redisReply* reply) const noexcept { freeReplyObject(reply); }
+namespace detail {
+/// A `unique_ptr` deleter calling `F` (`freeReplyObject`, `redisFree`, `SSL_free`, ...).
+template <auto F>
+struct Free {
+  template <class T>
+  void operator()(T* p) const noexcept {
+    F(p);
+  }
 };
+}  // namespace detail
 
-/// An owned hiredis reply; null only when moved from. Move-only.
-using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+/// An owned hiredis reply (and its elements); null only when moved from. Move-only.
+using Reply = std::unique_ptr<redisReply, detail::Free<freeReplyObject>>;
 
 /// True when `reply` is an error reply whose message starts with `prefix` (e.g. `MOVED`).
 [[nodiscard]] inline bool is_error(const redisReply& reply, std::string_view prefix = {}) noexcept {
