@@ -42,7 +42,7 @@ BENCHMARK(memory_acquire_release)->Arg(0)->Arg(1);
 
 void redis_ping_floor(benchmark::State& state) {
   if (skip_without_server(state)) return;
-  auto connection = ratelimit::redis::Connection::open(options().connection());
+  auto connection = ratelimit::redis::engine::Connection::open(options().connection());
   for (auto _ : state) {
     benchmark::DoNotOptimize(connection.command({"PING"}));
   }

@@ -32,7 +32,7 @@ class SimulatedRedis final : public ratelimit::redis::Route {
     options_.time_source = ratelimit::redis::TimeSource::client;
   }
 
-  void execute(std::span<ratelimit::redis::RouteCall> calls) override {
+  void execute(std::span<ratelimit::redis::engine::RouteCall> calls) override {
     clock_.advance(std::chrono::microseconds(rtt_us_ / 2));
     for (auto& c : calls) {
       ++calls_;
@@ -61,8 +61,8 @@ class SimulatedRedis final : public ratelimit::redis::Route {
     clock_.advance(std::chrono::microseconds(rtt_us_ - rtt_us_ / 2));
   }
   /// The simulation is synchronous: an async call fails at once (the lease logic sends none).
-  void submit(ratelimit::redis::PipelineOp& op) override {
-    op.complete(ratelimit::redis::Reply{},
+  void submit(ratelimit::redis::engine::PipelineOp& op) override {
+    op.complete(ratelimit::redis::engine::Reply{},
                 ratelimit::BackendError(ratelimit::BackendErrorCause::io, "SimulatedRedis: no async calls"));
   }
   [[nodiscard]] bool sharded() const noexcept override { return false; }
@@ -90,7 +90,7 @@ class SimulatedRedis final : public ratelimit::redis::Route {
     v[8] = -1;
   }
   // A hiredis reply built by hiredis's own reader (freed by freeReplyObject like any other).
-  static ratelimit::redis::Reply make_reply(const std::int64_t* v) {
+  static ratelimit::redis::engine::Reply make_reply(const std::int64_t* v) {
     std::string resp = "*9\r\n";
     for (int i = 0; i < 9; ++i) resp += ":" + std::to_string(v[i]) + "\r\n";
     redisReader* reader = redisReaderCreate();
@@ -98,7 +98,7 @@ class SimulatedRedis final : public ratelimit::redis::Route {
     void* out = nullptr;
     redisReaderGetReply(reader, &out);
     redisReaderFree(reader);
-    return ratelimit::redis::Reply(static_cast<redisReply*>(out));
+    return ratelimit::redis::engine::Reply(static_cast<redisReply*>(out));
   }
 
   ratelimit::lease::GcraLease lease_;

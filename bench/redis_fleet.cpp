@@ -393,9 +393,9 @@ std::map<std::string, std::int64_t> read_counts(const std::string& path, std::ve
 }
 
 // Script calls the server ran (EVALSHA + EVAL), from INFO commandstats.
-std::int64_t server_script_calls(ratelimit::redis::Connection& admin) {
+std::int64_t server_script_calls(ratelimit::redis::engine::Connection& admin) {
   const auto r = admin.command({"INFO", "commandstats"});
-  const std::string s(ratelimit::redis::text(*r));
+  const std::string s(ratelimit::redis::engine::text(*r));
   std::int64_t total = 0;
   for (const char* name : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="}) {
     const auto p = s.find(name);
@@ -468,9 +468,9 @@ std::vector<std::string> run_phase(const Args& a, const std::string& phase, cons
 }
 
 // Seconds of CPU the server has used (INFO cpu: used_cpu_sys + used_cpu_user).
-double server_cpu_s(ratelimit::redis::Connection& admin) {
+double server_cpu_s(ratelimit::redis::engine::Connection& admin) {
   const auto r = admin.command({"INFO", "cpu"});
-  const std::string s(ratelimit::redis::text(*r));
+  const std::string s(ratelimit::redis::engine::text(*r));
   double total = 0;
   for (const char* name : {"used_cpu_sys:", "used_cpu_user:"}) {
     const auto p = s.find(name);
@@ -512,7 +512,7 @@ struct Sample {
 };
 
 // One measurement: the shape's processes for --seconds with `pool` (0: the default options).
-Sample sweep_once(Args a, const Shape& shape, int pool, const char* self, ratelimit::redis::Connection& admin) {
+Sample sweep_once(Args a, const Shape& shape, int pool, const char* self, ratelimit::redis::engine::Connection& admin) {
   static int run = 0;
   a.processes = shape.processes;
   a.threads = shape.async ? 1 : shape.callers;
@@ -618,7 +618,7 @@ std::string report_shape(const Args& a, const Shape& shape, const std::vector<st
 
 // --pool-sweep: every shape and pool setting once per round, the order rotating from round to round so that
 // neighbours' noise (a shared machine) spreads over all settings; then the medians.
-int run_sweep(Args a, const char* self, ratelimit::redis::Connection& admin) {
+int run_sweep(Args a, const char* self, ratelimit::redis::engine::Connection& admin) {
   const auto shapes = parse_shapes(a.shapes);
   std::vector<std::vector<std::vector<Sample>>> samples(shapes.size(),
                                                         std::vector<std::vector<Sample>>(kSweepSettings));
@@ -654,7 +654,7 @@ int run_parent(Args a, const char* self) {
   ao.host = a.redis.substr(0, colon);
   ao.port = std::stoi(a.redis.substr(colon + 1));
   ao.command_timeout = 2000ms;
-  auto admin = ratelimit::redis::Connection::open(ao);
+  auto admin = ratelimit::redis::engine::Connection::open(ao);
   if (a.sweep) return run_sweep(a, self, admin);
 
   // Paced phase: start on a whole second (fixed windows align to it) at least 0.5 s from now.
@@ -688,7 +688,7 @@ int run_parent(Args a, const char* self) {
   const auto paced = run_phase(a, "paced", self, start_us);
   if (a.kill_at >= 0) {
     while (restarted_us.load() == 0) std::this_thread::sleep_for(10ms);
-    admin = ratelimit::redis::Connection::open(ao);  // the old connection died with the server
+    admin = ratelimit::redis::engine::Connection::open(ao);  // the old connection died with the server
   }
   // The restarted server counts from zero: with an outage, the script calls after the restart only.
   const std::int64_t calls1 = server_script_calls(admin) + (a.kill_at >= 0 ? calls0 : 0);

@@ -21,8 +21,8 @@
 namespace {
 
 double redis_benchmark(int port, long requests, const std::string& command) {
-  const std::string cmd = "redis-benchmark -h 127.0.0.1 -p " + std::to_string(port) +
-                          " -c 50 -P 16 -r 100000 -n " + std::to_string(requests) + " -q " + command + " 2>&1";
+  const std::string cmd = "redis-benchmark -h 127.0.0.1 -p " + std::to_string(port) + " -c 50 -P 16 -r 100000 -n " +
+                          std::to_string(requests) + " -q " + command + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return -1;
   std::string out;
@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   auto admin = server.admin();
   auto load = [&](const std::string& body) {
     const auto r = admin.command({"SCRIPT", "LOAD", body});
-    return std::string(ratelimit::redis::text(*r));
+    return std::string(ratelimit::redis::engine::text(*r));
   };
   using ratelimit::redis::detail::script_for;
   // Key __rand_int__ spreads the checks over 100,000 keys; times come from the server (ARGV[1] = "").
@@ -79,8 +79,8 @@ int main(int argc, char** argv) {
   };
   for (const char* kind : {"gcra", "token_bucket", "fixed_window", "sliding_window_counter", "sliding_window_log"}) {
     const std::string sha = load(std::string(script_for(kind).body));
-    const std::string params = std::string(kind) == "gcra" || std::string(kind) == "token_bucket" ? "100 10000"
-                                                                                                  : "100 1000000";
+    const std::string params =
+        std::string(kind) == "gcra" || std::string(kind) == "token_bucket" ? "100 10000" : "100 1000000";
     runs.emplace_back(std::string("ratelimit ") + kind, "EVALSHA " + sha + " 1 " + key() + " \"\" 1 0 " + params);
     // With the time passed in, as the reference script's client-time row has it.
     runs.emplace_back(std::string("ratelimit ") + kind + ", client time",
@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
   // leaves out the client's and the network's share.
   auto server_usec_per_call = [&admin](const std::string& command) {
     const auto r = admin.command({"INFO", "commandstats"});
-    const std::string info(ratelimit::redis::text(*r));
+    const std::string info(ratelimit::redis::engine::text(*r));
     const std::string tag = "cmdstat_" + command + ":";
     const auto at = info.find(tag);
     const auto usec = info.find("usec_per_call=", at);

@@ -46,14 +46,14 @@ rr::ConnectionOptions connection_of(const Endpoint& e) {
 }
 
 /// The field `name` of an INFO reply as a number (0 when absent).
-double info_field(rr::Connection& admin, const char* section, const std::string& name) {
-  const rr::Reply r = admin.command({"INFO", section});
-  const std::string text(rr::text(*r));
+double info_field(rr::engine::Connection& admin, const char* section, const std::string& name) {
+  const rr::engine::Reply r = admin.command({"INFO", section});
+  const std::string text(rr::engine::text(*r));
   const auto at = text.find("\n" + name + ":");
   return at == std::string::npos ? 0.0 : std::strtod(text.c_str() + at + name.size() + 2, nullptr);
 }
 
-double server_cpu_s(rr::Connection& admin) {
+double server_cpu_s(rr::engine::Connection& admin) {
   return info_field(admin, "cpu", "used_cpu_user") + info_field(admin, "cpu", "used_cpu_sys");
 }
 
@@ -66,7 +66,7 @@ struct Measured {
 /// `checks` checks of one key, every one admitted; throws when one fails or is denied.
 template <ratelimit::Policy P>
 Measured measure(const P& policy, const rr::ConnectionOptions& c, const std::string& prefix, std::int64_t checks,
-                 rr::Connection& admin) {
+                 rr::engine::Connection& admin) {
   rr::LimiterOptions l;
   l.key_prefix = prefix;
   l.on_error = ratelimit::FailurePolicy::fail_closed;
@@ -87,16 +87,16 @@ Measured measure(const P& policy, const rr::ConnectionOptions& c, const std::str
 }
 
 /// Deletes every key under `prefix` (SCAN, then UNLINK); returns how many.
-std::int64_t delete_prefix(rr::Connection& admin, const std::string& prefix) {
+std::int64_t delete_prefix(rr::engine::Connection& admin, const std::string& prefix) {
   std::int64_t deleted = 0;
   std::string cursor = "0";
   const std::string pattern = prefix + "*";
   do {
-    const rr::Reply r = admin.command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
+    const rr::engine::Reply r = admin.command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) throw std::runtime_error("SCAN: unexpected reply");
-    cursor = std::string(rr::text(*r->element[0]));
+    cursor = std::string(rr::engine::text(*r->element[0]));
     for (std::size_t i = 0; i < r->element[1]->elements; ++i) {
-      const rr::Reply gone = admin.command({"UNLINK", rr::text(*r->element[1]->element[i])});
+      const rr::engine::Reply gone = admin.command({"UNLINK", rr::engine::text(*r->element[1]->element[i])});
       deleted += gone->type == REDIS_REPLY_INTEGER ? gone->integer : 0;
     }
   } while (cursor != "0");
@@ -120,7 +120,7 @@ int run(const Options& o) {
   const rr::ConnectionOptions c = connection_of(e);
   const std::int64_t checks = o.integer("--checks", 20'000, 100, 100'000'000);
   const std::string prefix = own_prefix();
-  rr::Connection admin = rr::Connection::open(c);
+  rr::engine::Connection admin = rr::engine::Connection::open(c);
   const std::string dir = o.text("--out", ".");
   require_directory(dir);
   std::vector<std::pair<std::string, Measured>> rows;

@@ -1,7 +1,10 @@
 #pragma once
 
 /// @file
-/// Umbrella header of the Redis backend (needs hiredis; CMake target `ratelimit::redis`).
+/// Umbrella header of the Redis backend (needs hiredis; CMake target `ratelimit::redis`): the limiters, their
+/// options and counters, and the routes a user may build and share (`ConnectionPool`, `ClusterRouter`,
+/// `SentinelRoute`). The engine's own types live in `ratelimit::redis::engine` (include/ratelimit/redis/README.md
+/// "Layout").
 
 #include "ratelimit/ratelimit.hpp"
 #include "ratelimit/redis/engine/cluster_router.hpp"
@@ -13,7 +16,6 @@
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/engine/pool.hpp"
 #include "ratelimit/redis/redis_limiter.hpp"
-#include "ratelimit/redis/engine/reply.hpp"
 #include "ratelimit/redis/engine/routes.hpp"
 #include "ratelimit/redis/engine/sentinel_route.hpp"
 #include "ratelimit/redis/stats.hpp"

@@ -50,7 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (int i = 0; i < 64; ++i) {
     void* raw = nullptr;
     if (redisReaderGetReply(reader.get(), &raw) != REDIS_OK || raw == nullptr) break;  // protocol error / need more
-    const ratelimit::redis::Reply reply(static_cast<redisReply*>(raw));
+    const ratelimit::redis::engine::Reply reply(static_cast<redisReply*>(raw));
     try {
       const ratelimit::TickDecision d = ratelimit::redis::detail::parse_decision(*reply, limit);
       check(d.limit == limit, "limit");
@@ -63,8 +63,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       check(e.cause() == ratelimit::BackendErrorCause::reply || e.cause() == ratelimit::BackendErrorCause::protocol,
             "unexpected cause");
     }
-    (void)ratelimit::redis::is_error(*reply, "NOSCRIPT");
-    (void)ratelimit::redis::text(*reply);
+    (void)ratelimit::redis::engine::is_error(*reply, "NOSCRIPT");
+    (void)ratelimit::redis::engine::text(*reply);
   }
   return 0;
 }

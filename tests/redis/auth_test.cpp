@@ -21,8 +21,8 @@ using ratelimit_test::shared_redis;
 using namespace std::chrono_literals;
 
 // The users named in CLIENT LIST (one "user=<name>" per connection).
-std::string client_users(ratelimit::redis::Connection& admin) {
-  return std::string(ratelimit::redis::text(*admin.command({"CLIENT", "LIST"})));
+std::string client_users(ratelimit::redis::engine::Connection& admin) {
+  return std::string(ratelimit::redis::engine::text(*admin.command({"CLIENT", "LIST"})));
 }
 
 TEST(RedisAuth, UserWithoutPasswordRunsAsThatUser) {
@@ -30,8 +30,9 @@ TEST(RedisAuth, UserWithoutPasswordRunsAsThatUser) {
   auto admin = shared_redis()->admin();
   auto o = client_options(*shared_redis());
   const std::string user = "rl_nopass_" + std::to_string(::getpid());
-  ASSERT_EQ(ratelimit::redis::text(*admin.command({"ACL", "SETUSER", user, "reset", "on", "nopass", "~" + o.key_prefix + "*",
-                                                   "+evalsha", "+eval", "+get", "+set", "+del"})),
+  ASSERT_EQ(ratelimit::redis::engine::text(
+                *admin.command({"ACL", "SETUSER", user, "reset", "on", "nopass", "~" + o.key_prefix + "*", "+evalsha",
+                                "+eval", "+get", "+set", "+del"})),
             "OK");
   o.user = user;
   {
@@ -53,7 +54,9 @@ TEST(RedisAuth, UserWithPasswordButNoneGivenIsRefused) {
   auto admin = shared_redis()->admin();
   auto o = client_options(*shared_redis());
   const std::string user = "rl_haspw_" + std::to_string(::getpid());
-  ASSERT_EQ(ratelimit::redis::text(*admin.command({"ACL", "SETUSER", user, "reset", "on", ">secret", "~*", "+@all"})), "OK");
+  ASSERT_EQ(
+      ratelimit::redis::engine::text(*admin.command({"ACL", "SETUSER", user, "reset", "on", ">secret", "~*", "+@all"})),
+      "OK");
   o.user = user;
   {
     RedisLimiter<FixedWindow> l(FixedWindow{.limit = 5, .window = 1min}, o);

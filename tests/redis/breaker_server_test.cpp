@@ -124,7 +124,7 @@ TEST_F(BreakerServer, ClientPauseOpensItAndItClosesWithinOneSecondOfThePauseEnd)
   ASSERT_TRUE(l.check("k").decision.allowed);
   auto admin = server_->admin();
   const auto paused_at = Steady::now();
-  ASSERT_EQ(ratelimit::redis::text(*admin.command({"CLIENT", "PAUSE", "900", "ALL"})), "OK");
+  ASSERT_EQ(ratelimit::redis::engine::text(*admin.command({"CLIENT", "PAUSE", "900", "ALL"})), "OK");
   ASSERT_TRUE(until_open(l));
   const Window w = measure(l, 400ms);
   EXPECT_GT(w.calls, 500);

@@ -15,7 +15,7 @@ using namespace std::chrono_literals;
 using ratelimit::ManualClock;
 using ratelimit::redis::BreakerState;
 using ratelimit::redis::CircuitBreakerOptions;
-using Breaker = ratelimit::redis::CircuitBreaker<ManualClock>;
+using Breaker = ratelimit::redis::engine::CircuitBreaker<ManualClock>;
 
 namespace {
 

@@ -77,7 +77,7 @@ TEST(ClusterAsync, FollowsAskAndMovedWhileASlotMoves) {
   Limiter l(ratelimit::SlidingWindowLog{.limit = kLimit, .window = 1h}, opts, clock);
   const std::string key = "async-hot";
   const std::string redis_key = l.redis_key(key);
-  const std::uint16_t slot = ratelimit::redis::detail::key_slot(redis_key);
+  const std::uint16_t slot = ratelimit::redis::engine::detail::key_slot(redis_key);
   ASSERT_TRUE(l.peek(key).allowed);  // loads the map
   const ratelimit_test::SlotMove move(cluster, slot, l.cluster()->owner_of(slot));
   ASSERT_NE(move.target(), 0);

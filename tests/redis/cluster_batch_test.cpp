@@ -113,7 +113,7 @@ TEST(ClusterBatch, OppositeNodeOrdersNeverTimeOut) {
     std::string k = "k";
     k += std::to_string(i);
     (void)limiter.peek(k);  // loads the map
-    by_owner.emplace(limiter.cluster()->owner_of(ratelimit::redis::detail::key_slot(limiter.redis_key(k))), k);
+    by_owner.emplace(limiter.cluster()->owner_of(ratelimit::redis::engine::detail::key_slot(limiter.redis_key(k))), k);
   }
   ASSERT_EQ(by_owner.size(), 2u);
   const std::string a = by_owner.begin()->second;
@@ -159,7 +159,7 @@ TEST(ClusterBatch, NoscriptKeepsTheOrderOfRequestsOnOneKey) {
   std::atomic<bool> stop{false};
   std::vector<std::thread> threads;
   threads.emplace_back([&] {
-    std::vector<ratelimit::redis::Connection> admins;
+    std::vector<ratelimit::redis::engine::Connection> admins;
     for (const int port : cluster.master_ports()) admins.push_back(RedisCluster::admin(port));
     while (!stop.load()) {
       for (auto& a : admins) (void)a.command({"SCRIPT", "FLUSH"});

@@ -51,7 +51,7 @@ TEST(ClusterFailover, KilledMasterIsReplacedAndTheLimiterRecovers) {
   const std::vector<int> masters = cluster.master_ports();
   ASSERT_EQ(masters.size(), 3u);
   const int victim = masters[0];  // every master has its replica attached (RedisCluster waits for that)
-  auto slot_of = [&](const std::string& k) { return ratelimit::redis::detail::key_slot(l.redis_key(k)); };
+  auto slot_of = [&](const std::string& k) { return ratelimit::redis::engine::detail::key_slot(l.redis_key(k)); };
   auto port_of = [&](const std::string& k) {
     const std::string e = l.cluster()->owner_of(slot_of(k));
     return std::stoi(e.substr(e.rfind(':') + 1));
@@ -66,7 +66,7 @@ TEST(ClusterFailover, KilledMasterIsReplacedAndTheLimiterRecovers) {
   {
     auto admin = RedisCluster::admin(victim);
     const auto info = admin.command({"INFO", "replication"});
-    const std::string text(ratelimit::redis::text(*info));
+    const std::string text(ratelimit::redis::engine::text(*info));
     const auto at = text.find("slave0:ip=");
     const auto port_at = at == std::string::npos ? std::string::npos : text.find("port=", at);
     if (port_at != std::string::npos) replica = std::atoi(text.c_str() + port_at + 5);
@@ -89,7 +89,7 @@ TEST(ClusterFailover, KilledMasterIsReplacedAndTheLimiterRecovers) {
     };
     bool synced = false;
     for (int i = 0; i < 500 && !synced; ++i) {
-      const std::string info(ratelimit::redis::text(*admin.command({"INFO", "replication"})));
+      const std::string info(ratelimit::redis::engine::text(*admin.command({"INFO", "replication"})));
       const long long master_offset = number_after(info, "master_repl_offset:");
       const auto slave0 = info.find("slave0:");
       synced = slave0 != std::string::npos && number_after(info, "offset=", slave0) >= master_offset;
@@ -119,10 +119,11 @@ TEST(ClusterFailover, KilledMasterIsReplacedAndTheLimiterRecovers) {
   }
   ASSERT_TRUE(recovered) << "no normal decision within 30 s of the kill";
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(recovery).count();
-  std::printf("failover: master %d killed, replica %d promoted; first normal decision after %lld ms "
-              "(%llu failed checks on its key meanwhile; %llu failures in all)\n",
-              victim, replica, static_cast<long long>(ms), static_cast<unsigned long long>(gap_failures),
-              static_cast<unsigned long long>(l.stats().failures));
+  std::printf(
+      "failover: master %d killed, replica %d promoted; first normal decision after %lld ms "
+      "(%llu failed checks on its key meanwhile; %llu failures in all)\n",
+      victim, replica, static_cast<long long>(ms), static_cast<unsigned long long>(gap_failures),
+      static_cast<unsigned long long>(l.stats().failures));
   testing::Test::RecordProperty("failover_recovery_ms", static_cast<int>(ms));
   EXPECT_GT(gap_failures, 0u) << "the dead master's key cannot have been served at once";
   EXPECT_TRUE(last.allowed);

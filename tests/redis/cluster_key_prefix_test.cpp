@@ -39,7 +39,7 @@ TEST(ClusterKeyPrefix, LimitersOfOneKindOnOneRouterKeepSeparateState) {
   EXPECT_FALSE(minute.peek("alice").allowed);  // nor the day's use the minute's
 
   // One user key: one slot, so a joint check of both is one script.
-  using ratelimit::redis::detail::key_slot;
+  using ratelimit::redis::engine::detail::key_slot;
   EXPECT_EQ(key_slot(minute.redis_key("bob")), key_slot(day.redis_key("bob")));
   std::array<ratelimit::CheckResult, 2> out{};
   const std::array<ratelimit::JointRequest, 2> both{ratelimit::JointRequest{&minute, "bob", 1},

@@ -22,9 +22,9 @@ using ratelimit::redis::RedisLimiter;
 using ratelimit_test::RedisCluster;
 using ratelimit_test::shared_cluster;
 
-std::string reply_text(ratelimit::redis::Connection& c, std::initializer_list<std::string_view> args) {
+std::string reply_text(ratelimit::redis::engine::Connection& c, std::initializer_list<std::string_view> args) {
   const auto r = c.command(args);
-  return std::string(ratelimit::redis::text(*r));
+  return std::string(ratelimit::redis::engine::text(*r));
 }
 
 int port_of(const std::string& endpoint) { return std::stoi(endpoint.substr(endpoint.rfind(':') + 1)); }
@@ -77,7 +77,7 @@ TEST(ClusterMigration, PartialSlidingLogRefundKeepsTheKey) {
                  ratelimit_test::cluster_client_options(cluster), clock);
   const std::string key = "refunded";
   ASSERT_TRUE(l.allow(key, 3).allowed);
-  const std::uint16_t slot = ratelimit::redis::detail::key_slot(l.redis_key(key));
+  const std::uint16_t slot = ratelimit::redis::engine::detail::key_slot(l.redis_key(key));
   {
     Migration m(cluster, slot, l.cluster()->owner_of(slot));
     m.target_keys = {l.redis_key(key)};
@@ -111,8 +111,8 @@ TEST(ClusterMigration, LayeredChecksOnAMigratingSlotAdmitExactlyTheLimit) {
     ratelimit::LimiterLayer<decltype(gcra)> gcra_layer(gcra, "gcra");
     const std::string key = "layered";
     ASSERT_TRUE(window.peek(key).allowed);  // loads the map
-    const std::uint16_t slot = ratelimit::redis::detail::key_slot(window.redis_key(key));
-    ASSERT_EQ(slot, ratelimit::redis::detail::key_slot(gcra.redis_key(key)));
+    const std::uint16_t slot = ratelimit::redis::engine::detail::key_slot(window.redis_key(key));
+    ASSERT_EQ(slot, ratelimit::redis::engine::detail::key_slot(gcra.redis_key(key)));
     Migration m(cluster, slot, router->owner_of(slot));
     m.target_keys = {window.redis_key(key), gcra.redis_key(key)};
     int admitted = 0;

@@ -33,7 +33,7 @@ TEST(ClusterResharding, MovingASlotWhileCheckingLosesNothingAndOverAdmitsNothing
   RedisLimiter l(ratelimit::SlidingWindowLog{.limit = kLimit, .window = 1h}, opts, clock);
   const std::string key = "hot";
   const std::string redis_key = l.redis_key(key);
-  const std::uint16_t slot = ratelimit::redis::detail::key_slot(redis_key);
+  const std::uint16_t slot = ratelimit::redis::engine::detail::key_slot(redis_key);
   const std::string slot_text = std::to_string(slot);
   ASSERT_TRUE(l.peek(key).allowed);  // loads the map
 
@@ -82,7 +82,7 @@ TEST(ClusterResharding, MovingASlotWhileCheckingLosesNothingAndOverAdmitsNothing
   const auto keys = src.command({"CLUSTER", "GETKEYSINSLOT", slot_text, "100"});
   ASSERT_EQ(keys->elements, 1u) << admitted.load() << " admitted, " << denied.load() << " denied, " << lost.load()
                                 << " lost so far; source " << source << ", target " << target;
-  EXPECT_EQ(ratelimit::redis::text(*keys->element[0]), redis_key);
+  EXPECT_EQ(ratelimit::redis::engine::text(*keys->element[0]), redis_key);
   move.migrate(redis_key);
   let_run(300);  // the key is on the target, the slot still the source's: ASK
   move.finish();

@@ -44,8 +44,7 @@ bool wait_covered(const RedisCluster& cluster, std::uint16_t slot, bool want) {
 // destructor gives it back to `owner` and restores the cluster's defaults.
 class UnassignedSlot {
  public:
-  UnassignedSlot(RedisCluster& cluster, std::uint16_t slot, int owner)
-      : cluster_(cluster), slot_(slot), owner_(owner) {
+  UnassignedSlot(RedisCluster& cluster, std::uint16_t slot, int owner) : cluster_(cluster), slot_(slot), owner_(owner) {
     for (const auto& s : cluster_.servers()) {
       auto admin = RedisCluster::admin(s->port());
       (void)admin.command({"CONFIG", "SET", "cluster-require-full-coverage", "no"});
@@ -92,7 +91,7 @@ TEST(ClusterSlotMap, SlotWithoutOwnerIsRetriedAfterTheRefresh) {
   {
     RedisLimiter probe(policy, o, clock);
     ASSERT_TRUE(probe.peek(key).allowed);
-    slot = ratelimit::redis::detail::key_slot(probe.redis_key(key));
+    slot = ratelimit::redis::engine::detail::key_slot(probe.redis_key(key));
     const std::string endpoint = probe.cluster()->owner_of(slot);
     owner = std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
   }
@@ -101,7 +100,7 @@ TEST(ClusterSlotMap, SlotWithoutOwnerIsRetriedAfterTheRefresh) {
 
   RedisLimiter l(policy, o, clock);
   std::string other = "elsewhere";
-  while (ratelimit::redis::detail::key_slot(l.redis_key(other)) == slot) other += "x";
+  while (ratelimit::redis::engine::detail::key_slot(l.redis_key(other)) == slot) other += "x";
   ASSERT_TRUE(l.peek(other).allowed);  // loads the map without the slot
   ASSERT_EQ(l.cluster()->owner_of(slot), "");
 

@@ -105,7 +105,7 @@ class SlotMove {
  private:
   static void expect_ok(int port, std::initializer_list<std::string_view> args) {
     auto admin = RedisCluster::admin(port);
-    EXPECT_EQ(ratelimit::redis::text(*admin.command(args)), "OK") << *args.begin() << " on port " << port;
+    EXPECT_EQ(ratelimit::redis::engine::text(*admin.command(args)), "OK") << *args.begin() << " on port " << port;
   }
   std::vector<int> masters_;
   std::string slot_;

@@ -34,16 +34,16 @@ class Cluster : public testing::Test {
 
 // No server needed: the check value of the cluster specification, and the hash-tag rule.
 TEST(ClusterSlot, Crc16AndHashTags) {
-  using ratelimit::redis::detail::crc16_xmodem;
-  using ratelimit::redis::detail::key_slot;
+  using ratelimit::redis::engine::detail::crc16_xmodem;
+  using ratelimit::redis::engine::detail::key_slot;
   EXPECT_EQ(crc16_xmodem("123456789"), 0x31C3);
   EXPECT_EQ(crc16_xmodem(""), 0);
   EXPECT_EQ(key_slot("123456789"), 0x31C3 % 16384);
   EXPECT_EQ(key_slot("{user1000}.following"), key_slot("{user1000}.followers"));
   EXPECT_EQ(key_slot("foo{}{bar}"), crc16_xmodem("foo{}{bar}") % 16384);  // empty tag: whole key
-  EXPECT_EQ(key_slot("foo{{bar}}zap"), crc16_xmodem("{bar") % 16384);    // tag ends at the first '}'
+  EXPECT_EQ(key_slot("foo{{bar}}zap"), crc16_xmodem("{bar") % 16384);     // tag ends at the first '}'
   EXPECT_EQ(key_slot("foo{bar}{zap}"), crc16_xmodem("bar") % 16384);
-  EXPECT_EQ(key_slot("{"), crc16_xmodem("{") % 16384);                    // no closing brace
+  EXPECT_EQ(key_slot("{"), crc16_xmodem("{") % 16384);  // no closing brace
 }
 
 // The server is the reference: our slot of random byte keys equals CLUSTER KEYSLOT's.
@@ -60,7 +60,7 @@ TEST_F(Cluster, SlotsAgreeWithTheServer) {
     for (const std::string& k : {key, limiter.redis_key(key)}) {
       const auto r = admin.command({"CLUSTER", "KEYSLOT", k});
       ASSERT_EQ(r->type, REDIS_REPLY_INTEGER);
-      ASSERT_EQ(ratelimit::redis::detail::key_slot(k), r->integer) << "key of " << k.size() << " bytes";
+      ASSERT_EQ(ratelimit::redis::engine::detail::key_slot(k), r->integer) << "key of " << k.size() << " bytes";
     }
   }
 }
@@ -88,7 +88,8 @@ TEST_F(Cluster, KeysSpreadOverAllMasters) {
     const auto here = ratelimit_test::scan_keys(admin, opts.key_prefix + "*");
     EXPECT_GT(here.size(), kKeys / 4) << "master " << port << " holds too few keys";
     for (const std::string& k : here) {
-      ASSERT_EQ(l.cluster()->owner_of(ratelimit::redis::detail::key_slot(k)), "127.0.0.1:" + std::to_string(port));
+      ASSERT_EQ(l.cluster()->owner_of(ratelimit::redis::engine::detail::key_slot(k)),
+                "127.0.0.1:" + std::to_string(port));
     }
     total += here.size();
   }
@@ -104,14 +105,15 @@ TEST_F(Cluster, KeysSpreadOverAllMasters) {
 // (GCRA 10/s burst 3: T = 100 ms, tau = 300 ms, all at t = 0).
 TEST_F(Cluster, AllowManyAcrossMastersKeepsOrder) {
   ManualClock clock;
-  RedisLimiter l(ratelimit::Gcra{.limit = 10, .period = 1s, .burst = 3}, cluster_client_options(*shared_cluster()), clock);
+  RedisLimiter l(ratelimit::Gcra{.limit = 10, .period = 1s, .burst = 3}, cluster_client_options(*shared_cluster()),
+                 clock);
   // Three keys on three different masters.
   std::map<std::string, std::string> by_owner;
   for (int i = 0; by_owner.size() < 3 && i < 1000; ++i) {
     std::string k = "k";  // not "k" + std::to_string(i): GCC 12 -O2 -Wrestrict false positive
     k += std::to_string(i);
     (void)l.peek(k);  // loads the map
-    by_owner.emplace(l.cluster()->owner_of(ratelimit::redis::detail::key_slot(l.redis_key(k))), k);
+    by_owner.emplace(l.cluster()->owner_of(ratelimit::redis::engine::detail::key_slot(l.redis_key(k))), k);
   }
   ASSERT_EQ(by_owner.size(), 3u);
   std::vector<std::string> k;
@@ -141,12 +143,14 @@ TEST_F(Cluster, NoscriptOnEachMasterFallsBackToEval) {
   RedisLimiter l(ratelimit::FixedWindow{.limit = 100, .window = 1h}, cluster_client_options(cluster), clock);
   std::vector<std::string> keys;
   std::vector<ratelimit::redis::Request> batch;
-  for (int i = 0; i < 60; ++i) keys.push_back(std::string("n").append(std::to_string(i)));  // not "n" + string: GCC 12 -Wrestrict false positive at -O2
+  for (int i = 0; i < 60; ++i)
+    keys.push_back(
+        std::string("n").append(std::to_string(i)));  // not "n" + string: GCC 12 -Wrestrict false positive at -O2
   for (const auto& k : keys) batch.push_back({k, 1});
   for (const Decision& d : l.allow_many(batch)) ASSERT_EQ(d, D(true, 100, 99, 0s, 1h));
   for (const int port : cluster.master_ports()) {
     auto admin = RedisCluster::admin(port);
-    ASSERT_EQ(ratelimit::redis::text(*admin.command({"SCRIPT", "FLUSH"})), "OK");
+    ASSERT_EQ(ratelimit::redis::engine::text(*admin.command({"SCRIPT", "FLUSH"})), "OK");
   }
   const auto before = l.stats().script_reloads;
   for (const Decision& d : l.allow_many(batch)) ASSERT_EQ(d, D(true, 100, 98, 0s, 1h));

@@ -22,7 +22,7 @@ using ratelimit::Outcome;
 using ratelimit::redis::RedisLimiter;
 using ratelimit::redis::RedisOptions;
 
-std::int64_t denial_evalsha_count(ratelimit::redis::Connection& admin) {
+std::int64_t denial_evalsha_count(ratelimit::redis::engine::Connection& admin) {
   return ratelimit_test::command_count(admin, "evalsha");
 }
 

@@ -31,14 +31,15 @@ TEST(EmbeddedScripts, EqualTheirFilesByteForByte) {
       EXPECT_FALSE(file.empty()) << rel;
       assembled += file;
     }
-    EXPECT_GE(files, 2u) << s.file;  // at least one part and the main
+    EXPECT_GE(files, 2u) << s.file;                                               // at least one part and the main
     EXPECT_TRUE(std::string(s.parts).ends_with(std::string(s.file))) << s.parts;  // the main comes last
     EXPECT_EQ(std::string(s.body), assembled) << s.file;
     kinds.emplace(s.kind);
   }
-  const std::set<std::string> expected{"fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket",
-                                       "gcra", "layered", "gcra_lease", "fixed_window_lease",
-                                       "concurrency_acquire", "concurrency_release", "concurrency_renew"};
+  const std::set<std::string> expected{
+      "fixed_window",     "sliding_window_log", "sliding_window_counter", "token_bucket",        "gcra",
+      "layered",          "gcra_lease",         "fixed_window_lease",     "concurrency_acquire", "concurrency_release",
+      "concurrency_renew"};
   EXPECT_EQ(kinds, expected);
 }
 
@@ -51,7 +52,7 @@ TEST(EmbeddedScripts, FunctionLibraryEqualsItsGeneratedFileAndLoads) {
   auto admin = ratelimit_test::shared_redis()->admin();
   const std::string name(ratelimit::redis::detail::kFunctionLibrary);
   (void)admin.command({"FUNCTION", "DELETE", name});
-  EXPECT_EQ(ratelimit::redis::text(*admin.command({"FUNCTION", "LOAD", code})), name);
+  EXPECT_EQ(ratelimit::redis::engine::text(*admin.command({"FUNCTION", "LOAD", code})), name);
   const auto list = admin.command({"FUNCTION", "LIST", "LIBRARYNAME", name});
   ASSERT_EQ(list->elements, 1u);
   const redisReply& lib = *list->element[0];  // [library_name, n, engine, e, functions, [...]]
@@ -65,7 +66,7 @@ TEST(EmbeddedScripts, ServerComputesTheSameSha1) {
   auto admin = ratelimit_test::shared_redis()->admin();
   for (const auto& s : ratelimit::redis::detail::kEmbeddedScripts) {
     const auto r = admin.command({"SCRIPT", "LOAD", s.body});
-    EXPECT_EQ(ratelimit::redis::text(*r), s.sha1) << s.file;
+    EXPECT_EQ(ratelimit::redis::engine::text(*r), s.sha1) << s.file;
   }
 }
 

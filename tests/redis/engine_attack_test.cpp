@@ -163,7 +163,7 @@ TEST_F(EngineAttack, AsyncCallOfDestroyedLimiterOnSharedPoolSurvivesFunctionRefu
     auto admin = server.admin();
     const std::vector<std::string_view> acl{"ACL", "SETUSER",  "rl_nofcall", "reset", "on",   ">pw",
                                             "~*",  "+evalsha", "+eval",      "+get",  "+set", "+del"};
-    ASSERT_EQ(ratelimit::redis::text(*admin.command(acl)), "OK");
+    ASSERT_EQ(ratelimit::redis::engine::text(*admin.command(acl)), "OK");
   }
   o.use_functions = true;
   o.user = "rl_nofcall";
@@ -327,7 +327,7 @@ TEST_F(EngineAttackCluster, SyncCheckOnStalledNodeEndsByItsDeadline) {
   std::string key;
   for (int i = 0; key.empty(); ++i) {
     const std::string k = "k" + std::to_string(i);
-    if (l.cluster()->owner_of(ratelimit::redis::detail::key_slot(l.redis_key(k))) == behind) key = k;
+    if (l.cluster()->owner_of(ratelimit::redis::engine::detail::key_slot(l.redis_key(k))) == behind) key = k;
   }
   ASSERT_EQ(l.check(key).outcome, Outcome::decided) << "the healthy proxy did not forward";
   proxy_->set(Direction::to_client, FaultSpec::stall(0));

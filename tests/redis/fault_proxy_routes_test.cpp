@@ -152,7 +152,7 @@ class FaultProxyCluster : public testing::Test {
   }
 
   [[nodiscard]] std::string owner(const std::string& key) const {
-    return limiter_->cluster()->owner_of(ratelimit::redis::detail::key_slot(limiter_->redis_key(key)));
+    return limiter_->cluster()->owner_of(ratelimit::redis::engine::detail::key_slot(limiter_->redis_key(key)));
   }
 
   /// `fault` on the node behind the proxy (set by the caller): checks of its key end by their deadlines and

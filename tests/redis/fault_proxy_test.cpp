@@ -358,8 +358,9 @@ class FaultProxyConnect : public FaultProxyServer {
     if (HasFatalFailure() || IsSkipped()) return;
     auto admin = ratelimit_test::shared_redis()->admin();
     user_ = "faultproxy" + std::to_string(::getpid());
-    ASSERT_EQ(ratelimit::redis::text(*admin.command({"ACL", "SETUSER", user_, "reset", "on", ">pw", "~*", "+@all"})),
-              "OK");
+    ASSERT_EQ(
+        ratelimit::redis::engine::text(*admin.command({"ACL", "SETUSER", user_, "reset", "on", ">pw", "~*", "+@all"})),
+        "OK");
     options_.user = user_;
     options_.password = "pw";
     options_.database = 1;

@@ -123,7 +123,8 @@ Row run(const Scenario& sc) {
       row.max_call_ms = std::max(row.max_call_ms, std::chrono::duration<double, std::milli>(w.max_call).count());
       last_failure = std::max(last_failure, w.last_failure);
     }
-    row.recovery_ms = last_failure > restored ? std::chrono::duration<double, std::milli>(last_failure - restored).count() : 0;
+    row.recovery_ms =
+        last_failure > restored ? std::chrono::duration<double, std::milli>(last_failure - restored).count() : 0;
     EXPECT_EQ(after.failures - before.failures, row.failures) << sc.name << ": stats disagree with the decisions";
     std::string seen;
     if (after.io_errors > before.io_errors) seen += "io ";
@@ -173,12 +174,12 @@ Row run(const Scenario& sc) {
 void config(RedisServer& s, std::initializer_list<std::string_view> args) {
   auto admin = s.admin();
   const auto r = admin.command(args);
-  if (ratelimit::redis::is_error(*r)) throw std::runtime_error(std::string(ratelimit::redis::text(*r)));
+  if (ratelimit::redis::engine::is_error(*r)) throw std::runtime_error(std::string(ratelimit::redis::engine::text(*r)));
 }
 
 // The admin connection of a password-protected server (connected before the password was set).
-std::unique_ptr<ratelimit::redis::Connection>& kept_admin() {
-  static std::unique_ptr<ratelimit::redis::Connection> c;
+std::unique_ptr<ratelimit::redis::engine::Connection>& kept_admin() {
+  static std::unique_ptr<ratelimit::redis::engine::Connection> c;
   return c;
 }
 
@@ -198,23 +199,35 @@ std::vector<Scenario> scenarios() {
                  .fails = true,
                  .duration = 0ms});
   all.push_back({.name = "SCRIPT FLUSH",
-                 .inject = [](RedisServer& s) { config(s, {"SCRIPT", "FLUSH"}); },
+                 .inject =
+                     [](RedisServer& s) {
+                       config(s, {"SCRIPT", "FLUSH"});
+                     },
                  .restore = [](RedisServer&) {},
                  .fails = false});
   all.push_back({.name = "CLIENT PAUSE WRITE past command_timeout",
-                 .inject = [](RedisServer& s) { config(s, {"CLIENT", "PAUSE", "100000", "WRITE"}); },
-                 .restore = [](RedisServer& s) { config(s, {"CLIENT", "UNPAUSE"}); }});
+                 .inject =
+                     [](RedisServer& s) {
+                       config(s, {"CLIENT", "PAUSE", "100000", "WRITE"});
+                     },
+                 .restore =
+                     [](RedisServer& s) {
+                       config(s, {"CLIENT", "UNPAUSE"});
+                     }});
   all.push_back({.name = "maxmemory 1 byte, noeviction",
                  .inject =
                      [](RedisServer& s) {
                        config(s, {"CONFIG", "SET", "maxmemory-policy", "noeviction"});
                        config(s, {"CONFIG", "SET", "maxmemory", "1"});
                      },
-                 .restore = [](RedisServer& s) { config(s, {"CONFIG", "SET", "maxmemory", "0"}); }});
+                 .restore =
+                     [](RedisServer& s) {
+                       config(s, {"CONFIG", "SET", "maxmemory", "0"});
+                     }});
   all.push_back({.name = "wrong password (rotated, clients killed)",
                  .setup =
                      [](RedisServer& s, ratelimit::redis::RedisOptions& o) {
-                       kept_admin() = std::make_unique<ratelimit::redis::Connection>(s.admin());
+                       kept_admin() = std::make_unique<ratelimit::redis::engine::Connection>(s.admin());
                        kept_admin()->command({"CONFIG", "SET", "requirepass", "good"});
                        o.password = "good";
                      },
@@ -223,7 +236,10 @@ std::vector<Scenario> scenarios() {
                        kept_admin()->command({"CONFIG", "SET", "requirepass", "rotated"});
                        kept_admin()->command({"CLIENT", "KILL", "TYPE", "normal"});
                      },
-                 .restore = [](RedisServer&) { kept_admin()->command({"CONFIG", "SET", "requirepass", "good"}); },
+                 .restore =
+                     [](RedisServer&) {
+                       kept_admin()->command({"CONFIG", "SET", "requirepass", "good"});
+                     },
                  .cleanup =
                      [](RedisServer&) {
                        kept_admin()->command({"CONFIG", "SET", "requirepass", ""});
@@ -232,7 +248,7 @@ std::vector<Scenario> scenarios() {
   all.push_back({.name = "maxclients reached (clients killed)",
                  .inject =
                      [](RedisServer& s) {
-                       kept_admin() = std::make_unique<ratelimit::redis::Connection>(s.admin());
+                       kept_admin() = std::make_unique<ratelimit::redis::engine::Connection>(s.admin());
                        kept_admin()->command({"CONFIG", "SET", "maxclients", "1"});
                        kept_admin()->command({"CLIENT", "KILL", "TYPE", "normal"});
                      },

@@ -31,8 +31,8 @@ using ratelimit_test::client_options;
 using namespace std::chrono_literals;
 
 // `calls` of `command` in INFO commandstats (0 when it never ran).
-long long calls_of(ratelimit::redis::Connection& admin, const std::string& command) {
-  const std::string info(ratelimit::redis::text(*admin.command({"INFO", "commandstats"})));
+long long calls_of(ratelimit::redis::engine::Connection& admin, const std::string& command) {
+  const std::string info(ratelimit::redis::engine::text(*admin.command({"INFO", "commandstats"})));
   const auto at = info.find("cmdstat_" + command + ":calls=");
   return at == std::string::npos ? 0 : std::stoll(info.substr(at + command.size() + 15));
 }
@@ -49,7 +49,7 @@ void expect_checks_fall_back(const ratelimit::redis::RedisOptions& o) {
 }
 
 // True when the server holds this build's library.
-bool library_loaded(ratelimit::redis::Connection& admin) {
+bool library_loaded(ratelimit::redis::engine::Connection& admin) {
   const auto r =
       admin.command({"FUNCTION", "LIST", "LIBRARYNAME", std::string(ratelimit::redis::detail::kFunctionLibrary)});
   return r->type == REDIS_REPLY_ARRAY && r->elements == 1;
@@ -73,7 +73,7 @@ class FunctionScripts : public testing::Test {
     acl.insert(acl.end(), commands.begin(), commands.end());
     auto admin = server_->admin();
     const std::vector<std::string_view> args(acl.begin(), acl.end());
-    EXPECT_EQ(ratelimit::redis::text(*admin.command(args)), "OK");
+    EXPECT_EQ(ratelimit::redis::engine::text(*admin.command(args)), "OK");
     o.user = user;
     o.password = "pw";
     return o;
@@ -103,7 +103,7 @@ TEST_F(FunctionScripts, AFlushedLibraryIsLoadedAgainAndBatchesKeepEachKeysOrder)
   ManualClock clock;
   RedisLimiter<FixedWindow, ManualClock> l(FixedWindow{.limit = 3, .window = 1h}, options(), clock);
   EXPECT_EQ(l.allow("a").remaining, 2);
-  ASSERT_EQ(ratelimit::redis::text(*admin.command({"FUNCTION", "FLUSH"})), "OK");
+  ASSERT_EQ(ratelimit::redis::engine::text(*admin.command({"FUNCTION", "FLUSH"})), "OK");
   // Repeated keys: one round per repetition, each answered before the next is sent.
   const std::vector<ratelimit::redis::Request> batch{{"a", 1}, {"b", 1}, {"a", 1}, {"a", 1}, {"b", 1}};
   const std::vector<Decision> d = l.allow_many(batch);
@@ -133,7 +133,7 @@ TEST_F(FunctionScripts, LayeredChecksAndAsyncCallsGoAsFcall) {
     EXPECT_EQ(ratelimit::check_layers(req).decision.allowed, i < 2) << i;
   }
   EXPECT_EQ(burst.peek("u").remaining, 3);  // the denied third check kept nothing
-  ASSERT_EQ(ratelimit::redis::text(*admin.command({"FUNCTION", "FLUSH"})), "OK");
+  ASSERT_EQ(ratelimit::redis::engine::text(*admin.command({"FUNCTION", "FLUSH"})), "OK");
   std::mutex m;
   std::condition_variable cv;
   int done = 0;
@@ -179,7 +179,7 @@ TEST_F(FunctionScripts, UserWhoMayNotLoadFallsBackUntilTheLibraryIsThere) {
     EXPECT_FALSE(library_loaded(admin));
   }
   const auto loaded = admin.command({"FUNCTION", "LOAD", ratelimit::redis::detail::function_library_code()});
-  ASSERT_EQ(ratelimit::redis::text(*loaded), ratelimit::redis::detail::kFunctionLibrary);
+  ASSERT_EQ(ratelimit::redis::engine::text(*loaded), ratelimit::redis::detail::kFunctionLibrary);
   admin.command({"CONFIG", "RESETSTAT"});
   RedisLimiter<FixedWindow, ManualClock> l(FixedWindow{.limit = 5, .window = 1h}, o, clock);
   EXPECT_EQ(l.allow("k").remaining, 3);

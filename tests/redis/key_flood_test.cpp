@@ -15,7 +15,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-long long dbsize(ratelimit::redis::Connection& admin) {
+long long dbsize(ratelimit::redis::engine::Connection& admin) {
   const auto r = admin.command({"DBSIZE"});
   return r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
 }

@@ -108,8 +108,8 @@ TEST_F(KeyIdentityTest, SharedPoolAndJointCheck) {
   auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(o.connection(), o.limiter());
   RedisLimiter<FixedWindow, ManualClock> per_minute(FixedWindow{.limit = 2, .window = 1min}, pool, clock);
   RedisLimiter<FixedWindow, ManualClock> per_day(FixedWindow{.limit = 1000, .window = 24h}, pool, clock);
-  EXPECT_EQ(ratelimit::redis::detail::key_slot(per_minute.redis_key("alice")),
-            ratelimit::redis::detail::key_slot(per_day.redis_key("alice")));
+  EXPECT_EQ(ratelimit::redis::engine::detail::key_slot(per_minute.redis_key("alice")),
+            ratelimit::redis::engine::detail::key_slot(per_day.redis_key("alice")));
   std::array<ratelimit::JointRequest, 2> requests{{{&per_minute, "alice", 1}, {&per_day, "alice", 1}}};
   std::array<ratelimit::CheckResult, 2> out{};
   ASSERT_TRUE(per_minute.check_jointly(requests, out));

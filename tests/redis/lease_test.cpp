@@ -92,7 +92,7 @@ void differential(const Rules& rules, const std::string& kind, std::vector<std::
     args.insert(args.end(), params.begin(), params.end());
     std::vector<std::string_view> views(args.begin(), args.end());
     const auto r = admin.command(views);
-    ASSERT_EQ(r->type, REDIS_REPLY_ARRAY) << ratelimit::redis::text(*r);
+    ASSERT_EQ(r->type, REDIS_REPLY_ARRAY) << ratelimit::redis::engine::text(*r);
     ASSERT_EQ(r->elements, 9u);
     auto v = [&](std::size_t i) { return static_cast<std::int64_t>(r->element[i]->integer); };
     const std::int64_t retry = expected.retry_after == ratelimit::TickDecision::never ? -1 : expected.retry_after;
@@ -112,8 +112,8 @@ void differential(const Rules& rules, const std::string& kind, std::vector<std::
 TEST_F(LeaseRedis, GcraScriptComputesAsTheArithmetic) {
   const auto rules = kGcra.rules(1000);
   differential<ratelimit::lease::GcraLease>(
-      rules, "gcra_lease",
-      {std::to_string(rules.emission_interval()), std::to_string(rules.tolerance() - 200'000)}, 200'000);
+      rules, "gcra_lease", {std::to_string(rules.emission_interval()), std::to_string(rules.tolerance() - 200'000)},
+      200'000);
 }
 
 TEST_F(LeaseRedis, FixedWindowScriptComputesAsTheArithmetic) {
@@ -160,7 +160,7 @@ TEST_F(LeaseRedis, UnusedUnitsGoBackWhenTheLimiterIsDestroyed) {
   {
     Leased<ratelimit::Gcra> limiter(kGcra, options, lease_options(), clock, clock);
     for (int i = 0; i < 30; ++i) ASSERT_TRUE(limiter.allow("k"));  // demand grows the slice
-    EXPECT_LT(observer.peek("k").remaining, 80 - 30);               // its lease holds more than it used
+    EXPECT_LT(observer.peek("k").remaining, 80 - 30);              // its lease holds more than it used
   }
   EXPECT_EQ(observer.peek("k").remaining, 80 - 30);  // returned at once, before any refill
 }
@@ -200,7 +200,8 @@ TEST_F(LeaseRedis, TwoLimitersShareTheBoundExactly) {
   std::int64_t worst = -100;
   for (std::size_t i = 0, j = 0; j < served.size(); ++j) {  // windows [served[i], served[j]]
     while (served[j] - served[i] > 1'000'000) ++i;
-    worst = std::max<std::int64_t>(worst, static_cast<std::int64_t>(j - i + 1) - (100 + (served[j] - served[i]) / 10'000));
+    worst =
+        std::max<std::int64_t>(worst, static_cast<std::int64_t>(j - i + 1) - (100 + (served[j] - served[i]) / 10'000));
   }
   EXPECT_LE(worst, 0);
   EXPECT_GT(served.size(), 100u + 300u * 8 / 10);  // most of the bound over 3 s
@@ -259,9 +260,9 @@ TEST_F(LeaseRedis, FixedWindowLeaseNeverServesIntoTheNextWindow) {
 
 TEST_F(LeaseRedis, TokenBucketLeases) {
   ManualClock clock;
-  Leased<ratelimit::TokenBucket> limiter(ratelimit::TokenBucket{.capacity = 100, .refill_tokens = 100,
-                                                                .refill_period = 1s},
-                                         client_options(*shared_redis()), lease_options(), clock, clock);
+  Leased<ratelimit::TokenBucket> limiter(
+      ratelimit::TokenBucket{.capacity = 100, .refill_tokens = 100, .refill_period = 1s},
+      client_options(*shared_redis()), lease_options(), clock, clock);
   EXPECT_EQ(limiter.limit(), 80);
   int admitted = 0;
   for (int i = 0; i < 200; ++i) admitted += limiter.allow("t") ? 1 : 0;

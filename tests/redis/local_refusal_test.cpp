@@ -28,10 +28,10 @@ using namespace std::chrono_literals;
 using ratelimit::BackendError;
 using ratelimit::BackendErrorCause;
 using ratelimit::redis::ConnectionOptions;
-using ratelimit::redis::PipelineOp;
-using ratelimit::redis::Reply;
 using ratelimit::redis::Route;
-using ratelimit::redis::RouteCall;
+using ratelimit::redis::engine::PipelineOp;
+using ratelimit::redis::engine::Reply;
+using ratelimit::redis::engine::RouteCall;
 
 /// `o` with one connection per server, `max_in_flight` 8, a breaker that opens at the first failure.
 ConnectionOptions crowded(ConnectionOptions o) {

@@ -18,9 +18,9 @@ namespace pipeline_connect_wait {
 using namespace std::chrono_literals;
 using ratelimit::BackendError;
 using ratelimit::BackendErrorCause;
-using ratelimit::redis::Connection;
-using ratelimit::redis::Pipeline;
-using ratelimit::redis::RouteCall;
+using ratelimit::redis::engine::Connection;
+using ratelimit::redis::engine::Pipeline;
+using ratelimit::redis::engine::RouteCall;
 using Steady = std::chrono::steady_clock;
 
 // One sync PING on `p` that must end by `deadline`; returns how long it took. Its error lands in `call.error`.
@@ -29,7 +29,7 @@ Steady::duration ping(Pipeline& p, RouteCall& call, Steady::time_point deadline)
   call.deadline = deadline;
   const auto t0 = Steady::now();
   {
-    ratelimit::redis::detail::SyncCalls batch;
+    ratelimit::redis::engine::detail::SyncCalls batch;
     if (p.start(std::span<RouteCall>(&call, 1), batch)) p.wait(batch);
   }
   return Steady::now() - t0;

@@ -26,8 +26,8 @@ using namespace std::chrono_literals;
 using ratelimit::BackendError;
 using ratelimit::ManualClock;
 using ratelimit::redis::ConnectionPool;
-using ratelimit::redis::PipelineOp;
-using ratelimit::redis::Reply;
+using ratelimit::redis::engine::PipelineOp;
+using ratelimit::redis::engine::Reply;
 
 const ratelimit::Gcra kBig{.limit = 1000, .period = 1s, .burst = 1'000'000};
 

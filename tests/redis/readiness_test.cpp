@@ -26,7 +26,7 @@ TEST(Readiness, LoadsTheScriptAndWritesNothing) {
   auto o = shared_redis()->options();
   o.key_prefix = ratelimit_test::unique_prefix();
   RedisLimiter limiter(kReadyPolicy, o);
-  ASSERT_EQ(ratelimit::redis::text(*admin.command({"SCRIPT", "FLUSH"})), "OK");
+  ASSERT_EQ(ratelimit::redis::engine::text(*admin.command({"SCRIPT", "FLUSH"})), "OK");
   limiter.wait_ready(2s);
   const auto exists = admin.command({"SCRIPT", "EXISTS", limiter.script().sha1});
   ASSERT_EQ(exists->type, REDIS_REPLY_ARRAY);

@@ -38,9 +38,9 @@ struct ClusterNodeInfo {
   std::string id;
   int port = 0;
   bool master = false;
-  bool failed = false;     // "fail" or "fail?" flag
-  std::string master_id;   // of a replica
-  int slot_count = 0;      // of a master
+  bool failed = false;    // "fail" or "fail?" flag
+  std::string master_id;  // of a replica
+  int slot_count = 0;     // of a master
 };
 
 /// True when nothing listens on 127.0.0.1:`port` right now.
@@ -120,12 +120,12 @@ class RedisCluster {
   }
 
   /// An administrative connection to the node on `port`.
-  [[nodiscard]] static ratelimit::redis::Connection admin(int port) {
+  [[nodiscard]] static ratelimit::redis::engine::Connection admin(int port) {
     ratelimit::redis::RedisOptions o;
     o.host = "127.0.0.1";
     o.port = port;
     o.command_timeout = std::chrono::milliseconds(5000);
-    return ratelimit::redis::Connection::open(o);
+    return ratelimit::redis::engine::Connection::open(o);
   }
 
   /// CLUSTER NODES as seen by the node on `port`.
@@ -133,7 +133,7 @@ class RedisCluster {
     auto c = admin(port);
     const auto r = c.command({"CLUSTER", "NODES"});
     std::vector<ClusterNodeInfo> out;
-    std::istringstream lines{std::string(ratelimit::redis::text(*r))};
+    std::istringstream lines{std::string(ratelimit::redis::engine::text(*r))};
     std::string line;
     while (std::getline(lines, line)) {
       std::istringstream f(line);
@@ -149,7 +149,8 @@ class RedisCluster {
       while (f >> range) {
         if (range.front() == '[') continue;  // a migrating/importing marker
         const auto dash = range.find('-');
-        n.slot_count += dash == std::string::npos ? 1 : std::stoi(range.substr(dash + 1)) - std::stoi(range.substr(0, dash)) + 1;
+        n.slot_count +=
+            dash == std::string::npos ? 1 : std::stoi(range.substr(dash + 1)) - std::stoi(range.substr(0, dash)) + 1;
       }
       out.push_back(n);
     }
@@ -168,7 +169,7 @@ class RedisCluster {
   /// The node id of the node on `port`.
   [[nodiscard]] static std::string id_of(int port) {
     auto c = admin(port);
-    return std::string(ratelimit::redis::text(*c.command({"CLUSTER", "MYID"})));
+    return std::string(ratelimit::redis::engine::text(*c.command({"CLUSTER", "MYID"})));
   }
 
   /// The server on `port` (to kill it).
@@ -223,19 +224,21 @@ class RedisCluster {
       try {
         auto c = admin(s->port());
         const auto info = c.command({"CLUSTER", "INFO"});
-        if (ratelimit::redis::text(*info).find("cluster_state:ok") == std::string_view::npos) {
+        if (ratelimit::redis::engine::text(*info).find("cluster_state:ok") == std::string_view::npos) {
           return std::to_string(s->port()) + " not cluster_state:ok";
         }
         const auto repl = c.command({"INFO", "replication"});
-        const std::string_view r = ratelimit::redis::text(*repl);
-        if (r.find("role:slave") != std::string_view::npos && r.find("master_link_status:up") == std::string_view::npos) {
+        const std::string_view r = ratelimit::redis::engine::text(*repl);
+        if (r.find("role:slave") != std::string_view::npos &&
+            r.find("master_link_status:up") == std::string_view::npos) {
           return std::to_string(s->port()) + " replica link not up";
         }
         // A master serving slots has all its replicas attached (CLUSTER REPLICATE may still be on its way).
         if (all_replicas && r.find("role:master") != std::string_view::npos && serves_slots(c)) {
           const auto at = r.find("connected_slaves:");
           const int attached = at == std::string_view::npos ? 0 : std::atoi(std::string(r.substr(at + 17, 4)).c_str());
-          if (attached < replicas_) return std::to_string(s->port()) + " has " + std::to_string(attached) + " replicas attached";
+          if (attached < replicas_)
+            return std::to_string(s->port()) + " has " + std::to_string(attached) + " replicas attached";
         }
         // Masters and their slot ranges, sorted by the node (a node's view must match the others').
         std::map<long long, long long> view;  // first slot -> master port
@@ -259,9 +262,9 @@ class RedisCluster {
   }
 
   /// True when the node behind `c` owns at least one slot (CLUSTER NODES, its "myself" line).
-  static bool serves_slots(ratelimit::redis::Connection& c) {
+  static bool serves_slots(ratelimit::redis::engine::Connection& c) {
     const auto r = c.command({"CLUSTER", "NODES"});
-    std::istringstream lines{std::string(ratelimit::redis::text(*r))};
+    std::istringstream lines{std::string(ratelimit::redis::engine::text(*r))};
     std::string line;
     while (std::getline(lines, line)) {
       if (line.find("myself") == std::string::npos) continue;

@@ -27,10 +27,10 @@ constexpr auto never = Decision::never;
 using ratelimit_test::at;
 
 // The key's value and TTL, whatever its type (DUMP serialises any value).
-std::string snapshot(ratelimit::redis::Connection& admin, const std::string& key) {
+std::string snapshot(ratelimit::redis::engine::Connection& admin, const std::string& key) {
   const auto value = admin.command({"DUMP", key});
   const auto ttl = admin.command({"PTTL", key});
-  return std::string(value->type == REDIS_REPLY_STRING ? ratelimit::redis::text(*value) : "(none)") + "/" +
+  return std::string(value->type == REDIS_REPLY_STRING ? ratelimit::redis::engine::text(*value) : "(none)") + "/" +
          std::to_string(ttl->integer > 0 ? 1 : ttl->integer);
 }
 
@@ -43,12 +43,12 @@ class RedisLimiterTest : public testing::Test {
 // pointers (the iterator-pair constructor); single braces select the argument list.
 TEST_F(RedisLimiterTest, ConnectionSendsEveryArgument) {
   auto admin = shared_redis()->admin();
-  EXPECT_EQ(ratelimit::redis::text(*admin.command({"ECHO", "hello"})), "hello");
+  EXPECT_EQ(ratelimit::redis::engine::text(*admin.command({"ECHO", "hello"})), "hello");
   const std::string binary("a\0b{}", 5);
   const auto r = admin.command({"ECHO", binary});
-  EXPECT_EQ(ratelimit::redis::text(*r), binary);
+  EXPECT_EQ(ratelimit::redis::engine::text(*r), binary);
   const auto err = admin.command({"NOSUCHCOMMAND", "x"});
-  EXPECT_TRUE(ratelimit::redis::is_error(*err, "ERR"));
+  EXPECT_TRUE(ratelimit::redis::engine::is_error(*err, "ERR"));
   EXPECT_FALSE(admin.broken());
 }
 
@@ -84,7 +84,8 @@ TEST_F(RedisLimiterTest, SlidingWindowLog) {
   EXPECT_EQ(l.allow("k"), D(true, 3, 1, 0s, 10s));
   auto admin = shared_redis()->admin();
   // The member is struct.pack("<dd", timestamp, cost).
-  const auto members = admin.command({"EVAL", "local m = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES') "
+  const auto members = admin.command({"EVAL",
+                                      "local m = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES') "
                                       "local t, c = struct.unpack('<dd', m[1]) return {#m, t, c, tonumber(m[2])}",
                                       "1", l.redis_key("k")});
   ASSERT_EQ(members->elements, 4u);
@@ -154,8 +155,8 @@ TEST_F(RedisLimiterTest, DenialsWriteNothing) {
   EXPECT_EQ(l.allow("k", 1), D(false, 1, 0, 70ms, 70ms));
   EXPECT_EQ(snapshot(admin, l.redis_key("k")), before);
   // TAT 100,000 us and latest write 0, as two little-endian doubles.
-  const auto state = admin.command({"EVAL", "return {struct.unpack('<dd', redis.call('GET', KEYS[1]))}", "1",
-                                    l.redis_key("k")});
+  const auto state =
+      admin.command({"EVAL", "return {struct.unpack('<dd', redis.call('GET', KEYS[1]))}", "1", l.redis_key("k")});
   ASSERT_GE(state->elements, 2u);
   EXPECT_EQ(state->element[0]->integer, 100000);
   EXPECT_EQ(state->element[1]->integer, 0);
@@ -175,9 +176,9 @@ TEST_F(RedisLimiterTest, TtlIsResetAfterPlusOneSecond) {
     EXPECT_GE(ttl, want - 200) << key;  // only the time since the script ran has passed
   };
   at(clock, 700ms);
-  check(gcra.allow("k", 3), gcra.redis_key("k"));   // reset 300 ms
-  check(swl.allow("k"), swl.redis_key("k"));        // reset 2.5 s
-  check(swc.allow("k"), swc.redis_key("k"));        // reset 2W - r = 3.3 s
+  check(gcra.allow("k", 3), gcra.redis_key("k"));  // reset 300 ms
+  check(swl.allow("k"), swl.redis_key("k"));       // reset 2.5 s
+  check(swc.allow("k"), swc.redis_key("k"));       // reset 2W - r = 3.3 s
   EXPECT_EQ(ratelimit_test::expect_all_keys_expire(admin, opts.key_prefix), 3u);
 }
 

@@ -65,7 +65,8 @@ class RedisServer {
  public:
   /// Starts redis-server on a free port (or on `port` when given, e.g. to start late on a known port),
   /// with `extra_args` appended to the command line (later options win, e.g. `--dir`).
-  explicit RedisServer(std::string binary, int port = 0, bool start_now = true, std::vector<std::string> extra_args = {})
+  explicit RedisServer(std::string binary, int port = 0, bool start_now = true,
+                       std::vector<std::string> extra_args = {})
       : binary_(std::move(binary)), port_(port == 0 ? free_port() : port), extra_args_(std::move(extra_args)) {
     if (start_now) start();
   }
@@ -117,7 +118,7 @@ class RedisServer {
       try {
         auto c = admin();
         const auto r = c.command({"PING"});
-        if (ratelimit::redis::text(*r) == "PONG") return;
+        if (ratelimit::redis::engine::text(*r) == "PONG") return;
       } catch (const ratelimit::BackendError&) {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -155,9 +156,9 @@ class RedisServer {
   }
 
   /// `connected_clients` of INFO clients, asked through `admin` (which counts itself).
-  static long connected_clients(ratelimit::redis::Connection& admin) {
+  static long connected_clients(ratelimit::redis::engine::Connection& admin) {
     const auto r = admin.command({"INFO", "clients"});
-    const std::string_view info = ratelimit::redis::text(*r);
+    const std::string_view info = ratelimit::redis::engine::text(*r);
     const auto at = info.find("connected_clients:");
     if (at == std::string_view::npos) throw std::runtime_error("INFO clients: no connected_clients");
     return std::stol(std::string(info.substr(at + 18, 12)));
@@ -176,10 +177,10 @@ class RedisServer {
   }
 
   /// A fresh connection for administrative commands (SCRIPT FLUSH, CLIENT PAUSE, SCAN, PTTL...).
-  [[nodiscard]] ratelimit::redis::Connection admin() const {
+  [[nodiscard]] ratelimit::redis::engine::Connection admin() const {
     ratelimit::redis::RedisOptions o = options();
     o.command_timeout = std::chrono::milliseconds(5000);
-    return ratelimit::redis::Connection::open(o);
+    return ratelimit::redis::engine::Connection::open(o);
   }
 
  private:

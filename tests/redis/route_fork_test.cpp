@@ -25,18 +25,18 @@
 namespace {
 namespace route_fork {
 
-using ratelimit::redis::PipelineOp;
-using ratelimit::redis::Reply;
 using ratelimit::redis::Route;
-using ratelimit::redis::RouteCall;
+using ratelimit::redis::engine::PipelineOp;
+using ratelimit::redis::engine::Reply;
+using ratelimit::redis::engine::RouteCall;
 
 /// Connections the server on `port` accepted so far (its own admin connection included).
 std::int64_t accepted(int port) {
   ratelimit::redis::ConnectionOptions o;
   o.port = port;
   o.command_timeout = std::chrono::seconds(5);
-  auto c = ratelimit::redis::Connection::open(o);
-  const std::string info(ratelimit::redis::text(*c.command({"INFO", "stats"})));
+  auto c = ratelimit::redis::engine::Connection::open(o);
+  const std::string info(ratelimit::redis::engine::text(*c.command({"INFO", "stats"})));
   const auto at = info.find("total_connections_received:");
   return at == std::string::npos ? -1 : std::stoll(info.substr(at + 27));
 }

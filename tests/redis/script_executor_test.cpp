@@ -40,11 +40,11 @@ TEST_F(ScriptExecutorTest, ReloadsCountEveryNoscript) {
   for (const auto& k : keys) batch.push_back({k, 1});
   for (const Decision& d : l.allow_many(batch)) ASSERT_TRUE(d.allowed);
   auto admin = shared_redis()->admin();
-  ASSERT_EQ(ratelimit::redis::text(*admin.command({"SCRIPT", "FLUSH"})), "OK");
+  ASSERT_EQ(ratelimit::redis::engine::text(*admin.command({"SCRIPT", "FLUSH"})), "OK");
   const auto before = l.stats().script_reloads;
   for (const Decision& d : l.allow_many(batch)) ASSERT_EQ(d.remaining, 98);
   EXPECT_EQ(l.stats().script_reloads - before, 10u);
-  ASSERT_EQ(ratelimit::redis::text(*admin.command({"SCRIPT", "FLUSH"})), "OK");
+  ASSERT_EQ(ratelimit::redis::engine::text(*admin.command({"SCRIPT", "FLUSH"})), "OK");
   EXPECT_EQ(l.allow(keys[0]).remaining, 97);
   EXPECT_EQ(l.stats().script_reloads - before, 11u);
   EXPECT_EQ(l.stats().failures, 0u);
@@ -102,20 +102,20 @@ TEST_F(ScriptExecutorTest, UserWithoutScriptLoadFallsBackToEval) {
   auto o = client_options(*shared_redis());
   const std::string user = "rl_noload_" + std::to_string(::getpid());
   const std::string key_pattern = "~" + o.key_prefix + "*";
-  const auto setuser = admin.command({"ACL", "SETUSER", user, "reset", "on", ">secret", key_pattern, "+evalsha", "+eval",
-                                      "+pexpire", "+del", "+get", "+set", "+zrange", "+zadd",
-                                      "+zrem", "+zremrangebyscore", "+time", "+ping"});
-  ASSERT_EQ(ratelimit::redis::text(*setuser), "OK");
+  const auto setuser =
+      admin.command({"ACL", "SETUSER", user, "reset", "on", ">secret", key_pattern, "+evalsha", "+eval", "+pexpire",
+                     "+del", "+get", "+set", "+zrange", "+zadd", "+zrem", "+zremrangebyscore", "+time", "+ping"});
+  ASSERT_EQ(ratelimit::redis::engine::text(*setuser), "OK");
   o.user = user;
   o.password = "secret";
   {
     ManualClock clock;
     RedisLimiter<FixedWindow, ManualClock> l(FixedWindow{.limit = 5, .window = 1h}, o, clock);
-    ASSERT_EQ(ratelimit::redis::text(*admin.command({"SCRIPT", "FLUSH"})), "OK");
+    ASSERT_EQ(ratelimit::redis::engine::text(*admin.command({"SCRIPT", "FLUSH"})), "OK");
     EXPECT_EQ(l.allow("k").remaining, 4);
     EXPECT_EQ(l.allow("k").remaining, 3);
     std::vector<ratelimit::redis::Request> batch{{"a", 1}, {"b", 1}};
-    ASSERT_EQ(ratelimit::redis::text(*admin.command({"SCRIPT", "FLUSH"})), "OK");
+    ASSERT_EQ(ratelimit::redis::engine::text(*admin.command({"SCRIPT", "FLUSH"})), "OK");
     for (const Decision& d : l.allow_many(batch)) EXPECT_EQ(d.remaining, 4);
     EXPECT_EQ(l.stats().failures, 0u);
     EXPECT_EQ(l.stats().script_reloads, 3u);

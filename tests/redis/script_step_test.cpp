@@ -19,11 +19,11 @@ namespace {
 
 using ratelimit::BackendError;
 using ratelimit::BackendErrorCause;
-using ratelimit::redis::AsyncScriptCall;
-using ratelimit::redis::PipelineOp;
-using ratelimit::redis::Reply;
-using ratelimit::redis::RouteCall;
-using ratelimit::redis::Script;
+using ratelimit::redis::engine::AsyncScriptCall;
+using ratelimit::redis::engine::PipelineOp;
+using ratelimit::redis::engine::Reply;
+using ratelimit::redis::engine::RouteCall;
+using ratelimit::redis::engine::Script;
 
 // The reply `resp` (one RESP value) as hiredis parses it.
 Reply parse(std::string_view resp) {
@@ -60,7 +60,7 @@ class ScriptedRoute final : public ratelimit::redis::Route {
     }
   }
   void submit(PipelineOp& op) override {
-    ratelimit::redis::PipelineOpAccess::set_sink(op, this);
+    ratelimit::redis::engine::PipelineOpAccess::set_sink(op, this);
     log.push_back(op.args[0] + " " + op.args[1] + " @" + std::to_string(op.slot));
     auto [reply, error] = answer(op.args[0]);
     op.complete(std::move(reply), std::move(error));
@@ -184,7 +184,7 @@ TEST(ScriptStep, SyncCallsSendWhatEachReplyAsksFor) {
     RouteCall call;
     call.slot = 5;
     call.args = {"EVALSHA", "sha", "1", "k"};
-    const std::size_t reloads = ratelimit::redis::run_script(route, kScript, std::span<RouteCall>(&call, 1));
+    const std::size_t reloads = ratelimit::redis::engine::run_script(route, kScript, std::span<RouteCall>(&call, 1));
     expect_case(t, route, call.reply, call.error, reloads == 1);
     EXPECT_LE(reloads, 1u);
     ASSERT_FALSE(route.deadlines.empty());
@@ -216,7 +216,7 @@ TEST(ScriptStep, BatchLoadsTheLibraryOncePerSlot) {
     calls[i].slot = slots[i];
     calls[i].args = {"EVALSHA", "sha", "1", "k" + std::to_string(i)};
   }
-  EXPECT_EQ(ratelimit::redis::run_script(route, kScript, calls), 4u);
+  EXPECT_EQ(ratelimit::redis::engine::run_script(route, kScript, calls), 4u);
   const std::vector<std::string> expected{"FCALL fn @7",      "FCALL fn @7",      "FCALL fn @9", "FCALL fn @9",
                                           "FUNCTION LOAD @7", "FUNCTION LOAD @9", "FCALL fn @7", "FCALL fn @7",
                                           "FCALL fn @9",      "FCALL fn @9"};
@@ -236,7 +236,7 @@ TEST(ScriptStep, RepeatedKeysGoInRoundsAnsweredInTurn) {
     calls[i].slot = static_cast<std::uint16_t>(i);
     calls[i].args = {"EVALSHA", "sha", "1", order[i]};
   }
-  EXPECT_EQ(ratelimit::redis::run_script(route, kScript, calls, order), 2u);
+  EXPECT_EQ(ratelimit::redis::engine::run_script(route, kScript, calls, order), 2u);
   const std::vector<std::string> expected{"EVALSHA sha @0", "EVALSHA sha @1", "EVAL body @0", "EVAL body @1",
                                           "EVALSHA sha @2"};
   EXPECT_EQ(route.log, expected);

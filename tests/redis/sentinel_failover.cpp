@@ -33,9 +33,9 @@ using ratelimit_test::wait_for;
 }
 
 // True when `c`'s INFO replication says its link to the master is up.
-bool replica_synced(ratelimit::redis::Connection& c) {
-  return std::string(ratelimit::redis::text(*c.command({"INFO", "replication"}))).find("master_link_status:up") !=
-         std::string::npos;
+bool replica_synced(ratelimit::redis::engine::Connection& c) {
+  return std::string(ratelimit::redis::engine::text(*c.command({"INFO", "replication"})))
+             .find("master_link_status:up") != std::string::npos;
 }
 
 }  // namespace
@@ -52,21 +52,25 @@ int main() {
   std::vector<std::unique_ptr<ratelimit_test::SentinelProcess>> sentinels;
   std::vector<int> ports;
   for (int i = 0; i < 3; ++i) {
-    sentinels.push_back(std::make_unique<ratelimit_test::SentinelProcess>(*binary, master.port(), "mymaster", 2, 500ms));
+    sentinels.push_back(
+        std::make_unique<ratelimit_test::SentinelProcess>(*binary, master.port(), "mymaster", 2, 500ms));
     ports.push_back(sentinels.back()->port());
   }
   // Every sentinel knows the replica and the two other sentinels (they find each other through the master).
   for (auto& s : sentinels) {
     auto c = s->server().admin();
-    if (!wait_for([&] {
-          const auto r = c.command({"SENTINEL", "master", "mymaster"});
-          std::string flat;
-          for (std::size_t i = 0; i + 1 < r->elements; i += 2) {
-            flat += std::string(ratelimit::redis::text(*r->element[i])) + "=" +
-                    std::string(ratelimit::redis::text(*r->element[i + 1])) + " ";
-          }
-          return flat.find("num-slaves=1 ") != std::string::npos && flat.find("num-other-sentinels=2 ") != std::string::npos;
-        }, 15s)) {
+    if (!wait_for(
+            [&] {
+              const auto r = c.command({"SENTINEL", "master", "mymaster"});
+              std::string flat;
+              for (std::size_t i = 0; i + 1 < r->elements; i += 2) {
+                flat += std::string(ratelimit::redis::engine::text(*r->element[i])) + "=" +
+                        std::string(ratelimit::redis::engine::text(*r->element[i + 1])) + " ";
+              }
+              return flat.find("num-slaves=1 ") != std::string::npos &&
+                     flat.find("num-other-sentinels=2 ") != std::string::npos;
+            },
+            15s)) {
       fail("the sentinels did not find the replica and each other");
     }
   }
@@ -161,13 +165,14 @@ int main() {
   }
   const auto ms = [](Clock::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
   const auto s = limiter.stats();
-  std::printf("SentinelFailover: master %s killed under load (2 threads, %ld checks before the kill); checks "
-              "decided again by %s after %lld ms (%ld checks got the failure policy meanwhile); %ld of %ld keys "
-              "admitted before the kill were admitted again (lost writes, the oldest %lld ms before the kill); "
-              "%llu discoveries, %llu master change(s)\n",
-              old_master.c_str(), before, new_master.c_str(), static_cast<long long>(ms(recovery)), failures.load(),
-              lost, before, static_cast<long long>(ms(oldest_lost)),
-              static_cast<unsigned long long>(s.master_discoveries), static_cast<unsigned long long>(s.master_changes));
+  std::printf(
+      "SentinelFailover: master %s killed under load (2 threads, %ld checks before the kill); checks "
+      "decided again by %s after %lld ms (%ld checks got the failure policy meanwhile); %ld of %ld keys "
+      "admitted before the kill were admitted again (lost writes, the oldest %lld ms before the kill); "
+      "%llu discoveries, %llu master change(s)\n",
+      old_master.c_str(), before, new_master.c_str(), static_cast<long long>(ms(recovery)), failures.load(), lost,
+      before, static_cast<long long>(ms(oldest_lost)), static_cast<unsigned long long>(s.master_discoveries),
+      static_cast<unsigned long long>(s.master_changes));
   if (s.master_changes < 1) fail("no master change counted");
   if (oldest_lost > 2s) fail("a key admitted more than 2 s before the kill was lost");
   return 0;

@@ -30,7 +30,7 @@ using Steady = std::chrono::steady_clock;
 using ratelimit::FixedWindow;
 using ratelimit::redis::RedisLimiter;
 using ratelimit::redis::SentinelRoute;
-using ratelimit::redis::text;
+using ratelimit::redis::engine::text;
 using ratelimit_test::wait_for;
 
 /// What one async check met.
@@ -102,7 +102,7 @@ class SentinelAfterFailover : public testing::Test {
 
   /// Clients of the server behind `admin` with no name, but `admin` itself: the route's connections (the
   /// sentinels name theirs).
-  static int clients_of(ratelimit::redis::Connection& admin) {
+  static int clients_of(ratelimit::redis::engine::Connection& admin) {
     const std::string me = "id=" + std::to_string(admin.command({"CLIENT", "ID"})->integer) + " ";
     std::istringstream lines{std::string(text(*admin.command({"CLIENT", "LIST"})))};
     int n = 0;

@@ -64,23 +64,24 @@ inline ratelimit::redis::RedisOptions named_client_options(const RedisServer& se
 }
 
 /// Every key matching `pattern` (SCAN, so it also works on a busy server).
-inline std::vector<std::string> scan_keys(ratelimit::redis::Connection& admin, const std::string& pattern) {
+inline std::vector<std::string> scan_keys(ratelimit::redis::engine::Connection& admin, const std::string& pattern) {
   std::vector<std::string> keys;
   std::string cursor = "0";
   do {
     const auto r = admin.command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) throw std::runtime_error("SCAN: bad reply");
-    cursor = std::string(ratelimit::redis::text(*r->element[0]));
+    cursor = std::string(ratelimit::redis::engine::text(*r->element[0]));
     const redisReply* batch = r->element[1];
-    for (std::size_t i = 0; i < batch->elements; ++i) keys.emplace_back(ratelimit::redis::text(*batch->element[i]));
+    for (std::size_t i = 0; i < batch->elements; ++i)
+      keys.emplace_back(ratelimit::redis::engine::text(*batch->element[i]));
   } while (cursor != "0");
   return keys;
 }
 
 /// `calls + rejected_calls` of `command` in INFO commandstats (a NOSCRIPT EVALSHA is a rejected call).
-inline std::int64_t command_count(ratelimit::redis::Connection& admin, const std::string& command) {
+inline std::int64_t command_count(ratelimit::redis::engine::Connection& admin, const std::string& command) {
   const auto r = admin.command({"INFO", "commandstats"});
-  const std::string info(ratelimit::redis::text(*r));
+  const std::string info(ratelimit::redis::engine::text(*r));
   const std::string tag = "cmdstat_" + command + ":";
   const auto at = info.find(tag);
   if (at == std::string::npos) return 0;
@@ -93,13 +94,13 @@ inline std::int64_t command_count(ratelimit::redis::Connection& admin, const std
 }
 
 /// PTTL of a key in milliseconds (-1 none, -2 absent).
-inline long long pttl(ratelimit::redis::Connection& admin, const std::string& key) {
+inline long long pttl(ratelimit::redis::engine::Connection& admin, const std::string& key) {
   const auto r = admin.command({"PTTL", key});
   return r->type == REDIS_REPLY_INTEGER ? r->integer : -3;
 }
 
 /// Fails the test unless every key under `prefix` has a TTL; returns how many keys there were.
-inline std::size_t expect_all_keys_expire(ratelimit::redis::Connection& admin, const std::string& prefix) {
+inline std::size_t expect_all_keys_expire(ratelimit::redis::engine::Connection& admin, const std::string& prefix) {
   const auto keys = scan_keys(admin, prefix + "*");
   for (const std::string& k : keys) EXPECT_GT(pttl(admin, k), 0) << "key without TTL: " << k;
   return keys.size();

@@ -19,8 +19,8 @@ std::string plain_unit_ping(int port) {
   o.port = port;
   o.connect_timeout = std::chrono::milliseconds(5000);
   o.command_timeout = std::chrono::milliseconds(5000);
-  auto c = ratelimit::redis::Connection::open(o);
-  return std::string(ratelimit::redis::text(*c.command({"PING"})));
+  auto c = ratelimit::redis::engine::Connection::open(o);
+  return std::string(ratelimit::redis::engine::text(*c.command({"PING"})));
 }
 
 bool plain_unit_limits(int port, const std::string& key_prefix) {

@@ -28,8 +28,8 @@ TEST(TlsAbiMix, EachUnitKeepsItsOwnVariantOfTheRedisBackend) {
   EXPECT_TRUE(ratelimit_test::plain_unit_limits(plain_port, ratelimit_test::unique_prefix()));
 
   const auto o = ratelimit_test::tls_options(ratelimit_test::client_options(server.server()), server, files);
-  auto c = ratelimit::redis::Connection::open(o);
-  EXPECT_EQ(ratelimit::redis::text(*c.command({"PING"})), "PONG");
+  auto c = ratelimit::redis::engine::Connection::open(o);
+  EXPECT_EQ(ratelimit::redis::engine::text(*c.command({"PING"})), "PONG");
   ratelimit::redis::RedisLimiter limiter(ratelimit::FixedWindow{.limit = 1, .window = std::chrono::hours(1)}, o);
   EXPECT_TRUE(limiter.allow("k").allowed);
   std::promise<bool> second;

@@ -193,7 +193,7 @@ TEST_F(Tls, ClusterOverTlsReachesEveryMaster) {
   EXPECT_EQ(l.allow("user0").remaining, 0);
   EXPECT_FALSE(l.allow("user0").allowed);
   std::set<std::string> owners;  // the router's view: every owner a TLS port
-  for (const auto& r : batch) owners.insert(l.cluster()->owner_of(ratelimit::redis::detail::key_slot(r.key)));
+  for (const auto& r : batch) owners.insert(l.cluster()->owner_of(ratelimit::redis::engine::detail::key_slot(r.key)));
   std::set<std::string> tls_endpoints;
   for (const auto& [plain, tls] : tls_port_of) tls_endpoints.insert("127.0.0.1:" + std::to_string(tls));
   EXPECT_EQ(owners, tls_endpoints);

@@ -107,7 +107,7 @@ class RedisConcurrencyLimiter final : public PermitSource {
 
   /// Stops the renewal thread (held permits then expire unless released).
   ~RedisConcurrencyLimiter() {
-    if (detail::fork_generation().load(std::memory_order_relaxed) != generation_) {
+    if (engine::detail::fork_generation().load(std::memory_order_relaxed) != generation_) {
       // A forked child: the thread and the waiters the condition variables count are the parent's. Leave them.
       (void)renew_cv_.release();
       (void)release_cv_.release();
@@ -172,10 +172,10 @@ class RedisConcurrencyLimiter final : public PermitSource {
   std::int64_t in_flight(std::string_view key) {
     const std::string k = redis_key(key);
     const std::string after_now = "(" + std::to_string(server_time_us());  // expiring later than now
-    RouteCall call;
-    call.slot = detail::key_slot(k);
+    engine::RouteCall call;
+    call.slot = engine::detail::key_slot(k);
     call.args = {"ZCOUNT", k, after_now, "+inf"};
-    route_->execute(std::span<RouteCall>(&call, 1));
+    route_->execute(std::span<engine::RouteCall>(&call, 1));
     const redisReply& r = detail::reply_of(call);
     if (r.type != REDIS_REPLY_INTEGER) throw BackendError(BackendErrorCause::protocol, "ZCOUNT: not an integer");
     return r.integer;
@@ -211,7 +211,7 @@ class RedisConcurrencyLimiter final : public PermitSource {
       if (it == held_.end()) return;
       h = it->second;
       const auto self = std::this_thread::get_id();
-      if (h->teller != std::thread::id{} && h->teller != self && detail::on_io_thread()) {
+      if (h->teller != std::thread::id{} && h->teller != self && engine::detail::on_io_thread()) {
         h->deferred_units = units;  // released by the callback's thread when it returns
         return;
       }
@@ -300,9 +300,9 @@ class RedisConcurrencyLimiter final : public PermitSource {
     const auto sent = std::chrono::steady_clock::now();
     const detail::EmbeddedScript& s = detail::script_for("concurrency_acquire");
     try {
-      RouteCall call =
+      engine::RouteCall call =
           detail::script_call(s, h->redis_key, {permits_arg_, units_arg, h->id, expiry_us_}, {}, h->released_key);
-      run_script(*route_, s, std::span<RouteCall>(&call, 1));
+      engine::run_script(*route_, s, std::span<engine::RouteCall>(&call, 1));
       // It may still run: released now, and kept from taking units if it runs later.
       if (call.error && (call.sent || call.error->cause() == BackendErrorCause::timeout)) {
         release_in_redis(*h, units, true);
@@ -331,19 +331,19 @@ class RedisConcurrencyLimiter final : public PermitSource {
     try {
       const std::string units_arg = std::to_string(units);
       const std::string mark = given_up ? expiry_us_ : std::string("0");  // no global: it would need an initialiser
-      RouteCall call = detail::script_call(s, h.redis_key, {units_arg, h.id, mark}, {}, h.released_key);
-      auto failed = [](const Reply& r, const std::optional<BackendError>& e) {
+      engine::RouteCall call = detail::script_call(s, h.redis_key, {units_arg, h.id, mark}, {}, h.released_key);
+      auto failed = [](const engine::Reply& r, const std::optional<BackendError>& e) {
         return e || !r || r->type != REDIS_REPLY_ARRAY;
       };
-      if (given_up || detail::on_io_thread()) {
-        auto done = [counter = failed_releases_, failed](Reply r, std::optional<BackendError> e, bool) {
+      if (given_up || engine::detail::on_io_thread()) {
+        auto done = [counter = failed_releases_, failed](engine::Reply r, std::optional<BackendError> e, bool) {
           if (failed(r, e)) counter->fetch_add(1, std::memory_order_relaxed);
         };
         const auto deadline = std::chrono::steady_clock::now() + route_->options().command_timeout;
         detail::start_async_call(*route_, s, call, deadline, std::move(done));  // throws only with nothing started
         return;
       }
-      run_script(*route_, s, std::span<RouteCall>(&call, 1));
+      engine::run_script(*route_, s, std::span<engine::RouteCall>(&call, 1));
       if (failed(call.reply, call.error)) failed_releases_->fetch_add(1, std::memory_order_relaxed);
     } catch (...) {
       failed_releases_->fetch_add(1, std::memory_order_relaxed);
@@ -362,7 +362,7 @@ class RedisConcurrencyLimiter final : public PermitSource {
     if (batch.empty()) return 0;
     const detail::EmbeddedScript& s = detail::script_for("concurrency_renew");
     std::vector<std::string> units(batch.size());
-    std::vector<RouteCall> calls;
+    std::vector<engine::RouteCall> calls;
     calls.reserve(batch.size());
     for (std::size_t i = 0; i < batch.size(); ++i) {
       units[i] = std::to_string(batch[i]->units);
@@ -370,9 +370,9 @@ class RedisConcurrencyLimiter final : public PermitSource {
     }
     const auto sent = std::chrono::steady_clock::now();
     try {
-      run_script(*route_, s, calls);
+      engine::run_script(*route_, s, calls);
     } catch (...) {
-      for (RouteCall& c : calls) c.error = BackendError(BackendErrorCause::io, "renewal failed");
+      for (engine::RouteCall& c : calls) c.error = BackendError(BackendErrorCause::io, "renewal failed");
     }
     renewals_.fetch_add(calls.size(), std::memory_order_relaxed);
     std::vector<std::pair<std::shared_ptr<Held>, OnLost>> tell;
@@ -383,7 +383,7 @@ class RedisConcurrencyLimiter final : public PermitSource {
         // Released meanwhile: nobody to tell (the batch keeps it alive: no new permit has its address).
         if (!held_.contains(batch[i].get())) continue;
         Held& h = *batch[i];
-        const RouteCall& c = calls[i];
+        const engine::RouteCall& c = calls[i];
         const bool kept = !c.error && c.reply && c.reply->type == REDIS_REPLY_ARRAY && c.reply->elements == 1 &&
                           c.reply->element[0]->type == REDIS_REPLY_INTEGER && c.reply->element[0]->integer == 1;
         if (kept && !h.lost) {
@@ -442,13 +442,14 @@ class RedisConcurrencyLimiter final : public PermitSource {
 
   /// The server's clock (one `TIME`), microseconds.
   std::int64_t server_time_us() {
-    RouteCall call;
+    engine::RouteCall call;
     call.args = {"TIME"};
-    route_->execute(std::span<RouteCall>(&call, 1));
+    route_->execute(std::span<engine::RouteCall>(&call, 1));
     const redisReply& r = detail::reply_of(call);
     if (r.type != REDIS_REPLY_ARRAY || r.elements != 2)
       throw BackendError(BackendErrorCause::protocol, "TIME: bad reply");
-    return std::stoll(std::string(text(*r.element[0]))) * 1'000'000 + std::stoll(std::string(text(*r.element[1])));
+    return std::stoll(std::string(engine::text(*r.element[0]))) * 1'000'000 +
+           std::stoll(std::string(engine::text(*r.element[1])));
   }
 
   RedisConcurrencyOptions options_;
@@ -465,7 +466,7 @@ class RedisConcurrencyLimiter final : public PermitSource {
   CondVar renew_cv_ = std::make_unique<std::condition_variable>();
   CondVar release_cv_ = std::make_unique<std::condition_variable>();
   CondVar told_cv_ = std::make_unique<std::condition_variable>();  // an `on_lost` returned (a release may wait)
-  unsigned generation_ = detail::fork_generation().load(std::memory_order_relaxed);
+  unsigned generation_ = engine::detail::fork_generation().load(std::memory_order_relaxed);
   std::atomic<std::uint64_t> local_releases_{0};
   std::atomic<std::uint64_t> polls_{0};
   std::atomic<std::uint64_t> renewals_{0};

@@ -101,7 +101,7 @@ class Fallback final : public FallbackBase {
     memory_ = std::make_unique<MemoryLimiter<P, C>>(share_of(policy, f.instances), memory_options_, std::move(clock));
     joint_ = memory_.get();
     const CircuitBreakerOptions b{.failure_threshold = 1, .open_min = f.probe_min, .open_max = f.probe_max};
-    gate_ = std::make_unique<CircuitBreaker<G>>(b, std::move(gate_clock));
+    gate_ = std::make_unique<engine::CircuitBreaker<G>>(b, std::move(gate_clock));
   }
 
   /// Follows the limiter's `set_policy` (the share of `policy`, keys' usage kept). Throws `std::invalid_argument`
@@ -126,11 +126,11 @@ class Fallback final : public FallbackBase {
 
   /// May this check go to Redis (a pass, or the probe), or must `serve` answer? `settle` the ticket. Only when
   /// `enabled()`.
-  [[nodiscard]] typename CircuitBreaker<G>::Ticket admit() { return gate_->admit(); }
+  [[nodiscard]] typename engine::CircuitBreaker<G>::Ticket admit() { return gate_->admit(); }
 
   /// Reports a sent call's outcome: any reply (an error reply too: the server is alive) closes the gate, a failure
   /// without one opens it.
-  static void settle(typename CircuitBreaker<G>::Ticket& ticket, const BackendError* error) noexcept {
+  static void settle(typename engine::CircuitBreaker<G>::Ticket& ticket, const BackendError* error) noexcept {
     if (error == nullptr || error->cause() == BackendErrorCause::reply) return ticket.succeeded();
     ticket.failed();
   }
@@ -172,7 +172,7 @@ class Fallback final : public FallbackBase {
   std::once_flag overridable_once_;
   std::unique_ptr<Overridable> overridable_;       // the per-call policies' shares; made at the first
   std::atomic<Overridable*> overridable_ready_{};  // overridable_ once made (for reset, which may come first)
-  std::unique_ptr<CircuitBreaker<G>> gate_;
+  std::unique_ptr<engine::CircuitBreaker<G>> gate_;
 };
 
 }  // namespace detail

@@ -147,7 +147,7 @@ class LeasedLimiter {
   /// Returns every lease's unused units (one batch; failures counted). In a forked child it returns nothing and
   /// touches no lock or condition variable (they are the parent's).
   ~LeasedLimiter() {
-    if (detail::fork_generation().load(std::memory_order_relaxed) != generation_) {
+    if (engine::detail::fork_generation().load(std::memory_order_relaxed) != generation_) {
       for (Shard& s : shards_) (void)s.cv.release();  // may count a parent's waiting thread: never destroyed
       return;
     }
@@ -302,7 +302,7 @@ class LeasedLimiter {
   struct Call {
     std::string key;
     std::array<std::string, 5> argv;  // now, mode, a, b, c
-    RouteCall route;
+    engine::RouteCall route;
   };
   struct Parsed {
     Decision decision;
@@ -390,7 +390,7 @@ class LeasedLimiter {
   /// Sends every call pipelined, each key's calls in order.
   void execute(std::vector<Call>& calls) {
     if (calls.empty()) return;
-    std::vector<RouteCall> route_calls;
+    std::vector<engine::RouteCall> route_calls;
     route_calls.reserve(calls.size());
     for (const Call& c : calls) {
       const auto& a = c.argv;
@@ -659,7 +659,7 @@ class LeasedLimiter {
   std::int64_t cap_ = 1;
   std::size_t per_shard_ = 1;
   std::array<Shard, kShards> shards_;
-  const unsigned generation_ = detail::fork_generation().load(std::memory_order_relaxed);
+  const unsigned generation_ = engine::detail::fork_generation().load(std::memory_order_relaxed);
   Answer answer_;  // the failure policy, hook and fallback; its `failures` are this limiter's
   std::atomic<std::uint64_t> checks_{0}, redis_calls_{0}, returns_{0}, lease_admits_{0}, cached_denials_{0},
       units_granted_{0}, units_returned_{0}, failed_returns_{0};

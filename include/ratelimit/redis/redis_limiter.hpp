@@ -130,8 +130,8 @@ class RedisLimiter final : public detail::LayeredMember {
     for (;;) {  // a peek of the empty key, outside the failure policy
       const Config& c = config();
       const std::string key = redis_key(""), now = detail::time_arg(options_, now_us());
-      RouteCall call = c.call(key, now, "1", Mode::peek);
-      (void)run_script(*route_, *c.binding.script, std::span<RouteCall>(&call, 1));
+      engine::RouteCall call = c.call(key, now, "1", Mode::peek);
+      (void)engine::run_script(*route_, *c.binding.script, std::span<engine::RouteCall>(&call, 1));
       try {
         (void)detail::decision_of(detail::reply_of(call), c.rules.limit());
         return;
@@ -241,10 +241,10 @@ class RedisLimiter final : public detail::LayeredMember {
     if (a.denials) a.denials->invalidate(key);
     try {
       const std::string k = redis_key(key);
-      RouteCall call;
-      call.slot = detail::key_slot(k);
+      engine::RouteCall call;
+      call.slot = engine::detail::key_slot(k);
       call.args = {"DEL", k};
-      route_->execute(std::span<RouteCall>(&call, 1));
+      route_->execute(std::span<engine::RouteCall>(&call, 1));
       // Again once the DEL ran (or may have): a denial Redis gave before it may have been remembered meanwhile.
       if (a.denials) a.denials->invalidate(key);
       if (detail::reply_of(call).type == REDIS_REPLY_INTEGER) return true;
@@ -420,7 +420,7 @@ class RedisLimiter final : public detail::LayeredMember {
         p.local() ? std::chrono::steady_clock::time_point{} : std::chrono::steady_clock::now() + timeout;
     const std::string k = redis_key(key), now = detail::time_arg(options_, p.sent.now_us), c = std::to_string(cost);
     auto done = [core = core_, &config, p = std::move(p), g = std::forward<G>(g)](
-                    Reply reply, std::optional<BackendError> error, bool reloaded) mutable {
+                    engine::Reply reply, std::optional<BackendError> error, bool reloaded) mutable {
       std::exception_ptr raised;
       const CheckResult r = core->answer.finish(config, p, reply, error, reloaded, raised);
       g(raised, r);

@@ -42,7 +42,7 @@ ratelimit::redis::RedisOptions server_options(const std::string& prefix) {
   return o;
 }
 
-long long zcard(ratelimit::redis::Connection& admin, const std::string& key) {
+long long zcard(ratelimit::redis::engine::Connection& admin, const std::string& key) {
   const auto r = admin.command({"ZCARD", key});
   return r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
 }

@@ -21,6 +21,7 @@
 
 using namespace std::chrono_literals;
 using ratelimit::Decision;
+using ratelimit::FailurePolicy;
 using ratelimit::LayeredDecision;
 using ratelimit::LayerRequest;
 using ratelimit::LimiterLayer;
@@ -28,7 +29,6 @@ using ratelimit::ManualClock;
 using ratelimit::MemoryLimiter;
 using ratelimit::Verdict;
 using ratelimit::redis::ConnectionPool;
-using ratelimit::FailurePolicy;
 using ratelimit::redis::RedisLimiter;
 using ratelimit::redis::RedisOptions;
 
@@ -46,8 +46,8 @@ bool same(const Decision& redis, const Decision& memory) {
 }
 
 std::string show(const Decision& d) {
-  return "{" + std::to_string(d.allowed) + ", " + std::to_string(d.limit) + ", " + std::to_string(d.remaining) +
-         ", " + std::to_string(d.retry_after.count()) + ", " + std::to_string(d.reset_after.count()) + "}";
+  return "{" + std::to_string(d.allowed) + ", " + std::to_string(d.limit) + ", " + std::to_string(d.remaining) + ", " +
+         std::to_string(d.retry_after.count()) + ", " + std::to_string(d.reset_after.count()) + "}";
 }
 
 ::testing::AssertionResult same_layered(const LayeredDecision& redis, const LayeredDecision& memory) {
@@ -56,9 +56,9 @@ std::string show(const Decision& d) {
     const auto& r = redis.layers[i];
     const auto& m = memory.layers[i];
     if (r.verdict != m.verdict || !same(r.decision, m.decision)) {
-      return ::testing::AssertionFailure() << "layer " << i << ": redis verdict " << static_cast<int>(r.verdict) << " "
-                                           << show(r.decision) << ", memory verdict " << static_cast<int>(m.verdict)
-                                           << " " << show(m.decision);
+      return ::testing::AssertionFailure()
+             << "layer " << i << ": redis verdict " << static_cast<int>(r.verdict) << " " << show(r.decision)
+             << ", memory verdict " << static_cast<int>(m.verdict) << " " << show(m.decision);
     }
   }
   if (!same(redis.decision, memory.decision) || redis.reported_by != memory.reported_by) {
@@ -116,7 +116,8 @@ TEST(RedisLayeredScript, RaceThreeLayersAllOrNothingExactTotals) {
       for (int i = 0; i < kPerThread; ++i) {
         const std::size_t a = rng() % ips.size(), b = rng() % keys.size(), c = rng() % eps.size();
         const std::int64_t cost = 1 + static_cast<std::int64_t>(rng() % 3);
-        const std::array<LayerRequest, 3> req{LayerRequest{&ip_layer, ips[a], cost}, LayerRequest{&key_layer, keys[b], cost},
+        const std::array<LayerRequest, 3> req{LayerRequest{&ip_layer, ips[a], cost},
+                                              LayerRequest{&key_layer, keys[b], cost},
                                               LayerRequest{&ep_layer, eps[c], cost}};
         const LayeredDecision d = ratelimit::check_layers(req);
         int kept = 0;
@@ -142,11 +143,13 @@ TEST(RedisLayeredScript, RaceThreeLayersAllOrNothingExactTotals) {
   EXPECT_EQ(command_count(admin, "evalsha"), kThreads * kPerThread);
   EXPECT_LE(command_count(admin, "eval"), kThreads);  // threads racing on a fresh server may each get NOSCRIPT
   for (std::size_t i = 0; i < ips.size(); ++i) EXPECT_EQ(40 - ip.peek(ips[i]).remaining, ip_used[i].load()) << ips[i];
-  for (std::size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(50 - key.peek(keys[i]).remaining, key_used[i].load()) << keys[i];
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    EXPECT_EQ(50 - key.peek(keys[i]).remaining, key_used[i].load()) << keys[i];
   for (std::size_t i = 0; i < eps.size(); ++i) EXPECT_EQ(25 - ep.peek(eps[i]).remaining, ep_used[i].load()) << eps[i];
   // Every layer counted each request once: admitted, or rolled back / denied.
-  for (const ratelimit::Layer* l : {static_cast<ratelimit::Layer*>(&ip_layer), static_cast<ratelimit::Layer*>(&key_layer),
-                                    static_cast<ratelimit::Layer*>(&ep_layer)}) {
+  for (const ratelimit::Layer* l :
+       {static_cast<ratelimit::Layer*>(&ip_layer), static_cast<ratelimit::Layer*>(&key_layer),
+        static_cast<ratelimit::Layer*>(&ep_layer)}) {
     const auto c = l->stats().snapshot();
     EXPECT_EQ(c.allowed, static_cast<std::uint64_t>(admitted.load())) << l->name();
     EXPECT_EQ(c.rolled_back + c.denied, static_cast<std::uint64_t>(denied.load())) << l->name();
@@ -277,7 +280,8 @@ TEST(RedisLayeredScript, FallsBackAcrossPoolsAndForARepeatedKey) {
   auto pool = std::make_shared<ConnectionPool>(options.connection(), options.limiter());
   auto other_pool = std::make_shared<ConnectionPool>(options.connection(), options.limiter());
   RedisLimiter<ratelimit::FixedWindow, ManualClock> ip(ratelimit::FixedWindow{5, 1min}, pool, clock);
-  RedisLimiter<ratelimit::Gcra, ManualClock> key(ratelimit::Gcra{.limit = 1, .period = 1min, .burst = 1}, other_pool, clock);
+  RedisLimiter<ratelimit::Gcra, ManualClock> key(ratelimit::Gcra{.limit = 1, .period = 1min, .burst = 1}, other_pool,
+                                                 clock);
   LimiterLayer<decltype(ip)> ip_layer(ip, "ip");
   LimiterLayer<decltype(key)> key_layer(key, "apikey");
   EXPECT_NE(ip.joint_domain(), key.joint_domain());
@@ -305,8 +309,8 @@ TEST(RedisLayeredScript, RedisDownFollowsTheFailurePolicy) {
     const RedisOptions dead = dead_options(on_error);
     auto pool = std::make_shared<ConnectionPool>(dead.connection(), dead.limiter());
     RedisLimiter<ratelimit::FixedWindow, ManualClock> a(ratelimit::FixedWindow{5, 1min}, pool, clock);
-    RedisLimiter<ratelimit::TokenBucket, ManualClock> b(ratelimit::TokenBucket{.capacity = 3, .refill_tokens = 1, .refill_period = 1s},
-                                                        pool, clock);
+    RedisLimiter<ratelimit::TokenBucket, ManualClock> b(
+        ratelimit::TokenBucket{.capacity = 3, .refill_tokens = 1, .refill_period = 1s}, pool, clock);
     LimiterLayer<decltype(a)> la(a, "a");
     LimiterLayer<decltype(b)> lb(b, "b");
     const auto check = [&] { return ratelimit::check_layers({{&la, "k"}, {&lb, "k", 2}}); };
@@ -360,8 +364,8 @@ TEST(RedisLayeredScript, FailClosedDenialIsNoQuotaDenialAndStartsNoPenalty) {
   LimiterLayer<decltype(b)> lb(b, "ip", with_penalty);
   for (const bool joint : {true, false}) {
     SCOPED_TRACE(joint ? "one script" : "one layer");
-    const LayeredDecision d =
-        joint ? ratelimit::check_layers({{&la, "10.0.0.7"}, {&lb, "10.0.0.7"}}) : ratelimit::check_layers({{&la, "10.0.0.7"}});
+    const LayeredDecision d = joint ? ratelimit::check_layers({{&la, "10.0.0.7"}, {&lb, "10.0.0.7"}})
+                                    : ratelimit::check_layers({{&la, "10.0.0.7"}});
     EXPECT_FALSE(d);
     EXPECT_TRUE(d.layers[0].backend_failed);
     EXPECT_EQ(d.layers[0].verdict, Verdict::limited);
@@ -385,19 +389,20 @@ TEST(RedisLayeredScript, ClusterRunsOneScriptOnlyWithinOneSlot) {
   RedisLimiter<ratelimit::FixedWindow, ManualClock> ip(ratelimit::FixedWindow{1000, 1min}, router, clock);
   RedisLimiter<ratelimit::SlidingWindowLog, ManualClock> login(ratelimit::SlidingWindowLog{5, 5min}, router, clock);
   ASSERT_EQ(ip.joint_domain(), login.joint_domain());
-  using ratelimit::redis::detail::key_slot;
+  using ratelimit::redis::engine::detail::key_slot;
   EXPECT_EQ(key_slot(ip.redis_key("10.0.0.1")), key_slot(login.redis_key("10.0.0.1")));
   std::array<ratelimit::CheckResult, 2> out{};
   const std::array<ratelimit::JointRequest, 2> same_slot{ratelimit::JointRequest{&ip, "10.0.0.1", 1},
                                                          ratelimit::JointRequest{&login, "10.0.0.1", 1}};
   EXPECT_TRUE(ip.check_jointly(same_slot, out));
   EXPECT_TRUE(out[0].decision.allowed && out[1].decision.allowed);  // fail_open
-  EXPECT_TRUE(out[0].failed() && out[1].failed());  // and it says so
+  EXPECT_TRUE(out[0].failed() && out[1].failed());                  // and it says so
   EXPECT_EQ(ip.stats().failures, 1u);
   EXPECT_EQ(login.stats().failures, 1u);
   // Two keys in different slots.
   std::string other = "u0";
-  for (int i = 1; key_slot(login.redis_key(other)) == key_slot(ip.redis_key("10.0.0.1")); ++i) other = "u" + std::to_string(i);
+  for (int i = 1; key_slot(login.redis_key(other)) == key_slot(ip.redis_key("10.0.0.1")); ++i)
+    other = "u" + std::to_string(i);
   const std::array<ratelimit::JointRequest, 2> cross{ratelimit::JointRequest{&ip, "10.0.0.1", 1},
                                                      ratelimit::JointRequest{&login, other, 1}};
   EXPECT_FALSE(ip.check_jointly(cross, out));

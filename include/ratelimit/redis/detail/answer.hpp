@@ -77,14 +77,14 @@ class Answers {
   }
 
   /// `run_script` of `batch`, each key's calls in their order, timed and its reloads counted.
-  void run(Route& route, const EmbeddedScript& script, std::span<RouteCall> batch) {
+  void run(Route& route, const EmbeddedScript& script, std::span<engine::RouteCall> batch) {
     std::vector<std::string_view> order;
     if (batch.size() > 1) {
       order.reserve(batch.size());
-      for (const RouteCall& c : batch) order.push_back(c.key);
+      for (const engine::RouteCall& c : batch) order.push_back(c.key);
     }
     const auto started = std::chrono::steady_clock::now();
-    const std::size_t reloads = run_script(route, script, batch, order);
+    const std::size_t reloads = engine::run_script(route, script, batch, order);
     record_latency(std::chrono::steady_clock::now() - started);
     reloaded(reloads);
   }
@@ -163,7 +163,8 @@ template <Policy P, class Share>
 struct PolicyConfig {
   explicit PolicyConfig(P p) : policy(std::move(p)), rules(policy.rules(kTickNs)), binding(bind<P>(rules)) {}
   /// Its script's call on Redis key `key` (the strings must outlive the call).
-  [[nodiscard]] RouteCall call(std::string_view key, std::string_view now, std::string_view cost, Mode mode) const {
+  [[nodiscard]] engine::RouteCall call(std::string_view key, std::string_view now, std::string_view cost,
+                                       Mode mode) const {
     const std::span<const std::string> params(binding.params.data(), kScriptParams);
     return script_call(*binding.script, key, {now, cost, mode_arg(mode)}, params);
   }
@@ -182,7 +183,7 @@ struct PolicyConfig {
 template <Policy P, Clock C, Clock G>
 class Answer final : public Answers {
  public:
-  using Ticket = typename CircuitBreaker<G>::Ticket;
+  using Ticket = typename engine::CircuitBreaker<G>::Ticket;
   using Share = typename Fallback<P, C, G>::Share;
   using Config = PolicyConfig<P, Share>;
 
@@ -284,7 +285,7 @@ class Answer final : public Answers {
       return out;
     }
     std::vector<std::array<std::string, 2>> args(at.size());  // each call's Redis key and cost
-    std::vector<RouteCall> batch(at.size());
+    std::vector<engine::RouteCall> batch(at.size());
     std::vector<Sent> sent(at.size());
     for (std::size_t k = 0; k < at.size(); ++k) {
       const BatchRequest& r = requests[at[k]];
@@ -329,8 +330,8 @@ class Answer final : public Answers {
   }
   /// The answer of async call `p` completed with `reply` or `error` (`was_reloaded`: after a `NOSCRIPT`): timed and
   /// counted, then the local answer or `answer`'s (the ticket settled); `raised` gets the failure under `raise`.
-  CheckResult finish(const Config& config, Pending& p, const Reply& reply, const std::optional<BackendError>& error,
-                     bool was_reloaded, std::exception_ptr& raised) noexcept {
+  CheckResult finish(const Config& config, Pending& p, const engine::Reply& reply,
+                     const std::optional<BackendError>& error, bool was_reloaded, std::exception_ptr& raised) noexcept {
     Sent s = p.sent;
     s.key = p.key;
     try {

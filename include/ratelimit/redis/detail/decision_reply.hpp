@@ -30,7 +30,7 @@ namespace detail {
 /// the policy's limit, 0 <= remaining <= limit, durations that fit in nanoseconds), so a wrong script or server or a
 /// corrupted reply throws `BackendError`: cause `reply` for an error reply, `protocol` for anything malformed.
 [[nodiscard]] inline TickDecision parse_decision(const redisReply& r, std::int64_t expected_limit) {
-  if (r.type == REDIS_REPLY_ERROR) throw BackendError(BackendErrorCause::reply, std::string(text(r)));
+  if (r.type == REDIS_REPLY_ERROR) throw BackendError(BackendErrorCause::reply, std::string(engine::text(r)));
   auto malformed = [](const std::string& what) {
     throw BackendError(BackendErrorCause::protocol, "malformed script reply: " + what);
   };
@@ -70,11 +70,11 @@ namespace detail {
 }
 
 /// The reply of a finished `call`; throws its `BackendError`, or one of cause `reply` for an error reply.
-[[nodiscard]] inline const redisReply& reply_of(const RouteCall& call) {
+[[nodiscard]] inline const redisReply& reply_of(const engine::RouteCall& call) {
   if (call.error) throw *call.error;
   if (!call.reply) throw BackendError(BackendErrorCause::protocol, "no reply");
   if (call.reply->type == REDIS_REPLY_ERROR)
-    throw BackendError(BackendErrorCause::reply, std::string(text(*call.reply)));
+    throw BackendError(BackendErrorCause::reply, std::string(engine::text(*call.reply)));
   return *call.reply;
 }
 

@@ -73,7 +73,8 @@ inline std::vector<LayeredPart> layered_parts(const void* domain, std::span<cons
     for (std::size_t j = 0; j < i; ++j) {
       if (parts[i].key == parts[j].key) return {};  // the script decides each key against its stored state once
     }
-    if (parts[0].route->sharded() && key_slot(parts[i].key) != key_slot(parts[0].key)) return {};
+    if (parts[0].route->sharded() && engine::detail::key_slot(parts[i].key) != engine::detail::key_slot(parts[0].key))
+      return {};
   }
   return parts;
 }
@@ -126,8 +127,8 @@ inline bool run_layered(const void* domain, std::span<const JointRequest> reques
   if (parts.empty()) return false;
   const EmbeddedScript& script = script_for("layered");
   const std::string count = std::to_string(parts.size());
-  RouteCall call;
-  call.slot = key_slot(parts[0].key);
+  engine::RouteCall call;
+  call.slot = engine::detail::key_slot(parts[0].key);
   call.args.reserve(4 + parts.size() * 6);
   call.args.push_back("EVALSHA");
   call.args.push_back(script.sha1);
@@ -138,9 +139,9 @@ inline bool run_layered(const void* domain, std::span<const JointRequest> reques
   for (const JointRequest& r : requests) shadow_mask.push_back(r.shadow ? '1' : '0');
   if (shadow_mask.find('1') != std::string::npos) call.args.push_back(shadow_mask);
   Route& route = *parts[0].route;
-  parts[0].answers->reloaded(run_script(route, script, std::span<RouteCall>(&call, 1)));
+  parts[0].answers->reloaded(engine::run_script(route, script, std::span<engine::RouteCall>(&call, 1)));
   // A migrating slot runs no multi-key script until the move ends: the caller checks layer by layer (nothing ran).
-  if (route.sharded() && !call.error && is_error(*call.reply, "TRYAGAIN")) return false;
+  if (route.sharded() && !call.error && engine::is_error(*call.reply, "TRYAGAIN")) return false;
   for (const LayeredPart& p : parts) p.answers->calls.fetch_add(1, std::memory_order_relaxed);
   try {
     const redisReply& reply = reply_of(call);

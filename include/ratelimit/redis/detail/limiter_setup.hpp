@@ -67,7 +67,7 @@ inline RedisOptions options_on(const Route* route, const LimiterOptions* limiter
 
 /// The route of a server's pool, or `route` itself.
 inline std::shared_ptr<Route> route_of(std::shared_ptr<ConnectionPool> pool) {
-  return std::make_shared<ServerRoute>(std::move(pool));
+  return std::make_shared<engine::ServerRoute>(std::move(pool));
 }
 inline std::shared_ptr<Route> route_of(std::shared_ptr<Route> route) { return route; }
 
@@ -85,11 +85,12 @@ template <Clock C>
 
 /// `EVALSHA <script> 1 <key> <argv...> <params...>` in `key`'s slot (with `second`, `2 <key> <second>`). The
 /// strings must outlive the call.
-inline RouteCall script_call(const EmbeddedScript& script, std::string_view key,
-                             std::initializer_list<std::string_view> argv, std::span<const std::string> params = {},
-                             std::optional<std::string_view> second = std::nullopt) {
-  RouteCall call;
-  call.slot = key_slot(key);
+inline engine::RouteCall script_call(const EmbeddedScript& script, std::string_view key,
+                                     std::initializer_list<std::string_view> argv,
+                                     std::span<const std::string> params = {},
+                                     std::optional<std::string_view> second = std::nullopt) {
+  engine::RouteCall call;
+  call.slot = engine::detail::key_slot(key);
   call.key = key;
   // Assigned from an array, not an initializer list: GCC 12 warns falsely (-Wstringop-overflow) on the latter.
   const std::array<std::string_view, 4> fixed{"EVALSHA", script.sha1, second ? "2" : "1", key};
@@ -105,11 +106,11 @@ inline RouteCall script_call(const EmbeddedScript& script, std::string_view key,
 /// `f(Reply, std::optional<BackendError>, bool reloaded)` runs once on the I/O thread, after the call deleted itself
 /// (so `f` may destroy what the call references). Throws what `Route::submit` throws, with nothing started.
 template <class F>
-void start_async_call(Route& route, const EmbeddedScript& script, const RouteCall& call,
+void start_async_call(Route& route, const EmbeddedScript& script, const engine::RouteCall& call,
                       std::chrono::steady_clock::time_point deadline, F f) {
-  struct Call final : AsyncScriptCall {
-    Call(const EmbeddedScript& s, F g) : AsyncScriptCall(s), f_(std::move(g)) {}
-    void finished(Reply reply, std::optional<BackendError> error, bool reloaded) noexcept override {
+  struct Call final : engine::AsyncScriptCall {
+    Call(const EmbeddedScript& s, F g) : engine::AsyncScriptCall(s), f_(std::move(g)) {}
+    void finished(engine::Reply reply, std::optional<BackendError> error, bool reloaded) noexcept override {
       F g = std::move(f_);
       delete this;
       g(std::move(reply), std::move(error), reloaded);

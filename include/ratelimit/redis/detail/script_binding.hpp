@@ -50,8 +50,8 @@ inline constexpr std::int64_t kMaxTimeUs = std::int64_t{1} << 52;
 }
 
 /// An embedded script as the engine sends it (found by argument-dependent lookup where a `Script` is taken).
-[[nodiscard]] inline Script script_text(const EmbeddedScript& e) {
-  return Script(e.sha1, e.body, e.function, function_library_code());
+[[nodiscard]] inline engine::Script script_text(const EmbeddedScript& e) {
+  return engine::Script(e.sha1, e.body, e.function, function_library_code());
 }
 
 /// The embedded script of a policy kind; throws `std::logic_error` if there is none (a build error).

@@ -19,6 +19,7 @@
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
+namespace engine {
 
 /// Where a breaker stands (include/ratelimit/redis/README.md "Circuit breaker").
 enum class BreakerState {
@@ -204,5 +205,8 @@ class CircuitBreaker {
   std::atomic<std::uint64_t> refused_{0};
 };
 
+}  // namespace engine
+using engine::BreakerCounters;
+using engine::BreakerState;
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

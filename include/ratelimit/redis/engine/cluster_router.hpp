@@ -36,6 +36,7 @@
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
+namespace engine {
 
 /// The Redis backend's route on Redis Cluster: single-key commands, always on masters
 /// (include/ratelimit/redis/README.md "Redis Cluster"). Keeps the slot map (`CLUSTER SLOTS`, loaded on first use
@@ -197,7 +198,7 @@ class ClusterRouter final : public Route {
       throw std::invalid_argument(std::string("ConnectionOptions.") + field + ": " + what);
     };
     if (o.cluster_nodes.empty()) bad("cluster_nodes", "needs at least one seed node for a ClusterRouter");
-    detail::check_nodes(o.cluster_nodes, "ConnectionOptions.cluster_nodes");
+    redis::detail::check_nodes(o.cluster_nodes, "ConnectionOptions.cluster_nodes");
     if (!o.sentinel.master_name.empty() || !o.sentinel.nodes.empty()) {
       throw std::invalid_argument("ConnectionOptions.cluster_nodes: Redis Cluster and Sentinel exclude each other");
     }
@@ -523,5 +524,7 @@ class ClusterRouter final : public Route {
                       [this](const std::vector<PipelineOp*>& calls, bool) { on_worker(calls); }};
 };
 
+}  // namespace engine
+using engine::ClusterRouter;
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

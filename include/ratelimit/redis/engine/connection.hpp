@@ -37,6 +37,7 @@
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
+namespace engine {
 
 /// True when this build has TLS (`RATELIMIT_TLS` defined and not 0: the CMake target found OpenSSL).
 inline constexpr bool kTlsAvailable =
@@ -505,5 +506,7 @@ class Connection {
   bool broken_ = false;
 };
 
+}  // namespace engine
+using engine::kTlsAvailable;
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

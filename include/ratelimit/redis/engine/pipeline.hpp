@@ -38,6 +38,7 @@
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
+namespace engine {
 
 class PipelineOp;
 class Pipeline;
@@ -825,5 +826,6 @@ inline detail::SyncCalls::~SyncCalls() {
   if (pipeline != nullptr) pipeline->wait(*this);
 }
 
+}  // namespace engine
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

@@ -31,6 +31,7 @@
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
+namespace engine {
 
 namespace detail {
 
@@ -172,8 +173,8 @@ class ConnectionPool {
     auto bad = [](const char* field, const char* what) {
       throw std::invalid_argument(std::string("ConnectionOptions.") + field + ": " + what);
     };
-    if (o.unix_socket.empty()) detail::check_host(o.host, "ConnectionOptions.host");
-    if (const auto problem = o.unix_socket.empty() ? std::nullopt : detail::unix_socket_problem(o.unix_socket))
+    if (o.unix_socket.empty()) redis::detail::check_host(o.host, "ConnectionOptions.host");
+    if (const auto problem = o.unix_socket.empty() ? std::nullopt : redis::detail::unix_socket_problem(o.unix_socket))
       bad("unix_socket", problem->c_str());
     if (o.unix_socket.empty() && (o.port < 1 || o.port > 65535)) bad("port", "must be in 1..65535");
     if (o.database < 0) bad("database", "must be >= 0");
@@ -237,5 +238,7 @@ class ConnectionPool {
   std::vector<std::unique_ptr<Pipeline>> pipelines_;
 };
 
+}  // namespace engine
+using engine::ConnectionPool;
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

@@ -13,6 +13,7 @@
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
+namespace engine {
 
 namespace detail {
 /// A `unique_ptr` deleter calling `F` (`freeReplyObject`, `redisFree`, `SSL_free`, ...).
@@ -41,5 +42,6 @@ using Reply = std::unique_ptr<redisReply, detail::Free<freeReplyObject>>;
   return has_text && reply.str != nullptr ? std::string_view(reply.str, reply.len) : std::string_view{};
 }
 
+}  // namespace engine
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

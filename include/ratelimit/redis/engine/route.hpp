@@ -33,6 +33,7 @@
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
+namespace engine {
 
 class ClusterRouter;
 
@@ -337,5 +338,7 @@ class Relay : public PipelineOp {
 
 }  // namespace detail
 
+}  // namespace engine
+using engine::Route;
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

@@ -15,6 +15,7 @@
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
+namespace engine {
 
 /// A `ClusterRouter` when `options.cluster_nodes` is set, a `SentinelRoute` when
 /// `options.sentinel.master_name` is, else a `ServerRoute` over a new `ConnectionPool`. Connects nothing.
@@ -27,5 +28,7 @@ inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
   return std::make_shared<ServerRoute>(std::make_shared<ConnectionPool>(options, limiter_defaults));
 }
 
+}  // namespace engine
+using engine::make_route;
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

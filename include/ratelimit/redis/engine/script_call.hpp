@@ -27,6 +27,7 @@
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
+namespace engine {
 
 /// A Lua script as the engine sends it. The views must outlive every call made with it.
 struct Script {
@@ -266,5 +267,6 @@ class AsyncScriptCall : public PipelineOp {
   std::vector<std::string> saved_;  // the call's arguments while the library loads
 };
 
+}  // namespace engine
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

@@ -30,6 +30,7 @@
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
+namespace engine {
 
 /// The master that Redis Sentinel names for `ConnectionOptions::sentinel.master_name`, followed across
 /// failovers (include/ratelimit/redis/README.md "Redis Sentinel"): calls go to a `ConnectionPool` of it, as on
@@ -131,7 +132,7 @@ class SentinelRoute final : public Route {
     };
     if (s.master_name.empty()) bad("master_name", "must name the master the sentinels monitor");
     if (s.nodes.empty()) bad("nodes", "must name at least one sentinel");
-    detail::check_nodes(s.nodes, "SentinelOptions.nodes");
+    redis::detail::check_nodes(s.nodes, "SentinelOptions.nodes");
     if (s.check_interval.count() <= 0 || s.check_interval > std::chrono::hours(24)) {
       bad("check_interval", "must be in (0, 24 h]");
     }
@@ -407,5 +408,7 @@ class SentinelRoute final : public Route {
   RouteWorker worker_;  // last: destroyed first, its batch finishes while the pools live
 };
 
+}  // namespace engine
+using engine::SentinelRoute;
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis

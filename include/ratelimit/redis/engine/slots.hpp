@@ -12,6 +12,7 @@
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
+namespace engine {
 namespace detail {
 
 /// Number of hash slots of a Redis Cluster.
@@ -54,5 +55,6 @@ inline constexpr std::uint16_t kClusterSlots = 16384;
 }
 
 }  // namespace detail
+}  // namespace engine
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis
