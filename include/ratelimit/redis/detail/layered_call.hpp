@@ -19,6 +19,7 @@
 #include "ratelimit/joint_backend.hpp"
 #include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/detail/answer.hpp"
+#include "ratelimit/redis/detail/layered_member.hpp"
 #include "ratelimit/redis/engine/slots.hpp"
 #include "ratelimit/redis/detail/script_binding.hpp"
 #include "ratelimit/error.hpp"
@@ -29,36 +30,6 @@
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 namespace detail {
-
-/// One member's part of a layered script call: its Redis key, its five ARGV entries, and what answers for it.
-struct LayeredPart {
-  /// Where the member's commands go (its pool's server, or its cluster router).
-  Route* route = nullptr;
-  /// The Redis key (`RedisLimiter::redis_key`).
-  std::string key;
-  /// Policy kind, now ("" = server TIME), cost, and the per-policy script's two parameters (ARGV[4..5]).
-  std::array<std::string, 5> argv;
-  /// The limit the member's reply must carry (the policy the part was made under).
-  std::int64_t limit = 0;
-  /// The member's failure policy, hook, counters and fallback.
-  Answers* answers = nullptr;
-  /// The member's failure decisions at its time for its cost, and for cost 0.
-  Decision failure{};
-  Decision failure_empty{};
-};
-
-/// What `run_layered` needs from each `RedisLimiter` (a non-template base, so limiters of different policies and
-/// clocks meet in one call). Internal: used through `JointBackend::check_jointly`. Every `JointBackend` whose
-/// domain is a pool's or a router's address is one of these.
-class LayeredMember : public JointBackend {
- public:
-  /// This limiter's part for `key` at `cost`, reading its clock; counts nothing. Throws `std::invalid_argument`
-  /// for a key longer than `max_key_bytes` or a negative cost.
-  [[nodiscard]] virtual LayeredPart layered_part(std::string_view key, std::int64_t cost) = 0;
-
- protected:
-  ~LayeredMember() = default;
-};
 
 /// The parts of `requests` (members of `domain`), or none when they cannot run as one script: a backend of
 /// another domain, two requests on one Redis key, or (on Redis Cluster) keys in different slots.
