@@ -25,8 +25,11 @@
 #include "ratelimit/redis/leased_limiter.hpp"
 
 namespace ratelimit::redis {
-static_assert(Limiter<RedisLimiter<Gcra>>);
-static_assert(Limiter<RedisLimiter<SlidingWindowLog, ManualClock>>);
 static_assert(Limiter<LeasedLimiter<Gcra>> && Limiter<LeasedLimiter<FixedWindow, ManualClock, ManualClock>>);
 }  // namespace ratelimit::redis
 #endif
+
+namespace ratelimit::redis {
+static_assert(Limiter<RedisLimiter<Gcra>>);
+static_assert(Limiter<RedisLimiter<SlidingWindowLog, ManualClock>>);
+}  // namespace ratelimit::redis

@@ -42,7 +42,8 @@ bool decides_on_redis(int port) {
   const std::vector<ratelimit::redis::Request> batch = {{"batch", 1}, {"batch", 1}, {"batch", 1}, {"batch", 1}};
   const std::vector<ratelimit::Decision> decisions = limiter.allow_many(batch);
   ok = report(decisions.size() == 4 && decisions[0].allowed && decisions[2].allowed && !decisions[3].allowed,
-              "allow_many: 3 of 4 admitted") && ok;
+              "allow_many: 3 of 4 admitted") &&
+       ok;
 
   std::promise<ratelimit::Decision> admitted;
   limiter.allow_async("async", 1, [&admitted](std::exception_ptr e, ratelimit::Decision d) {
@@ -50,14 +51,17 @@ bool decides_on_redis(int port) {
     admitted.set_value(d);
   });
   std::promise<ratelimit::CheckResult> denied;
-  limiter.check_async("client", 1, 2s, [&denied](std::exception_ptr, ratelimit::CheckResult r) { denied.set_value(r); });
+  limiter.check_async("client", 1, 2s,
+                      [&denied](std::exception_ptr, ratelimit::CheckResult r) { denied.set_value(r); });
   const ratelimit::CheckResult full = denied.get_future().get();
   ok = report(admitted.get_future().get().allowed && !full.decision.allowed && !full.failed(),
-              "allow_async admits a fresh key, check_async denies the full one") && ok;
+              "allow_async admits a fresh key, check_async denies the full one") &&
+       ok;
 
   ok = report(limiter.reset("client") && limiter.allow("client").allowed, "reset: the key admits again") && ok;
-  ok = report(limiter.stats().failures == 0 && limiter.policy().burst == 3, "no failure counted, the policy as given") &&
-       ok;
+  ok =
+      report(limiter.stats().failures == 0 && limiter.policy().burst == 3, "no failure counted, the policy as given") &&
+      ok;
   return ok;
 }
 
