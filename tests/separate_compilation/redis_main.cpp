@@ -103,6 +103,7 @@ int main() {
   }
   try {
     ok = decides_on_redis(port) && ok;
+    ok = separate_test::pool_limiters_decide(port) && ok;
   } catch (const std::exception& e) {
     ok = report(false, e.what());
   }

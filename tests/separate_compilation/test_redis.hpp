@@ -9,5 +9,9 @@ namespace separate_test {
 int start_redis();
 /// Stops it (nothing when none runs).
 void stop_redis();
+/// Two limiters of other policies sharing one pool made by the user (the constructors over a route, which a
+/// separately compiled program instantiates where the pool's class is known) decide on the server at `port`, in one
+/// joint domain. Prints what it checked.
+bool pool_limiters_decide(int port);
 
 }  // namespace separate_test
