@@ -3,15 +3,12 @@
 /// @file
 /// `RedisLimiter`: a policy checked atomically in Redis, shared by every process that uses the server.
 
-#include <atomic>
 #include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -22,12 +19,12 @@
 #include "ratelimit/batch_request.hpp"
 #include "ratelimit/clock.hpp"
 #include "ratelimit/decision.hpp"
-#include "ratelimit/detail/key_length.hpp"
-#include "ratelimit/error.hpp"
-#include "ratelimit/policy/policy.hpp"
 #include "ratelimit/detail/arithmetic.hpp"
 #include "ratelimit/detail/decl.hpp"
+#include "ratelimit/detail/key_length.hpp"
+#include "ratelimit/error.hpp"
 #include "ratelimit/joint_backend.hpp"
+#include "ratelimit/policy/policy.hpp"
 #include "ratelimit/redis/abi.hpp"
 #include "ratelimit/redis/detail/check_callback.hpp"
 #include "ratelimit/redis/detail/gate_clock.hpp"
