@@ -26,6 +26,14 @@ struct ClusterNode {
   int port = 6379;
 };
 
+/// True when this build has TLS (`RATELIMIT_TLS` defined and not 0: the CMake target found OpenSSL).
+inline constexpr bool kTlsAvailable =
+#if RATELIMIT_REDIS_WITH_TLS
+    true;
+#else
+    false;
+#endif
+
 /// TLS to the server (include/ratelimit/redis/README.md "TLS"): OpenSSL does the TLS (the library built with
 /// `RATELIMIT_TLS`, on when CMake finds OpenSSL), with the server's certificate verified against the CAs below and its
 /// name against `server_name`. A plain aggregate; everything off by default (plain TCP).
