@@ -108,7 +108,7 @@ if(RATELIMIT_TLS)
 endif()
 
 # ratelimit::redis_compiled (README.md "Compile cost"): the separately compiled form for a program of this build
-# tree. A static library of one generated unit, <ratelimit/redis/src.hpp>, which compiles the core's and the Redis
+# tree (the installed package config makes the same target in the consuming project). A static library of one generated unit, <ratelimit/redis/src.hpp>, which compiles the core's and the Redis
 # limiters of the five policies with the default clock once; RATELIMIT_SEPARATE_COMPILATION is PUBLIC, so every unit
 # that links it is built in that mode, as it must be. Built only when something links it.
 file(CONFIGURE OUTPUT "${PROJECT_BINARY_DIR}/generated/redis_compiled.cpp"
