@@ -18,27 +18,29 @@ and prints the least user CPU seconds, the peak compiler memory (MB) of that run
   d  #include <ratelimit/redis.hpp> alone
   e  one redis::RedisLimiter<Gcra> constructed and allow() called
   f  c with -DRATELIMIT_SEPARATE_COMPILATION: the limiter compiled in another unit (<ratelimit/src.hpp>)
+  g  e with -DRATELIMIT_SEPARATE_COMPILATION: the limiter and the engine compiled in another unit
+     (<ratelimit/redis/src.hpp>)
 
   --compiler CXX   the compiler (default: $CXX, else g++)
   --runs N         runs per unit, 1..20 (default 3)
   --flags "FLAGS"  extra flags for every unit, e.g. "-DRATELIMIT_TLS=1"
-  --only LIST      units to run, e.g. "abc" (default abcdef; a always runs: it is the ratio's base)
+  --only LIST      units to run, e.g. "abc" (default abcdefg; a always runs: it is the ratio's base)
   --build DIR      where the Redis units find the Lua header CMake generates (DIR/generated/include);
                    configured there (nothing built) when missing; default build/compile-cost
 
-Units d and e also get `-DRATELIMIT_TLS=1`, as users of the CMake target ratelimit::redis with TLS do (add
+Units d, e and g also get `-DRATELIMIT_TLS=1`, as users of the CMake target ratelimit::redis with TLS do (add
 -DRATELIMIT_TLS=0 to --flags for the plain variant).
 
 Memory comes from /usr/bin/time (Debian package `time`); without it, time comes from bash's `time` keyword
 and the memory column reads n/a. User CPU time (not wall time) is what a loaded machine disturbs least.
-Units d and e need hiredis's and OpenSSL's headers (libhiredis-dev, libssl-dev).
+Units d, e and g need hiredis's and OpenSSL's headers (libhiredis-dev, libssl-dev).
 EOF
 }
 
 cxx=${CXX:-g++}
 runs=3
 flags=""
-only=abcdef
+only=abcdefg
 build=$root/build/compile-cost
 while (($#)); do
   case $1 in
@@ -52,10 +54,10 @@ while (($#)); do
   esac
 done
 [[ $runs =~ ^[0-9]+$ ]] && ((runs >= 1 && runs <= 20)) || { echo "compile_cost.sh: --runs: 1..20, got '$runs'" >&2; exit 2; }
-[[ $only =~ ^[abcdef]+$ ]] || { echo "compile_cost.sh: --only: letters of abcdef, got '$only'" >&2; exit 2; }
+[[ $only =~ ^[abcdefg]+$ ]] || { echo "compile_cost.sh: --only: letters of abcdefg, got '$only'" >&2; exit 2; }
 command -v "$cxx" >/dev/null || { echo "compile_cost.sh: compiler '$cxx' not found" >&2; exit 2; }
 
-if [[ $only == *[de]* && ! -f $build/generated/include/ratelimit/redis/detail/lua_scripts.hpp ]]; then
+if [[ $only == *[deg]* && ! -f $build/generated/include/ratelimit/redis/detail/lua_scripts.hpp ]]; then
   cmake -S "$root" -B "$build" -DRATELIMIT_BUILD_TESTS=OFF -DRATELIMIT_BUILD_EXAMPLES=OFF >/dev/null ||
     { echo "compile_cost.sh: configuring $build failed" >&2; exit 1; }
 fi
@@ -91,16 +93,18 @@ bool check() {
   return limiter.allow("client-42").allowed;
 }
 EOF
+cp "$work/e.cpp" "$work/g.cpp"
 declare -A what=([a]="baseline: <string> <vector> <unordered_map> <mutex> <chrono>"
   [b]="<ratelimit/ratelimit.hpp> alone" [c]="+ MemoryLimiter<Gcra> constructed, allow called"
   [d]="<ratelimit/redis.hpp> alone" [e]="RedisLimiter<Gcra> constructed, allow called"
-  [f]="c, RATELIMIT_SEPARATE_COMPILATION (limiter in src.hpp's unit)")
+  [f]="c, RATELIMIT_SEPARATE_COMPILATION (limiter in src.hpp's unit)"
+  [g]="e, RATELIMIT_SEPARATE_COMPILATION (redis/src.hpp's unit)")
 
 # One compile; prints "USER_SECONDS PEAK_KB" (PEAK_KB is "-" without /usr/bin/time).
 compile_once() {
   local unit=$1 extra=()
-  [[ $unit == [de] ]] && extra=(-DRATELIMIT_TLS=1 -I "$build/generated/include")
-  [[ $unit == f ]] && extra=(-DRATELIMIT_SEPARATE_COMPILATION)
+  [[ $unit == [deg] ]] && extra=(-DRATELIMIT_TLS=1 -I "$build/generated/include")
+  [[ $unit == [fg] ]] && extra+=(-DRATELIMIT_SEPARATE_COMPILATION)
   # shellcheck disable=SC2086  # FLAGS is a list of flags
   local cmd=("$cxx" -std=c++20 -O2 -c "${extra[@]}" $flags -I "$root/include" "$work/$unit.cpp" -o "$work/$unit.o")
   if [[ -x /usr/bin/time ]]; then
@@ -127,7 +131,7 @@ measure() {
 echo "compiler: $("$cxx" --version | head -1); flags: -std=c++20 -O2 -c $flags; least of $runs runs"
 printf '%-4s %-62s %8s %8s %7s\n' unit what "user s" "peak MB" "x (a)"
 base=""
-for unit in a b c d e f; do
+for unit in a b c d e f g; do
   [[ $unit == a || $only == *$unit* ]] || continue
   read -r secs kb < <(measure "$unit")
   [[ -n $base ]] || base=$secs

@@ -28,7 +28,7 @@ foreach(_rl_header IN LISTS _rl_headers)
   string(MAKE_C_IDENTIFIER "${_rl_header}" _rl_name)
   set(_rl_source "${PROJECT_BINARY_DIR}/header_check/${_rl_name}.cpp")
   set(_rl_content "#include <${_rl_header}>\n")
-  if(_rl_header STREQUAL "ratelimit/src.hpp")
+  if(_rl_header MATCHES "^ratelimit/(redis/)?src\\.hpp$")
     # Meant for programs built with RATELIMIT_SEPARATE_COMPILATION; it says so with #error otherwise.
     set(_rl_content "#define RATELIMIT_SEPARATE_COMPILATION 1\n${_rl_content}")
   endif()

@@ -107,6 +107,18 @@ if(RATELIMIT_TLS)
   target_compile_definitions(ratelimit_redis INTERFACE RATELIMIT_TLS=1)
 endif()
 
+# ratelimit::redis_compiled (README.md "Compile cost"): the separately compiled form for a program of this build
+# tree (the installed package config makes the same target in the consuming project). A static library of one generated unit, <ratelimit/redis/src.hpp>, which compiles the core's and the Redis
+# limiters of the five policies with the default clock once; RATELIMIT_SEPARATE_COMPILATION is PUBLIC, so every unit
+# that links it is built in that mode, as it must be. Built only when something links it.
+file(CONFIGURE OUTPUT "${PROJECT_BINARY_DIR}/generated/redis_compiled.cpp"
+     CONTENT "// The one unit that compiles the separately compiled limiters (CMake target ratelimit::redis_compiled).\n#include <ratelimit/redis/src.hpp>\n")
+add_library(ratelimit_redis_compiled STATIC EXCLUDE_FROM_ALL "${PROJECT_BINARY_DIR}/generated/redis_compiled.cpp")
+add_library(ratelimit::redis_compiled ALIAS ratelimit_redis_compiled)
+target_link_libraries(ratelimit_redis_compiled PUBLIC ratelimit::redis)
+target_compile_definitions(ratelimit_redis_compiled PUBLIC RATELIMIT_SEPARATE_COMPILATION)
+set_target_properties(ratelimit_redis_compiled PROPERTIES UNITY_BUILD OFF)
+
 if(RATELIMIT_INSTALL)
   # Own export set: the package config loads it (and looks for hiredis) only for COMPONENTS redis.
   install(TARGETS ratelimit_redis EXPORT ratelimitRedisTargets)

@@ -4,7 +4,7 @@
 #   1 engine      engine/*.hpp (connections, pipelines, routes, script calls): outside redis/ only error.hpp,
 #                 clock.hpp and ratelimit/detail/*.hpp, so it knows no policy, decision or key
 #   2 support     detail/*.hpp, denial_cache.hpp, fallback.hpp, failure_report.hpp
-#   3 limiters    redis_limiter.hpp, leased_limiter.hpp, concurrency_limiter.hpp
+#   3 limiters    redis_limiter.hpp, impl/redis_limiter.hpp, leased_limiter.hpp, concurrency_limiter.hpp, src.hpp
 #   4 umbrella    ratelimit/redis.hpp
 # Script mode: cmake -DINCLUDE_DIR=<source>/include -P check_redis_layers.cmake; fails naming each include that
 # points up.

@@ -6,9 +6,10 @@
 /// `target_compile_definitions`) and includes this header in exactly one of them compiles the in-memory
 /// limiters of the five policies with the default clock (`MemoryLimiter<FixedWindow>` ...
 /// `MemoryLimiter<Gcra>`, clock `std::chrono::steady_clock`) once, in that unit; the other units see
-/// `extern template` declarations and compile none of the store's code. Other clocks and the Redis
-/// backend stay header-only. Behaviour is the same in both modes; a call of `allow` then crosses units
-/// (link-time optimisation can inline it again).
+/// `extern template` declarations and compile none of the store's code. Other clocks stay header-only; a
+/// program that uses the Redis backend includes `<ratelimit/redis/src.hpp>` instead, which includes this
+/// header. Behaviour is the same in both modes; a call of `allow` then crosses units (link-time optimisation
+/// can inline it again).
 
 #ifndef RATELIMIT_SEPARATE_COMPILATION
 #error "<ratelimit/src.hpp> needs RATELIMIT_SEPARATE_COMPILATION defined in every translation unit of the program"

@@ -7,6 +7,8 @@
 #   CXX_COMPILER, CXX_FLAGS, CONFIG (the build's configuration; the consumer uses the same)
 #   WITH_HTTP            ON when the build has ratelimit::http: the consumer's http program is built and run
 #   WITH_TLS, WITH_ASIO  ON when the build has TLS (OpenSSL) and ratelimit::asio
+#   WITH_REDIS           1 when the build has ratelimit::redis: the consumer's separately compiled Redis program
+#                        (ratelimit::redis_compiled) is built and run
 cmake_minimum_required(VERSION 3.20)
 
 function(step what)
@@ -29,7 +31,7 @@ set(configure_args
   -S "${CONSUMER_SOURCE_DIR}" -B "${build}" -G "${GENERATOR}"
   "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}"
   "-DCMAKE_BUILD_TYPE=${CONFIG}" "-DCONSUMER_MODE=${MODE}" "-DEXPECTED_VERSION=${EXPECTED_VERSION}"
-  "-DCONSUMER_HTTP=${WITH_HTTP}")
+  "-DCONSUMER_HTTP=${WITH_HTTP}" "-DCONSUMER_REDIS=${WITH_REDIS}" "-DCONSUMER_TLS=${WITH_TLS}")
 if(MAKE_PROGRAM)
   list(APPEND configure_args "-DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM}")
 endif()
@@ -114,4 +116,7 @@ endif()
 step("run consumer" "${exe}")
 if(WITH_HTTP)
   step("run consumer_http" "${exe}_http")
+endif()
+if(WITH_REDIS)
+  step("run consumer_redis_separate" "${exe}_redis_separate")
 endif()

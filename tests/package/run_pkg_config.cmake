@@ -61,4 +61,10 @@ if(WITH_REDIS)
   step("build the Redis consumer"
        sh -c "${line} -DEXPECTED_TLS=${expected_tls} '${CONSUMER_SOURCE_DIR}/redis_main.cpp' -o '${WORK_DIR}/consumer_redis' $('${PKG_CONFIG}' --cflags --libs ratelimit-redis)")
   step("run the Redis consumer" "${WORK_DIR}/consumer_redis")
+  # The same program separately compiled (README.md "Compile cost"): the macro in every unit, and the limiters and
+  # the engine in one unit of the user's that includes <ratelimit/redis/src.hpp>.
+  file(WRITE "${WORK_DIR}/redis_src.cpp" "#include <ratelimit/redis/src.hpp>\n")
+  step("build the separately compiled Redis consumer"
+       sh -c "${line} -DRATELIMIT_SEPARATE_COMPILATION -DEXPECTED_TLS=${expected_tls} '${CONSUMER_SOURCE_DIR}/redis_main.cpp' '${WORK_DIR}/redis_src.cpp' -o '${WORK_DIR}/consumer_redis_separate' $('${PKG_CONFIG}' --cflags --libs ratelimit-redis)")
+  step("run the separately compiled Redis consumer" "${WORK_DIR}/consumer_redis_separate")
 endif()

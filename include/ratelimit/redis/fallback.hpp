@@ -23,6 +23,7 @@
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/policy/share.hpp"
 #include "ratelimit/redis/abi.hpp"
+#include "ratelimit/redis/detail/gate_clock.hpp"
 #include "ratelimit/redis/engine/circuit_breaker.hpp"
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/stats.hpp"
@@ -63,20 +64,6 @@ inline void check_fallback_options(const LimiterOptions& o) {
     ratelimit::detail::invalid("LimiterOptions.fallback.probe_max", "must be in [probe_min, 10 s]");
   }
   if (f.max_keys < 1) ratelimit::detail::invalid("LimiterOptions.fallback.max_keys", "must be >= 1");
-}
-
-/// The probe gate's clock: the limiter's when it is a test clock, else steady (a wall clock step must not lengthen a
-/// probe period); `gate_clock(clock)` makes it.
-template <Clock C>
-using GateClock = std::conditional_t<std::is_same_v<C, std::chrono::system_clock>, std::chrono::steady_clock, C>;
-
-template <Clock C>
-[[nodiscard]] GateClock<C> gate_clock(const C& clock) {
-  if constexpr (std::is_same_v<GateClock<C>, C>) {
-    return clock;
-  } else {
-    return GateClock<C>{};
-  }
 }
 
 /// The in-memory fallback of one limiter: this process's share of the quota in a `MemoryLimiter` on clock `C`, and

@@ -26,6 +26,14 @@ struct ClusterNode {
   int port = 6379;
 };
 
+/// True when this build has TLS (`RATELIMIT_TLS` defined and not 0: the CMake target found OpenSSL).
+inline constexpr bool kTlsAvailable =
+#if RATELIMIT_REDIS_WITH_TLS
+    true;
+#else
+    false;
+#endif
+
 /// TLS to the server through OpenSSL, in builds with `RATELIMIT_TLS` (include/ratelimit/redis/README.md "TLS"). A
 /// plain aggregate; off by default. Unreadable files are refused naming the field (`ConnectionOptions.tls.ca_file`).
 struct TlsOptions {

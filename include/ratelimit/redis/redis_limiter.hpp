@@ -3,53 +3,67 @@
 /// @file
 /// `RedisLimiter`: a policy checked atomically in Redis, shared by every process that uses the server.
 
-#include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "ratelimit/batch_request.hpp"
 #include "ratelimit/clock.hpp"
 #include "ratelimit/decision.hpp"
+#include "ratelimit/detail/arithmetic.hpp"
+#include "ratelimit/detail/decl.hpp"
 #include "ratelimit/detail/key_length.hpp"
 #include "ratelimit/error.hpp"
+#include "ratelimit/joint_backend.hpp"
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/redis/abi.hpp"
-#include "ratelimit/redis/detail/answer.hpp"
-#include "ratelimit/redis/detail/key_encoding.hpp"
-#include "ratelimit/redis/detail/layered_call.hpp"
-#include "ratelimit/redis/detail/limiter_setup.hpp"
-#include "ratelimit/redis/engine/pool.hpp"
-#include "ratelimit/redis/engine/routes.hpp"
-#include "ratelimit/redis/engine/slots.hpp"
-#include "ratelimit/redis/failure_report.hpp"
+#include "ratelimit/redis/detail/check_callback.hpp"
+#include "ratelimit/redis/detail/gate_clock.hpp"
+#include "ratelimit/redis/detail/layered_member.hpp"
+#include "ratelimit/redis/detail/script_mode.hpp"
 #include "ratelimit/redis/options.hpp"
+#include "ratelimit/redis/stats.hpp"
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 
-/// One check of a batch for `RedisLimiter::allow_many` (every backend's batch takes `ratelimit::BatchRequest`).
+// Declared here, defined by the engine (engine/*.hpp) and the answer step (detail/answer.hpp), which only the
+// definitions (impl/redis_limiter.hpp) include: a separately compiled program's units see the class alone.
+namespace engine {
+class Route;
+class ConnectionPool;
+class ClusterRouter;
+}  // namespace engine
+using engine::ClusterRouter;
+using engine::ConnectionPool;
+using engine::Route;
+namespace detail {
+struct EmbeddedScript;
+template <Policy P, Clock C, Clock G>
+class Answer;
+}  // namespace detail
+
+/// One check of a batch for `RedisLimiter::allow_many`: `ratelimit::BatchRequest`, which every backend's batch takes.
 using Request = ratelimit::BatchRequest;
 
-/// The Redis backend (include/ratelimit/README.md "Redis contract"): each check is one atomic Lua script on the key's
-/// Redis key, so every process sharing the server shares each key's limit exactly. Thread-safe; the `*_async` methods
-/// never block. When Redis fails, `LimiterOptions::on_error` answers (include/ratelimit/redis/README.md "Failures").
-/// @tparam P a `Policy`: durations whole microseconds, rate at most one per microsecond, counts below 2^53, for
-///           `SlidingWindowCounter` `limit * window_us <= 2^53`.
-/// @tparam C a `Clock`, read with `time_source = client` and for `fail_open` decisions; windows align to its epoch.
+/// The Redis backend (include/ratelimit/README.md "Redis contract"): each check is one atomic Lua script run on the
+/// key's Redis key, so every process sharing the server shares each key's limit exactly; decisions are the in-memory
+/// backend's when times and durations are whole microseconds. Thread-safe; the `*_async` methods never block. When
+/// Redis fails, `LimiterOptions::on_error` answers (include/ratelimit/redis/README.md "Failures").
+///
+/// @tparam P a `Policy`. On Redis its durations must be whole microseconds, its rate at most one per
+///           microsecond, its counts below 2^53, and for `SlidingWindowCounter` `limit * window_us <= 2^53`.
+/// @tparam C a `Clock`, read only with `time_source = client` (and for `fail_open` decisions);
+///           `std::chrono::system_clock` by default, `ManualClock` in tests. Windows align to its epoch.
 /// Example:
 ///   ratelimit::redis::RedisOptions options;
 ///   options.connection() = ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379/0");
@@ -62,7 +76,7 @@ template <Policy P, Clock C = std::chrono::system_clock>
 class RedisLimiter final : public detail::LayeredMember {
   using Mode = detail::Mode;
   using Answer = detail::Answer<P, C, detail::GateClock<C>>;
-  using Config = detail::PolicyConfig<P, typename Answer::Share>;
+  struct Config;  // detail::PolicyConfig of the answer step's share
 
  public:
   using policy_type = P;
@@ -70,18 +84,16 @@ class RedisLimiter final : public detail::LayeredMember {
 
   /// Validates the policy and the options and makes a route of its own (`make_route`); connects nothing yet. Throws
   /// `std::invalid_argument` naming the field (e.g. `Gcra.period`, `LimiterOptions.key_prefix`).
-  RedisLimiter(P policy, const RedisOptions& options, C clock = {})
-      : RedisLimiter(std::move(policy), make_route(options.connection()), std::move(clock), &options.limiter()) {}
+  RedisLimiter(P policy, const RedisOptions& options, C clock = {});
 
   /// As above, from the two halves of the options. Throws `std::invalid_argument` as above.
-  RedisLimiter(P policy, const ConnectionOptions& connection, const LimiterOptions& limiter = {}, C clock = {})
-      : RedisLimiter(std::move(policy), make_route(connection), std::move(clock), &limiter) {}
+  RedisLimiter(P policy, const ConnectionOptions& connection, const LimiterOptions& limiter = {}, C clock = {});
 
   /// Sharing `route` (a `ConnectionPool`, `ClusterRouter` or `SentinelRoute`) with other limiters, e.g. the layers
   /// of a layered limit, under the route's `limiter_defaults()`. Throws `std::invalid_argument` as above.
   template <class R>
   RedisLimiter(P policy, std::shared_ptr<R> route, C clock = {})
-      : RedisLimiter(std::move(policy), detail::route_of(std::move(route)), std::move(clock), nullptr) {}
+      : RedisLimiter(std::move(policy), route_from(std::move(route)), std::move(clock), nullptr) {}
 
   /// As above with this limiter's own options, e.g. each layer named. Throws `std::invalid_argument` as above.
   /// Example:
@@ -96,110 +108,90 @@ class RedisLimiter final : public detail::LayeredMember {
   ///   if (!ratelimit::check_layers({{&ip, "203.0.113.7"}, {&key, "7f3a"}})) { /* 429: one script, all or nothing */ }
   template <class R>
   RedisLimiter(P policy, std::shared_ptr<R> route, const LimiterOptions& limiter, C clock = {})
-      : RedisLimiter(std::move(policy), detail::route_of(std::move(route)), std::move(clock), &limiter) {}
+      : RedisLimiter(std::move(policy), route_from(std::move(route)), std::move(clock), &limiter) {}
 
   /// As above with the route's limiter defaults but this limiter's own `key_prefix`. Throws `std::invalid_argument`
   /// naming `LimiterOptions.key_prefix` when it holds `{` or `}`.
   template <class R>
   RedisLimiter(P policy, std::shared_ptr<R> route, std::string key_prefix, C clock = {})
-      : RedisLimiter(std::move(policy), detail::route_of(std::move(route)), std::move(clock), nullptr,
+      : RedisLimiter(std::move(policy), route_from(std::move(route)), std::move(clock), nullptr,
                      std::move(key_prefix)) {}
 
   /// Checks `cost` (>= 0) units for `key` and consumes them if admitted; one round trip at most. Thread-safe. Throws
   /// `std::invalid_argument` for a negative cost or a key longer than `max_key_bytes`; `BackendError` when Redis
-  /// fails under `FailurePolicy::raise`. Example: `if (!limiter.allow("api-key:7f3a", 5)) { /* 429 */ }`.
-  Decision allow(std::string_view key, std::int64_t cost = 1) { return run(key, cost, Mode::check, config()).decision; }
+  /// fails under `FailurePolicy::raise`.
+  /// Example:
+  ///   ratelimit::redis::RedisLimiter<ratelimit::FixedWindow> limiter(
+  ///       ratelimit::FixedWindow{.limit = 1000, .window = std::chrono::hours(1)},
+  ///       ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379"));
+  ///   const ratelimit::Decision d = limiter.allow("api-key:7f3a", /*cost=*/5);
+  ///   if (!d) { /* answer 429, Retry-After from d.retry_after */ }
+  Decision allow(std::string_view key, std::int64_t cost = 1);
 
-  /// As `allow`, and says who decided (`r.failed()`: Redis failed and `on_error` answered). Thread-safe. Throws as
-  /// `allow`.
-  CheckResult check(std::string_view key, std::int64_t cost = 1) { return run(key, cost, Mode::check, config()); }
+  /// As `allow`, and says who decided (`Outcome::failure_policy`: Redis failed and `on_error` answered). Thread-safe.
+  /// Throws as `allow`.
+  /// Example:
+  ///   ratelimit::redis::RedisLimiter<ratelimit::Gcra> limiter(
+  ///       ratelimit::Gcra{.limit = 10, .period = std::chrono::seconds(1), .burst = 10},
+  ///       ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379"));
+  ///   const ratelimit::CheckResult r = limiter.check("client-42");
+  ///   if (r.failed()) { /* Redis failed: r.decision is the failure policy's (fail_open admits) */ }
+  ///   if (!r) { /* answer 429 */ }
+  CheckResult check(std::string_view key, std::int64_t cost = 1);
 
-  /// What a cost-1 request would see, consuming nothing. Thread-safe. Throws as `allow`.
-  Decision peek(std::string_view key) { return run(key, 1, Mode::peek, config()).decision; }
+  /// What a cost-1 request would see, consuming nothing (include/ratelimit/README.md "Decisions"). Thread-safe. Throws
+  /// as `allow`.
+  Decision peek(std::string_view key);
 
-  /// For start-up (include/ratelimit/redis/README.md "Readiness at start-up"): peeks until Redis answers or `timeout`
-  /// has passed (may overrun by one attempt), outside the failure policy. Thread-safe. Throws `BackendError` naming
-  /// the server and the last failure, `std::invalid_argument` for `timeout` outside (0, 24 h].
-  void wait_ready(std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
-    if (timeout.count() <= 0 || timeout > std::chrono::hours(24)) {
-      throw std::invalid_argument("wait_ready: timeout must be in (0, 24 h], got " + std::to_string(timeout.count()) +
-                                  " ms");
-    }
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    std::optional<BackendError> last;
-    for (;;) {  // a peek of the empty key, outside the failure policy
-      const Config& c = config();
-      const std::string key = redis_key(""), now = detail::time_arg(options_, now_us());
-      engine::RouteCall call = c.call(key, now, "1", Mode::peek);
-      (void)engine::run_script(*route_, *c.binding.script, std::span<engine::RouteCall>(&call, 1));
-      try {
-        (void)detail::decision_of(detail::reply_of(call), c.rules.limit());
-        return;
-      } catch (const BackendError& e) {  // no reply, an error reply (NOPERM, LOADING, ...) or a malformed one
-        if (!last || e.cause() != BackendErrorCause::circuit_open) last = e;  // an open breaker's says least
-      }
-      const auto left = deadline - std::chrono::steady_clock::now();
-      if (left <= left.zero()) break;
-      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(std::chrono::milliseconds(20), left));
-    }
-    throw BackendError(last->cause(), "not ready within " + std::to_string(timeout.count()) + " ms at " +
-                                          detail::servers_of(options_.connection()) +
-                                          "; the last failure: " + last->what());
-  }
+  /// For a service's start-up (include/ratelimit/redis/README.md "Readiness at start-up"): runs this limiter's script
+  /// once (a peek), retrying until Redis answers or `timeout` has passed, outside the failure policy. Thread-safe.
+  /// Throws `BackendError` naming the server and the last failure, `std::invalid_argument` for `timeout` outside
+  /// (0, 24 h].
+  /// Example:
+  ///   ratelimit::redis::RedisLimiter<ratelimit::Gcra> limiter(
+  ///       ratelimit::Gcra{.limit = 100, .period = std::chrono::minutes(1), .burst = 10},
+  ///       ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379"));
+  ///   try {
+  ///     limiter.wait_ready(std::chrono::seconds(5));  // before serving traffic
+  ///   } catch (const ratelimit::BackendError& e) {
+  ///     std::fprintf(stderr, "not starting: %s\n", e.what());  // names the server and the last failure
+  ///   }
+  void wait_ready(std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
   /// Gives back up to `cost` units `key` consumed (include/ratelimit/README.md "Refunds"); returns the key's state
   /// afterwards (a fresh key's when Redis failed). Thread-safe. Throws as `allow`.
-  Decision refund(std::string_view key, std::int64_t cost) { return run(key, cost, Mode::refund, config()).decision; }
+  Decision refund(std::string_view key, std::int64_t cost);
 
   /// A policy validated for Redis for calls that name it (include/ratelimit/layers/README.md "Per-key quota
   /// overrides"). Immutable; made by `prepare`.
-  class PreparedPolicy {
-   public:
-    /// The policy as given, and its validated rules in ticks of 1 us.
-    [[nodiscard]] const P& policy() const noexcept { return config_.policy; }
-    [[nodiscard]] const RulesOf<P>& rules() const noexcept { return config_.rules; }
-
-   private:
-    friend class RedisLimiter;
-    explicit PreparedPolicy(Config c) : config_(std::move(c)) {}
-    Config config_;
-  };
+  class PreparedPolicy;
 
   /// Validates `policy` for Redis, for the calls below that name it; only a named limiter, as for `set_policy`.
   /// Thread-safe. Throws `std::invalid_argument` naming the field (e.g. `Gcra.burst`), or `LimiterOptions.name`.
-  [[nodiscard]] std::shared_ptr<const PreparedPolicy> prepare(P policy) const {
-    require_name("per-call policies need");
-    Config c(std::move(policy));
-    c.fallback_share = core_->answer.fallback.prepare_share(c.policy);  // the fallback answers under its share
-    return std::make_shared<const PreparedPolicy>(PreparedPolicy(std::move(c)));
-  }
-  /// `check`, `allow`, `peek` and `refund` under `policy` instead of `policy()` (the failure policy too). Thread-safe.
-  /// Throw as `allow`.
-  CheckResult check(std::string_view key, std::int64_t cost, const PreparedPolicy& policy) {
-    return run(key, cost, Mode::check, policy.config_);
-  }
-  Decision allow(std::string_view key, std::int64_t cost, const PreparedPolicy& policy) {
-    return run(key, cost, Mode::check, policy.config_).decision;
-  }
-  Decision peek(std::string_view key, const PreparedPolicy& policy) {
-    return run(key, 1, Mode::peek, policy.config_).decision;
-  }
-  Decision refund(std::string_view key, std::int64_t cost, const PreparedPolicy& policy) {
-    return run(key, cost, Mode::refund, policy.config_).decision;
-  }
+  [[nodiscard]] std::shared_ptr<const PreparedPolicy> prepare(P policy) const;
+  /// As `check(key, cost)`, under `policy` instead of `policy()` (the failure policy too). Thread-safe. Throws as
+  /// `check`.
+  CheckResult check(std::string_view key, std::int64_t cost, const PreparedPolicy& policy);
+  /// As `allow(key, cost)`, under `policy` (see `check` above).
+  Decision allow(std::string_view key, std::int64_t cost, const PreparedPolicy& policy);
+  /// As `peek(key)`, under `policy`.
+  Decision peek(std::string_view key, const PreparedPolicy& policy);
+  /// As `refund(key, cost)`, under `policy`.
+  Decision refund(std::string_view key, std::int64_t cost, const PreparedPolicy& policy);
 
   /// The async `check` (include/ratelimit/redis/README.md "Redis engine"): returns at once;
-  /// `callback(std::exception_ptr error, CheckResult result)` runs once on an I/O thread, never inside this call (under
-  /// `raise`, `error` holds the `BackendError`). It must not throw nor block (a sync call from it throws
-  /// `std::logic_error`). `timeout`: the deadline from now, in (0, 24 h]. The limiter may be destroyed first.
-  /// Thread-safe. Throws `std::invalid_argument` (key, cost, timeout) and `std::logic_error` (in a forked child) with
-  /// nothing started.
+  /// `callback(std::exception_ptr error, CheckResult result)` runs exactly once on an I/O thread, never inside this
+  /// call, with Redis's decision or the failure policy's (under `raise`, `error` holds the `BackendError`). It must not
+  /// throw (the process terminates) nor block (a sync call from it throws `std::logic_error`). `timeout`: the deadline
+  /// from now, in (0, 24 h]. The limiter may be destroyed first. Thread-safe. Throws `std::invalid_argument` (key
+  /// length, negative cost, timeout) and `std::logic_error` (in a forked child) with nothing started.
   template <class F>
     requires std::invocable<F&, std::exception_ptr, CheckResult>
   void check_async(std::string_view key, std::int64_t cost, std::chrono::milliseconds timeout, F&& callback) {
     start_async(key, cost, Mode::check, timeout, std::forward<F>(callback));
   }
-  template <class F>  // the deadline `command_timeout` from now
+  /// As above with the deadline `command_timeout` from now.
+  template <class F>
     requires std::invocable<F&, std::exception_ptr, CheckResult>
   void check_async(std::string_view key, std::int64_t cost, F&& callback) {
     start_async(key, cost, Mode::check, options_.command_timeout, std::forward<F>(callback));
@@ -211,7 +203,8 @@ class RedisLimiter final : public detail::LayeredMember {
   void allow_async(std::string_view key, std::int64_t cost, std::chrono::milliseconds timeout, F&& callback) {
     start_async(key, cost, Mode::check, timeout, decision_only(std::forward<F>(callback)));
   }
-  template <class F>  // the deadline `command_timeout` from now
+  /// As above with the deadline `command_timeout` from now.
+  template <class F>
     requires std::invocable<F&, std::exception_ptr, Decision>
   void allow_async(std::string_view key, std::int64_t cost, F&& callback) {
     start_async(key, cost, Mode::check, options_.command_timeout, decision_only(std::forward<F>(callback)));
@@ -224,40 +217,32 @@ class RedisLimiter final : public detail::LayeredMember {
     start_async(key, 1, Mode::peek, options_.command_timeout, decision_only(std::forward<F>(callback)));
   }
 
-  /// The async `refund`: as `check_async`, with `callback(std::exception_ptr, Decision)` given the state afterwards.
+  /// The async `refund`: as `check_async`, with `callback(std::exception_ptr, Decision)` receiving the
+  /// state afterwards (a fresh key's when Redis failed: nothing was given back, or it may have been).
   template <class F>
     requires std::invocable<F&, std::exception_ptr, Decision>
   void refund_async(std::string_view key, std::int64_t cost, F&& callback) {
     start_async(key, cost, Mode::refund, options_.command_timeout, decision_only(std::forward<F>(callback)));
   }
 
-  /// Forgets the key's state (in Redis, the denial cache and the fallback). Thread-safe. False when Redis failed (under
-  /// `raise` throws `BackendError`); throws `std::invalid_argument` for a key longer than `max_key_bytes`.
-  bool reset(std::string_view key) {
-    check_key(key);
-    Answer& a = core_->answer;
-    a.calls.fetch_add(1, std::memory_order_relaxed);
-    a.fallback.reset(key);
-    if (a.denials) a.denials->invalidate(key);
-    try {
-      const std::string k = redis_key(key);
-      engine::RouteCall call;
-      call.slot = engine::detail::key_slot(k);
-      call.args = {"DEL", k};
-      route_->execute(std::span<engine::RouteCall>(&call, 1));
-      // Again once the DEL ran (or may have): a denial Redis gave before it may have been remembered meanwhile.
-      if (a.denials) a.denials->invalidate(key);
-      if (detail::reply_of(call).type == REDIS_REPLY_INTEGER) return true;
-      throw BackendError(BackendErrorCause::protocol, "DEL: not an integer reply");
-    } catch (const BackendError& e) {
-      return a.failed_reset(e);
-    }
-  }
+  /// Forgets the key's state (in Redis, the denial cache and the fallback). Thread-safe. Returns false when Redis
+  /// failed and `on_error` is not `raise`; throws `BackendError` under `raise`, `std::invalid_argument` for a key
+  /// longer than `max_key_bytes`.
+  bool reset(std::string_view key);
 
-  /// Checks many requests pipelined, in their order, under one time reading, each atomic on its own. Thread-safe.
-  /// Throws `std::invalid_argument` naming the first bad request (`"requests[i].key: ..."`) with nothing sent; under
-  /// `raise` the first failure once every request was answered.
-  /// Example: `limiter.allow_many(std::vector<ratelimit::redis::Request>{{"user:1", 1}, {"user:2", 3}})`.
+  /// Checks many requests pipelined (include/ratelimit/redis/README.md "Failures"): decisions in the order of
+  /// `requests`, under one time reading, each request atomic on its own. Thread-safe. Validates every request first
+  /// (throws `std::invalid_argument` naming the first bad one, `"requests[i].key: ..."`, sending nothing); under
+  /// `raise` the first failure is thrown once every request was answered.
+  /// Example:
+  ///   ratelimit::redis::RedisLimiter<ratelimit::Gcra> limiter(
+  ///       ratelimit::Gcra{.limit = 100, .period = std::chrono::seconds(1), .burst = 100},
+  ///       ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379"));
+  ///   const std::vector<ratelimit::redis::Request> batch = {{"user:1", 1}, {"user:2", 3}, {"user:1", 1}};
+  ///   const std::vector<ratelimit::Decision> decisions = limiter.allow_many(batch);  // one round trip
+  ///   for (std::size_t i = 0; i < batch.size(); ++i) {
+  ///     if (!decisions[i]) { /* drop the message of batch[i].key */ }
+  ///   }
   std::vector<Decision> allow_many(std::span<const Request> requests) {
     std::vector<Decision> out;
     out.reserve(requests.size());
@@ -265,101 +250,69 @@ class RedisLimiter final : public detail::LayeredMember {
     return out;
   }
 
-  /// As `allow_many`, and says for each request who decided (`r.failed()`: Redis failed and `on_error` answered).
-  /// Thread-safe. Throws as `allow_many`.
-  std::vector<CheckResult> check_many(std::span<const Request> requests) {
-    ratelimit::detail::validate_batch(requests, options_.max_key_bytes);
-    if (requests.empty()) return {};
-    return run_many(requests, Mode::check, config());
-  }
+  /// As `allow_many`, and says for each request who decided (`Outcome::failure_policy` when Redis failed
+  /// and `on_error` answered). Thread-safe. Throws as `allow_many`.
+  /// Example:
+  ///   ratelimit::redis::RedisLimiter<ratelimit::FixedWindow> limiter(
+  ///       ratelimit::FixedWindow{.limit = 50, .window = std::chrono::seconds(1)},
+  ///       ratelimit::redis::ConnectionOptions::from_url("redis://redis.internal:6379"));
+  ///   const ratelimit::BatchRequest batch[] = {{"tenant:a", 10}, {"tenant:b", 20}};
+  ///   for (const ratelimit::CheckResult& r : limiter.check_many(batch)) {
+  ///     if (r.failed()) { /* Redis failed for this request: the failure policy answered */ }
+  ///   }
+  std::vector<CheckResult> check_many(std::span<const Request> requests);
 
   /// The limiter's counters, with its route's and its fallback's. Thread-safe.
-  [[nodiscard]] RedisStats stats() const noexcept {
-    RedisStats s;
-    static_cast<RouteCounters&>(s) = route_->counters();
-    static_cast<FallbackCounters&>(s) = core_->answer.fallback.counters();
-    core_->answer.fill(s);
-    return s;
-  }
+  [[nodiscard]] RedisStats stats() const noexcept;
 
-  /// The Redis key holding `key`'s state (include/ratelimit/redis/README.md "Key layout").
-  [[nodiscard]] std::string redis_key(std::string_view key) const {
-    return detail::redis_key(options_.key_prefix, identity_, key, config().binding.suffix);
-  }
+  /// The Redis key holding `key`'s state, `<prefix><identity>{<encoded key>}<suffix>`
+  /// (include/ratelimit/redis/README.md "Key layout").
+  [[nodiscard]] std::string redis_key(std::string_view key) const;
   /// This limiter's identity in its Redis keys: `<kind>:<parameters>`, or `<kind>@<name>` when named. Thread-safe.
   [[nodiscard]] const std::string& identity() const noexcept { return identity_; }
 
   /// The policy now, as given. Thread-safe; the reference stays valid and unchanged while the limiter lives.
-  [[nodiscard]] const P& policy() const noexcept { return config().policy; }
+  [[nodiscard]] const P& policy() const noexcept;
   /// The validated rules now, in ticks of 1 us (Redis's time unit). Thread-safe; valid as `policy()`.
-  [[nodiscard]] const RulesOf<P>& rules() const noexcept { return config().rules; }
+  [[nodiscard]] const RulesOf<P>& rules() const noexcept;
 
-  /// Replaces the policy of a named limiter, keeping every key's usage (include/ratelimit/README.md "Changing a policy
-  /// at run time"). Thread-safe: calls started after send the new parameters. Throws `std::invalid_argument` naming
-  /// the field for a bad policy, or `LimiterOptions.name` for an unnamed limiter, changing nothing.
-  void set_policy(P policy) {
-    require_name("set_policy needs");
-    Config c(std::move(policy));
-    std::lock_guard change(core_->change_mutex);  // racing changes could leave the fallback on the other's share
-    core_->answer.fallback.set_policy(c.policy);  // its share too (throws for a bad share before anything changed)
-    core_->set_config(std::move(c));
-    // Also a return to a policy given before (same id): what it had cached may no longer be true.
-    if (core_->answer.denials) core_->answer.denials->invalidate_all();
-  }
+  /// Replaces the policy at run time, keeping every key's usage (include/ratelimit/README.md "Changing a policy at run
+  /// time", Redis): only a named limiter (`LimiterOptions::name`). Thread-safe: a call started before sends the old
+  /// parameters, one started after the new ones. Throws `std::invalid_argument` naming the field for a bad policy, or
+  /// `LimiterOptions.name` for an unnamed limiter, changing nothing.
+  void set_policy(P policy);
   /// How many times `set_policy` has run (0 at first): a layer re-reads `policy()` when it moved. Thread-safe.
-  [[nodiscard]] std::uint64_t policy_generation() const noexcept {
-    return core_->generation.load(std::memory_order_acquire);
-  }
+  [[nodiscard]] std::uint64_t policy_generation() const noexcept;
   /// The options in effect: the route's connection options and this limiter's own. Thread-safe (immutable).
   [[nodiscard]] const RedisOptions& options() const noexcept { return options_; }
   [[nodiscard]] C& clock() noexcept { return clock_; }
   /// The embedded Lua script this limiter runs (its body is lua/<kind>.lua's parts and main, assembled).
-  [[nodiscard]] const detail::EmbeddedScript& script() const noexcept { return *config().binding.script; }
+  [[nodiscard]] const detail::EmbeddedScript& script() const noexcept;
   /// The cluster router (null when not on Redis Cluster).
-  [[nodiscard]] std::shared_ptr<ClusterRouter> cluster() const noexcept {
-    return std::shared_ptr<ClusterRouter>(route_, route_->cluster_router());
-  }
+  [[nodiscard]] std::shared_ptr<ClusterRouter> cluster() const noexcept;
   /// Where this limiter's commands go (its pool's server, or its cluster router).
   [[nodiscard]] const std::shared_ptr<Route>& route() const noexcept { return route_; }
 
   /// The pool, or on Redis Cluster the router: limiters sharing it can be checked jointly.
-  [[nodiscard]] const void* joint_domain() const noexcept override { return route_->domain(); }
+  [[nodiscard]] const void* joint_domain() const noexcept override;
 
-  /// All-or-nothing check of `requests` (of `RedisLimiter`s of this `joint_domain()`) as one script call
-  /// (`detail::run_layered`; false: check them one by one). Thread-safe. Throws as `allow` (under a member's `raise`).
-  bool check_jointly(std::span<const JointRequest> requests, std::span<CheckResult> results) override {
-    return detail::run_layered(joint_domain(), requests, results);
-  }
+  /// All-or-nothing check of `requests` (each naming a `RedisLimiter` with this one's `joint_domain()`) as one script
+  /// call; see `JointBackend::check_jointly` and `detail::run_layered` (false: check them one by one). Thread-safe.
+  /// Throws `std::invalid_argument` for a negative cost or a key over `max_key_bytes`; `BackendError` when Redis fails
+  /// and a member's `on_error` is `raise`.
+  bool check_jointly(std::span<const JointRequest> requests, std::span<CheckResult> results) override;
 
  private:
   /// What a call needs after it started, shared with async completions (which may outlive the limiter).
-  struct Core {
-    Core(Config first, const RedisOptions& o, const C& clock)
-        : answer(first.policy, o, clock, detail::gate_clock(clock), true), configs{std::move(first)} {}
-    Answer answer;
-    std::mutex change_mutex;     // serializes set_policy (the fallback's share, then the policy) and appending
-    std::deque<Config> configs;  // every policy given so far, each once (a deque: references stay valid)
-    std::atomic<const Config*> current{&configs.front()};
-    std::atomic<std::uint64_t> generation{0};
-
-    /// Makes `c` the policy of the calls that start from now on (a policy given before is reused); `change_mutex` held.
-    void set_config(Config c) {
-      const auto same = std::find_if(configs.begin(), configs.end(),
-                                     [&](const Config& known) { return known.binding.params == c.binding.params; });
-      current.store(same != configs.end() ? &*same : &configs.emplace_back(std::move(c)), std::memory_order_release);
-      generation.fetch_add(1, std::memory_order_release);
-    }
-  };
+  struct Core;
 
   RedisLimiter(P policy, std::shared_ptr<Route> route, C clock, const LimiterOptions* limiter,
-               std::optional<std::string> key_prefix = std::nullopt)
-      : route_(std::move(route)),
-        options_(detail::options_on(route_.get(), limiter, std::move(key_prefix))),
-        clock_(std::move(clock)),
-        core_(std::make_shared<Core>(Config(std::move(policy)), options_, clock_)),
-        identity_(detail::limiter_identity(P::kind, options_.name, config().binding.params)) {}
+               std::optional<std::string> key_prefix = std::nullopt);
+  /// The route of a server's pool, or `route` itself (a cluster router or Sentinel route).
+  static std::shared_ptr<Route> route_from(std::shared_ptr<ConnectionPool> pool);
+  static std::shared_ptr<Route> route_from(std::shared_ptr<Route> route);
 
-  [[nodiscard]] const Config& config() const noexcept { return *core_->current.load(std::memory_order_acquire); }
+  [[nodiscard]] const Config& config() const noexcept;
   void require_name(std::string_view what) const {
     if (options_.name.empty()) {
       ratelimit::detail::invalid(
@@ -372,62 +325,35 @@ class RedisLimiter final : public detail::LayeredMember {
     check_key(key);
     ratelimit::detail::require_cost(cost);
   }
-  std::int64_t now_us() { return detail::now_us(clock_); }
+  std::int64_t now_us();
 
-  [[nodiscard]] detail::LayeredPart layered_part(std::string_view key, std::int64_t cost) override {
-    check_request(key, cost);
-    const Config& c = config();
-    const std::int64_t now = now_us();
-    const Answer& a = core_->answer;
-    return {route_.get(),
-            redis_key(key),
-            {std::string(P::kind), detail::time_arg(options_, now), std::to_string(cost), c.binding.params[0],
-             c.binding.params[1]},
-            c.rules.limit(),
-            &core_->answer,
-            a.failure_decision(c.rules, now, cost, Mode::check),
-            a.failure_decision(c.rules, now, 0, Mode::check)};
-  }
+  [[nodiscard]] detail::LayeredPart layered_part(std::string_view key, std::int64_t cost) override;
 
-  CheckResult run(std::string_view key, std::int64_t cost, Mode mode, const Config& config) {
-    check_request(key, cost);
-    const Request one{key, cost};
-    return run_many(std::span<const Request>(&one, 1), mode, config).front();
-  }
-  std::vector<CheckResult> run_many(std::span<const Request> requests, Mode mode, const Config& config) {
-    const std::int64_t now = now_us();
-    core_->answer.calls.fetch_add(requests.size(), std::memory_order_relaxed);
-    auto key_of = [this](std::string_view key) { return redis_key(key); };
-    return core_->answer.send(*route_, config, requests, mode, now, detail::time_arg(options_, now), key_of);
-  }
+  CheckResult run(std::string_view key, std::int64_t cost, Mode mode, const Config& config);
+
+  std::vector<CheckResult> run_many(std::span<const Request> requests, Mode mode, const Config& config);
 
   template <class F>
   static auto decision_only(F&& f) {
     return [f = std::forward<F>(f)](std::exception_ptr e, const CheckResult& r) mutable { f(e, r.decision); };
   }
 
+  /// Starts an async call of `g`: the callback's type reaches the definitions only header-only; a separately
+  /// compiled program passes it on behind `detail::CheckCallback`, to the one compiled `send_erased`.
+  template <class G>
+  void start_async(std::string_view key, std::int64_t cost, Mode mode, std::chrono::milliseconds timeout, G&& g) {
+#ifdef RATELIMIT_SEPARATE_COMPILATION
+    send_erased(key, cost, mode, timeout, detail::CheckCallback(std::forward<G>(g)));
+#else
+    send_async(key, cost, mode, timeout, std::forward<G>(g));
+#endif
+  }
   /// One async script call; one the denial cache or a shut fallback gate answers is never written (a past
   /// deadline): it completes on the I/O thread, as every callback runs.
   template <class G>
-  void start_async(std::string_view key, std::int64_t cost, Mode mode, std::chrono::milliseconds timeout, G&& g) {
-    check_request(key, cost);
-    if (timeout.count() <= 0 || timeout > std::chrono::hours(24)) {
-      ratelimit::detail::invalid("timeout", "must be in (0, 24 h]");
-    }
-    const Config& config = this->config();
-    typename Answer::Pending p = core_->answer.pending(key, cost, mode, now_us(), config.id);
-    const auto deadline =
-        p.local() ? std::chrono::steady_clock::time_point{} : std::chrono::steady_clock::now() + timeout;
-    const std::string k = redis_key(key), now = detail::time_arg(options_, p.sent.now_us), c = std::to_string(cost);
-    auto done = [core = core_, &config, p = std::move(p), g = std::forward<G>(g)](
-                    engine::Reply reply, std::optional<BackendError> error, bool reloaded) mutable {
-      std::exception_ptr raised;
-      const CheckResult r = core->answer.finish(config, p, reply, error, reloaded, raised);
-      g(raised, r);
-    };
-    detail::start_async_call(*route_, *config.binding.script, config.call(k, now, c, mode), deadline, std::move(done));
-    core_->answer.calls.fetch_add(1, std::memory_order_relaxed);
-  }
+  void send_async(std::string_view key, std::int64_t cost, Mode mode, std::chrono::milliseconds timeout, G&& g);
+  void send_erased(std::string_view key, std::int64_t cost, Mode mode, std::chrono::milliseconds timeout,
+                   detail::CheckCallback g);
 
   std::shared_ptr<Route> route_;  // a server's pool, the cluster router, or the Sentinel route
   RedisOptions options_;
@@ -438,3 +364,25 @@ class RedisLimiter final : public detail::LayeredMember {
 
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis
+
+#ifndef RATELIMIT_SEPARATE_COMPILATION
+#include "ratelimit/redis/impl/redis_limiter.hpp"
+#else
+#include "ratelimit/policy/fixed_window.hpp"
+#include "ratelimit/policy/gcra.hpp"
+#include "ratelimit/policy/sliding_window_counter.hpp"
+#include "ratelimit/policy/sliding_window_log.hpp"
+#include "ratelimit/policy/token_bucket.hpp"
+
+namespace ratelimit::redis {
+inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
+// Compiled once, in the unit that includes <ratelimit/redis/src.hpp>: the five policies with the default clock.
+// Other clocks need the definitions, impl/redis_limiter.hpp, in the units that use them.
+extern template class RedisLimiter<FixedWindow>;
+extern template class RedisLimiter<SlidingWindowLog>;
+extern template class RedisLimiter<SlidingWindowCounter>;
+extern template class RedisLimiter<TokenBucket>;
+extern template class RedisLimiter<Gcra>;
+}  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
+}  // namespace ratelimit::redis
+#endif

@@ -1,6 +1,7 @@
 // A user's Redis program built with a plain compiler line from pkg-config (ratelimit-redis.pc): it compiles
 // and links (hiredis, and OpenSSL when the package has TLS), has TLS exactly when the package was built with
-// it (EXPECTED_TLS), reads a URL, and answers with the failure policy when nothing listens. Needs no server.
+// it (EXPECTED_TLS), reads a URL, and answers with the failure policy when nothing listens. Needs no server. Built
+// header-only, and with RATELIMIT_SEPARATE_COMPILATION beside a unit that includes <ratelimit/redis/src.hpp>.
 #include <chrono>
 #include <cstdio>
 

@@ -29,6 +29,7 @@
 #include "ratelimit/redis/detail/limiter_setup.hpp"
 #include "ratelimit/redis/detail/decision_reply.hpp"
 #include "ratelimit/redis/detail/script_binding.hpp"
+#include "ratelimit/redis/detail/script_mode.hpp"
 #include "ratelimit/redis/engine/route.hpp"
 #include "ratelimit/redis/engine/script_call.hpp"
 #include "ratelimit/redis/failure_report.hpp"
@@ -39,12 +40,6 @@
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 namespace detail {
-
-/// What a policy script's call does (its ARGV[3], `mode_arg`).
-enum class Mode { check, peek, refund };
-[[nodiscard]] constexpr std::string_view mode_arg(Mode m) noexcept {
-  return m == Mode::check ? "0" : (m == Mode::peek ? "1" : "2");
-}
 
 /// The failure policy, hook and counters of one limiter, whatever its policy (what a joint check reaches). Thread-safe.
 class Answers {

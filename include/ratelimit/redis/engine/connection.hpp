@@ -39,14 +39,6 @@ namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
 namespace engine {
 
-/// True when this build has TLS (`RATELIMIT_TLS` defined and not 0: the CMake target found OpenSSL).
-inline constexpr bool kTlsAvailable =
-#if RATELIMIT_REDIS_WITH_TLS
-    true;
-#else
-    false;
-#endif
-
 /// Appends `args` to `out` as one RESP command (an array of bulk strings).
 inline void append_resp(std::string& out, std::span<const std::string_view> args) {
   char num[24];
@@ -507,6 +499,5 @@ class Connection {
 };
 
 }  // namespace engine
-using engine::kTlsAvailable;
 }  // namespace RATELIMIT_REDIS_ABI_NAMESPACE
 }  // namespace ratelimit::redis
