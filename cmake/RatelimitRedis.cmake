@@ -117,7 +117,8 @@ add_library(ratelimit_redis_compiled STATIC EXCLUDE_FROM_ALL "${PROJECT_BINARY_D
 add_library(ratelimit::redis_compiled ALIAS ratelimit_redis_compiled)
 target_link_libraries(ratelimit_redis_compiled PUBLIC ratelimit::redis)
 target_compile_definitions(ratelimit_redis_compiled PUBLIC RATELIMIT_SEPARATE_COMPILATION)
-set_target_properties(ratelimit_redis_compiled PROPERTIES UNITY_BUILD OFF)
+# Position-independent: it may be linked into a shared library of the user's, as the headers may.
+set_target_properties(ratelimit_redis_compiled PROPERTIES UNITY_BUILD OFF POSITION_INDEPENDENT_CODE ON)
 
 if(RATELIMIT_INSTALL)
   # Own export set: the package config loads it (and looks for hiredis) only for COMPONENTS redis.

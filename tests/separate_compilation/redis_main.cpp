@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <exception>
 #include <future>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -91,11 +92,45 @@ bool bad_policy_refused() {
   return report(false, "a bad period names Gcra.period");
 }
 
+// A refused async call (negative cost, bad timeout) throws with nothing started: the callback given as an rvalue is
+// not taken (as header-only, where it is moved only once the call starts), so the caller may still answer with it.
+bool refused_async_keeps_callback() {
+  ratelimit::redis::RedisOptions o;
+  o.port = 1;
+  o.on_backend_failure = ratelimit::redis::ignore_backend_failure;
+  Limiter limiter(kThree, o);
+  struct Callback {
+    std::unique_ptr<int> state = std::make_unique<int>(1);
+    void operator()(std::exception_ptr, const ratelimit::CheckResult&) {}
+    void operator()(std::exception_ptr, ratelimit::Decision) {}
+  };
+  Callback check, allow, timed;
+  int refused = 0;
+  try {
+    limiter.check_async("client", -1, std::move(check));
+  } catch (const std::invalid_argument&) {
+    ++refused;
+  }
+  try {
+    limiter.allow_async("client", -1, std::move(allow));
+  } catch (const std::invalid_argument&) {
+    ++refused;
+  }
+  try {
+    limiter.check_async("client", 1, 0ms, std::move(timed));
+  } catch (const std::invalid_argument&) {
+    ++refused;
+  }
+  return report(refused == 3 && check.state && allow.state && timed.state,
+                "a refused check_async / allow_async keeps the callback it was given");
+}
+
 }  // namespace
 
 int main() {
   bool ok = failure_policy_answers();
   ok = bad_policy_refused() && ok;
+  ok = refused_async_keeps_callback() && ok;
   const int port = separate_test::start_redis();
   if (port == 0) {
     std::printf("redis-server not found\n");

@@ -188,33 +188,33 @@ class RedisLimiter final : public detail::LayeredMember {
   template <class F>
     requires std::invocable<F&, std::exception_ptr, CheckResult>
   void check_async(std::string_view key, std::int64_t cost, std::chrono::milliseconds timeout, F&& callback) {
-    start_async(key, cost, Mode::check, timeout, std::forward<F>(callback));
+    start_async<false>(key, cost, Mode::check, timeout, std::forward<F>(callback));
   }
   /// As above with the deadline `command_timeout` from now.
   template <class F>
     requires std::invocable<F&, std::exception_ptr, CheckResult>
   void check_async(std::string_view key, std::int64_t cost, F&& callback) {
-    start_async(key, cost, Mode::check, options_.command_timeout, std::forward<F>(callback));
+    start_async<false>(key, cost, Mode::check, options_.command_timeout, std::forward<F>(callback));
   }
 
   /// The async `allow`: as `check_async`, with `callback(std::exception_ptr, Decision)`.
   template <class F>
     requires std::invocable<F&, std::exception_ptr, Decision>
   void allow_async(std::string_view key, std::int64_t cost, std::chrono::milliseconds timeout, F&& callback) {
-    start_async(key, cost, Mode::check, timeout, decision_only(std::forward<F>(callback)));
+    start_async<true>(key, cost, Mode::check, timeout, std::forward<F>(callback));
   }
   /// As above with the deadline `command_timeout` from now.
   template <class F>
     requires std::invocable<F&, std::exception_ptr, Decision>
   void allow_async(std::string_view key, std::int64_t cost, F&& callback) {
-    start_async(key, cost, Mode::check, options_.command_timeout, decision_only(std::forward<F>(callback)));
+    start_async<true>(key, cost, Mode::check, options_.command_timeout, std::forward<F>(callback));
   }
 
   /// The async `peek`: as `check_async`, consuming nothing, with `callback(std::exception_ptr, Decision)`.
   template <class F>
     requires std::invocable<F&, std::exception_ptr, Decision>
   void peek_async(std::string_view key, F&& callback) {
-    start_async(key, 1, Mode::peek, options_.command_timeout, decision_only(std::forward<F>(callback)));
+    start_async<true>(key, 1, Mode::peek, options_.command_timeout, std::forward<F>(callback));
   }
 
   /// The async `refund`: as `check_async`, with `callback(std::exception_ptr, Decision)` receiving the
@@ -222,7 +222,7 @@ class RedisLimiter final : public detail::LayeredMember {
   template <class F>
     requires std::invocable<F&, std::exception_ptr, Decision>
   void refund_async(std::string_view key, std::int64_t cost, F&& callback) {
-    start_async(key, cost, Mode::refund, options_.command_timeout, decision_only(std::forward<F>(callback)));
+    start_async<true>(key, cost, Mode::refund, options_.command_timeout, std::forward<F>(callback));
   }
 
   /// Forgets the key's state (in Redis, the denial cache and the fallback). Thread-safe. Returns false when Redis
@@ -338,18 +338,32 @@ class RedisLimiter final : public detail::LayeredMember {
     return [f = std::forward<F>(f)](std::exception_ptr e, const CheckResult& r) mutable { f(e, r.decision); };
   }
 
-  /// Starts an async call of `g`: the callback's type reaches the definitions only header-only; a separately
-  /// compiled program passes it on behind `detail::CheckCallback`, to the one compiled `send_erased`.
-  template <class G>
+  /// Starts an async call of `g` (`kDecision`: a `void(std::exception_ptr, Decision)` callback), its arguments
+  /// checked first, so that a refused call takes nothing from the caller, in both modes.
+  template <bool kDecision, class G>
   void start_async(std::string_view key, std::int64_t cost, Mode mode, std::chrono::milliseconds timeout, G&& g) {
+    check_request(key, cost);
+    if (timeout.count() <= 0 || timeout > std::chrono::hours(24)) {
+      ratelimit::detail::invalid("timeout", "must be in (0, 24 h]");
+    }
+    if constexpr (kDecision) {
+      send_checked(key, cost, mode, timeout, decision_only(std::forward<G>(g)));
+    } else {
+      send_checked(key, cost, mode, timeout, std::forward<G>(g));
+    }
+  }
+  /// The callback's type reaches the definitions only header-only; a separately compiled program passes it on behind
+  /// `detail::CheckCallback`, to the one compiled `send_erased`.
+  template <class G>
+  void send_checked(std::string_view key, std::int64_t cost, Mode mode, std::chrono::milliseconds timeout, G&& g) {
 #ifdef RATELIMIT_SEPARATE_COMPILATION
     send_erased(key, cost, mode, timeout, detail::CheckCallback(std::forward<G>(g)));
 #else
     send_async(key, cost, mode, timeout, std::forward<G>(g));
 #endif
   }
-  /// One async script call; one the denial cache or a shut fallback gate answers is never written (a past
-  /// deadline): it completes on the I/O thread, as every callback runs.
+  /// One async script call, its arguments checked (`start_async`); one the denial cache or a shut fallback gate answers
+  /// is never written (a past deadline): it completes on the I/O thread, as every callback runs.
   template <class G>
   void send_async(std::string_view key, std::int64_t cost, Mode mode, std::chrono::milliseconds timeout, G&& g);
   void send_erased(std::string_view key, std::int64_t cost, Mode mode, std::chrono::milliseconds timeout,

@@ -321,10 +321,6 @@ template <Policy P, Clock C>
 template <class G>
 void RedisLimiter<P, C>::send_async(std::string_view key, std::int64_t cost, Mode mode,
                                     std::chrono::milliseconds timeout, G&& g) {
-  check_request(key, cost);
-  if (timeout.count() <= 0 || timeout > std::chrono::hours(24)) {
-    ratelimit::detail::invalid("timeout", "must be in (0, 24 h]");
-  }
   const Config& config = this->config();
   typename Answer::Pending p = core_->answer.pending(key, cost, mode, now_us(), config.id);
   const auto deadline =
