@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include <ratelimit/detail/siphash.hpp>
 #include <ratelimit/ratelimit.hpp>
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)

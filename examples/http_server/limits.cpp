@@ -12,6 +12,7 @@
 #include <utility>
 
 #include <nlohmann/json.hpp>
+#include <ratelimit/concurrency.hpp>
 #include <ratelimit/layers.hpp>
 #include <ratelimit/ratelimit.hpp>
 #if RATELIMIT_EXAMPLE_REDIS

@@ -1,13 +1,12 @@
 #pragma once
 
 /// @file
-/// Umbrella header: every policy, the in-memory backend, concurrency limits, clocks and acquire. Redis is in
-/// `<ratelimit/redis.hpp>`.
+/// Umbrella header: every policy, the in-memory backend, clocks and acquire. Concurrency limits are in
+/// `<ratelimit/concurrency.hpp>`, Redis in `<ratelimit/redis.hpp>`.
 
 #include "ratelimit/acquire.hpp"
 #include "ratelimit/batch_request.hpp"
 #include "ratelimit/clock.hpp"
-#include "ratelimit/concurrency.hpp"
 #include "ratelimit/decision.hpp"
 #include "ratelimit/joint_backend.hpp"
 #include "ratelimit/limiter.hpp"

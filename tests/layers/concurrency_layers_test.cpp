@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include <ratelimit/concurrency.hpp>
 #include <ratelimit/layers.hpp>
 #include <ratelimit/ratelimit.hpp>
 
