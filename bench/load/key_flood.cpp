@@ -94,10 +94,14 @@ int main(int argc, char** argv) {
   double rss_bound_mib = 64, min_ratio = 0.5;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string_view a = argv[i];
-    if (a == "--keys") keys = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (a == "--max-keys") max_keys = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (a == "--rss-bound-mib") rss_bound_mib = std::atof(argv[i + 1]);
-    else if (a == "--min-ratio") min_ratio = std::atof(argv[i + 1]);
+    if (a == "--keys")
+      keys = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (a == "--max-keys")
+      max_keys = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (a == "--rss-bound-mib")
+      rss_bound_mib = std::atof(argv[i + 1]);
+    else if (a == "--min-ratio")
+      min_ratio = std::atof(argv[i + 1]);
     else {
       std::fprintf(stderr, "usage: %s [--keys N] [--max-keys M] [--rss-bound-mib B] [--min-ratio R]\n", argv[0]);
       return 2;
@@ -144,7 +148,8 @@ int main(int argc, char** argv) {
   std::printf("key flood: %llu distinct keys, max_keys %llu%s\n", static_cast<unsigned long long>(keys),
               static_cast<unsigned long long>(max_keys), RATELIMIT_FLOOD_SANITIZED ? " (sanitizer build)" : "");
   std::printf("  hot key    %12.0f checks/s\n", hot_rate);
-  std::printf("  flood      %12.0f checks/s   median chunk ratio flood/hot %.2f (must be >= %.2f)\n", flood_rate, ratio, min_ratio);
+  std::printf("  flood      %12.0f checks/s   median chunk ratio flood/hot %.2f (must be >= %.2f)\n", flood_rate, ratio,
+              min_ratio);
   std::printf("  miss floor %12.0f checks/s   median chunk ratio floor/hot %.2f (hash, clock, one random line; %llu)\n",
               floor_rate, median(floor_ratios), static_cast<unsigned long long>(sink % 10));
   std::printf("  keys held  %zu (cap %llu), evictions %zu, table %.1f MiB\n", flood.size(),

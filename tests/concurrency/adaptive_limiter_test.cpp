@@ -335,7 +335,8 @@ TEST(AdaptiveLimiter, SixteenThreadsNeverHoldMoreThanTheLimitInForce) {
         std::int64_t seen = most_held.load();
         while (now_held > seen && !most_held.compare_exchange_weak(seen, now_held)) {
         }
-        for (auto y = static_cast<int>(random() % 8); y > 0; --y) std::this_thread::yield();  // hold it while others run
+        // Hold it while others run.
+        for (auto y = static_cast<int>(random() % 8); y > 0; --y) std::this_thread::yield();
         clock.advance(std::chrono::microseconds(random() % 400));
         held[k].fetch_sub(1);
         const auto outcome = static_cast<PermitOutcome>(random() % 3);
