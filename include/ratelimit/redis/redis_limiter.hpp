@@ -181,38 +181,39 @@ class RedisLimiter final : public detail::LayeredMember {
 
   /// The async `check` (include/ratelimit/redis/README.md "Redis engine"): returns at once;
   /// `callback(std::exception_ptr error, CheckResult result)` runs exactly once on an I/O thread, never inside this
-  /// call, with Redis's decision or the failure policy's (under `raise`, `error` holds the `BackendError`). It must not
+  /// call, with Redis's decision or the failure policy's (under `raise`, `error` holds the `BackendError`); both are
+  /// passed as lvalues (take them by value or const reference: a callback taking `&&` does not compile). It must not
   /// throw (the process terminates) nor block (a sync call from it throws `std::logic_error`). `timeout`: the deadline
   /// from now, in (0, 24 h]. The limiter may be destroyed first. Thread-safe. Throws `std::invalid_argument` (key
   /// length, negative cost, timeout) and `std::logic_error` (in a forked child) with nothing started.
   template <class F>
-    requires std::invocable<F&, std::exception_ptr, CheckResult>
+    requires std::invocable<F&, std::exception_ptr&, const CheckResult&>
   void check_async(std::string_view key, std::int64_t cost, std::chrono::milliseconds timeout, F&& callback) {
     start_async<false>(key, cost, Mode::check, timeout, std::forward<F>(callback));
   }
   /// As above with the deadline `command_timeout` from now.
   template <class F>
-    requires std::invocable<F&, std::exception_ptr, CheckResult>
+    requires std::invocable<F&, std::exception_ptr&, const CheckResult&>
   void check_async(std::string_view key, std::int64_t cost, F&& callback) {
     start_async<false>(key, cost, Mode::check, options_.command_timeout, std::forward<F>(callback));
   }
 
   /// The async `allow`: as `check_async`, with `callback(std::exception_ptr, Decision)`.
   template <class F>
-    requires std::invocable<F&, std::exception_ptr, Decision>
+    requires std::invocable<F&, std::exception_ptr&, const Decision&>
   void allow_async(std::string_view key, std::int64_t cost, std::chrono::milliseconds timeout, F&& callback) {
     start_async<true>(key, cost, Mode::check, timeout, std::forward<F>(callback));
   }
   /// As above with the deadline `command_timeout` from now.
   template <class F>
-    requires std::invocable<F&, std::exception_ptr, Decision>
+    requires std::invocable<F&, std::exception_ptr&, const Decision&>
   void allow_async(std::string_view key, std::int64_t cost, F&& callback) {
     start_async<true>(key, cost, Mode::check, options_.command_timeout, std::forward<F>(callback));
   }
 
   /// The async `peek`: as `check_async`, consuming nothing, with `callback(std::exception_ptr, Decision)`.
   template <class F>
-    requires std::invocable<F&, std::exception_ptr, Decision>
+    requires std::invocable<F&, std::exception_ptr&, const Decision&>
   void peek_async(std::string_view key, F&& callback) {
     start_async<true>(key, 1, Mode::peek, options_.command_timeout, std::forward<F>(callback));
   }
@@ -220,7 +221,7 @@ class RedisLimiter final : public detail::LayeredMember {
   /// The async `refund`: as `check_async`, with `callback(std::exception_ptr, Decision)` receiving the
   /// state afterwards (a fresh key's when Redis failed: nothing was given back, or it may have been).
   template <class F>
-    requires std::invocable<F&, std::exception_ptr, Decision>
+    requires std::invocable<F&, std::exception_ptr&, const Decision&>
   void refund_async(std::string_view key, std::int64_t cost, F&& callback) {
     start_async<true>(key, cost, Mode::refund, options_.command_timeout, std::forward<F>(callback));
   }
