@@ -223,21 +223,17 @@ RedisOptions blackholed_route(RedisOptions o, FaultProxy& proxy) {
   return o;
 }
 
-// Disabled (open): the router's worker thread loads the map and then completes the calls it holds; no thread
-// times them out meanwhile, so they end when the load does (about command_timeout per dead seed). Sentinel has
-// the same open bug: SentinelFirstCalls.DISABLED_AsyncFirstCallEndsByItsDeadlineWhileTheSentinelIsBlackholed.
 // Before the slot map is loaded, an async call waits on the router's worker while it asks the seed nodes; the
 // call's own deadline still ends it (a dead seed must not hold it for command_timeout).
-TEST_F(EngineAttack, DISABLED_ClusterAsyncCallBeforeTheMapEndsByItsDeadline) {
+TEST_F(EngineAttack, ClusterAsyncCallBeforeTheMapEndsByItsDeadline) {
   const auto took = async_before_discovery(blackholed_route(options_, *proxy_), 50ms);
   EXPECT_LE(took, 50ms + kSlack) << "the async call's 50 ms deadline ended after " << ms(took)
                                  << " ms: it waited for the blackholed seed";
 }
 
-// Disabled (open): the first sync call loads the slot map on its own thread (ClusterRouter::execute,
-// `Refresh::initial`), asking each seed in turn for up to connect_timeout + command_timeout, whatever the call's
-// deadline. A sync check before the map, with two blackholed seeds, must still end by its deadline.
-TEST_F(EngineAttack, DISABLED_ClusterSyncCallBeforeTheMapEndsByItsDeadline) {
+// Before the slot map is loaded, a sync check waits for the worker's load (which asks each seed in turn for up to
+// connect_timeout + command_timeout) only until its own deadline: with two blackholed seeds it still ends by it.
+TEST_F(EngineAttack, ClusterSyncCallBeforeTheMapEndsByItsDeadline) {
   FaultProxy second("127.0.0.1", ratelimit_test::shared_redis()->port());
   second.set_admission(ratelimit_test::Admission::blackhole);
   RedisOptions o = blackholed_route(options_, *proxy_);

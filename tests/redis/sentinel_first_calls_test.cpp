@@ -170,9 +170,7 @@ TEST_F(SentinelFirstCalls, UnknownMasterAnswerReadFromManyThreads) {
 /// The sentinel blackholed before any master is known, `command_timeout` 400 ms: an async first check with a
 /// 100 ms timeout gets its callback by its own deadline (the failure policy), not when the worker's discovery
 /// gives up on the sentinel.
-// DISABLED_: a known bug, open until the one-deadline engine (a call's deadline reaches the pipeline; see
-// include/ratelimit/redis/README.md "Redis engine"). Run with --gtest_also_run_disabled_tests to see it fail.
-TEST_F(SentinelFirstCalls, DISABLED_AsyncFirstCallEndsByItsDeadlineWhileTheSentinelIsBlackholed) {
+TEST_F(SentinelFirstCalls, AsyncFirstCallEndsByItsDeadlineWhileTheSentinelIsBlackholed) {
   RedisOptions tuned;
   tuned.command_timeout = 400ms;
   tuned.connect_timeout = 400ms;

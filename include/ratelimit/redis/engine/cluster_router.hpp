@@ -71,9 +71,7 @@ class ClusterRouter final : public Route {
   void execute(std::span<RouteCall> calls) override {
     if (calls.empty()) return;
     check_not_forked();
-    if (!map_loaded_.load(std::memory_order_acquire) && !refresh_now(Refresh::initial)) {
-      return detail::fail_unsent(calls, no_map());
-    }
+    if (!map_loaded_.load(std::memory_order_acquire) && !await_map(calls)) return;
     std::vector<State> state(calls.size());
     std::vector<std::size_t> pending(calls.size());
     std::iota(pending.begin(), pending.end(), std::size_t{0});
@@ -409,9 +407,27 @@ class ClusterRouter final : public Route {
     return true;
   }
 
-  /// The worker's batch (a reload request, calls with no owner known): reloads, then sends each call or fails it.
-  void on_worker(const std::vector<PipelineOp*>& calls) {
+  /// Before the first map, a sync call has the worker load it (one load serves every waiting caller) and waits
+  /// for it until the calls' deadline; false (the calls failed unsent) when no map came by then.
+  bool await_map(std::span<RouteCall> calls) {
+    auto deadline = std::chrono::steady_clock::now() + options_.command_timeout;
+    for (const RouteCall& c : calls) deadline = std::min(deadline, c.deadline);
+    const bool ended = worker_.await(worker_.ask(), deadline);
+    if (map_loaded_.load(std::memory_order_acquire)) return true;
+    detail::fail_unsent(calls, ended ? no_map()
+                                     : BackendError(BackendErrorCause::timeout,
+                                                    "Redis Cluster: no slot map yet: the seed nodes did not answer "
+                                                    "by the call's deadline"));
+    return false;
+  }
+
+  /// The worker's task: the first load of the slot map, or a reload (at most one per refresh interval).
+  void reload() {
     (void)refresh_now(map_loaded_.load(std::memory_order_acquire) ? Refresh::throttled : Refresh::initial);
+  }
+
+  /// The calls held while the worker reloaded (no owner was known): sends each call or fails it.
+  void on_worker(const std::vector<PipelineOp*>& calls) {
     const bool loaded = map_loaded_.load(std::memory_order_acquire);
     for (PipelineOp* op : calls) {
       if (Node* node = loaded ? owner(op->slot) : nullptr) {
@@ -520,8 +536,8 @@ class ClusterRouter final : public Route {
   std::atomic<std::uint64_t> moved_{0};
   std::atomic<std::uint64_t> asks_{0};
   std::atomic<std::uint64_t> refreshes_{0};
-  RouteWorker worker_{options_.max_in_flight,
-                      [this](const std::vector<PipelineOp*>& calls, bool) { on_worker(calls); }};
+  RouteWorker worker_{options_.max_in_flight, [this](bool, bool) { reload(); },
+                      [this](const std::vector<PipelineOp*>& calls) { on_worker(calls); }};
 };
 
 }  // namespace engine

@@ -4,6 +4,7 @@
 /// `Route`: where commands go (`ServerRoute`, `ClusterRouter`, `SentinelRoute`). Routes send commands and
 /// follow redirections; they know nothing of scripts (`engine/script_call.hpp` does).
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -206,106 +207,188 @@ class ServerRoute final : public Route {
   std::shared_ptr<ConnectionPool> pool_;
 };
 
-/// A route's own thread for what must not block a caller or an I/O thread: its background task (`ask`: ask the
-/// sentinels, reload a slot map) and the async calls waiting for it (no master or slot owner known yet), handed
-/// to `handler` in batches, which completes each call once. Past `max_in_flight` queued, calls fail (cause
-/// timeout); destruction fails the queued ones (cause io) and waits for the running batch. Thread-safe; refuses
-/// use in a forked child.
+/// A route's own threads for what must not block a caller or an I/O thread. The task thread runs the route's
+/// background task (`ask`: ask the sentinels, reload a slot map), which may block for long. Async calls that wait
+/// for it (no master or slot owner known yet) are held meanwhile and handed to `place` when a run of the task ends;
+/// a held call whose deadline passes first fails then (cause timeout) on the timer thread, so a dead seed or
+/// sentinel holds no call past its own deadline. Past `max_in_flight` held, calls fail (cause timeout);
+/// destruction waits for the running task and fails the held calls (cause io). Thread-safe; refuses use in a
+/// forked child.
 class RouteWorker final : public AsyncSink {
  public:
-  /// Takes the calls queued, and whether the background task was asked for since the last batch.
-  using Handler = std::function<void(const std::vector<PipelineOp*>& calls, bool asked)>;
+  /// The background task; `asked`: `ask` was called since its last run; `held`: calls wait for this run.
+  using Task = std::function<void(bool asked, bool held)>;
+  /// Sends or fails each call once, after a run of the task (on the task thread); must not block.
+  using Place = std::function<void(const std::vector<PipelineOp*>& calls)>;
 
-  RouteWorker(std::size_t max_in_flight, Handler handler)
-      : max_in_flight_(max_in_flight), handler_(std::move(handler)) {}
+  RouteWorker(std::size_t max_in_flight, Task task, Place place)
+      : max_in_flight_(max_in_flight), task_(std::move(task)), place_(std::move(place)) {}
   RouteWorker(const RouteWorker&) = delete;
   RouteWorker& operator=(const RouteWorker&) = delete;
   ~RouteWorker() {
-    if (fork_.forked()) {
-      (void)cv_.release();  // may count the parent's waiting thread: destroying it would wait forever
-      if (thread_.joinable()) new std::thread(std::move(thread_));  // the parent's thread: not in this process
+    if (fork_.forked()) {  // the condition variables may count the parent's threads: destroying one would hang
+      (void)task_cv_.release();
+      (void)timer_cv_.release();
+      (void)ended_cv_.release();
+      for (std::thread* t : {&task_thread_, &timer_thread_}) {
+        if (t->joinable()) new std::thread(std::move(*t));  // the parent's threads: not in this process
+      }
       return;
     }
-    {
-      const std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    cv_->notify_one();
-    if (thread_.joinable()) thread_.join();
+    stop(task_thread_, *task_cv_, [this] { stopping_ = true; });
+    stop(timer_thread_, *timer_cv_, [this] { timer_stopping_ = true; });
+    std::vector<PipelineOp*> held;  // the timer never ran: nothing was held
+    held.swap(held_);
+    fail(held, destroyed());
   }
 
-  /// Queues `op` for the handler (or, the queue full, for its refusal on the worker's thread).
+  /// Holds `op` for the next run of the task (or, past `max_in_flight`, refuses it on the timer thread).
   void submit(PipelineOp& op) override {
     fork_.check();
     PipelineOpAccess::set_sink(op, this);
     {
       const std::lock_guard lock(mutex_);
-      start();
-      if (queue_.size() >= max_in_flight_ && !stopping_) {
+      start_threads();
+      if (held_.size() - taken_ >= max_in_flight_) {  // the calls the running task serves are not queued
         refused_.fetch_add(1, std::memory_order_relaxed);
         refused_ops_.push_back(&op);
       } else {
-        queue_.push_back(&op);
+        held_.push_back(&op);
+        wanted_ = true;
       }
     }
-    cv_->notify_one();
+    task_cv_->notify_one();
+    timer_cv_->notify_one();
   }
   [[nodiscard]] std::uint64_t refused() const noexcept { return refused_.load(std::memory_order_relaxed); }
 
-  /// Has the handler run the background task (once, however many ask meanwhile). Never blocks.
-  void ask() {
-    if (fork_.forked()) return;
+  /// Has the task run (once, however many ask meanwhile). Never blocks. Returns the number of the run that
+  /// serves this request, for `await`.
+  std::uint64_t ask() {
+    if (fork_.forked()) return 0;
+    std::uint64_t run = 0;
     {
       const std::lock_guard lock(mutex_);
-      if (stopping_ || asked_) return;
+      if (stopping_) return ended_;
       asked_ = true;
-      start();
+      start_threads();
+      run = started_ + 1;
     }
-    cv_->notify_one();
+    task_cv_->notify_one();
+    return run;
+  }
+
+  /// Waits until run `run` of the task (from `ask`) ended, or `deadline` passed (then false).
+  bool await(std::uint64_t run, std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock lock(mutex_);
+    return ended_cv_->wait_until(lock, deadline, [&] { return ended_ >= run || stopping_; }) && ended_ >= run;
   }
 
  private:
-  void start() {  // lock held
-    if (!thread_.joinable()) thread_ = std::thread([this] { main(); });
+  static BackendError destroyed() {
+    return BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed");
   }
   static void fail(const std::vector<PipelineOp*>& ops, const BackendError& e) {
     const detail::CompletionScope completions;
     for (PipelineOp* op : ops) op->complete(nullptr, e);
   }
+  template <class Flag>
+  void stop(std::thread& thread, std::condition_variable& cv, Flag flag) {
+    {
+      const std::lock_guard lock(mutex_);
+      flag();
+    }
+    cv.notify_one();
+    ended_cv_->notify_all();
+    if (thread.joinable()) thread.join();
+  }
+  void start_threads() {  // lock held
+    if (!task_thread_.joinable()) task_thread_ = std::thread([this] { run_tasks(); });
+    if (!timer_thread_.joinable()) timer_thread_ = std::thread([this] { run_timer(); });
+  }
 
-  // The handler may block (no I/O thread); only completions run here are marked as on one.
-  void main() {
+  // The task may block (no I/O thread).
+  void run_tasks() {
     std::unique_lock lock(mutex_);
     for (;;) {
-      cv_->wait(lock, [this] { return stopping_ || asked_ || !queue_.empty() || !refused_ops_.empty(); });
-      const std::vector<PipelineOp*> refused(refused_ops_.begin(), refused_ops_.end());
-      refused_ops_.clear();
-      const std::vector<PipelineOp*> batch(queue_.begin(), queue_.end());
-      queue_.clear();
-      const bool stopping = stopping_;
+      task_cv_->wait(lock, [this] { return stopping_ || asked_ || wanted_; });
+      if (stopping_) return;
       const bool asked = std::exchange(asked_, false);
-      if (stopping && batch.empty() && refused.empty()) return;
+      const bool held = std::exchange(wanted_, false);
+      taken_ = held_.size();
+      ++started_;
       lock.unlock();
-      fail(refused, BackendError(BackendErrorCause::timeout, "queue full: max_in_flight calls queued"));
-      if (stopping) {
-        fail(batch, BackendError(BackendErrorCause::io, "connection closed: the limiter was destroyed"));
-      } else {
-        handler_(batch, asked);
-      }
+      task_(asked, held);
       lock.lock();
+      std::vector<PipelineOp*> calls;
+      if (!stopping_) {  // while stopping, the timer fails them
+        calls.swap(held_);
+        taken_ = 0;
+        wanted_ = false;  // the calls held during this run are served by its end too
+      }
+      ++ended_;
+      ended_cv_->notify_all();
+      if (calls.empty()) continue;
+      lock.unlock();
+      place_(calls);
+      lock.lock();
+    }
+  }
+
+  // Fails the refused calls, and the held ones whose deadline passed; when stopping, every held call.
+  void run_timer() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      const auto now = std::chrono::steady_clock::now();
+      std::vector<PipelineOp*> refused, expired;
+      refused.swap(refused_ops_);
+      std::size_t kept = 0, taken = 0;
+      for (std::size_t i = 0; i < held_.size(); ++i) {
+        PipelineOp* op = held_[i];
+        if (timer_stopping_ || op->deadline <= now) {
+          expired.push_back(op);
+          continue;
+        }
+        if (i < taken_) ++taken;
+        held_[kept++] = op;
+      }
+      held_.resize(kept);
+      taken_ = taken;
+      if (!refused.empty() || !expired.empty()) {
+        lock.unlock();
+        fail(refused, BackendError(BackendErrorCause::timeout, "queue full: max_in_flight calls queued"));
+        fail(expired, timer_stopping_ ? destroyed()
+                                      : BackendError(BackendErrorCause::timeout,
+                                                     "deadline passed while no server was known for the call"));
+        lock.lock();
+        continue;
+      }
+      if (timer_stopping_) return;
+      auto next = std::chrono::steady_clock::time_point::max();
+      for (const PipelineOp* op : held_) next = std::min(next, op->deadline);
+      timer_cv_->wait_until(lock, next);
     }
   }
 
   const std::size_t max_in_flight_;
   const detail::ForkCheck fork_;
-  const Handler handler_;
+  const Task task_;
+  const Place place_;
   std::mutex mutex_;
-  std::unique_ptr<std::condition_variable> cv_ = std::make_unique<std::condition_variable>();
-  std::deque<PipelineOp*> queue_;
-  std::deque<PipelineOp*> refused_ops_;
-  bool stopping_ = false;
+  std::unique_ptr<std::condition_variable> task_cv_ = std::make_unique<std::condition_variable>();
+  std::unique_ptr<std::condition_variable> timer_cv_ = std::make_unique<std::condition_variable>();
+  std::unique_ptr<std::condition_variable> ended_cv_ = std::make_unique<std::condition_variable>();
+  std::vector<PipelineOp*> held_;
+  std::size_t taken_ = 0;  // the first ones of `held_`, there when the running task started
+  std::vector<PipelineOp*> refused_ops_;
+  bool stopping_ = false;        // the task thread ends
+  bool timer_stopping_ = false;  // then the timer thread, failing what is held
   bool asked_ = false;
-  std::thread thread_;
+  bool wanted_ = false;  // calls are held for the next run
+  std::uint64_t started_ = 0;
+  std::uint64_t ended_ = 0;
+  std::thread task_thread_;
+  std::thread timer_thread_;
   std::atomic<std::uint64_t> refused_{0};
 };
 

@@ -45,8 +45,9 @@ class SentinelRoute final : public Route {
   explicit SentinelRoute(ConnectionOptions options, LimiterOptions limiter_defaults = {})
       : options_(validated(std::move(options))),
         limiter_defaults_(std::move(limiter_defaults)),
-        worker_(options_.max_in_flight,
-                [this](const std::vector<PipelineOp*>& calls, bool asked) { start(calls, asked); }) {}
+        worker_(
+            options_.max_in_flight, [this](bool asked, bool held) { discover_for(asked, held); },
+            [this](const std::vector<PipelineOp*>& calls) { start(calls); }) {}
   SentinelRoute(const SentinelRoute&) = delete;
   SentinelRoute& operator=(const SentinelRoute&) = delete;
   ~SentinelRoute() override {
@@ -231,20 +232,37 @@ class SentinelRoute final : public Route {
     return pool_;
   }
 
-  /// The worker's batch: a background discovery when `asked`, then the async calls made while no master was
-  /// known: sent to the one found, or failed with why.
-  void start(const std::vector<PipelineOp*>& calls, bool asked) {
+  /// The worker's task: a background discovery when `asked`; for async calls held while no master is known, a
+  /// discovery unless that one just ran (its failure is theirs).
+  void discover_for(bool asked, bool held) {
     if (asked) discover_in_background();
-    if (calls.empty()) return;
-    std::shared_ptr<ConnectionPool> pool;
+    if (!held || asked) return;
     try {
-      pool = master();
+      (void)master();
     } catch (const BackendError& e) {
-      const detail::CompletionScope completions;
-      for (PipelineOp* op : calls) op->complete(nullptr, e);
+      const std::lock_guard lock(mutex_);
+      discovery_error_ = e;
+    }
+  }
+
+  /// The async calls held for the worker's discovery: sent to the master found, or failed with why.
+  void start(const std::vector<PipelineOp*>& calls) {
+    std::shared_ptr<ConnectionPool> pool;
+    std::optional<BackendError> error;
+    {
+      const std::lock_guard lock(mutex_);
+      pool = pool_;
+      error = discovery_error_;
+    }
+    if (pool) {
+      for (PipelineOp* op : calls) send(*pool, *op);
       return;
     }
-    for (PipelineOp* op : calls) send(*pool, *op);
+    const BackendError e = error ? error->unshared()
+                                 : BackendError(BackendErrorCause::io, "Redis Sentinel: no master '" +
+                                                                           options_.sentinel.master_name + "' found");
+    const detail::CompletionScope completions;
+    for (PipelineOp* op : calls) op->complete(nullptr, e);
   }
 
   /// The master's pool for a sync call: the known one, else the one the worker's discovery finds by `deadline`
