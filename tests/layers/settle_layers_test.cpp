@@ -7,6 +7,8 @@
 #include <ratelimit/layers.hpp>
 #include <ratelimit/ratelimit.hpp>
 
+#include "invalid_message.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -104,20 +106,15 @@ TEST(SettleLayers, BadInputNamesTheField) {
   Layers l;
   const LayerRequest request[] = {{&l.calls_layer, "u", 1}, {&l.tokens_layer, "u", 1}};
   const ratelimit::LayeredDecision passed = ratelimit::check_layers(request);
-  auto message = [](auto fn) {
-    try {
-      fn();
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("no throw");
-  };
   const std::int64_t one[] = {1};
   const std::int64_t negative[] = {1, -4};
   const std::int64_t fine[] = {1, 1};
-  EXPECT_EQ(message([&] { ratelimit::settle_layers(request, passed, one); }).rfind("actual:", 0), 0u);
-  EXPECT_EQ(message([&] { ratelimit::settle_layers(request, passed, negative); }), "actual[1]: must be >= 0, got -4");
-  EXPECT_EQ(message([&] { ratelimit::settle_layers(request, passed, fine, -1); }), "max_debt: must be >= 0, got -1");
+  EXPECT_EQ(
+      ratelimit_test::invalid_message([&] { ratelimit::settle_layers(request, passed, one); }).rfind("actual:", 0), 0u);
+  EXPECT_EQ(ratelimit_test::invalid_message([&] { ratelimit::settle_layers(request, passed, negative); }),
+            "actual[1]: must be >= 0, got -4");
+  EXPECT_EQ(ratelimit_test::invalid_message([&] { ratelimit::settle_layers(request, passed, fine, -1); }),
+            "max_debt: must be >= 0, got -1");
   EXPECT_EQ(l.calls.peek("u").remaining, 9);
 }
 

@@ -14,6 +14,8 @@
 
 #include <ratelimit/ratelimit.hpp>
 
+#include "../support/invalid_message.hpp"
+
 namespace {
 namespace reserve_test {  // named: the unity build joins this file with others
 
@@ -152,16 +154,8 @@ TEST(ReserveGcra, TokenBucketBooksAsGcra) {
 TEST(ReserveValidation, BadInputNamesTheField) {
   ManualClock clock;
   auto limiter = gcra_limiter(clock);
-  auto message = [](auto fn) {
-    try {
-      fn();
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("no throw");
-  };
-  EXPECT_EQ(message([&] { (void)limiter.reserve("k", -1); }).rfind("cost:", 0), 0u);
-  EXPECT_EQ(message([&] { (void)limiter.reserve("k", 1, -1ns); }).rfind("max_delay:", 0), 0u);
+  EXPECT_EQ(ratelimit_test::invalid_message([&] { (void)limiter.reserve("k", -1); }).rfind("cost:", 0), 0u);
+  EXPECT_EQ(ratelimit_test::invalid_message([&] { (void)limiter.reserve("k", 1, -1ns); }).rfind("max_delay:", 0), 0u);
   EXPECT_EQ(limiter.size(), 0u);
 }
 
@@ -269,7 +263,7 @@ class Model {
       const std::int64_t cap = tau_ + max_debt * t_;
       const std::int64_t wanted = backlog + d * t_;
       const std::int64_t after = wanted < cap ? wanted : cap;
-      if (after > backlog) write(t, t + after);
+      write(t, after > backlog ? t + after : tat_);  // a debit writes, also at the bound
     } else if (d < 0 && present_ && backlog > 0) {
       write(t, -d * t_ >= backlog ? t : tat_ + d * t_);
     }

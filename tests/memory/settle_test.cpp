@@ -10,6 +10,8 @@
 
 #include <ratelimit/ratelimit.hpp>
 
+#include "../support/invalid_message.hpp"
+
 namespace {
 namespace settle_test {  // named: the unity build joins this file with others
 
@@ -21,6 +23,16 @@ using ratelimit::MemoryLimiter;
 template <class P>
 MemoryLimiter<P, ManualClock> make(P policy, ManualClock clock) {
   return MemoryLimiter<P, ManualClock>(policy, {}, clock);
+}
+
+// A cost-1 request of `key` waits exactly `wait`: `peek` says so, one tick earlier it is denied, then admitted.
+template <class L>
+void expect_exact_wait(L& limiter, ManualClock& clock, std::chrono::nanoseconds wait) {
+  EXPECT_EQ(limiter.peek("k").retry_after, wait);
+  clock.advance(wait - 1ns);
+  EXPECT_FALSE(limiter.allow("k"));
+  clock.advance(1ns);
+  EXPECT_TRUE(limiter.allow("k"));
 }
 
 TEST(SettleGcra, FiveUnitsOwedDelayTheNextRequestByFiveEmissionIntervals) {
@@ -38,11 +50,7 @@ TEST(SettleGcra, FiveUnitsOwedDelayTheNextRequestByFiveEmissionIntervals) {
   EXPECT_EQ(after.retry_after, 500ms);  // the debt is paid when the backlog is back to tau
   EXPECT_EQ(after.reset_after, 700ms);
   EXPECT_EQ(plain.peek("k").retry_after, 100ms);
-  EXPECT_EQ(settled.peek("k").retry_after, 600ms);  // 5 T later
-  clock.advance(600ms - 1ns);
-  EXPECT_FALSE(settled.allow("k"));
-  clock.advance(1ns);
-  EXPECT_TRUE(settled.allow("k"));
+  expect_exact_wait(settled, clock, 600ms);  // 5 T later
 }
 
 TEST(SettleGcra, BelowTheChargeGivesBackAsRefund) {
@@ -119,11 +127,7 @@ TEST(SettleSlidingWindowLog, TheDebtIsAnEntryThatLeavesTheWindow) {
   EXPECT_EQ(d.remaining, 0);
   EXPECT_EQ(d.reset_after, 1s);
   // A cost-1 request needs 5 units to leave: the entry at 0 (2), then the debt (7) at 1.1 s.
-  EXPECT_EQ(limiter.peek("k").retry_after, 1s);
-  clock.advance(1s - 1ns);
-  EXPECT_FALSE(limiter.allow("k"));
-  clock.advance(1ns);
-  EXPECT_TRUE(limiter.allow("k"));
+  expect_exact_wait(limiter, clock, 1s);
 }
 
 TEST(SettleSlidingWindowLog, ALogAtItsEntryBoundMergesTheDebtIntoTheNewestEntry) {
@@ -165,11 +169,7 @@ TEST(SettleSlidingWindowCounter, DebitsTheCurrentWindowAndWeighsItNext) {
   clock.advance(1s);
   // prev 14 weighs (W - r) / W: a cost-1 request passes once 14 (W - r) / W + 1 <= 10, r >= W - 9 W / 14.
   const std::chrono::nanoseconds wait(1'000'000'000 - 9'000'000'000 / 14);
-  EXPECT_EQ(limiter.peek("k").retry_after, wait);
-  clock.advance(wait - 1ns);
-  EXPECT_FALSE(limiter.allow("k"));
-  clock.advance(1ns);
-  EXPECT_TRUE(limiter.allow("k"));
+  expect_exact_wait(limiter, clock, wait);
 }
 
 TEST(SettleSlidingWindowCounter, MaxDebtAndGiveBack) {
@@ -185,18 +185,13 @@ TEST(SettleSlidingWindowCounter, MaxDebtAndGiveBack) {
 TEST(SettleValidation, BadInputNamesTheField) {
   ManualClock clock;
   auto limiter = make(ratelimit::FixedWindow{.limit = 5, .window = 1s}, clock);
-  auto message = [](auto fn) {
-    try {
-      fn();
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("no throw");
-  };
-  EXPECT_EQ(message([&] { (void)limiter.settle("k", -1, 1); }), "charged: must be >= 0, got -1");
-  EXPECT_EQ(message([&] { (void)limiter.settle("k", 1, -2); }), "actual: must be >= 0, got -2");
-  EXPECT_EQ(message([&] { (void)limiter.settle("k", 1, 2, -3); }), "max_debt: must be >= 0, got -3");
-  EXPECT_EQ(message([&] { (void)limiter.settle(std::string(600, 'k'), 1, 2); }).rfind("key", 0), 0u);
+  EXPECT_EQ(ratelimit_test::invalid_message([&] { (void)limiter.settle("k", -1, 1); }),
+            "charged: must be >= 0, got -1");
+  EXPECT_EQ(ratelimit_test::invalid_message([&] { (void)limiter.settle("k", 1, -2); }), "actual: must be >= 0, got -2");
+  EXPECT_EQ(ratelimit_test::invalid_message([&] { (void)limiter.settle("k", 1, 2, -3); }),
+            "max_debt: must be >= 0, got -3");
+  EXPECT_EQ(ratelimit_test::invalid_message([&] { (void)limiter.settle(std::string(600, 'k'), 1, 2); }).rfind("key", 0),
+            0u);
   EXPECT_EQ(limiter.size(), 0u);
 }
 

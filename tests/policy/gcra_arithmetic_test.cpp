@@ -1,8 +1,8 @@
 // GCRA divides by the emission interval with a precomputed multiplier (detail::Divider) instead of a hardware
 // division: `remaining` is still exactly (tau - backlog after the check) / T as C++ divides, truncated toward
-// zero, and 0 for a backlog past tau (a debt, a booking ahead, or a state kept from rules of a larger tolerance:
-// `Decision::remaining` is in [0, limit]), for emission intervals from 1 tick to near the horizon and bursts from 1
-// to 2^40.
+// zero, and 0 for a backlog past tau (a debt, a booking ahead, or a state kept from rules of a larger
+// tolerance: `Decision::remaining` is in [0, limit]), for emission intervals from 1 tick to near the horizon
+// and bursts from 1 to 2^40.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -24,21 +24,19 @@ std::int64_t reference_remaining(std::int64_t burst, std::int64_t interval, cons
   const bool fits = cost <= burst;
   const std::int64_t new_backlog = fits ? backlog + cost * interval : 0;
   const bool allowed = fits && new_backlog <= tau;
-  const std::int64_t after = allowed ? new_backlog : backlog;
-  return after < tau ? (tau - after) / interval : 0;
+  const std::int64_t quotient = (tau - (allowed ? new_backlog : backlog)) / interval;
+  return quotient > 0 ? quotient : 0;
 }
 
 TEST(GcraArithmetic, RemainingIsTheTruncatedQuotientForEveryBacklog) {
   std::mt19937_64 random(5);
   int past_tau = 0;
   for (int round = 0; round < 200; ++round) {
-    const std::int64_t interval =
-        1 + static_cast<std::int64_t>(random() % 4 == 0 ? random() % (1ULL << 40) : random() % 1000);
+    const std::int64_t interval = 1 + static_cast<std::int64_t>(random() % 4 == 0 ? random() % (1ULL << 40)
+                                                                                  : random() % 1000);
     const std::int64_t burst_bound = (std::int64_t{1} << 58) / interval;  // tau and 4 tau stay in range
-    const std::int64_t burst =
-        1 + static_cast<std::int64_t>(random() % static_cast<std::uint64_t>(burst_bound < (std::int64_t{1} << 40)
-                                                                                ? burst_bound
-                                                                                : std::int64_t{1} << 40));
+    const std::int64_t burst = 1 + static_cast<std::int64_t>(random() % static_cast<std::uint64_t>(
+                                       burst_bound < (std::int64_t{1} << 40) ? burst_bound : std::int64_t{1} << 40));
     const ratelimit::Gcra policy{.limit = 1, .period = std::chrono::nanoseconds(interval), .burst = burst};
     const auto rules = policy.rules(1);
     ASSERT_EQ(rules.emission_interval(), interval);

@@ -137,7 +137,8 @@ struct Gcra {
     /// Debits `cost` units owed after the fact (`settle` above the charge): `TAT = max(TAT, t) + cost*T`,
     /// also past tau, but leaving at most `max_debt` units owed beyond the burst (a backlog of at most
     /// `tau + max_debt*T`, and at most `max_backlog()`): clamped, never refused, and never lowered. Written
-    /// at `t`. Returns the state afterwards as a cost-0 check sees it. `cost >= 0`, `max_debt >= 0`.
+    /// at `t` (also when the bound leaves the backlog as it was). Returns the state afterwards as a cost-0 check sees
+    /// it. `cost >= 0`, `max_debt >= 0`.
     TickDecision debit(State& s, std::int64_t now, std::int64_t cost, std::int64_t max_debt) const noexcept {
       const std::int64_t t = view(s, now);
       if (cost > 0) {
@@ -147,10 +148,8 @@ struct Gcra {
         const i128 cap = debt_cap < backlog_cap(t) ? debt_cap : i128{backlog_cap(t)};
         const i128 wanted = backlog + i128{cost} * emission_interval_;
         const i128 after = wanted < cap ? wanted : cap;
-        if (after > backlog) {
-          s.tat = t + static_cast<std::int64_t>(after);
-          s.written = t;
-        }
+        if (after > backlog) s.tat = t + static_cast<std::int64_t>(after);
+        s.written = t;  // also at the bound: a debit is a write, as on Redis
       }
       return evaluate_at(s, t, 0);
     }
