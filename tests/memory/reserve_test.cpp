@@ -1,7 +1,7 @@
-// Reservations (include/ratelimit/README.md "Reservations") and settling (README "Settling after the response") on
-// MemoryLimiter<Gcra> and <TokenBucket>: golang.org/x/time/rate's cancel cases worked by hand, then random
-// sequences of reserve / cancel / settle / allow / refund / peek and clock moves (also backwards) against a
-// reference model written here from the README's formulas, in plain integers of small values.
+// Reservations and settling on MemoryLimiter<Gcra> and <TokenBucket> (include/ratelimit/README.md "Reservations",
+// include/ratelimit/README.md "Settling after the response"): golang.org/x/time/rate's cancel cases worked by
+// hand, then random sequences of reserve / cancel / settle / allow / refund / peek and clock moves (also
+// backwards) against a reference model written here from the README's formulas, in plain integers of small values.
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -492,18 +492,15 @@ inline void refund_layers(std::span<const LayerRequest> requests, const LayeredD
 /// `requests.size()`, `actual[i]` for a negative value, or `max_debt` when negative; `std::logic_error`, settling
 /// nothing, when a layer that must debit cannot (`Layer::can_settle`); then what a backend throws.
 /// Example:
-///   ratelimit::MemoryLimiter<ratelimit::Gcra> requests_per_user(
-///       ratelimit::Gcra{.limit = 60, .period = std::chrono::minutes(1), .burst = 10});
+///   ratelimit::MemoryLimiter<ratelimit::FixedWindow> per_user(ratelimit::FixedWindow{60, std::chrono::minutes(1)});
 ///   ratelimit::MemoryLimiter<ratelimit::Gcra> tokens_per_user(
 ///       ratelimit::Gcra{.limit = 100'000, .period = std::chrono::minutes(1), .burst = 20'000});
-///   ratelimit::LimiterLayer calls(requests_per_user, "calls");
+///   ratelimit::LimiterLayer calls(per_user, "calls");
 ///   ratelimit::LimiterLayer tokens(tokens_per_user, "tokens");
 ///   const ratelimit::LayerRequest request[] = {{&calls, "user:42", 1}, {&tokens, "user:42", 1'000}};
 ///   const ratelimit::LayeredDecision passed = ratelimit::check_layers(request);
-///   if (passed) {
-///     const std::int64_t used[] = {1, 1'750};  // the answer took 1,750 tokens, not the 1,000 estimated
-///     ratelimit::settle_layers(request, passed, used);
-///   }
+///   const std::int64_t used[] = {1, 1'750};  // the answer took 1,750 tokens, not the 1,000 estimated
+///   if (passed) ratelimit::settle_layers(request, passed, used);
 inline void settle_layers(std::span<const LayerRequest> requests, const LayeredDecision& passed,
                           std::span<const std::int64_t> actual, std::int64_t max_debt = detail::kInt64Max) {
   if (passed.layers.size() != requests.size()) detail::invalid("passed", "must be the decision of these requests");
