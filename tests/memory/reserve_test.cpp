@@ -4,12 +4,14 @@
 // backwards) against a reference model written here from the README's formulas, in plain integers of small values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <ratelimit/ratelimit.hpp>
@@ -177,6 +179,30 @@ TEST(ReserveEdges, ABacklogAtTheBoundIsRefusedWithoutOverflow) {
   EXPECT_GT(d.retry_after, 0ns);
   EXPECT_LE(d.retry_after.count(), bound);
   EXPECT_EQ(d.remaining, 0);
+}
+
+TEST(ReserveConcurrency, ThreadsRacingOnOneKeyGetDistinctConsecutiveSlots) {
+  ManualClock clock;  // standing still: every booking is at t = 0
+  MemoryLimiter<ratelimit::Gcra, ManualClock> limiter(ratelimit::Gcra{.limit = 1000, .period = 1s, .burst = 5}, {},
+                                                      clock);  // T = 1 ms, tau = 5 ms
+  constexpr int kThreads = 8, kEach = 100;
+  std::vector<std::vector<std::int64_t>> delays(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      for (int j = 0; j < kEach; ++j)
+        delays[static_cast<std::size_t>(i)].push_back(limiter.reserve("k").delay().count());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::vector<std::int64_t> all;
+  for (const auto& d : delays) all.insert(all.end(), d.begin(), d.end());
+  std::sort(all.begin(), all.end());
+  // The k-th booking (from 0) leaves a backlog of (k + 1) T: it acts at max(0, (k + 1) T - tau).
+  for (std::size_t k = 0; k < all.size(); ++k) {
+    const auto backlog = static_cast<std::int64_t>(k + 1) * 1'000'000;
+    ASSERT_EQ(all[k], backlog > 5'000'000 ? backlog - 5'000'000 : 0) << "booking " << k;
+  }
 }
 
 // A decision as text, so that a difference reads in the failure message.
