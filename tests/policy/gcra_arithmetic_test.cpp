@@ -1,7 +1,8 @@
 // GCRA divides by the emission interval with a precomputed multiplier (detail::Divider) instead of a hardware
 // division: `remaining` is still exactly (tau - backlog after the check) / T as C++ divides, truncated toward
-// zero, also for a backlog past tau (a state kept from rules of a larger tolerance), for emission intervals
-// from 1 tick to near the horizon and bursts from 1 to 2^40.
+// zero, and 0 for a backlog past tau (a debt, a booking ahead, or a state kept from rules of a larger
+// tolerance: `Decision::remaining` is in [0, limit]), for emission intervals from 1 tick to near the horizon
+// and bursts from 1 to 2^40.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -23,7 +24,8 @@ std::int64_t reference_remaining(std::int64_t burst, std::int64_t interval, cons
   const bool fits = cost <= burst;
   const std::int64_t new_backlog = fits ? backlog + cost * interval : 0;
   const bool allowed = fits && new_backlog <= tau;
-  return (tau - (allowed ? new_backlog : backlog)) / interval;
+  const std::int64_t quotient = (tau - (allowed ? new_backlog : backlog)) / interval;
+  return quotient > 0 ? quotient : 0;
 }
 
 TEST(GcraArithmetic, RemainingIsTheTruncatedQuotientForEveryBacklog) {
@@ -53,7 +55,7 @@ TEST(GcraArithmetic, RemainingIsTheTruncatedQuotientForEveryBacklog) {
       past_tau += backlog > tau + interval ? 1 : 0;
     }
   }
-  EXPECT_GT(past_tau, 1000);  // the negative quotients were compared too
+  EXPECT_GT(past_tau, 1000);  // backlogs past tau (remaining 0) were compared too
 }
 
 }  // namespace gcra_arithmetic

@@ -18,6 +18,16 @@ bool decides(const char* name, P policy, int limit) {
   for (int i = 0; i < limit; ++i) ok = ok && limiter.allow("client").allowed;
   ok = ok && !limiter.allow("client").allowed && limiter.allow("other").allowed;
   ok = ok && limiter.size() == 2;
+  // Settling (the out-of-line overload, at a time read here): 2 units owed keep the key denied, a give-back of
+  // everything fills it again.
+  const auto now = std::chrono::steady_clock::now();
+  ok = ok && limiter.settle("client", 1, 3, limit, now).remaining == 0;
+  ok = ok && limiter.settle("other", 1, 0, 0, now).remaining == limit;
+  if constexpr (ratelimit::ReservableRules<ratelimit::RulesOf<P>>) {
+    ratelimit::Reservation r = limiter.reserve("booked", 1, std::chrono::nanoseconds::max(), now);
+    ok = ok && r.ok() && r.delay() == std::chrono::nanoseconds(0);
+    r.cancel();
+  }
   std::printf("%s: %s\n", name, ok ? "ok" : "WRONG");
   return ok;
 }
