@@ -84,7 +84,9 @@ namespace detail {
 /// A non-negative decimal integer (digits only, after trimming spaces): the value, or nothing for an
 /// empty string, a sign, any other character, or more than 18 digits (so the value fits int64).
 /// Pure; thread-safe; never throws.
-/// Example: `parse_count("42") == 42`, `parse_count("-1")`, `parse_count("1e3")` are empty.
+/// Example:
+///   static_assert(ratelimit::http::parse_count(" 42") == 42);
+///   static_assert(!ratelimit::http::parse_count("-1") && !ratelimit::http::parse_count("1e3"));
 [[nodiscard]] constexpr std::optional<std::int64_t> parse_count(std::string_view s) noexcept {
   s = detail::trim(s);
   if (s.empty() || s.size() > 18) return std::nullopt;
@@ -99,6 +101,8 @@ namespace detail {
 /// An IMF-fixdate (RFC 9110 section 5.6.7, e.g. `Sun, 06 Nov 1994 08:49:37 GMT`) as seconds since
 /// 1970-01-01 UTC; nothing for any other form (the obsolete RFC 850 and asctime forms included) or a
 /// year outside 1970..9999. Pure; thread-safe; never throws.
+/// Example:
+///   static_assert(ratelimit::http::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT") == 784111777);
 [[nodiscard]] constexpr std::optional<std::int64_t> parse_http_date(std::string_view s) noexcept {
   s = detail::trim(s);
   constexpr std::array<std::string_view, 7> kDays{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"};
@@ -136,7 +140,10 @@ namespace detail {
 /// `now_epoch_s` (the response's `Date`, else the local wall clock; seconds since 1970); a date in the
 /// past is 0. Clamped to `maxima.retry_after` (counted); anything else is malformed (counted, empty).
 /// Pure; thread-safe; never throws.
-/// Example: `parse_retry_after("120", now, {}, report) == 120s`.
+/// Example:
+///   ratelimit::http::RemoteReport counts;  // malformed and clamped values are counted here
+///   const auto wait = ratelimit::http::parse_retry_after("Sun, 06 Nov 1994 08:51:37 GMT", 784111777, {}, counts);
+///   if (wait) std::printf("%lld s\n", static_cast<long long>(wait->count()));  // 120 s after the response's Date
 [[nodiscard]] inline std::optional<std::chrono::seconds> parse_retry_after(std::string_view value,
                                                                            std::int64_t now_epoch_s,
                                                                            const RemoteMaxima& maxima,
@@ -159,6 +166,10 @@ inline constexpr std::int64_t kEpochResetThreshold = 1'000'000'000;
 /// A `RateLimit-Reset` / `X-RateLimit-Reset` value: delay seconds, or, at or above
 /// `kEpochResetThreshold`, a Unix time taken relative to `now_epoch_s` (past: 0). Clamped to
 /// `maxima.reset` (counted); garbage, a sign or overflow is malformed (counted, empty). Pure; never throws.
+/// Example:
+///   ratelimit::http::RemoteReport counts;
+///   const auto in = ratelimit::http::parse_reset("1700000090", 1'700'000'000, {}, counts);
+///   if (in) std::printf("%lld s\n", static_cast<long long>(in->count()));  // 90 s: the value is a Unix time
 [[nodiscard]] inline std::optional<std::chrono::seconds> parse_reset(std::string_view value, std::int64_t now_epoch_s,
                                                                      const RemoteMaxima& maxima, RemoteReport& report) {
   std::optional<std::int64_t> s = parse_count(value);
@@ -180,7 +191,11 @@ struct QuotaEntry {
 /// The members of a `RateLimit` or `RateLimit-Policy` field value, e.g.
 /// `"burst";r=5;t=1, "day";r=900;t=3600`; nothing when any member is malformed (then the whole field
 /// is ignored). Parameters other than q, w, r, t are skipped; their values must still parse as
-/// Structured Field bare items this reader knows (integers, tokens, strings). Pure; never throws.
+/// Structured Field bare items this reader knows (integers, tokens, strings, byte sequences); at most 64
+/// members. Pure; never throws beyond `std::bad_alloc`.
+/// Example:
+///   const auto entries = ratelimit::http::parse_quota_list("\"burst\";q=10;w=2, \"day\";q=1000;w=86400");
+///   if (entries) std::printf("%s q=%lld\n", entries->at(1).name.c_str(), static_cast<long long>(entries->at(1).q));
 [[nodiscard]] std::optional<std::vector<QuotaEntry>> parse_quota_list(std::string_view value);
 
 namespace detail {
@@ -288,11 +303,16 @@ inline std::optional<std::vector<QuotaEntry>> parse_quota_list(std::string_view 
 }
 
 /// The rate-limit fields of one response, gathered by name (case-insensitive); repeated fields are
-/// joined with ", " (RFC 9110 section 5.3).
+/// joined with ", " (RFC 9110 section 5.3). Made by `remote_fields` from a header map, or field by field.
+/// Example:
+///   ratelimit::http::RemoteFields fields;
+///   fields.add("x-ratelimit-remaining", "7");  // names are case-insensitive
+///   fields.add("Content-Type", "text/plain");  // skipped
 struct RemoteFields {
   std::string ratelimit, policy, limit, remaining, reset, x_limit, x_remaining, x_reset, retry_after, date;
 
-  /// Adds one field; names other than the rate-limit ones (and `Date`) are skipped.
+  /// Adds one field; names other than the rate-limit ones (and `Date`) are skipped. Not thread-safe
+  /// (one object per response).
   void add(std::string_view name, std::string_view value) {
     const std::pair<std::string_view, std::string*> known[] = {{"RateLimit", &ratelimit},
                                                                {"RateLimit-Policy", &policy},
@@ -317,6 +337,12 @@ struct RemoteFields {
 /// "Calling someone else's API" for the precedence and the rules). `now_epoch_s` is the local wall
 /// clock in seconds since 1970, used when the response has no valid `Date`. Pure; never throws
 /// beyond `std::bad_alloc`.
+/// Example:
+///   ratelimit::http::RemoteFields fields;
+///   fields.add("RateLimit-Policy", "\"api\";q=100;w=60");
+///   fields.add("RateLimit", "\"api\";r=0;t=42");
+///   const ratelimit::http::RemoteReport report = ratelimit::http::read_remote_report(fields, {}, 0);
+///   if (report.remaining == 0) std::printf("wait %lld s\n", static_cast<long long>(report.reset->count()));  // 42
 [[nodiscard]] RemoteReport read_remote_report(const RemoteFields& fields, const RemoteMaxima& maxima,
                                               std::int64_t now_epoch_s);
 
@@ -427,10 +453,10 @@ inline RemoteReport read_remote_report(const RemoteFields& fields, const RemoteM
 /// `std::vector<std::pair<std::string, std::string>>`, `httplib::Headers`, ... (each element's
 /// `first` and `second` convert to `std::string_view`). Thread-safe for a range not being modified.
 /// Example:
-///   const std::multimap<std::string, std::string> headers{{"ratelimit", "\"api\";r=4;t=1"}};
+///   const std::vector<std::pair<std::string, std::string>> headers{{"ratelimit", "\"api\";r=4;t=1"}};
 ///   const ratelimit::http::RemoteReport report =
 ///       ratelimit::http::read_remote_report(ratelimit::http::remote_fields(headers), {}, 0);
-///   // report.remaining == 4, report.reset == 1 s
+///   std::printf("%lld left\n", static_cast<long long>(report.remaining.value_or(0)));  // 4
 template <class Range>
   requires requires(const Range& r) {
     std::string_view((*std::begin(r)).first);

@@ -100,12 +100,14 @@ struct RemoteQuotaStats {
 /// newer response subtracts the requests still in flight that were sent after its own.
 ///
 /// Example:
-///   ratelimit::http::RemoteQuotaLimiter<> remote(ratelimit::Gcra{.limit = 20, .period = 1s, .burst = 1});
-///   if (const auto admission = remote.try_acquire("api-key-1")) {
-///     httplib::Result res = client.Get("/v1/items");  // any HTTP client
-///     if (res) remote.record("api-key-1", admission.ticket, res->status, res->headers);
+///   const ratelimit::Gcra local{.limit = 20, .period = std::chrono::seconds(1), .burst = 1};
+///   ratelimit::http::RemoteQuotaLimiter<> remote(local);
+///   if (const ratelimit::http::RemoteAdmission admission = remote.try_acquire("api-key-1")) {
+///     // send the request with any HTTP client, then hand its status and header fields back:
+///     const std::vector<std::pair<std::string, std::string>> headers{{"RateLimit", "\"api\";r=4;t=1"}};
+///     remote.record("api-key-1", admission.ticket, 200, headers);
 ///   } else {
-///     std::this_thread::sleep_for(admission.retry_after);
+///     std::this_thread::sleep_for(admission.retry_after);  // then try again
 ///   }
 template <Clock C = std::chrono::steady_clock>
 class RemoteQuotaLimiter {
@@ -122,6 +124,12 @@ class RemoteQuotaLimiter {
 
   /// Admits one request to `partition` now if the remote's last word and the local policy allow it.
   /// Thread-safe. Throws `std::invalid_argument` ("partition") for a name over `max_partition_bytes`.
+  /// Example:
+  ///   ratelimit::http::RemoteQuotaLimiter<> remote({.limit = 2, .period = std::chrono::seconds(1), .burst = 2});
+  ///   for (int i = 0; i < 3; ++i) {
+  ///     const ratelimit::http::RemoteAdmission a = remote.try_acquire("k");  // the third: wait 500 ms
+  ///     std::printf("%d %lld ns\n", a.allowed, static_cast<long long>(a.retry_after.count()));
+  ///   }
   [[nodiscard]] RemoteAdmission try_acquire(std::string_view partition) {
     const std::int64_t now = ratelimit::detail::now_ns(clock_);
     std::lock_guard lock(mutex_);
@@ -150,7 +158,15 @@ class RemoteQuotaLimiter {
     record(partition, ticket, status, read_remote_report(remote_fields(headers), options_.maxima, wall.count()));
   }
 
-  /// Records a response already read into a `RemoteReport`. Thread-safe. Throws as `try_acquire`.
+  /// Records a response already read into a `RemoteReport` (e.g. from a client's own header type through
+  /// `RemoteFields::add` and `read_remote_report`). Thread-safe. Throws as `try_acquire`.
+  /// Example:
+  ///   const ratelimit::Gcra local{.limit = 10, .period = std::chrono::seconds(1), .burst = 10};
+  ///   ratelimit::http::RemoteQuotaLimiter<> remote(local);
+  ///   const ratelimit::http::RemoteAdmission sent = remote.try_acquire("k");
+  ///   ratelimit::http::RemoteReport report;
+  ///   report.retry_after = std::chrono::seconds(30);
+  ///   remote.record("k", sent.ticket, 429, report);  // "k" waits 30 s
   void record(std::string_view partition, const RemoteTicket& ticket, int status, const RemoteReport& report) {
     const std::int64_t now = ratelimit::detail::now_ns(clock_);
     stats_.responses.fetch_add(1, std::memory_order_relaxed);
@@ -178,6 +194,10 @@ class RemoteQuotaLimiter {
   }
 
   /// The counters. Thread-safe.
+  /// Example:
+  ///   const ratelimit::Gcra local{.limit = 10, .period = std::chrono::seconds(1), .burst = 10};
+  ///   ratelimit::http::RemoteQuotaLimiter<> remote(local);
+  ///   std::printf("ignored %lld\n", static_cast<long long>(remote.stats().malformed));  // the remote's bad values
   [[nodiscard]] RemoteQuotaStats stats() const {
     const auto get = [](const std::atomic<std::int64_t>& a) { return a.load(std::memory_order_relaxed); };
     return {get(stats_.admitted),  get(stats_.denied_remote), get(stats_.denied_local),
