@@ -68,6 +68,19 @@ TEST(RemoteQuotaLimiter, CountsSendsAgainstRemainingUntilReset) {
   EXPECT_EQ(drain(limiter, "k"), 5);  // the remote's window renewed at its limit
 }
 
+TEST(RemoteQuotaLimiter, WindowWithoutStatedLengthRenewsEveryUnknownReset) {
+  ManualClock clock;
+  Limiter limiter(kWide, options(), clock);  // unknown_reset 60 s
+  limiter.record("k", limiter.try_acquire("k").ticket, 200,
+                 Fields{{"X-RateLimit-Limit", "2"}, {"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset", "1"}});
+  clock.advance(1s);
+  EXPECT_EQ(drain(limiter, "k"), 2);
+  const http::RemoteAdmission denied = limiter.try_acquire("k");  // not stuck: the next window is 60 s on
+  EXPECT_EQ(denied.retry_after, 60s);
+  clock.advance(60s);
+  EXPECT_EQ(drain(limiter, "k"), 2);
+}
+
 TEST(RemoteQuotaLimiter, RateModelRefillsAtPolicyRate) {
   ManualClock clock;
   Limiter limiter(kWide, options(), clock);

@@ -23,7 +23,7 @@ namespace ratelimit::http {
 
 /// The most a response may claim; larger values are lowered to these (and counted as clamped).
 struct RemoteMaxima {
-  /// Largest quota (`limit`, `q`) and `remaining` believed, in requests. >= 1.
+  /// Largest quota (`limit`, `q`) and `remaining` believed, in requests. In [1, 10^15].
   std::int64_t quota = 100'000;
   /// Longest policy window (`w`) believed. >= 1 s.
   std::chrono::seconds window{std::chrono::hours(24)};

@@ -223,7 +223,7 @@ class RemoteQuotaLimiter {
     std::int64_t tat_ns = 0;       // rate: theoretical arrival time
     std::int64_t left = 0;         // window: sends left before reset_ns (negative: owed)
     std::int64_t reset_ns = 0;     // window: when `left` becomes `limit`
-    std::int64_t window_ns = 0;    // window: its length after that, 0 when not said
+    std::int64_t window_ns = 0;    // window: its length after that (`unknown_reset` when not said)
     std::int64_t blocked_until_ns = ratelimit::detail::kInt64Min;  // Retry-After
     std::uint64_t applied_sequence = 0;
     std::uint64_t next_sequence = 1;
@@ -240,7 +240,9 @@ class RemoteQuotaLimiter {
 
   static const RemoteQuotaOptions& checked(const RemoteQuotaOptions& o) {
     if (o.max_partitions < 1) ratelimit::detail::invalid("max_partitions", "must be >= 1");
-    if (o.maxima.quota < 1) ratelimit::detail::invalid("maxima.quota", "must be >= 1");
+    if (o.maxima.quota < 1 || o.maxima.quota > 1'000'000'000'000'000) {
+      ratelimit::detail::invalid("maxima.quota", "must be in [1, 10^15]");
+    }
     for (const auto& [name, s] : {std::pair{"maxima.window", o.maxima.window},
                                   {"maxima.reset", o.maxima.reset},
                                   {"maxima.retry_after", o.maxima.retry_after},
@@ -288,7 +290,7 @@ class RemoteQuotaLimiter {
         return 0;
       }
       p.left = p.limit;
-      p.reset_ns = p.window_ns > 0 ? now + p.window_ns : ratelimit::detail::kInt64Max;
+      p.reset_ns = now + p.window_ns;
     }
     return p.left > 0 ? 0 : p.reset_ns - now;
   }
@@ -313,12 +315,12 @@ class RemoteQuotaLimiter {
                           (options_.model == RemoteModel::automatic && fits_rate(q, w, *report.remaining, t)));
     if (p.rate) {
       p.interval_ns = ratelimit::detail::ceil_div(nanoseconds(std::chrono::seconds(w)).count(), q);
-      p.tat_ns = now + (q - std::max(remaining, -q)) * p.interval_ns;  // at most 2 * w ahead
+      p.tat_ns = now + (q - std::clamp(remaining, -q, q)) * p.interval_ns;  // at most 2 * w ahead
       return;
     }
     p.left = remaining;
     p.reset_ns = now + nanoseconds(report.reset.value_or(options_.unknown_reset)).count();
-    p.window_ns = w > 0 ? nanoseconds(std::chrono::seconds(w)).count() : 0;
+    p.window_ns = nanoseconds(w > 0 ? std::chrono::seconds(w) : options_.unknown_reset).count();
   }
 
   RemoteQuotaOptions options_;
