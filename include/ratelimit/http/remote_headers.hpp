@@ -367,11 +367,13 @@ template <class Parse>
 /// The most restrictive member of `RateLimit` (least `r`, then longest `t`) with its policy's q and w
 /// from `RateLimit-Policy`, into `report`. Returns false when the fields give no usable member.
 [[nodiscard]] inline bool read_ietf(const RemoteFields& f, const RemoteMaxima& maxima, RemoteReport& report) {
+  // Named, not `value_or` temporaries: `chosen` points into `limits` after the loop.
   std::optional<std::vector<QuotaEntry>> limits, policies;
   if (!f.ratelimit.empty() && !(limits = parse_quota_list(f.ratelimit))) ++report.malformed;
   if (!f.policy.empty() && !(policies = parse_quota_list(f.policy))) ++report.malformed;
+  if (!limits) return false;
   const QuotaEntry* chosen = nullptr;
-  for (const QuotaEntry& e : limits.value_or(std::vector<QuotaEntry>{})) {
+  for (const QuotaEntry& e : *limits) {
     if (e.r < 0 || e.t < 0) {  // missing or negative: this member says nothing usable
       ++report.malformed;
       continue;
@@ -381,7 +383,7 @@ template <class Parse>
   if (!chosen) return false;
   report.remaining = clamp_counted(chosen->r, maxima.quota, report);
   report.reset = std::chrono::seconds(clamp_counted(chosen->t, maxima.reset.count(), report));
-  for (const QuotaEntry& p : policies.value_or(std::vector<QuotaEntry>{})) {
+  for (const QuotaEntry& p : policies ? *policies : std::vector<QuotaEntry>{}) {
     if (p.name != chosen->name) continue;
     if (p.q < 0 || p.w < 1) {
       ++report.malformed;
