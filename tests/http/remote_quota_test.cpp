@@ -37,6 +37,13 @@ int drain(Limiter& limiter, const std::string& partition) {
   return n;
 }
 
+/// Sends one request to "k" and records `fields` as its response.
+void answer(Limiter& limiter, const Fields& fields) {
+  const http::RemoteAdmission sent = limiter.try_acquire("k");
+  ASSERT_TRUE(sent);
+  limiter.record("k", sent.ticket, 200, fields);
+}
+
 }  // namespace
 
 TEST(RemoteQuotaLimiter, LocalPolicyBeforeAnyResponse) {
@@ -54,10 +61,7 @@ TEST(RemoteQuotaLimiter, LocalPolicyBeforeAnyResponse) {
 TEST(RemoteQuotaLimiter, CountsSendsAgainstRemainingUntilReset) {
   ManualClock clock;
   Limiter limiter(kWide, options(), clock);
-  const http::RemoteAdmission first = limiter.try_acquire("k");
-  ASSERT_TRUE(first);
-  limiter.record("k", first.ticket, 200,
-                 Fields{{"X-RateLimit-Limit", "5"}, {"X-RateLimit-Remaining", "3"}, {"X-RateLimit-Reset", "10"}});
+  answer(limiter, Fields{{"X-RateLimit-Limit", "5"}, {"X-RateLimit-Remaining", "3"}, {"X-RateLimit-Reset", "10"}});
   EXPECT_EQ(drain(limiter, "k"), 3);
   const http::RemoteAdmission denied = limiter.try_acquire("k");
   EXPECT_FALSE(denied);
@@ -84,10 +88,8 @@ TEST(RemoteQuotaLimiter, WindowWithoutStatedLengthRenewsEveryUnknownReset) {
 TEST(RemoteQuotaLimiter, RateModelRefillsAtPolicyRate) {
   ManualClock clock;
   Limiter limiter(kWide, options(), clock);
-  const http::RemoteAdmission first = limiter.try_acquire("k");
   // A GCRA of 5/s with burst 10 just drained: r=0, full again in 2 s, so the rate reading fits.
-  limiter.record("k", first.ticket, 200,
-                 Fields{{"RateLimit-Policy", "\"b\";q=10;w=2"}, {"RateLimit", "\"b\";r=0;t=2"}});
+  answer(limiter, Fields{{"RateLimit-Policy", "\"b\";q=10;w=2"}, {"RateLimit", "\"b\";r=0;t=2"}});
   const http::RemoteAdmission denied = limiter.try_acquire("k");
   EXPECT_FALSE(denied);
   EXPECT_EQ(denied.retry_after, 200ms);
@@ -104,10 +106,8 @@ TEST(RemoteQuotaLimiter, RateModelRefillsAtPolicyRate) {
 TEST(RemoteQuotaLimiter, WindowRemoteIsNotReadAsRate) {
   ManualClock clock;
   Limiter limiter(kWide, options(), clock);
-  const http::RemoteAdmission first = limiter.try_acquire("k");
   // A fixed window of 100/min, used up with 50 s to go: a rate would allow 1 every 0.6 s; the remote would not.
-  limiter.record("k", first.ticket, 200,
-                 Fields{{"RateLimit-Policy", "\"m\";q=100;w=60"}, {"RateLimit", "\"m\";r=0;t=50"}});
+  answer(limiter, Fields{{"RateLimit-Policy", "\"m\";q=100;w=60"}, {"RateLimit", "\"m\";r=0;t=50"}});
   clock.advance(49s);
   const http::RemoteAdmission denied = limiter.try_acquire("k");
   EXPECT_FALSE(denied);
