@@ -129,9 +129,8 @@ TEST(RemoteQuotaHeaders, JoinsRepeatedListFields) {
 }
 
 TEST(RemoteQuotaHeaders, CountsMalformedIetfFields) {
-  for (const char* bad :
-       {"\"a\";r=-1;t=1", "\"a\";r=5;t=-3", "\"a\";r=5", "\"a\";r=1000000000000000000;t=1", "\"a\";r=x;t=1",
-        "\"a;r=1;t=1", "\"a\";r=1;t=1,", "\"a\";r=1;t=1 junk", ",", "\"\x01\";r=1;t=1"}) {
+  for (const char* bad : {"\"a\";r=-1;t=1", "\"a\";r=5;t=-3", "\"a\";r=1000000000000000000;t=1", "\"a\";r=x;t=1",
+                          "\"a;r=1;t=1", "\"a\";r=1;t=1,", "\"a\";r=1;t=1 junk", ",", "\"\x01\";r=1;t=1"}) {
     const http::RemoteReport r = read({{"RateLimit", bad}});
     EXPECT_FALSE(r.remaining) << bad;
     EXPECT_GE(r.malformed, 1) << bad;
@@ -140,6 +139,14 @@ TEST(RemoteQuotaHeaders, CountsMalformedIetfFields) {
   const http::RemoteReport r = read({{"RateLimit", "garbage;;"}, {"X-RateLimit-Remaining", "3"}});
   EXPECT_EQ(r.remaining, 3);
   EXPECT_EQ(r.malformed, 1);
+}
+
+TEST(RemoteQuotaHeaders, IetfMemberWithoutTIsUsable) {
+  // t is optional in the draft: the member still gives r; without t it is the longest wait of equal r.
+  const http::RemoteReport r = read({{"RateLimit", "\"a\";r=5, \"b\";r=5;t=9, \"c\";r=7;t=1"}});
+  EXPECT_EQ(r.remaining, 5);
+  EXPECT_FALSE(r.reset);
+  EXPECT_EQ(r.malformed, 0);
 }
 
 TEST(RemoteQuotaHeaders, ClampsIetfValues) {

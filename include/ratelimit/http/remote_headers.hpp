@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -182,10 +183,12 @@ inline constexpr std::int64_t kEpochResetThreshold = 1'000'000'000;
 }
 
 /// One member of a `RateLimit` or `RateLimit-Policy` list (RFC 9651): its name (a String or Token)
-/// and its integer parameters; -1 for a parameter not given.
+/// and its integer parameters, `kNotGiven` for a parameter not given (RFC 9651 Integers are within
+/// +/-10^15, so it never collides with a value).
 struct QuotaEntry {
+  static constexpr std::int64_t kNotGiven = std::numeric_limits<std::int64_t>::min();
   std::string name;
-  std::int64_t q = -1, w = -1, r = -1, t = -1;
+  std::int64_t q = kNotGiven, w = kNotGiven, r = kNotGiven, t = kNotGiven;
 };
 
 /// The members of a `RateLimit` or `RateLimit-Policy` field value, e.g.
@@ -374,15 +377,21 @@ template <class Parse>
   if (!limits) return false;
   const QuotaEntry* chosen = nullptr;
   for (const QuotaEntry& e : *limits) {
-    if (e.r < 0 || e.t < 0) {  // missing or negative: this member says nothing usable
+    // r is required, t optional (a member without it reads as the longest wait); negatives say nothing usable.
+    if (e.r < 0 || (e.t < 0 && e.t != QuotaEntry::kNotGiven)) {
       ++report.malformed;
       continue;
     }
-    if (!chosen || e.r < chosen->r || (e.r == chosen->r && e.t > chosen->t)) chosen = &e;
+    const auto t_of = [](const QuotaEntry& m) {
+      return m.t == QuotaEntry::kNotGiven ? std::numeric_limits<std::int64_t>::max() : m.t;
+    };
+    if (!chosen || e.r < chosen->r || (e.r == chosen->r && t_of(e) > t_of(*chosen))) chosen = &e;
   }
   if (!chosen) return false;
   report.remaining = clamp_counted(chosen->r, maxima.quota, report);
-  report.reset = std::chrono::seconds(clamp_counted(chosen->t, maxima.reset.count(), report));
+  if (chosen->t != QuotaEntry::kNotGiven) {
+    report.reset = std::chrono::seconds(clamp_counted(chosen->t, maxima.reset.count(), report));
+  }
   for (const QuotaEntry& p : policies ? *policies : std::vector<QuotaEntry>{}) {
     if (p.name != chosen->name) continue;
     if (p.q < 0 || p.w < 1) {
