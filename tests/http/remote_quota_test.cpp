@@ -147,6 +147,20 @@ TEST(RemoteQuotaLimiter, RetryAfterBlocksAndIsClamped) {
   EXPECT_EQ(s.denied_remote, 1);
 }
 
+TEST(RemoteQuotaLimiter, ReportsBuiltByHandAreHeldToMaxima) {
+  ManualClock clock;
+  http::RemoteQuotaOptions o = options();
+  o.maxima.retry_after = 2s;
+  Limiter limiter(kWide, o, clock);
+  http::RemoteReport report;
+  report.retry_after = std::chrono::seconds(std::chrono::seconds::max().count() / 2);  // overflows as nanoseconds
+  report.remaining = -5;                                                               // ignored
+  limiter.record("k", limiter.try_acquire("k").ticket, 200, report);
+  EXPECT_EQ(limiter.try_acquire("k").retry_after, 2s);
+  clock.advance(2s);
+  EXPECT_TRUE(limiter.try_acquire("k"));
+}
+
 TEST(RemoteQuotaLimiter, TooManyRequestsWithoutRetryAfterBacksOff) {
   ManualClock clock;
   Limiter limiter(kWide, options(), clock);

@@ -159,7 +159,10 @@ class RemoteQuotaLimiter {
   }
 
   /// Records a response already read into a `RemoteReport` (e.g. from a client's own header type through
-  /// `RemoteFields::add` and `read_remote_report`). Thread-safe. Throws as `try_acquire`.
+  /// `RemoteFields::add` and `read_remote_report`); its values are held to `maxima` like the fields'
+  /// (negative ones ignored). `ticket` is the one `try_acquire` returned for the request: a default
+  /// ticket is older than any response, so only its Retry-After and status count. Thread-safe. Throws as
+  /// `try_acquire`.
   /// Example:
   ///   const ratelimit::Gcra local{.limit = 10, .period = std::chrono::seconds(1), .burst = 10};
   ///   ratelimit::http::RemoteQuotaLimiter<> remote(local);
@@ -167,7 +170,8 @@ class RemoteQuotaLimiter {
   ///   ratelimit::http::RemoteReport report;
   ///   report.retry_after = std::chrono::seconds(30);
   ///   remote.record("k", sent.ticket, 429, report);  // "k" waits 30 s
-  void record(std::string_view partition, const RemoteTicket& ticket, int status, const RemoteReport& report) {
+  void record(std::string_view partition, const RemoteTicket& ticket, int status, const RemoteReport& said) {
+    const RemoteReport report = within_maxima(said);
     const std::int64_t now = ratelimit::detail::now_ns(clock_);
     stats_.responses.fetch_add(1, std::memory_order_relaxed);
     stats_.malformed.fetch_add(report.malformed, std::memory_order_relaxed);
@@ -293,6 +297,25 @@ class RemoteQuotaLimiter {
       p.reset_ns = now + p.window_ns;
     }
     return p.left > 0 ? 0 : p.reset_ns - now;
+  }
+
+  /// `r` with every value in the range its header would have been held to (`RemoteMaxima`).
+  RemoteReport within_maxima(RemoteReport r) const {
+    const RemoteMaxima& m = options_.maxima;
+    const auto count = [](std::optional<std::int64_t>& v, std::int64_t max) {
+      if (v && *v < 0) v.reset();
+      if (v) *v = std::min(*v, max);
+    };
+    const auto time = [](std::optional<std::chrono::seconds>& v, std::chrono::seconds min, std::chrono::seconds max) {
+      if (v && *v < min) v.reset();
+      if (v) *v = std::min(*v, max);
+    };
+    count(r.limit, m.quota);
+    count(r.remaining, m.quota);
+    time(r.reset, std::chrono::seconds(0), m.reset);
+    time(r.window, std::chrono::seconds(1), m.window);
+    time(r.retry_after, std::chrono::seconds(0), m.retry_after);
+    return r;
   }
 
   /// Whether (q, w, r, t) fit a GCRA of burst q and interval w / q: its time to full, t, must lie in
