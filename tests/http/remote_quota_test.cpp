@@ -182,6 +182,18 @@ TEST(RemoteQuotaLimiter, RequestsInFlightCountAgainstNewerResponse) {
   EXPECT_EQ(drain(limiter, "k"), 0);
 }
 
+TEST(RemoteQuotaLimiter, RateModelSubtractsRequestsInFlight) {
+  ManualClock clock;
+  Limiter limiter(kWide, options(), clock);
+  const http::RemoteAdmission one = limiter.try_acquire("k");
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(limiter.try_acquire("k"));
+  // 5 left after the first of four: the three sent after it leave 2 (the rate reading: 5 + 1 s x 5/s = 10 = q).
+  limiter.record("k", one.ticket, 200, Fields{{"RateLimit-Policy", "\"b\";q=10;w=2"}, {"RateLimit", "\"b\";r=5;t=1"}});
+  EXPECT_EQ(drain(limiter, "k"), 2);
+  clock.advance(200ms);
+  EXPECT_EQ(drain(limiter, "k"), 1);
+}
+
 TEST(RemoteQuotaLimiter, OlderResponseAfterNewerIsStale) {
   ManualClock clock;
   Limiter limiter(kWide, options(), clock);
