@@ -24,15 +24,18 @@ struct Steered {
 };
 
 /// GET `path` on `client` if `remote` admits a request for `partition` now; the response's status and header fields
-/// (httplib::Headers is a multimap of name/value pairs, which `record` reads as is) go back to the limiter. A
-/// transport error records nothing: the request stays counted until a newer response is recorded.
+/// (httplib::Headers is a multimap of name/value pairs, which `record` reads as is) go back to the limiter; on a
+/// transport error the ticket is released (no response will come; what it spent stays spent).
 template <class C>
 Steered get_steered(ratelimit::http::RemoteQuotaLimiter<C>& remote, std::string_view partition, httplib::Client& client,
                     const std::string& path) {
   const ratelimit::http::RemoteAdmission admission = remote.try_acquire(partition);
   if (!admission) return {.sent = false, .status = std::nullopt, .wait = admission.retry_after};
   const httplib::Result res = client.Get(path);
-  if (!res) return {.sent = true, .status = std::nullopt, .wait = {}};
+  if (!res) {
+    remote.release(partition, admission.ticket);
+    return {.sent = true, .status = std::nullopt, .wait = {}};
+  }
   remote.record(partition, admission.ticket, res->status, res->headers);
   return {.sent = true, .status = res->status, .wait = {}};
 }

@@ -194,6 +194,20 @@ TEST(RemoteQuotaLimiter, RateModelSubtractsRequestsInFlight) {
   EXPECT_EQ(drain(limiter, "k"), 1);
 }
 
+TEST(RemoteQuotaLimiter, EarlierRequestsStillInFlightCountToo) {
+  ManualClock clock;
+  Limiter limiter(kWide, options(), clock);
+  const http::RemoteAdmission one = limiter.try_acquire("k");
+  const http::RemoteAdmission two = limiter.try_acquire("k");
+  // Over two connections the second may reach the remote first: its 1 left may not count the first yet.
+  limiter.record("k", two.ticket, 200, Fields{{"X-RateLimit-Remaining", "1"}, {"X-RateLimit-Reset", "10"}});
+  EXPECT_EQ(drain(limiter, "k"), 0);
+  limiter.release("k", one.ticket);  // the first will get no response: no longer in flight
+  clock.advance(10s);                // the reset: the remote never said its limit, so the local policy again
+  answer(limiter, Fields{{"X-RateLimit-Remaining", "1"}, {"X-RateLimit-Reset", "10"}});
+  EXPECT_EQ(drain(limiter, "k"), 1);  // nothing in flight is subtracted now
+}
+
 TEST(RemoteQuotaLimiter, OlderResponseAfterNewerIsStale) {
   ManualClock clock;
   Limiter limiter(kWide, options(), clock);
@@ -201,8 +215,11 @@ TEST(RemoteQuotaLimiter, OlderResponseAfterNewerIsStale) {
   const http::RemoteAdmission two = limiter.try_acquire("k");
   limiter.record("k", two.ticket, 200, Fields{{"X-RateLimit-Remaining", "1"}, {"X-RateLimit-Reset", "10"}});
   limiter.record("k", one.ticket, 200, Fields{{"X-RateLimit-Remaining", "9"}, {"X-RateLimit-Reset", "10"}});
-  EXPECT_EQ(drain(limiter, "k"), 1);  // the newer word stands
+  EXPECT_EQ(drain(limiter, "k"), 0);  // the newer word, less the first (in flight when it came), stands
   EXPECT_EQ(limiter.stats().stale, 1);
+  clock.advance(10s);
+  answer(limiter, Fields{{"X-RateLimit-Remaining", "3"}, {"X-RateLimit-Reset", "10"}});
+  EXPECT_EQ(drain(limiter, "k"), 3);  // the stale response resolved the first: not subtracted again
 }
 
 TEST(RemoteQuotaLimiter, UnknownLimitReturnsToLocalPolicyAfterReset) {

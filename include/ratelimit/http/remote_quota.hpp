@@ -145,6 +145,7 @@ class RemoteQuotaLimiter {
     }
     if (p.known && p.rate) p.tat_ns = std::max(p.tat_ns, now) + p.interval_ns;
     if (p.known && !p.rate) --p.left;
+    ++p.outstanding;
     stats_.admitted.fetch_add(1, std::memory_order_relaxed);
     return {.allowed = true, .retry_after = {}, .ticket = {.sequence = p.next_sequence++}};
   }
@@ -178,6 +179,7 @@ class RemoteQuotaLimiter {
     stats_.clamped.fetch_add(report.clamped, std::memory_order_relaxed);
     std::lock_guard lock(mutex_);
     Partition& p = touch(partition);
+    resolve(p, ticket);
     std::chrono::nanoseconds block = report.retry_after.value_or(std::chrono::seconds(0));
     if (status == 429) {
       stats_.too_many_requests.fetch_add(1, std::memory_order_relaxed);
@@ -191,10 +193,23 @@ class RemoteQuotaLimiter {
       return;
     }
     p.applied_sequence = ticket.sequence;
-    // Requests sent after this one may not be in its numbers yet: count them as spent.
-    const std::uint64_t after = p.next_sequence > ticket.sequence ? p.next_sequence - 1 - ticket.sequence : 0;
-    const std::int64_t in_flight = static_cast<std::int64_t>(std::min<std::uint64_t>(after, kMaxCount));
-    apply(p, report, *report.remaining - in_flight, now);
+    // Requests still unanswered may not be in its numbers (those sent after it, and over other connections
+    // those sent before it): count them as spent.
+    apply(p, report, *report.remaining - p.outstanding, now);
+  }
+
+  /// Gives up on the request of `ticket`: no response will be recorded for it (a transport error, a
+  /// timeout). It stops counting as in flight; what it spent stays spent. Record or release each ticket
+  /// once: an unresolved ticket keeps counting against every later response of its partition.
+  /// Thread-safe. Throws as `try_acquire`.
+  /// Example:
+  ///   const ratelimit::Gcra local{.limit = 10, .period = std::chrono::seconds(1), .burst = 10};
+  ///   ratelimit::http::RemoteQuotaLimiter<> remote(local);
+  ///   const ratelimit::http::RemoteAdmission sent = remote.try_acquire("k");
+  ///   remote.release("k", sent.ticket);  // the connection failed before any response
+  void release(std::string_view partition, const RemoteTicket& ticket) {
+    std::lock_guard lock(mutex_);
+    resolve(touch(partition), ticket);
   }
 
   /// The counters. Thread-safe.
@@ -216,8 +231,6 @@ class RemoteQuotaLimiter {
   }
 
  private:
-  static constexpr std::int64_t kMaxCount = std::int64_t{1} << 40;
-
   /// What the limiter believes of one partition.
   struct Partition {
     bool known = false;            // a response with `remaining` was applied
@@ -231,6 +244,7 @@ class RemoteQuotaLimiter {
     std::int64_t blocked_until_ns = ratelimit::detail::kInt64Min;  // Retry-After
     std::uint64_t applied_sequence = 0;
     std::uint64_t next_sequence = 1;
+    std::int64_t outstanding = 0;            // admitted, neither recorded nor released
     std::list<std::string>::iterator order;  // in `lru_`
   };
   struct Hash {
@@ -259,6 +273,12 @@ class RemoteQuotaLimiter {
     }
     if (!o.wall_clock) ratelimit::detail::invalid("wall_clock", "must be set");
     return o;
+  }
+
+  /// The request of `ticket` is answered or given up: one fewer in flight. A ticket from before the
+  /// partition was forgotten (or a default one) is not of this entry and changes nothing.
+  static void resolve(Partition& p, const RemoteTicket& ticket) {
+    if (ticket.sequence >= 1 && ticket.sequence < p.next_sequence && p.outstanding > 0) --p.outstanding;
   }
 
   /// The partition's entry, made most recently used; a new one (evicting the least recently used
