@@ -70,6 +70,10 @@ std::optional<int> parse_command_line(int argc, char** argv, Config& config) {
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1'000'000}));
   app.add_option("--threads", config.threads, "HTTP worker threads (one per open connection); 0: cpp-httplib's default")
       ->check(CLI::Range(0, 4096));
+  app.add_option("--quota-burst", config.quota_burst,
+                 "serve /quota, limited to 5 requests per second with this burst per client IP (GCRA, no other "
+                 "layer): a remote API for clients that steer by its header fields; 0: no /quota")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1'000'000}));
   app.add_flag("--manual-clock", config.manual_clock,
                "tests only: time starts at 0, moved by POST /__test/advance?ms=N");
   try {

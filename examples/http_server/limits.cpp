@@ -164,6 +164,7 @@ class BackendLimits final : public Limits {
         make_(make),
         backend_running_(backend_limiter(config, clock)) {
     if (backend_running_) backend_layer_.emplace("backend-concurrency", *backend_running_);
+    add_quota_route(config, make);
     for (const auto& [key, plan] : config.api_keys) directory_[key] = plan;
     for (const std::string& ip : config.deny) ip_layer_.lists().deny(ip);
 #if RATELIMIT_EXAMPLE_PROMETHEUS
@@ -178,7 +179,12 @@ class BackendLimits final : public Limits {
 
   void layers_for(const std::string& path, const std::string& ip, const std::string& api_key,
                   std::vector<std::string>& keys, std::vector<ratelimit::LayerRequest>& out) override {
-    if (path == "/backend") return;  // an internal service: its in-flight limit only
+    if (path == "/backend") return;          // an internal service: its in-flight limit only
+    if (path == "/quota" && quota_layer_) {  // its own limit only, so a client sees one policy
+      keys.push_back(ip);
+      out.push_back({&*quota_layer_, keys[0], 1});
+      return;
+    }
     keys.reserve(3);
     keys.push_back(ip);
     // Only a key in the directory is a client of its own; missing and unknown keys are the free plan per
@@ -290,6 +296,14 @@ class BackendLimits final : public Limits {
     return it == directory_.end() ? std::nullopt : std::optional<std::string>(it->second);
   }
 
+  /// With --quota-burst B: /quota, 5 per second with burst B per client IP (GCRA: RateLimit-Policy q=B,
+  /// w=ceil(B/5) s), a remote API for clients that steer by its header fields (RemoteQuotaLimiter).
+  void add_quota_route(const Config& config, const Backend& make) {
+    if (config.quota_burst == 0) return;
+    quota_ = make(ratelimit::Gcra{.limit = 5, .period = 1s, .burst = config.quota_burst}, "quota");
+    quota_layer_.emplace(*quota_, "quota");
+  }
+
   std::map<std::string, std::string, std::less<>> directory_{{"demo-pro", "pro"}, {"demo-enterprise", "enterprise"}};
   std::unique_ptr<IpLimiter> ip_;
   std::unique_ptr<EndpointLimiter> search_, export_, login_;
@@ -301,6 +315,9 @@ class BackendLimits final : public Limits {
   Backend make_;  // makes the throwaway limiters that check a reloaded plan file
   std::unique_ptr<ratelimit::ConcurrencyLimiter<ServerClock>> backend_running_;  // /backend, with --backend-capacity
   std::optional<ratelimit::ConcurrencyLayer> backend_layer_;
+  using QuotaLimiter = typename std::invoke_result_t<const Backend&, ratelimit::Gcra, std::string_view>::element_type;
+  std::unique_ptr<QuotaLimiter> quota_;  // /quota, with --quota-burst
+  std::optional<ratelimit::LimiterLayer<QuotaLimiter>> quota_layer_;
 #if RATELIMIT_EXAMPLE_PROMETHEUS
   ratelimit::http::MetricsCollector collector_;  // reads the layers' and limiters' counters at each scrape
 #endif

@@ -11,6 +11,9 @@
 //   in flight                     /export at most 2 at once per client (429 with Retry-After: 1 beyond)
 //                                                                                policy "export-concurrency"
 //
+//   /quota (with --quota-burst B)  only its own layer: GCRA 5/s with burst B per client IP  policy "quota"
+//                                 (a remote API for examples/remote_quota_client.cpp and RemoteQuotaLimiter)
+//
 //   /backend (with --backend-capacity N) no rate layers; a simulated backend of capacity N (more requests
 //                                 slow every one down) behind an in-flight limit, adaptive by default
 //                                 (--backend-limit aimd|gradient|vegas|N, --backend-shadow N; backend.hpp)

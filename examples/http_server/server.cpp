@@ -175,6 +175,11 @@ void add_backend_routes(httplib::Server& server, SimulatedBackend& backend, Late
   });
 }
 
+/// With --quota-burst: /quota, limited by its own layer alone (limits.cpp).
+void add_quota_route(httplib::Server& server) {
+  server.Get("/quota", [](const httplib::Request&, httplib::Response& res) { json_reply(res, {{"quota", "ok"}}); });
+}
+
 /// The routes: the API, /health, /metrics, and with --manual-clock the test clock.
 void add_routes(httplib::Server& server, Limits& limits, const ServerClock& clock) {
   server.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
@@ -243,6 +248,7 @@ int serve(const Config& config, Limits& limits, const ServerClock& clock, const 
     problem_reply(res, 500, "Internal Server Error");
   });
   add_routes(server, limits, clock);
+  if (config.quota_burst > 0) add_quota_route(server);
   std::optional<SimulatedBackend> backend;
   LatencyRecord record;
   if (config.backend_capacity > 0) {
