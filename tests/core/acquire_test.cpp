@@ -59,8 +59,19 @@ TEST_F(Acquire, WaitsExactlyRetryAfter) {
   EXPECT_EQ(clock.now().time_since_epoch(), 300ms);
 }
 
+/// The limiter without `reserve`: acquire checks and retries, as it does for window policies.
+struct RetryingOnly {
+  MemoryLimiter<ratelimit::Gcra, ManualClock>& inner;
+  Decision allow(std::string_view key, std::int64_t cost = 1) { return inner.allow(key, cost); }
+  Decision peek(std::string_view key) { return inner.peek(key); }
+  void reset(std::string_view key) { inner.reset(key); }
+};
+
+// A limiter that cannot book (ratelimit::ReservingLimiter) is checked again after each wait. A reserving one keeps
+// the slot it booked (ShapingAcquire.ABookedSlotCannotBeTakenByAnotherCaller).
 TEST_F(Acquire, WaitsAgainWhenSomeoneElseTookTheQuota) {
   ASSERT_TRUE(limiter.allow("k", 2));
+  RetryingOnly retrying{limiter};
   int stolen = 0;
   auto thief = [&](std::chrono::nanoseconds delay) {
     delays.push_back(delay);
@@ -69,7 +80,7 @@ TEST_F(Acquire, WaitsAgainWhenSomeoneElseTookTheQuota) {
       EXPECT_TRUE(limiter.allow("k"));  // another caller is faster, twice
     }
   };
-  const Decision d = ratelimit::acquire(limiter, "k", 1, 250ms, thief, clock);
+  const Decision d = ratelimit::acquire(retrying, "k", 1, 250ms, thief, clock);
   // Waits 100 ms (stolen), 100 ms (stolen); the third wait (100 ms) would pass 250 ms in total.
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.retry_after, 100ms);
