@@ -35,7 +35,7 @@ struct ShapingRule {
   /// The policy of the limiter under a `Shaper`: `Gcra{limit, period, .burst = delay + 1}`. Throws
   /// `std::invalid_argument` naming `ShapingRule.limit`, `.period`, `.burst` or `.delay` when out of range.
   [[nodiscard]] Gcra gcra() const {
-    validate(1);
+    (void)validate(1);
     return Gcra{.limit = limit, .period = period, .burst = delay + 1};
   }
 
