@@ -150,11 +150,12 @@ TEST(ShapingShaperNginx, AgreesWithNginxArithmeticOnRandomArrivals) {
     Shaper<Limiter> shaper(limiter, rule);
     NginxLimitReq nginx{.rate_milli_per_s = 10'000, .burst = burst, .delay = delay};
     std::mt19937 random(static_cast<unsigned>(burst * 100 + delay));
-    std::uniform_int_distribution<int> gap_ms(0, 150);
+    std::uniform_int_distribution<int> fast_ms(0, 60);   // about 30 per second: the burst fills up
+    std::uniform_int_distribution<int> slow_ms(0, 300);  // about 7 per second: it drains
     std::int64_t now_ms = 0;
     std::map<ShapeOutcome, int> seen;
     for (int i = 0; i < 3000; ++i) {
-      now_ms += i % 7 == 0 ? 0 : gap_ms(random);  // some simultaneous arrivals
+      now_ms += i % 7 == 0 ? 0 : ((i / 100) % 2 == 0 ? fast_ms(random) : slow_ms(random));  // some at once
       clock.set(ManualClock::time_point(std::chrono::milliseconds(now_ms)));
       const std::int64_t expected = nginx.request(now_ms);
       const ratelimit::Shaped s = shaper.shape("k");
@@ -167,10 +168,10 @@ TEST(ShapingShaperNginx, AgreesWithNginxArithmeticOnRandomArrivals) {
       }
       ++seen[s.outcome];
     }
-    EXPECT_GT(seen[ShapeOutcome::passed], 100);
-    EXPECT_GT(seen[ShapeOutcome::refused], 100);
+    EXPECT_GT(seen[ShapeOutcome::passed], 50);
+    EXPECT_GT(seen[ShapeOutcome::refused], 50);
     if (burst > delay) {
-      EXPECT_GT(seen[ShapeOutcome::delayed], 100);
+      EXPECT_GT(seen[ShapeOutcome::delayed], 50);
     }
   }
 }
