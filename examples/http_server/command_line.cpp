@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "../redis_url.hpp"
+#include "shaped_route.hpp"
 
 namespace example {
 
@@ -70,6 +71,17 @@ std::optional<int> parse_command_line(int argc, char** argv, Config& config) {
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1'000'000}));
   app.add_option("--threads", config.threads, "HTTP worker threads (one per open connection); 0: cpp-httplib's default")
       ->check(CLI::Range(0, 4096));
+  app.add_option("--shape", config.shape,
+                 "PATH=RATE/s[,burst=B][,delay=N]: serve GET PATH shaped per client as nginx's limit_req (the first "
+                 "delay+1 at once, up to burst delayed to the rate, the rest 429)")
+      ->check([](const std::string& value) {
+        try {
+          (void)parse_shape(value);
+          return std::string();
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+      });
   app.add_flag("--manual-clock", config.manual_clock,
                "tests only: time starts at 0, moved by POST /__test/advance?ms=N");
   try {

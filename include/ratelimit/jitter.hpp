@@ -22,8 +22,10 @@ namespace ratelimit {
 ///
 /// Thread-safe and lock-free: one atomic splitmix64 sequence; a seed makes the sequence repeatable (tests).
 /// Example:
+///   ratelimit::MemoryLimiter<ratelimit::FixedWindow> outgoing({.limit = 100, .window = std::chrono::minutes(1)});
 ///   ratelimit::Jitter jitter(std::chrono::milliseconds(20));  // seeded from the operating system
-///   const ratelimit::Decision d = ratelimit::acquire(limiter, "partner-api", 1, std::chrono::seconds(2), jitter);
+///   const ratelimit::Decision d = ratelimit::acquire(outgoing, "partner-api", 1, std::chrono::seconds(2), jitter);
+///   if (d) { /* call the partner API */ }
 class Jitter {
  public:
   /// No jitter: `draw()` is always 0.

@@ -97,6 +97,7 @@ struct Shaped {
 ///   const ratelimit::ShapingRule rule{.limit = 5, .period = std::chrono::seconds(1), .burst = 12, .delay = 8};
 ///   ratelimit::MemoryLimiter<ratelimit::Gcra> limiter(rule.gcra());
 ///   ratelimit::Shaper shaper(limiter, rule);
+///   const std::string client_ip = "203.0.113.7";
 ///   ratelimit::Shaped s = shaper.shape(client_ip);
 ///   if (!s) { /* 429, Retry-After: s.retry_after */ }
 ///   else { std::this_thread::sleep_for(s.delay); /* serve */ }
