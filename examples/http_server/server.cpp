@@ -243,7 +243,8 @@ int serve(const Config& config, Limits& limits, const ServerClock& clock, const 
     res.headers.clear();
     problem_reply(res, 500, "Internal Server Error");
   });
-  const std::shared_ptr<void> shaped = config.shape.empty() ? nullptr : add_shaped_route(server, parse_shape(config.shape), clock);
+  const std::shared_ptr<void> shaped =
+      config.shape.empty() ? nullptr : add_shaped_route(server, parse_shape(config.shape), clock);
   add_routes(server, limits, clock);
   std::optional<SimulatedBackend> backend;
   LatencyRecord record;

@@ -26,15 +26,15 @@ std::int64_t number(std::string_view text, std::string_view what) {
   std::int64_t value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc() || end != text.data() + text.size() || value < 0) {
-    throw std::invalid_argument("--shape: " + std::string(what) + " must be a number >= 0, got \"" +
-                                std::string(text) + "\"");
+    throw std::invalid_argument(std::string(what) + " must be a number >= 0, got \"" + std::string(text) + "\"");
   }
   return value;
 }
 
 /// The limiter, the shaper over it, and the route's handler.
 struct ShapedRoute {
-  ShapedRoute(const ShapeSpec& spec, const ServerClock& clock) : limiter(spec.rule.gcra(), {}, clock), shaper(limiter, spec.rule) {}
+  ShapedRoute(const ShapeSpec& spec, const ServerClock& clock)
+      : limiter(spec.rule.gcra(), {}, clock), shaper(limiter, spec.rule) {}
 
   void serve(const httplib::Request& req, httplib::Response& res) {
     const ratelimit::Shaped s = shaper.shape(req.remote_addr);
@@ -62,14 +62,14 @@ ShapeSpec parse_shape(const std::string& text) {
   const auto eq = text.find('=');
   const auto slash = text.find('/', eq == std::string::npos ? 0 : eq);
   if (text.empty() || text[0] != '/' || eq == std::string::npos || slash == std::string::npos) {
-    throw std::invalid_argument("--shape: expected PATH=RATE/s[,burst=B][,delay=N], got \"" + text + "\"");
+    throw std::invalid_argument("expected PATH=RATE/s[,burst=B][,delay=N], got \"" + text + "\"");
   }
   ShapeSpec spec;
   spec.path = text.substr(0, eq);
   spec.rule.limit = number(std::string_view(text).substr(eq + 1, slash - eq - 1), "RATE");
   const auto comma = text.find(',', slash);
   const std::string unit = text.substr(slash + 1, comma == std::string::npos ? std::string::npos : comma - slash - 1);
-  if (unit != "s" && unit != "m") throw std::invalid_argument("--shape: the rate is per s or per m, got /" + unit);
+  if (unit != "s" && unit != "m") throw std::invalid_argument("the rate is per s or per m, got /" + unit);
   spec.rule.period = unit == "s" ? std::chrono::nanoseconds(std::chrono::seconds(1)) : std::chrono::minutes(1);
   for (auto at = comma; at != std::string::npos;) {
     const auto next = text.find(',', at + 1);
@@ -79,7 +79,7 @@ ShapeSpec parse_shape(const std::string& text) {
     } else if (item.rfind("delay=", 0) == 0) {
       spec.rule.delay = number(std::string_view(item).substr(6), "delay");
     } else {
-      throw std::invalid_argument("--shape: unknown item \"" + item + "\" (burst=B or delay=N)");
+      throw std::invalid_argument("unknown item \"" + item + "\" (burst=B or delay=N)");
     }
     at = next;
   }

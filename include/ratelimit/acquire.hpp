@@ -83,8 +83,8 @@ Decision acquire_by_retrying(L& limiter, std::string_view key, std::int64_t cost
 }
 
 template <Limiter L, Waiter W, Clock C>
-Decision acquire(L& limiter, std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_wait,
-                 Jitter* jitter, W& wait, C& clock) {
+Decision acquire(L& limiter, std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_wait, Jitter* jitter,
+                 W& wait, C& clock) {
   if (max_wait < std::chrono::nanoseconds::zero()) invalid("max_wait", "must be >= 0");
   if constexpr (ReservingLimiter<L>) {
     return acquire_by_reserving(limiter, key, cost, max_wait, jitter, wait, clock);
@@ -141,8 +141,8 @@ Decision acquire(L& limiter, std::string_view key, std::int64_t cost, std::chron
 /// one process may act out of booking order by up to `jitter.max()`. Same parameters, results and
 /// exceptions as `acquire` above.
 template <Limiter L, Waiter W = SleepWaiter, Clock C = std::chrono::steady_clock>
-Decision acquire(L& limiter, std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_wait,
-                 Jitter& jitter, W&& wait = {}, C clock = {}) {
+Decision acquire(L& limiter, std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_wait, Jitter& jitter,
+                 W&& wait = {}, C clock = {}) {
   return detail::acquire(limiter, key, cost, max_wait, &jitter, wait, clock);
 }
 

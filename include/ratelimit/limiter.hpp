@@ -32,9 +32,9 @@ concept Limiter = requires(L& limiter, std::string_view key, std::int64_t cost) 
 /// policies do not (a window's count keeps no order of arrivals to book a later slot in). `acquire`,
 /// `FairAcquirer` and `Shaper` use it (include/ratelimit/README.md "Shaping").
 template <class L>
-concept ReservingLimiter =
-    Limiter<L> && requires(L& limiter, std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_delay) {
-      { limiter.reserve(key, cost, max_delay) } -> std::same_as<Reservation>;
-    };
+concept ReservingLimiter = Limiter<L> &&
+    requires(L& limiter, std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_delay) {
+  { limiter.reserve(key, cost, max_delay) } -> std::same_as<Reservation>;
+};
 
 }  // namespace ratelimit

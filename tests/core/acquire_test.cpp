@@ -32,7 +32,8 @@ class Acquire : public ::testing::Test {
  protected:
   ManualClock clock;
   // T = 100 ms, burst 2.
-  MemoryLimiter<ratelimit::Gcra, ManualClock> limiter{ratelimit::Gcra{.limit = 10, .period = 1s, .burst = 2}, {}, clock};
+  MemoryLimiter<ratelimit::Gcra, ManualClock> limiter{
+      ratelimit::Gcra{.limit = 10, .period = 1s, .burst = 2}, {}, clock};
   std::vector<std::chrono::nanoseconds> delays;
   ClockWaiter waiter{clock, &delays};
 };
@@ -171,8 +172,8 @@ TEST(AcquireDeadline, MaxWaitIsTheTotalTimeIncludingChecksAndOversleep) {
   const Decision d = ratelimit::acquire(limiter, "k", 1, 50ms, waiter, clock);
   EXPECT_FALSE(d.allowed);
   // The deadline, plus at most one oversleep and the one check after it.
-  EXPECT_LE(clock.now() - start, 50ms + 500us + 1ms) << "acquire took " << (clock.now() - start).count() << " ns after "
-                                       << limiter.checks << " checks";
+  EXPECT_LE(clock.now() - start, 50ms + 500us + 1ms)
+      << "acquire took " << (clock.now() - start).count() << " ns after " << limiter.checks << " checks";
   EXPECT_GE(clock.now() - start, 48ms) << "acquire gave up early";
 }
 
@@ -185,7 +186,6 @@ TEST(AcquireDeadline, AdmitsWhenTheWaitFitsTheRestOfTheDeadline) {
   clock.advance(1ms);  // 9 ms to the next window
   EXPECT_FALSE(ratelimit::acquire(limiter, "k", 1, 8ms, waiter, clock).allowed);
 }
-
 
 // A negative max_wait is a caller's mistake, as for ConcurrencyLimiter::acquire: it throws naming the
 // field instead of returning a denial that looks like a full limiter, and checks nothing.

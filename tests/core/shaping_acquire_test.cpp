@@ -99,13 +99,15 @@ TEST_F(ShapingAcquire, ABookedSlotCannotBeTakenByAnotherCaller) {
 
 TEST_F(ShapingAcquire, ASlotPastMaxWaitBooksNothing) {
   ASSERT_TRUE(limiter.allow("k"));
-  const Decision d = ratelimit::acquire(limiter, "k", 1, 99ms, [](std::chrono::nanoseconds) { FAIL() << "slept"; }, clock);
+  const Decision d = ratelimit::acquire(
+      limiter, "k", 1, 99ms, [](std::chrono::nanoseconds) { FAIL() << "slept"; }, clock);
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.retry_after, 100ms);
   ratelimit::Reservation next = limiter.reserve("k", 1, 1s);
   EXPECT_EQ(next.delay(), 100ms) << "the refused acquire booked a slot";
   // Over the burst: never, at once.
-  const Decision never = ratelimit::acquire(limiter, "k", 2, 1h, [](std::chrono::nanoseconds) {}, clock);
+  const Decision never = ratelimit::acquire(
+      limiter, "k", 2, 1h, [](std::chrono::nanoseconds) {}, clock);
   EXPECT_FALSE(never.allowed);
   EXPECT_EQ(never.retry_after, Decision::never);
 }
@@ -134,7 +136,8 @@ TEST_F(ShapingAcquire, JitterIsAddedWithinMaxWait) {
 
 TEST_F(ShapingAcquire, ANegativeMaxWaitThrowsNamingItAndBooksNothing) {
   try {
-    (void)ratelimit::acquire(limiter, "k", 1, -1ns, [](std::chrono::nanoseconds) {}, clock);
+    (void)ratelimit::acquire(
+        limiter, "k", 1, -1ns, [](std::chrono::nanoseconds) {}, clock);
     FAIL() << "a negative max_wait was accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_EQ(std::string(e.what()).rfind("max_wait", 0), 0U) << e.what();

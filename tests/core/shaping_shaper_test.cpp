@@ -194,8 +194,7 @@ TEST(ShapingShaperInput, BadRulesNameTheirField) {
                "ShapingRule.burst");
   expect_names([] { (void)ShapingRule{.limit = 10, .period = 1s, .burst = 2, .delay = 3}.gcra(); },
                "ShapingRule.burst");
-  expect_names([] { (void)ShapingRule{.limit = 0, .period = 1s, .burst = 2, .delay = 1}.gcra(); },
-               "ShapingRule.limit");
+  expect_names([] { (void)ShapingRule{.limit = 0, .period = 1s, .burst = 2, .delay = 1}.gcra(); }, "ShapingRule.limit");
   expect_names([] { (void)ShapingRule{.limit = 10, .period = -1s, .burst = 2, .delay = 1}.gcra(); },
                "ShapingRule.period");
   expect_names([] { (void)ShapingRule{.limit = 1, .period = 1s, .burst = INT64_MAX / 2, .delay = 1}.gcra(); },
