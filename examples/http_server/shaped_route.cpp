@@ -48,7 +48,7 @@ struct ShapedRoute {
     }
     std::this_thread::sleep_for(s.delay);  // the booked slot: serve it then
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(s.delay).count();
-    res.set_content(nlohmann::json{{"outcome", s.delay.count() > 0 ? "delayed" : "passed"}, {"delay_ms", ms}}.dump(),
+    res.set_content(nlohmann::json{{"outcome", ratelimit::to_string(s.outcome)}, {"delay_ms", ms}}.dump(),
                     "application/json");
   }
 

@@ -62,6 +62,11 @@ enum class ShapeOutcome {
   refused,  ///< refuse it now (429), nothing booked
 };
 
+/// "passed", "delayed" or "refused" (logs, test messages).
+[[nodiscard]] constexpr std::string_view to_string(ShapeOutcome outcome) noexcept {
+  return outcome == ShapeOutcome::passed ? "passed" : (outcome == ShapeOutcome::delayed ? "delayed" : "refused");
+}
+
 /// One request's outcome from `Shaper::shape`.
 struct Shaped {
   ShapeOutcome outcome = ShapeOutcome::refused;

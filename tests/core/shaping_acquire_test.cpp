@@ -14,6 +14,8 @@
 
 #include <ratelimit/ratelimit.hpp>
 
+#include "shaping_gate.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -21,43 +23,13 @@ using ratelimit::Decision;
 using ratelimit::Gcra;
 using ratelimit::ManualClock;
 using ratelimit::MemoryLimiter;
+using shaping_test::Gate;
 
 class ShapingAcquire : public ::testing::Test {
  protected:
   ManualClock clock;
   // T = 100 ms, burst 1.
   MemoryLimiter<Gcra, ManualClock> limiter{Gcra{.limit = 10, .period = 1s, .burst = 1}, {}, clock};
-};
-
-/// Sleeps until the test opens it, then moves the clock to the sleep's end (its start + the delay), never back.
-struct Gate {
-  explicit Gate(ManualClock time) : clock(time) {}
-  ManualClock clock;
-  std::mutex mutex;
-  std::condition_variable changed;
-  bool open = false;
-  int sleeping = 0;
-  std::map<int, std::vector<std::chrono::nanoseconds>> sleeps;  // per caller
-
-  void sleep(int caller, std::chrono::nanoseconds delay) {
-    std::unique_lock lock(mutex);
-    const auto end = clock.now() + delay;
-    sleeps[caller].push_back(delay);
-    ++sleeping;
-    changed.notify_all();
-    changed.wait(lock, [&] { return open; });
-    --sleeping;
-    if (clock.now() < end) clock.set(end);
-  }
-  void wait_for_sleepers(int n) {
-    std::unique_lock lock(mutex);
-    changed.wait(lock, [&] { return sleeping >= n; });
-  }
-  void open_gate() {
-    const std::lock_guard lock(mutex);
-    open = true;
-    changed.notify_all();
-  }
 };
 
 TEST_F(ShapingAcquire, WakesInArrivalOrderEachOnceAtItsOwnSlot) {

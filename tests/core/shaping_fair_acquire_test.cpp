@@ -19,6 +19,8 @@
 #include <ratelimit/fair_acquirer.hpp>
 #include <ratelimit/ratelimit.hpp>
 
+#include "shaping_gate.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -27,6 +29,7 @@ using ratelimit::FairAcquirer;
 using ratelimit::FixedWindow;
 using ratelimit::ManualClock;
 using ratelimit::MemoryLimiter;
+using shaping_test::Gate;
 
 thread_local int caller = -1;  // which test thread calls the limiter
 
@@ -62,44 +65,6 @@ struct RecordingLimiter {
 };
 static_assert(ratelimit::Limiter<RecordingLimiter> && !ratelimit::ReservingLimiter<RecordingLimiter>);
 
-/// A sleep that blocks until the test releases it (one sleeper per release, or all once opened), then
-/// advances the clock by the delay. Counts the sleepers, and the most seen at once.
-struct Gate {
-  explicit Gate(ManualClock time) : clock(time) {}
-  ManualClock clock;
-  std::mutex mutex;
-  std::condition_variable changed;
-  bool open = false;
-  int released = 0;
-  int sleeping = 0;
-  int most_sleeping = 0;
-
-  void sleep(std::chrono::nanoseconds delay) {
-    std::unique_lock lock(mutex);
-    ++sleeping;
-    most_sleeping = std::max(most_sleeping, sleeping);
-    changed.notify_all();
-    changed.wait(lock, [&] { return open || released > 0; });
-    if (!open) --released;
-    --sleeping;
-    clock.advance(delay);
-  }
-  void wait_for_sleepers(int n) {
-    std::unique_lock lock(mutex);
-    changed.wait(lock, [&] { return sleeping >= n; });
-  }
-  void release_one() {
-    const std::lock_guard lock(mutex);
-    ++released;
-    changed.notify_all();
-  }
-  void open_gate() {
-    const std::lock_guard lock(mutex);
-    open = true;
-    changed.notify_all();
-  }
-};
-
 class ShapingFairAcquire : public ::testing::Test {
  protected:
   ManualClock clock;
@@ -114,9 +79,13 @@ class ShapingFairAcquire : public ::testing::Test {
              std::chrono::nanoseconds max_wait) {
     threads.emplace_back([this, &results, &results_mutex, id, max_wait] {
       caller = id;
-      const Decision d = fair.acquire("k", 1, max_wait, [this](std::chrono::nanoseconds delay) { gate.sleep(delay); });
-      const std::lock_guard lock(results_mutex);
-      results[id] = d;
+      const Decision d =
+          fair.acquire("k", 1, max_wait, [this](std::chrono::nanoseconds delay) { gate.sleep(caller, delay); });
+      {
+        const std::lock_guard lock(results_mutex);
+        results[id] = d;
+      }
+      gate.finish();
     });
   }
 
@@ -139,13 +108,13 @@ TEST_F(ShapingFairAcquire, WakesInFifoOrderOneCheckPerWait) {
     wait_until_queued(static_cast<std::size_t>(id) + 1);
   }
   // One sleep at a time, the clock standing still in between: waiters woken together (a herd) would all check at
-  // that time, be denied together and sleep together. The yields give such waiters time to show up.
-  for (std::size_t admitted = 1; admitted <= kCallers; ++admitted) {
-    gate.wait_for_sleepers(1);
+  // that time, be denied together and sleep together. The yields give such waiters time to show up. At most 3
+  // releases per caller: a herd may need more, and fails below instead of hanging.
+  for (int releases = 0; releases < 3 * kCallers && gate.wait_for_sleeper_unless_finished(kCallers); ++releases) {
     for (int i = 0; i < 20'000; ++i) std::this_thread::yield();
-    gate.release_one();
-    while (limiter.admissions() < admitted) std::this_thread::yield();
+    gate.release_one_and_wait();
   }
+  gate.open_gate();
   for (std::thread& t : threads) t.join();
 
   EXPECT_EQ(limiter.admitted, (std::vector<int>{0, 1, 2, 3, 4})) << "not served in arrival order";

@@ -7,12 +7,18 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <ostream>
 #include <random>
 #include <stdexcept>
 #include <string>
 
 #include <ratelimit/ratelimit.hpp>
 #include <ratelimit/shaper.hpp>
+
+namespace ratelimit {
+// GoogleTest prints an outcome by name.
+inline void PrintTo(ShapeOutcome outcome, std::ostream* out) { *out << to_string(outcome); }
+}  // namespace ratelimit
 
 namespace {
 
