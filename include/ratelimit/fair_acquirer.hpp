@@ -13,6 +13,7 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -104,8 +105,8 @@ class FairAcquirer {
       if (max_wait < std::chrono::nanoseconds::zero()) detail::invalid("max_wait", "must be >= 0");
       const std::int64_t deadline_ns = detail::saturating_add(detail::now_ns(clock_), max_wait.count());
       Ticket ticket;
-      const typename Queues::iterator queue = enter(key, ticket, deadline_ns);
-      if (queue == queues_.end()) {
+      const std::optional<typename Queues::iterator> queue = enter(key, ticket, deadline_ns);
+      if (!queue) {
         Decision d = limiter_.peek(key);
         d.allowed = false;
         return d;
@@ -114,36 +115,50 @@ class FairAcquirer {
         FairAcquirer& self;
         typename Queues::iterator queue;
         ~Leave() { self.leave(queue); }
-      } leave_on_exit{*this, queue};
+      } leave_on_exit{*this, *queue};
       return detail::acquire_by_retrying(limiter_, key, cost, deadline_ns, jitter, wait, clock_);
     }
   }
 
-  /// Joins `key`'s queue and blocks until `ticket` is its head; `queues_.end()` when the deadline passed
-  /// first (the ticket has left the queue).
-  typename Queues::iterator enter(std::string_view key, Ticket& ticket, std::int64_t deadline_ns) {
+  /// Joins `key`'s queue and blocks until `ticket` is its head; nothing when the deadline passed first (the
+  /// ticket has left the queue). A clock that throws leaves the queue as it was.
+  std::optional<typename Queues::iterator> enter(std::string_view key, Ticket& ticket, std::int64_t deadline_ns) {
     std::unique_lock lock(mutex_);
     auto queue = queues_.find(key);
     if (queue == queues_.end()) queue = queues_.emplace(std::string(key), Queue{}).first;
-    queue->second.push_back(&ticket);
+    try {
+      queue->second.push_back(&ticket);
+    } catch (...) {
+      if (queue->second.empty()) queues_.erase(queue);
+      throw;
+    }
     const auto mine = std::prev(queue->second.end());
     if (queue->second.size() == 1) {
       ticket.head = true;  // nobody ahead: check at once, even with max_wait 0
       return queue;
     }
-    for (;;) {
-      const std::int64_t left_ns = detail::saturating_sub(deadline_ns, detail::now_ns(clock_));
-      if (left_ns <= 0) {
-        if (ticket.head) {
-          leave_locked(queue);
-        } else {
-          queue->second.erase(mine);  // not the head: the queue keeps its head, nobody to wake
-        }
-        return queues_.end();
+    try {
+      for (;;) {
+        const std::int64_t left_ns = detail::saturating_sub(deadline_ns, detail::now_ns(clock_));
+        if (left_ns <= 0) break;
+        if (ticket.head) return queue;
+        // At most an hour per wait: a far deadline added to the system's clock must not overflow.
+        ticket.turn.wait_for(lock, std::chrono::nanoseconds(left_ns < kHourNs ? left_ns : kHourNs));
       }
-      if (ticket.head) return queue;
-      // At most an hour per wait: a far deadline added to the system's clock must not overflow.
-      ticket.turn.wait_for(lock, std::chrono::nanoseconds(left_ns < kHourNs ? left_ns : kHourNs));
+    } catch (...) {
+      give_up_locked(queue, mine, ticket);
+      throw;
+    }
+    give_up_locked(queue, mine, ticket);
+    return std::nullopt;
+  }
+
+  /// `ticket` leaves `queue` before its turn was used.
+  void give_up_locked(typename Queues::iterator queue, typename Queue::iterator mine, const Ticket& ticket) noexcept {
+    if (ticket.head) {
+      leave_locked(queue);  // the next waiter's turn
+    } else {
+      queue->second.erase(mine);  // not the head: the queue keeps its head, nobody to wake
     }
   }
 
