@@ -23,7 +23,6 @@ inline void PrintTo(ShapeOutcome outcome, std::ostream* out) { *out << to_string
 namespace {
 
 using namespace std::chrono_literals;
-using ratelimit::Decision;
 using ratelimit::Gcra;
 using ratelimit::ManualClock;
 using ratelimit::MemoryLimiter;
@@ -108,7 +107,7 @@ TEST_F(ShapingShaper, CancellingADelayedRequestGivesItsSlotToTheNext) {
 TEST_F(ShapingShaper, CostsAboveDelayPlusOneAreNeverAdmitted) {
   const ratelimit::Shaped s = shaper.shape("k", 4);
   EXPECT_EQ(s.outcome, ShapeOutcome::refused);
-  EXPECT_EQ(s.retry_after, Decision::never);
+  EXPECT_EQ(s.retry_after, ratelimit::Decision::never);
   EXPECT_EQ(shaper.shape("k", 3).outcome, ShapeOutcome::passed);
   EXPECT_EQ(shaper.shape("k", 3).delay, 300ms);
 }

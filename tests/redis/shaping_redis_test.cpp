@@ -19,18 +19,17 @@ namespace {
 using namespace std::chrono_literals;
 using ratelimit::Gcra;
 using ratelimit::ManualClock;
-using ratelimit::MemoryLimiter;
-using ratelimit::ShapeOutcome;
 using ratelimit::ShapingRule;
 using ratelimit::redis::RedisLimiter;
+using InMemory = ratelimit::MemoryLimiter<Gcra, ManualClock>;
 
 template <class Redis>
 void shaper_twin(const ShapingRule& rule, unsigned seed) {
   if constexpr (ratelimit::ReservingLimiter<Redis>) {
     ManualClock clock;
-    MemoryLimiter<Gcra, ManualClock> memory(rule.gcra(), {}, clock);
+    InMemory memory(rule.gcra(), {}, clock);
     Redis redis(rule.gcra(), ratelimit_test::client_options(*ratelimit_test::shared_redis()), clock);
-    ratelimit::Shaper<MemoryLimiter<Gcra, ManualClock>> in_memory(memory, rule);
+    ratelimit::Shaper<InMemory> in_memory(memory, rule);
     ratelimit::Shaper<Redis> on_redis(redis, rule);
     ASSERT_EQ(on_redis.max_delay(), in_memory.max_delay());
     std::mt19937_64 rng(seed);
@@ -44,7 +43,7 @@ void shaper_twin(const ShapingRule& rule, unsigned seed) {
       ASSERT_EQ(static_cast<int>(r.outcome), static_cast<int>(m.outcome)) << "request " << i << " (" << key << ")";
       ASSERT_EQ(r.delay, m.delay) << "request " << i;
       ASSERT_EQ(r.retry_after, m.retry_after) << "request " << i;
-      delayed += r.outcome == ShapeOutcome::delayed ? 1 : 0;
+      delayed += r.outcome == ratelimit::ShapeOutcome::delayed ? 1 : 0;
     }
     EXPECT_GT(delayed, 20);
   } else {
