@@ -27,7 +27,7 @@ struct SleepWaiter {
 
 /// What `acquire` calls to wait: anything callable with a `std::chrono::nanoseconds` delay.
 template <class W>
-concept Waiter = std::invocable<W&, std::chrono::nanoseconds>;
+concept AcquireWaiter = std::invocable<W&, std::chrono::nanoseconds>;
 
 namespace detail {
 
@@ -43,7 +43,7 @@ template <Clock C>
 
 /// Books a slot with `reserve` and sleeps until it: waiters of one key act in the order they booked, each
 /// waking at its own slot. Books nothing when the slot is later than `max_wait`.
-template <ReservingLimiter L, Waiter W, Clock C>
+template <ReservingLimiter L, AcquireWaiter W, Clock C>
 Decision acquire_by_reserving(L& limiter, std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_wait,
                               Jitter* jitter, W& wait, C& clock) {
   const std::int64_t deadline_ns = saturating_add(now_ns(clock), max_wait.count());
@@ -69,7 +69,7 @@ Decision acquire_by_reserving(L& limiter, std::string_view key, std::int64_t cos
 
 /// Checks with `allow` and, on a denial, waits its `retry_after` (plus jitter) and checks again, until
 /// admitted or the next wait would end past `deadline_ns` (on `clock`). Not ordered: concurrent callers race.
-template <Limiter L, Waiter W, Clock C>
+template <Limiter L, AcquireWaiter W, Clock C>
 Decision acquire_by_retrying(L& limiter, std::string_view key, std::int64_t cost, std::int64_t deadline_ns,
                              Jitter* jitter, W& wait, C& clock) {
   for (;;) {
@@ -82,7 +82,7 @@ Decision acquire_by_retrying(L& limiter, std::string_view key, std::int64_t cost
   }
 }
 
-template <Limiter L, Waiter W, Clock C>
+template <Limiter L, AcquireWaiter W, Clock C>
 Decision acquire(L& limiter, std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_wait, Jitter* jitter,
                  W& wait, C& clock) {
   if (max_wait < std::chrono::nanoseconds::zero()) invalid("max_wait", "must be >= 0");
@@ -129,7 +129,7 @@ Decision acquire(L& limiter, std::string_view key, std::int64_t cost, std::chron
 ///       ratelimit::Gcra{.limit = 5, .period = std::chrono::seconds(1), .burst = 1});
 ///   const ratelimit::Decision d = ratelimit::acquire(outgoing, "partner-api", 1, std::chrono::seconds(2));
 ///   if (d) { /* call the partner API now */ } else { /* give up: no slot within 2 s */ }
-template <Limiter L, Waiter W = SleepWaiter, Clock C = std::chrono::steady_clock>
+template <Limiter L, AcquireWaiter W = SleepWaiter, Clock C = std::chrono::steady_clock>
 Decision acquire(L& limiter, std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_wait, W&& wait = {},
                  C clock = {}) {
   return detail::acquire(limiter, key, cost, max_wait, nullptr, wait, clock);
@@ -140,7 +140,7 @@ Decision acquire(L& limiter, std::string_view key, std::int64_t cost, std::chron
 /// end at one instant spread out. Waiting longer never admits more; with reservations, two waiters of
 /// one process may act out of booking order by up to `jitter.max()`. Same parameters, results and
 /// exceptions as `acquire` above.
-template <Limiter L, Waiter W = SleepWaiter, Clock C = std::chrono::steady_clock>
+template <Limiter L, AcquireWaiter W = SleepWaiter, Clock C = std::chrono::steady_clock>
 Decision acquire(L& limiter, std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_wait, Jitter& jitter,
                  W&& wait = {}, C clock = {}) {
   return detail::acquire(limiter, key, cost, max_wait, &jitter, wait, clock);

@@ -60,14 +60,14 @@ class FairAcquirer {
   /// `wait(delay)` sleeps (inject one that advances a `ManualClock` in tests). Thread-safe.
   /// @throws `std::invalid_argument` naming `max_wait` when it is negative, and what the limiter throws
   ///         (the waiter leaves the queue first).
-  template <Waiter W = SleepWaiter>
+  template <AcquireWaiter W = SleepWaiter>
   Decision acquire(std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_wait, W&& wait = {}) {
     return acquire_with(key, cost, max_wait, nullptr, wait);
   }
 
   /// `acquire` that adds a random extra wait from `jitter` to each of the head's waits, within `max_wait`
   /// (include/ratelimit/README.md "Shaping"). Thread-safe.
-  template <Waiter W = SleepWaiter>
+  template <AcquireWaiter W = SleepWaiter>
   Decision acquire(std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_wait, Jitter& jitter,
                    W&& wait = {}) {
     return acquire_with(key, cost, max_wait, &jitter, wait);
@@ -96,7 +96,7 @@ class FairAcquirer {
   static constexpr std::int64_t kHourNs = 3'600'000'000'000;
   using Queues = std::map<std::string, Queue, std::less<>>;
 
-  template <Waiter W>
+  template <AcquireWaiter W>
   Decision acquire_with(std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_wait, Jitter* jitter,
                         W& wait) {
     if constexpr (ReservingLimiter<L>) {
