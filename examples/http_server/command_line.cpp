@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "../redis_url.hpp"
+#include "shaped_route.hpp"
 
 namespace example {
 
@@ -74,6 +75,17 @@ std::optional<int> parse_command_line(int argc, char** argv, Config& config) {
                  "serve /quota, limited to 5 requests per second with this burst per client IP (GCRA, no other "
                  "layer): a remote API for clients that steer by its header fields; 0: no /quota")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1'000'000}));
+  app.add_option("--shape", config.shape,
+                 "PATH=RATE/s[,burst=B][,delay=N]: serve GET PATH shaped per client as nginx's limit_req (the first "
+                 "delay+1 at once, up to burst delayed to the rate, the rest 429)")
+      ->check([](const std::string& value) {
+        try {
+          (void)parse_shape(value);
+          return std::string();
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+      });
   app.add_flag("--manual-clock", config.manual_clock,
                "tests only: time starts at 0, moved by POST /__test/advance?ms=N");
   try {

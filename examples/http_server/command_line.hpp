@@ -30,6 +30,7 @@ struct Config {
   std::int64_t backend_shadow = 0;     // > 0: enforce this static limit, only report the adaptive one
   int threads = 0;                     // HTTP worker threads; 0: cpp-httplib's default
   std::int64_t quota_burst = 0;        // > 0: /quota, GCRA 5/s with this burst per client IP; 0: no /quota
+  std::string shape;  // --shape PATH=RATE/s,burst=B,delay=N: one route shaped as nginx's limit_req (shaped_route.cpp)
   std::string plans_file;  // JSON plan numbers, read at start and again on SIGHUP (limits.cpp)  // every layer in
                            // shadow (dry-run) mode: nothing is denied, would-be denials counted
 };

@@ -2,6 +2,7 @@
 #include "server.hpp"
 
 #include "backend.hpp"
+#include "shaped_route.hpp"
 
 #include <httplib.h>
 #include <pthread.h>
@@ -247,6 +248,8 @@ int serve(const Config& config, Limits& limits, const ServerClock& clock, const 
     res.headers.clear();
     problem_reply(res, 500, "Internal Server Error");
   });
+  const std::shared_ptr<void> shaped =
+      config.shape.empty() ? nullptr : add_shaped_route(server, parse_shape(config.shape), clock);
   add_routes(server, limits, clock);
   if (config.quota_burst > 0) add_quota_route(server);
   std::optional<SimulatedBackend> backend;

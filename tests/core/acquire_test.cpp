@@ -32,7 +32,8 @@ class Acquire : public ::testing::Test {
  protected:
   ManualClock clock;
   // T = 100 ms, burst 2.
-  MemoryLimiter<ratelimit::Gcra, ManualClock> limiter{ratelimit::Gcra{.limit = 10, .period = 1s, .burst = 2}, {}, clock};
+  MemoryLimiter<ratelimit::Gcra, ManualClock> limiter{
+      ratelimit::Gcra{.limit = 10, .period = 1s, .burst = 2}, {}, clock};
   std::vector<std::chrono::nanoseconds> delays;
   ClockWaiter waiter{clock, &delays};
 };
@@ -59,8 +60,19 @@ TEST_F(Acquire, WaitsExactlyRetryAfter) {
   EXPECT_EQ(clock.now().time_since_epoch(), 300ms);
 }
 
+/// The limiter without `reserve`: acquire checks and retries, as it does for window policies.
+struct RetryingOnly {
+  MemoryLimiter<ratelimit::Gcra, ManualClock>& inner;
+  Decision allow(std::string_view key, std::int64_t cost = 1) { return inner.allow(key, cost); }
+  Decision peek(std::string_view key) { return inner.peek(key); }
+  void reset(std::string_view key) { inner.reset(key); }
+};
+
+// A limiter that cannot book (ratelimit::ReservingLimiter) is checked again after each wait. A reserving one keeps
+// the slot it booked (ShapingAcquire.ABookedSlotCannotBeTakenByAnotherCaller).
 TEST_F(Acquire, WaitsAgainWhenSomeoneElseTookTheQuota) {
   ASSERT_TRUE(limiter.allow("k", 2));
+  RetryingOnly retrying{limiter};
   int stolen = 0;
   auto thief = [&](std::chrono::nanoseconds delay) {
     delays.push_back(delay);
@@ -69,7 +81,7 @@ TEST_F(Acquire, WaitsAgainWhenSomeoneElseTookTheQuota) {
       EXPECT_TRUE(limiter.allow("k"));  // another caller is faster, twice
     }
   };
-  const Decision d = ratelimit::acquire(limiter, "k", 1, 250ms, thief, clock);
+  const Decision d = ratelimit::acquire(retrying, "k", 1, 250ms, thief, clock);
   // Waits 100 ms (stolen), 100 ms (stolen); the third wait (100 ms) would pass 250 ms in total.
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.retry_after, 100ms);
@@ -160,8 +172,8 @@ TEST(AcquireDeadline, MaxWaitIsTheTotalTimeIncludingChecksAndOversleep) {
   const Decision d = ratelimit::acquire(limiter, "k", 1, 50ms, waiter, clock);
   EXPECT_FALSE(d.allowed);
   // The deadline, plus at most one oversleep and the one check after it.
-  EXPECT_LE(clock.now() - start, 50ms + 500us + 1ms) << "acquire took " << (clock.now() - start).count() << " ns after "
-                                       << limiter.checks << " checks";
+  EXPECT_LE(clock.now() - start, 50ms + 500us + 1ms)
+      << "acquire took " << (clock.now() - start).count() << " ns after " << limiter.checks << " checks";
   EXPECT_GE(clock.now() - start, 48ms) << "acquire gave up early";
 }
 
@@ -174,7 +186,6 @@ TEST(AcquireDeadline, AdmitsWhenTheWaitFitsTheRestOfTheDeadline) {
   clock.advance(1ms);  // 9 ms to the next window
   EXPECT_FALSE(ratelimit::acquire(limiter, "k", 1, 8ms, waiter, clock).allowed);
 }
-
 
 // A negative max_wait is a caller's mistake, as for ConcurrencyLimiter::acquire: it throws naming the
 // field instead of returning a denial that looks like a full limiter, and checks nothing.

@@ -82,6 +82,9 @@ class RedisLimiter final : public detail::LayeredMember {
   using policy_type = P;
   using clock_type = C;
 
+  /// Redis's tick, the unit of `rules()`: one microsecond.
+  static constexpr std::int64_t kTickNs = 1000;
+
   /// Validates the policy and the options and makes a route of its own (`make_route`); connects nothing yet. Throws
   /// `std::invalid_argument` naming the field (e.g. `Gcra.period`, `LimiterOptions.key_prefix`).
   RedisLimiter(P policy, const RedisOptions& options, C clock = {});
