@@ -32,6 +32,7 @@
 #include "ratelimit/redis/detail/script_mode.hpp"
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/stats.hpp"
+#include "ratelimit/reservation.hpp"
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
@@ -48,6 +49,7 @@ using engine::ConnectionPool;
 using engine::Route;
 namespace detail {
 struct EmbeddedScript;
+struct ReserveReply;
 template <Policy P, Clock C, Clock G>
 class Answer;
 }  // namespace detail
@@ -73,8 +75,10 @@ using Request = ratelimit::BatchRequest;
 ///   limiter.wait_ready(std::chrono::seconds(5));  // at start-up; throws BackendError saying why not
 ///   if (!limiter.allow("client-42")) { /* answer 429: the whole fleet shares this key's limit */ }
 template <Policy P, Clock C = std::chrono::system_clock>
-class RedisLimiter final : public detail::LayeredMember {
+class RedisLimiter final : public detail::LayeredMember, public ratelimit::detail::ReservationBook {
   using Mode = detail::Mode;
+  // Only GCRA and the token bucket book ahead: a window's count has no order of arrivals to book a later slot in.
+  static constexpr bool kReserves = P::kind == std::string_view("gcra") || P::kind == std::string_view("token_bucket");
   using Answer = detail::Answer<P, C, detail::GateClock<C>>;
   struct Config;  // detail::PolicyConfig of the answer step's share
 
@@ -161,6 +165,30 @@ class RedisLimiter final : public detail::LayeredMember {
   /// Gives back up to `cost` units `key` consumed (include/ratelimit/README.md "Refunds"); returns the key's state
   /// afterwards (a fresh key's when Redis failed). Thread-safe. Throws as `allow`.
   Decision refund(std::string_view key, std::int64_t cost);
+
+  /// Books `cost` (>= 0) units of `key` (include/ratelimit/README.md "Reservations"; include/ratelimit/redis/README.md
+  /// "Reservations and settling"): one script call, atomic. `ok()` is false, nothing booked, when `cost` exceeds the
+  /// burst. Only GCRA and the token bucket. Thread-safe. When Redis fails: under `fail_open` an ok booking with delay 0
+  /// and nothing to cancel, under `fail_closed` a refusal of `failure_retry_after`; throws as `allow`.
+  Reservation reserve(std::string_view key, std::int64_t cost = 1)
+    requires kReserves;
+  /// As above, booking only when the delay is at most `max_delay` (>= 0; whole microseconds count, a rest is dropped);
+  /// otherwise nothing is written and the refusal's `delay()` is the wait it would have needed. Throws as above, and
+  /// `std::invalid_argument` naming `max_delay` when it is negative.
+  Reservation reserve(std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_delay)
+    requires kReserves;
+
+  /// After a request charged `charged` units turned out to cost `actual` (include/ratelimit/README.md "Settling"):
+  /// the key's state becomes what charging `actual` would have made it, in one script call (atomic). Above `charged`
+  /// the difference is debited even beyond the limit (the key owes it; at most `max_debt` units beyond the burst or
+  /// limit, clamped; at most what keeps Lua's doubles exact: the default); below, it is refunded as `refund` does.
+  /// Returns the key's state afterwards as a cost-0 check sees it (a debt: remaining 0). The window policies act on
+  /// the current window. Thread-safe. Throws `std::invalid_argument` naming `charged`, `actual` or `max_debt` when
+  /// negative, or the key; when Redis fails, the failure policy's decision (`fail_open`: a fresh key's), or throws
+  /// under `raise`.
+  Decision settle(std::string_view key, std::int64_t charged, std::int64_t actual);
+  /// As above with a bound on the debt: `max_debt` (>= 0) units beyond the burst or limit.
+  Decision settle(std::string_view key, std::int64_t charged, std::int64_t actual, std::int64_t max_debt);
 
   /// A policy validated for Redis for calls that name it (include/ratelimit/layers/README.md "Per-key quota
   /// overrides"). Immutable; made by `prepare`.
@@ -328,6 +356,13 @@ class RedisLimiter final : public detail::LayeredMember {
   std::int64_t now_us();
 
   [[nodiscard]] detail::LayeredPart layered_part(std::string_view key, std::int64_t cost) override;
+
+  /// `Reservation::cancel`: one script call; a failure is counted and leaves the slot spent (never throws).
+  void cancel_reservation(std::string_view key, const ratelimit::detail::ReservationTicket& ticket) noexcept override;
+  /// One call of `mode` with `extra` after the parameters through the answer step (`send`); a reserve's three values
+  /// go to `booked` when Redis decided.
+  CheckResult send_one(std::string_view key, std::int64_t cost, Mode mode, std::span<const std::string> extra,
+                       std::optional<detail::ReserveReply>* booked = nullptr);
 
   CheckResult run(std::string_view key, std::int64_t cost, Mode mode, const Config& config);
 
