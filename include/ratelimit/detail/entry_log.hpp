@@ -193,6 +193,13 @@ class EntryLog {
     push_back(LogEntry{at, cost});
   }
 
+  /// Adds `cost` to the newest entry (not empty) and moves it to `at` (not before its time).
+  void add_to_back(std::int64_t at, std::int64_t cost) noexcept {
+    LogEntry& newest = mutable_at(size() - 1);
+    newest = LogEntry{at, newest.cost + cost};
+    if (ring_ != nullptr) heap_.total += cost;
+  }
+
   /// Moves the `i`-th oldest entry to time `at` (`i < size()`; the order of the entries must stay).
   void set_at(std::size_t i, std::int64_t at) noexcept { mutable_at(i).at = at; }
 

@@ -146,7 +146,7 @@ class Layer {
   /// Thread-safe.
   void set_shadow(bool on) noexcept { shadow_.store(on, std::memory_order_relaxed); }
 
-  // Backend hooks, used by `check_layers` and `refund_layers`.
+  // Backend hooks, used by `check_layers`, `refund_layers` and `settle_layers`.
 
   /// Nanoseconds since the epoch of the layer's clock (penalties run on it).
   [[nodiscard]] virtual std::int64_t now_ns() = 0;
@@ -159,6 +159,18 @@ class Layer {
   virtual CheckResult backend_allow(std::string_view key, std::int64_t cost) = 0;
   /// The backend's own `refund(key, cost)`; counts a backend error and rethrows when it throws.
   virtual Decision backend_refund(std::string_view key, std::int64_t cost) = 0;
+  /// True when `backend_settle` can debit (its limiter has `settle`); false by default.
+  [[nodiscard]] virtual bool can_settle() const noexcept { return false; }
+  /// The backend's own `settle(key, charged, actual, max_debt)` (include/ratelimit/README.md "Settling after the
+  /// response"); counts a backend error and rethrows when it throws. By default (a layer whose backend cannot
+  /// debit) a settle at or below the charge is the refund it is, `backend_refund(key, charged - actual)`, and one
+  /// above it throws `std::logic_error`: the debt cannot be recorded, and admitting it silently would lie.
+  virtual Decision backend_settle(std::string_view key, std::int64_t charged, std::int64_t actual,
+                                  std::int64_t max_debt) {
+    (void)max_debt;
+    if (actual > charged) throw std::logic_error("settle: not supported by this layer (its limiter has no settle)");
+    return backend_refund(key, charged - actual);
+  }
   /// What holds this layer's key states (a `LimiterLayer`'s limiter; by default the layer itself): two
   /// layers with one holder share the state of each key.
   [[nodiscard]] virtual const void* state_holder() const noexcept { return this; }
@@ -247,6 +259,15 @@ class LimiterLayer final : public Layer {
   Decision backend_refund(std::string_view key, std::int64_t cost) override {
     return counting_errors([&] { return limiter_.refund(key, cost); });
   }
+  [[nodiscard]] bool can_settle() const noexcept override { return kSettles; }
+  Decision backend_settle(std::string_view key, std::int64_t charged, std::int64_t actual,
+                          std::int64_t max_debt) override {
+    if constexpr (kSettles) {
+      return counting_errors([&] { return limiter_.settle(key, charged, actual, max_debt); });
+    } else {
+      return Layer::backend_settle(key, charged, actual, max_debt);
+    }
+  }
   [[nodiscard]] const void* state_holder() const noexcept override { return &limiter_; }
 
  private:
@@ -289,6 +310,10 @@ class LimiterLayer final : public Layer {
       return 0;
     }
   }
+
+  static constexpr bool kSettles = requires(L & l, std::string_view key, std::int64_t n) {
+    { l.settle(key, n, n, n) } -> std::same_as<Decision>;
+  };
 
   L& limiter_;
   mutable std::mutex sync_mutex_;

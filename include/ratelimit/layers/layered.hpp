@@ -482,4 +482,51 @@ inline void refund_layers(std::span<const LayerRequest> requests, const LayeredD
   }
 }
 
+/// After the response, settles every layer the request `passed` consumed in (`passed = check_layers(requests)`,
+/// the layers whose outcome is `consumed()`, as `refund_layers(requests, passed)` picks them): layer `i` was charged
+/// `requests[i].cost` and settles to `actual[i]` with its limiter's `settle` (include/ratelimit/README.md
+/// "Settling after the response"): above the charge debited even past the limit (at most `max_debt` units owed
+/// beyond it), below it given back. One `actual` per request, since layers may count in other units (requests
+/// on one, tokens on another). Each layer settles on its own, not atomically across layers. Thread-safe. Throws
+/// `std::invalid_argument` as `refund_layers(requests, passed)`, naming `actual` when its size is not
+/// `requests.size()`, `actual[i]` for a negative value, or `max_debt` when negative; `std::logic_error`, settling
+/// nothing, when a layer that must debit cannot (`Layer::can_settle`); then what a backend throws.
+/// Example:
+///   ratelimit::MemoryLimiter<ratelimit::Gcra> requests_per_user(
+///       ratelimit::Gcra{.limit = 60, .period = std::chrono::minutes(1), .burst = 10});
+///   ratelimit::MemoryLimiter<ratelimit::Gcra> tokens_per_user(
+///       ratelimit::Gcra{.limit = 100'000, .period = std::chrono::minutes(1), .burst = 20'000});
+///   ratelimit::LimiterLayer calls(requests_per_user, "calls");
+///   ratelimit::LimiterLayer tokens(tokens_per_user, "tokens");
+///   const ratelimit::LayerRequest request[] = {{&calls, "user:42", 1}, {&tokens, "user:42", 1'000}};
+///   const ratelimit::LayeredDecision passed = ratelimit::check_layers(request);
+///   if (passed) {
+///     const std::int64_t used[] = {1, 1'750};  // the answer took 1,750 tokens, not the 1,000 estimated
+///     ratelimit::settle_layers(request, passed, used);
+///   }
+inline void settle_layers(std::span<const LayerRequest> requests, const LayeredDecision& passed,
+                          std::span<const std::int64_t> actual, std::int64_t max_debt = detail::kInt64Max) {
+  if (passed.layers.size() != requests.size()) detail::invalid("passed", "must be the decision of these requests");
+  if (max_debt < 0) detail::throw_negative_cost(max_debt, "max_debt");
+  if (actual.size() != requests.size()) {
+    detail::invalid("actual", "must hold one value per request (" + std::to_string(requests.size()) + "), got " +
+                                  std::to_string(actual.size()));
+  }
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i].layer == nullptr) detail::invalid("layer", "must not be null");
+    detail::require_cost(requests[i].cost);
+    if (actual[i] < 0) detail::throw_negative_cost(actual[i], "actual[" + std::to_string(i) + "]");
+    if (passed.layers[i].layer != requests[i].layer)
+      detail::invalid("passed", "must be the decision of these requests");
+  }
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (passed.layers[i].consumed() && actual[i] > requests[i].cost && !requests[i].layer->can_settle())
+      throw std::logic_error("settle: not supported by this layer (its limiter has no settle)");
+  }
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (!passed.layers[i].consumed()) continue;
+    requests[i].layer->backend_settle(requests[i].key, requests[i].cost, actual[i], max_debt);
+  }
+}
+
 }  // namespace ratelimit

@@ -126,6 +126,22 @@ class QuotaOverrides {
     const auto o = resolve(key);
     return o ? limiter_.refund(key, cost, *o) : limiter_.refund(key, cost);
   }
+  /// Makes `key`'s state what charging `actual` instead of `charged` would have made it, under its policy (the
+  /// limiter's `settle`, include/ratelimit/README.md "Settling after the response"), with at most `max_debt` units
+  /// owed beyond the limit (by default no bound beyond exact arithmetic). For a limiter that settles under a
+  /// named policy. Thread-safe. Throws `std::invalid_argument` naming `charged`, `actual` or `max_debt`, or as
+  /// `check`.
+  Decision settle(std::string_view key, std::int64_t charged, std::int64_t actual,
+                  std::int64_t max_debt = detail::kInt64Max) requires
+      requires(L& l, std::string_view k, std::int64_t n, const PreparedPolicy& prepared) {
+    { l.settle(k, n, n, n, prepared) } -> std::same_as<Decision>;
+    { l.settle(k, n, n, n) } -> std::same_as<Decision>;
+  }
+  {
+    detail::require_settle(charged, actual, max_debt);
+    const auto o = resolve(key);
+    return o ? limiter_.settle(key, charged, actual, max_debt, *o) : limiter_.settle(key, charged, actual, max_debt);
+  }
   /// Forgets the key's state (the limiter's `reset`); its cached resolution stays. Thread-safe.
   decltype(auto) reset(std::string_view key) { return limiter_.reset(key); }
 

@@ -29,6 +29,7 @@
 #include "ratelimit/memory/sharded_store.hpp"
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/batch_request.hpp"
+#include "ratelimit/reservation.hpp"
 
 namespace ratelimit {
 
@@ -111,7 +112,7 @@ std::size_t memory_shards_for(const MemoryOptions& o, const R& rules) {
 ///     /* answer 429; d.retry_after says when the same request would pass */
 ///   }
 template <Policy P, Clock C = std::chrono::steady_clock>
-class MemoryLimiter final : public detail::LockedMember {
+class MemoryLimiter final : public detail::LockedMember, public detail::ReservationBook {
  public:
   using policy_type = P;
   using clock_type = C;
@@ -206,6 +207,75 @@ class MemoryLimiter final : public detail::LockedMember {
   /// As `refund(key, cost)`, at a time the caller read.
   Decision refund(std::string_view key, std::int64_t cost, time_point now);
 
+  /// Books `cost` units of `key` now for a later act (include/ratelimit/README.md "Reservations"), as
+  /// golang.org/x/time/rate's `Reserve`: the units are taken at once, and `delay()` says how long after now the
+  /// caller may act (bookings of one key follow each other by the emission interval `T`). Not booked (`ok()`
+  /// false, nothing written) when `cost` exceeds the burst (`delay()` is `Decision::never`). GCRA and token
+  /// bucket only (a compile error for the window policies: the README says why). Exact in nanoseconds.
+  /// Thread-safe (one step under the key's shard lock); the limiter must outlive the `Reservation`. Throws
+  /// `std::invalid_argument` for a negative cost or a key longer than `max_key_bytes`.
+  /// Example:
+  ///   ratelimit::MemoryLimiter<ratelimit::Gcra> outgoing(
+  ///       ratelimit::Gcra{.limit = 10, .period = std::chrono::seconds(1), .burst = 1});
+  ///   ratelimit::Reservation r = outgoing.reserve("partner-api");
+  ///   if (r.ok()) { std::this_thread::sleep_for(r.delay()); /* call the partner */ }
+  Reservation reserve(std::string_view key, std::int64_t cost = 1) requires ReservableRules<RulesOf<P>> {
+    return reserve_at(key, cost, Decision::never, ticks(clock_.now()));
+  }
+
+  /// As `reserve(key, cost)`, booking only when the delay would be at most `max_delay` (>= 0): otherwise
+  /// nothing is written and the refusal's `delay()` is the wait the booking would have needed. Also refused
+  /// when the key's backlog would pass `Rules::max_backlog()` (~73 years). What shaping uses: one atomic step.
+  /// Throws as `reserve`, and `std::invalid_argument` naming `max_delay` when it is negative.
+  /// Example:
+  ///   ratelimit::MemoryLimiter<ratelimit::TokenBucket> uploads(ratelimit::TokenBucket{
+  ///       .capacity = 5, .refill_tokens = 1, .refill_period = std::chrono::seconds(1)});
+  ///   ratelimit::Reservation r = uploads.reserve("user:7", 2, std::chrono::milliseconds(500));
+  ///   if (!r.ok()) { /* answer 429 with Retry-After: r.delay() */ }
+  Reservation reserve(std::string_view key, std::int64_t cost,
+                      std::chrono::nanoseconds max_delay) requires ReservableRules<RulesOf<P>> {
+    return reserve_at(key, cost, max_delay, ticks(clock_.now()));
+  }
+
+  /// As `reserve(key, cost, max_delay)`, at a time the caller read. `cancel()` reads the limiter's clock.
+  Reservation reserve(std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_delay,
+                      time_point now) requires ReservableRules<RulesOf<P>> {
+    return reserve_at(key, cost, max_delay, ticks(now));
+  }
+
+  /// After the response, makes `key`'s state what charging `actual` units instead of `charged` would have made
+  /// it (include/ratelimit/README.md "Settling after the response"): the difference above `charged` is debited
+  /// even past the limit (the key owes it: with GCRA, 5 units owed delay the next request by 5 emission
+  /// intervals), the difference below is given back exactly as `refund`. Window policies act on the current
+  /// window, which is the one the request was charged in while it is current. No bound on the debt beyond
+  /// what keeps the arithmetic exact (`settle` with `max_debt` bounds it). Returns the key's state afterwards as
+  /// a cost-0 check sees it (`remaining` 0 in debt), for headers. Thread-safe (one step under the key's shard
+  /// lock). Throws `std::invalid_argument` naming `charged` or `actual` when negative, or for a key longer than
+  /// `max_key_bytes`.
+  /// Example:
+  ///   ratelimit::MemoryLimiter<ratelimit::Gcra> tokens(
+  ///       ratelimit::Gcra{.limit = 10'000, .period = std::chrono::minutes(1), .burst = 20'000});
+  ///   const std::int64_t estimate = 500;
+  ///   if (tokens.allow("tenant:3", estimate)) {
+  ///     const std::int64_t used = 800;  // the model's answer turned out longer
+  ///     const ratelimit::Decision after = tokens.settle("tenant:3", estimate, used);
+  ///     (void)after;  // headers: after.remaining, after.reset_after
+  ///   }
+  Decision settle(std::string_view key, std::int64_t charged, std::int64_t actual) {
+    return settle(key, charged, actual, detail::kInt64Max, clock_.now());
+  }
+
+  /// As `settle(key, charged, actual)`, leaving at most `max_debt` units (>= 0) owed beyond the limit: a debit
+  /// past that is clamped, never refused (0: never past the limit). Throws as `settle`, and
+  /// `std::invalid_argument` naming `max_debt` when it is negative.
+  Decision settle(std::string_view key, std::int64_t charged, std::int64_t actual, std::int64_t max_debt) {
+    return settle(key, charged, actual, max_debt, clock_.now());
+  }
+
+  /// As `settle(key, charged, actual, max_debt)`, at a time the caller read.
+  Decision settle(std::string_view key, std::int64_t charged, std::int64_t actual, std::int64_t max_debt,
+                  time_point now);
+
   /// What a cost-1 request would see now, consuming nothing (include/ratelimit/README.md "Decisions"). Thread-safe.
   /// Throws `std::invalid_argument` for a key longer than `max_key_bytes`.
   Decision peek(std::string_view key) { return peek(key, clock_.now()); }
@@ -296,6 +366,13 @@ class MemoryLimiter final : public detail::LockedMember {
   Decision refund_under_lock(std::string_view key, const detail::KeyHandle& handle, std::int64_t cost) override;
   Decision evaluate_under_lock(std::string_view key, const detail::KeyHandle& handle, std::int64_t cost) override;
   Decision current_under_lock(std::string_view key, const detail::KeyHandle& handle) override;
+
+  // The `reserve` overloads at `t`. Unconstrained, so that an explicit instantiation for a window policy (which
+  // clang 14 makes of constrained members too) compiles: it books nothing there.
+  Reservation reserve_at(std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_delay, std::int64_t t);
+
+  // detail::ReservationBook: a `Reservation`'s cancel. Nothing for a key evicted or reset since the booking.
+  void cancel_reservation(std::string_view key, const detail::ReservationTicket& ticket) noexcept override;
 
   // The store callbacks of allow and refund, shared by the locking and the `*_locked` paths.
   auto allow_fn(std::int64_t t, std::int64_t cost) const {
@@ -393,6 +470,63 @@ RATELIMIT_DECL Decision MemoryLimiter<P, C>::refund(std::string_view key, std::i
   detail::require_cost(cost);
   const std::int64_t t = ticks(now);
   return to_decision(store_.update(key, store_.hash(key), refund_fn(t, cost), is_full_fn(t)), kTickNs);
+}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL Reservation MemoryLimiter<P, C>::reserve_at(std::string_view key, std::int64_t cost,
+                                                           std::chrono::nanoseconds max_delay, std::int64_t t) {
+  if constexpr (ReservableRules<RulesOf<P>>) {
+    check_key(key);
+    detail::require_cost(cost);
+    if (max_delay.count() < 0) detail::invalid("max_delay", "must be >= 0, got " + std::to_string(max_delay.count()));
+    std::string held(key);  // before booking: a booking must not be lost to a failed allocation
+    auto fn = [&](State& state, bool present) {
+      const auto booking = rules_.reserve(state, t, cost, max_delay.count() / kTickNs);
+      return std::pair{booking, (booking.ok && cost > 0) || (present && !rules_.is_full(state, t))};
+    };
+    const auto booking = store_.update(key, store_.hash(key), fn, is_full_fn(t));
+    const Decision decision = to_decision(booking.decision, kTickNs);
+    const std::chrono::nanoseconds delay = to_decision(TickDecision{.retry_after = booking.delay}, kTickNs).retry_after;
+    if (!booking.ok) return Reservation::refused(delay, decision);
+    return Reservation(this, std::move(held), booking.ticket, delay, decision);
+  } else {
+    (void)key, (void)cost, (void)max_delay, (void)t;
+    return Reservation{};
+  }
+}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL void MemoryLimiter<P, C>::cancel_reservation(std::string_view key,
+                                                            const detail::ReservationTicket& ticket) noexcept {
+  if constexpr (ReservableRules<RulesOf<P>>) {
+    try {
+      const std::int64_t t = ticks(clock_.now());
+      auto fn = [&](State& state, bool present) {
+        if (present) rules_.cancel(state, t, ticket);  // an absent key was evicted or reset: nothing to give back
+        return std::pair{true, present && !rules_.is_full(state, t)};
+      };
+      store_.update(key, store_.hash(key), fn, is_full_fn(t));
+    } catch (...) {  // a clock that throws: the slot stays spent, the safe side
+    }
+  } else {
+    (void)key;
+    (void)ticket;
+  }
+}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL Decision MemoryLimiter<P, C>::settle(std::string_view key, std::int64_t charged, std::int64_t actual,
+                                                    std::int64_t max_debt, time_point now) {
+  check_key(key);
+  detail::require_settle(charged, actual, max_debt);
+  const std::int64_t t = ticks(now);
+  auto fn = [&](State& state, bool present) {
+    // An absent key is full: a give-back leaves it so, and nothing is inserted.
+    if (!present && actual <= charged) return std::pair{rules_.evaluate(state, t, 0), false};
+    const TickDecision d = ratelimit::settle(rules_, state, t, charged, actual, max_debt);
+    return std::pair{d, !rules_.is_full(state, t)};
+  };
+  return to_decision(store_.update(key, store_.hash(key), fn, is_full_fn(t)), kTickNs);
 }
 
 template <Policy P, Clock C>

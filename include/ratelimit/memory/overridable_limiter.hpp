@@ -134,6 +134,35 @@ class OverridableMemoryLimiter {
     return to_decision(store_.update(key, store_.hash(key), fn, is_full_fn(t)), kTickNs);
   }
 
+  /// Makes `key`'s state what charging `actual` instead of `charged` would have made it (`MemoryLimiter::settle`,
+  /// include/ratelimit/README.md "Settling after the response"), under the limiter's policy, with no bound on the
+  /// debt beyond exact arithmetic. Thread-safe. Throws `std::invalid_argument` naming `charged` or `actual`, or as
+  /// `allow`.
+  Decision settle(std::string_view key, std::int64_t charged, std::int64_t actual) {
+    return settle(key, charged, actual, detail::kInt64Max, base());
+  }
+  /// As `settle(key, charged, actual)`, at most `max_debt` units (>= 0, else `std::invalid_argument` naming
+  /// `max_debt`) owed beyond the limit.
+  Decision settle(std::string_view key, std::int64_t charged, std::int64_t actual, std::int64_t max_debt) {
+    return settle(key, charged, actual, max_debt, base());
+  }
+  /// As `settle(key, charged, actual, max_debt)`, under `policy` (the usage converted to it first).
+  Decision settle(std::string_view key, std::int64_t charged, std::int64_t actual, std::int64_t max_debt,
+                  const PreparedPolicy& policy) {
+    check_key(key);
+    detail::require_settle(charged, actual, max_debt);
+    const RulesOf<P>& rules = policy.rules_;
+    const std::int64_t t = detail::now_ns(clock_);
+    auto fn = [&](Tagged& s, bool present) {
+      // An absent key is full: a give-back leaves it so, and nothing is inserted.
+      if (!present && actual <= charged) return std::pair{rules.evaluate(s.state, t, 0), false};
+      convert(s, rules, t);
+      const TickDecision d = ratelimit::settle(rules, s.state, t, charged, actual, max_debt);
+      return std::pair{d, !rules.is_full(s.state, t)};
+    };
+    return to_decision(store_.update(key, store_.hash(key), fn, is_full_fn(t)), kTickNs);
+  }
+
   /// Forgets the key's state: it is full again. Thread-safe. Throws for a key longer than `max_key_bytes`.
   void reset(std::string_view key) {
     check_key(key);

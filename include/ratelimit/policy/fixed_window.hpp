@@ -57,6 +57,19 @@ struct FixedWindow {
       return evaluate(s, now, 0);
     }
 
+    /// Debits `cost` units owed after the fact (`settle` above the charge) to the current window, the one the
+    /// request was charged in while it is current: `c = c + n`, also past the limit, at most `limit + max_debt`
+    /// (`WindowRules::debited`), written at the effective time. Returns the state as a cost-0 check sees it
+    /// afterwards (`remaining` 0 past the limit; `reset_after` when the window ends). `cost`, `max_debt` >= 0.
+    TickDecision debit(State& s, std::int64_t now, std::int64_t cost, std::int64_t max_debt) const noexcept {
+      const View v = view(s, now);
+      if (cost > 0) {
+        s.written = v.now;
+        s.count = debited(v.count, cost, max_debt);
+      }
+      return evaluate(s, now, 0);
+    }
+
     /// Carries a key's usage kept under `old` over to these rules at `now` (include/ratelimit/README.md "Changing a
     /// policy at run time"): the count of the current (old) window is kept as the count of the current new window
     /// (written at the effective time `t`) and compared with the new limit; a count of an earlier window

@@ -11,6 +11,7 @@
 #include "ratelimit/detail/divider.hpp"
 #include "ratelimit/policy/policy.hpp"
 #include "ratelimit/policy/viewed_rules.hpp"
+#include "ratelimit/reservation.hpp"
 
 namespace ratelimit {
 
@@ -74,6 +75,86 @@ struct Gcra {
       return evaluate_at(s, t, 0);
     }
 
+    /// What `reserve` answers, in ticks.
+    struct Booking {
+      /// True when the units were booked.
+      bool ok = false;
+      /// How long after `t` the caller may act (>= 0); for a refusal the wait the booking would have
+      /// needed, `TickDecision::never` when the cost exceeds the burst.
+      std::int64_t delay = 0;
+      /// What `cancel` needs (meaningful when `ok`).
+      detail::ReservationTicket ticket{};
+      /// The key's state afterwards as a cost-0 check sees it (`remaining` 0 while the backlog is past tau).
+      TickDecision decision{};
+    };
+
+    /// The longest backlog `TAT - t` a booking or a debit may leave, in ticks: the policies' horizon (~73 years
+    /// of nanoseconds) in this backend's ticks, so that every duration a decision reports stays representable.
+    /// Near the end of the int64 clock it is smaller (`TAT` itself must fit): never below `2 * tau`.
+    [[nodiscard]] std::int64_t max_backlog() const noexcept { return max_backlog_; }
+
+    /// Books `cost` units at `now` (include/ratelimit/README.md "Reservations"): `base = max(TAT, t)`,
+    /// `new_tat = base + cost*T`, `delay = max(0, new_tat - tau - t)`. Refused, with nothing written, when
+    /// `cost > burst` (`delay = never`), when `delay > max_delay`, or when the new backlog would pass
+    /// `max_backlog()`; else `TAT = new_tat`, written at `t`. The backlog may pass tau: later bookings wait.
+    /// `cost >= 0`, `max_delay >= 0` (the caller checks).
+    Booking reserve(State& s, std::int64_t now, std::int64_t cost, std::int64_t max_delay) const noexcept {
+      const std::int64_t t = view(s, now);
+      Booking b;
+      if (cost > burst_) {
+        b.delay = TickDecision::never;
+      } else {
+        // Up to max_backlog + 4 tau (a state written under other rules) plus tau: in 128 bits to be sure.
+        const detail::i128 backlog = detail::i128{s.tat > t ? s.tat - t : 0} + detail::i128{cost} * emission_interval_;
+        const detail::i128 delay = backlog > tolerance_ ? backlog - tolerance_ : 0;
+        b.delay = static_cast<std::int64_t>(delay);
+        if (delay <= max_delay && backlog <= backlog_cap(t)) {
+          s.tat = t + static_cast<std::int64_t>(backlog);
+          s.written = t;
+          b.ok = true;
+          b.ticket = detail::ReservationTicket{s.tat, t + b.delay, cost};
+        }
+      }
+      b.decision = evaluate_at(s, t, 0);
+      return b;
+    }
+
+    /// Gives back what is unspent of a booking (x/time/rate's `CancelAt`, include/ratelimit/README.md
+    /// "Reservations"): nothing once `act_at <= t`; else `later = max(0, TAT - booked_tat)` (what later bookings
+    /// added), `restore = cost*T - later`, and when `restore > 0`: `TAT = max(TAT - restore, t)`, written at `t`.
+    /// In 128 bits: a ticket may come from other rules (a policy changed since the booking).
+    void cancel(State& s, std::int64_t now, const detail::ReservationTicket& ticket) const noexcept {
+      const std::int64_t t = view(s, now);
+      if (ticket.act_at <= t) return;
+      const detail::i128 added_later = detail::i128{s.tat} - ticket.booked_tat;
+      const detail::i128 restore = detail::i128{ticket.cost} * emission_interval_ - (added_later > 0 ? added_later : 0);
+      if (restore <= 0) return;
+      const detail::i128 tat = detail::i128{s.tat} - restore;
+      s.tat = tat > t ? static_cast<std::int64_t>(tat) : t;
+      s.written = t;
+    }
+
+    /// Debits `cost` units owed after the fact (`settle` above the charge): `TAT = max(TAT, t) + cost*T`,
+    /// also past tau, but leaving at most `max_debt` units owed beyond the burst (a backlog of at most
+    /// `tau + max_debt*T`, and at most `max_backlog()`): clamped, never refused, and never lowered. Written
+    /// at `t`. Returns the state afterwards as a cost-0 check sees it. `cost >= 0`, `max_debt >= 0`.
+    TickDecision debit(State& s, std::int64_t now, std::int64_t cost, std::int64_t max_debt) const noexcept {
+      const std::int64_t t = view(s, now);
+      if (cost > 0) {
+        using detail::i128;
+        const i128 backlog = s.tat > t ? i128{s.tat} - t : 0;
+        const i128 debt_cap = i128{tolerance_} + i128{max_debt} * emission_interval_;
+        const i128 cap = debt_cap < backlog_cap(t) ? debt_cap : i128{backlog_cap(t)};
+        const i128 wanted = backlog + i128{cost} * emission_interval_;
+        const i128 after = wanted < cap ? wanted : cap;
+        if (after > backlog) {
+          s.tat = t + static_cast<std::int64_t>(after);
+          s.written = t;
+        }
+      }
+      return evaluate_at(s, t, 0);
+    }
+
     /// Carries a key's usage kept under `old` over to these rules at `now` (include/ratelimit/README.md "Changing a
     /// policy at run time"): the used units `ceil((TAT - t) / T_old)` stay used, `TAT = t + min(units, burst) * T`
     /// (clamped to the new tolerance), written at the effective time `t`. A full key stays full, also
@@ -94,13 +175,14 @@ struct Gcra {
     // Built only by `Gcra::rules`, which validates the values (a zero window would divide by zero).
     friend struct Gcra;
     friend class detail::ViewedRules<Rules>;
-    Rules(std::int64_t burst, std::int64_t emission_interval)
+    Rules(std::int64_t burst, std::int64_t emission_interval, std::int64_t max_backlog)
         : burst_(burst),
           emission_interval_(emission_interval),
           tolerance_(burst * emission_interval),
           per_interval_(static_cast<std::uint64_t>(emission_interval)),
           time_lo_(detail::clamp_time(detail::kInt64Min, 2 * tolerance_)),
-          time_hi_(detail::clamp_time(detail::kInt64Max, 2 * tolerance_)) {}
+          time_hi_(detail::clamp_time(detail::kInt64Max, 2 * tolerance_)),
+          max_backlog_(max_backlog) {}
 
     // The view is the effective time `t`; the *_at functions take it already computed.
     [[nodiscard]] TickDecision evaluate_at(const State& s, std::int64_t t, std::int64_t cost) const noexcept {
@@ -110,7 +192,8 @@ struct Gcra {
       const std::int64_t new_backlog = fits ? backlog + cost * emission_interval_ : 0;  // <= 2 tau
       d.allowed = fits && new_backlog <= tolerance_;
       const std::int64_t after = d.allowed ? new_backlog : backlog;
-      d.remaining = truncated_quotient(tolerance_ - after);
+      // A backlog past tau (a debt, a booking ahead, or rules of a larger tolerance) leaves nothing: remaining 0.
+      d.remaining = after < tolerance_ ? truncated_quotient(tolerance_ - after) : 0;
       d.reset_after = after;
       if (!fits) return detail::never_passes(d);
       d.retry_after = d.allowed ? 0 : new_backlog - tolerance_;
@@ -124,12 +207,15 @@ struct Gcra {
 
     static bool full_at(const State& s, std::int64_t t) noexcept { return s.tat <= t; }
 
-    /// `n / T`, truncated as C++ divides: `n` is below 0 only for a backlog past tau (a state kept from rules of a
-    /// larger tolerance, e.g. a per-key override lowered).
+    /// `n / T` for `n >= 0`.
     [[nodiscard]] std::int64_t truncated_quotient(std::int64_t n) const noexcept {
-      if (n >= 0) [[likely]]
-        return static_cast<std::int64_t>(per_interval_.quotient(static_cast<std::uint64_t>(n)));
-      return -static_cast<std::int64_t>(per_interval_.quotient(0 - static_cast<std::uint64_t>(n)));
+      return static_cast<std::int64_t>(per_interval_.quotient(static_cast<std::uint64_t>(n)));
+    }
+
+    /// The longest backlog a write at `t` may leave: `max_backlog_`, less near the end of the clock so that
+    /// `t + backlog` fits (`t <= time_hi_` keeps that at least `4 tau`).
+    [[nodiscard]] std::int64_t backlog_cap(std::int64_t t) const noexcept {
+      return t > 0 && detail::kInt64Max - t < max_backlog_ ? detail::kInt64Max - t : max_backlog_;
     }
 
     [[nodiscard]] std::int64_t view(const State& s, std::int64_t now) const noexcept {
@@ -146,6 +232,7 @@ struct Gcra {
     detail::Divider per_interval_;
     std::int64_t time_lo_;
     std::int64_t time_hi_;
+    std::int64_t max_backlog_;  // the horizon in ticks: equal for every rules of one backend
   };
 
   /// Validates for a backend whose tick is `tick_ns` nanoseconds. Throws `std::invalid_argument`
@@ -173,7 +260,7 @@ struct Gcra {
     // interval alone is too long, else the burst that multiplies it.
     detail::require_horizon(detail::i128{emission_interval} * 2, tick_ns, field.period);
     detail::require_horizon(detail::i128{burst} * emission_interval * 2, tick_ns, field.burst);
-    return Rules(burst, emission_interval);
+    return Rules(burst, emission_interval, detail::kMaxHorizonNs / tick_ns);
   }
 };
 

@@ -126,6 +126,54 @@ TickDecision refund(const R& rules, typename R::State& state, std::int64_t now, 
   return rules.refund(state, now, cost);
 }
 
+/// Rules that can debit units owed after the fact (`debit`, the part of `settle` above the charge); all
+/// five policies qualify.
+template <class R>
+concept SettleableRules = RefundableRules<R> &&
+    requires(const R& rules, typename R::State& state, std::int64_t now, std::int64_t cost) {
+  { rules.debit(state, now, cost, cost) } -> std::same_as<TickDecision>;
+};
+
+/// Rules that can book a later slot (`reserve`) and give back what is unspent of it (`cancel`): GCRA and the
+/// token bucket. A window's count keeps no order of arrivals to book a later slot in, and a booking in a future
+/// window would need state for every window ahead (include/ratelimit/README.md "Reservations").
+template <class R>
+concept ReservableRules = PolicyRules<R> && requires(const R& rules, typename R::State& state, std::int64_t now,
+                                                     std::int64_t cost, const typename R::Booking& booking) {
+  { rules.reserve(state, now, cost, cost) } -> std::same_as<typename R::Booking>;
+  rules.cancel(state, now, booking.ticket);
+};
+
+namespace detail {
+
+/// Throws `std::invalid_argument` naming `charged`, `actual` or `max_debt` when one is negative.
+inline void require_settle(std::int64_t charged, std::int64_t actual, std::int64_t max_debt) {
+  if (charged < 0) [[unlikely]]
+    throw_negative_cost(charged, "charged");
+  if (actual < 0) [[unlikely]]
+    throw_negative_cost(actual, "actual");
+  if (max_debt < 0) [[unlikely]]
+    throw_negative_cost(max_debt, "max_debt");
+}
+
+}  // namespace detail
+
+/// Makes a key's state what charging `actual` units instead of `charged` would have made it
+/// (include/ratelimit/README.md "Settling after the response"): with `d = actual - charged`, `d > 0` is debited
+/// even past the limit (`rules.debit`, leaving at most `max_debt` units owed beyond it), `d < 0` is refunded
+/// exactly as `refund(-d)`, `d == 0` changes nothing. Returns the state afterwards as a cost-0 check sees it
+/// (`remaining` in [0, limit]). `charged`, `actual`, `max_debt` >= 0, else `std::invalid_argument` naming the
+/// field. Not thread-safe: the store serializes calls.
+template <SettleableRules R>
+TickDecision settle(const R& rules, typename R::State& state, std::int64_t now, std::int64_t charged,
+                    std::int64_t actual, std::int64_t max_debt) {
+  detail::require_settle(charged, actual, max_debt);
+  const std::int64_t d = actual - charged;  // both >= 0: no overflow
+  if (d > 0) return rules.debit(state, now, d, max_debt);
+  if (d < 0) return rules.refund(state, now, -d);
+  return rules.evaluate(state, now, 0);
+}
+
 /// Converts tick durations to `Decision`'s nanoseconds. Validation keeps every finite value in range.
 [[nodiscard]] inline Decision to_decision(const TickDecision& d, std::int64_t tick_ns) noexcept {
   auto ns = [tick_ns](std::int64_t ticks) {

@@ -65,6 +65,20 @@ struct SlidingWindowCounter {
       return evaluate(s, now, 0);
     }
 
+    /// Debits `cost` units owed after the fact (`settle` above the charge) to the current window's count, the
+    /// window the request was charged in while it is current: `cur = cur + n`, also past the limit, with `cur` at
+    /// most `limit + max_debt` (`WindowRules::debited`), written at the effective time. Returns the state as a
+    /// cost-0 check sees it afterwards. `cost`, `max_debt` >= 0.
+    TickDecision debit(State& s, std::int64_t now, std::int64_t cost, std::int64_t max_debt) const noexcept {
+      const View v = view(s, now);
+      if (cost > 0) {
+        s.written = v.now;
+        s.current = debited(v.current, cost, max_debt);
+        s.previous = v.previous;
+      }
+      return evaluate(s, now, 0);
+    }
+
     /// Carries a key's usage kept under `old` over to these rules at `now` (include/ratelimit/README.md "Changing a
     /// policy at run time"): the current and previous windows' counts (as the old windows see them at the effective
     /// time `t`) become the counts of the new current and previous windows, written at `t`.

@@ -86,6 +86,27 @@ struct SlidingWindowLog {
       return evaluate(s, t, 0);
     }
 
+    /// Debits `cost` units owed after the fact (`settle` above the charge): one entry `(t, n)` (merged into an
+    /// entry at `t`), also past the limit, with the live count at most `limit + max_debt`
+    /// (`WindowRules::debited`). The log keeps at most `limit + 1` entries: a debit when it holds `limit` already
+    /// is added to the newest entry, which moves to `t` (its units then count longer: the safe side). Returns the
+    /// state as a cost-0 check sees it afterwards. `cost`, `max_debt` >= 0. Throws `std::bad_alloc` when the
+    /// log cannot grow (nothing debited then).
+    TickDecision debit(State& s, std::int64_t now, std::int64_t cost, std::int64_t max_debt) const {
+      const View v = view(s, now);
+      drop_expired(s, v);  // the total is then the live count, which the clamp keeps in int64
+      const std::int64_t live = s.entries.total();
+      const std::int64_t added = debited(live, cost, max_debt) - live;
+      if (added > 0) {
+        if (s.entries.size() < static_cast<std::size_t>(limit_)) {
+          s.entries.advance(0, 0, v.now, added);
+        } else {
+          s.entries.add_to_back(v.now, added);
+        }
+      }
+      return evaluate(s, v.now, 0);
+    }
+
     /// Carries a key's usage kept under `old` over to these rules (include/ratelimit/README.md "Changing a policy at
     /// run time"): the entries keep their times and costs, so the new window counts those inside it and compares them
     /// with the new limit. Only at the clock's edge does a time move: a longer window's time stands still earlier, and

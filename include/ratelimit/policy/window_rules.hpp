@@ -52,6 +52,16 @@ class WindowRules : public ViewedRules<Derived> {
         time_lo_(clamp_time(kInt64Min, t.horizon)),
         time_hi_(clamp_time(kInt64Max, t.horizon)) {}
 
+  /// A window count after a debit of `cost` units owed (`settle` above the charge): `count + cost`, also past
+  /// the limit, but leaving at most `max_debt` units beyond it (clamped, never refused), and never below
+  /// `count` (a count already past the bound stays). Saturating: at most `INT64_MAX`. `cost`, `max_debt` >= 0.
+  [[nodiscard]] std::int64_t debited(std::int64_t count, std::int64_t cost, std::int64_t max_debt) const noexcept {
+    const std::int64_t cap = saturating_add(limit_, max_debt);
+    const std::int64_t wanted = saturating_add(count, cost);
+    const std::int64_t after = wanted < cap ? wanted : cap;
+    return after > count ? after : count;
+  }
+
   /// The effective time of a check at `now` of a state last written at `written`: the later of the two, kept
   /// where time plus twice the horizon cannot overflow (`clamp_time`, with its bounds computed once).
   [[nodiscard]] std::int64_t effective_time(std::int64_t now, std::int64_t written) const noexcept {
