@@ -11,7 +11,7 @@
 -- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,
 --          "2" = refund ARGV[2] units (include/ratelimit/README.md "Refunds"; the part says how);
 --          "3" = dry check: decides as "0" and writes only a conversion (the layered script's first pass);
---          "6" = settle: debit ARGV[2] > 0 units beyond the limit (the count at most L + ARGV[6]), refund -ARGV[2]
+--          "6" = settle: debit ARGV[2] > 0 units beyond the limit (the count at most ARGV[6]), refund -ARGV[2]
 --          otherwise (include/ratelimit/README.md "Settling"; the part says how)
 -- ARGV[4]  limit L: integer in [1, 2^53)
 -- ARGV[5]  window W: microseconds, integer >= 1; the window is (t - W, t]

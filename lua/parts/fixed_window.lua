@@ -7,7 +7,7 @@
 
 -- One step on `key` at `now` (integer microseconds) for cost n >= 0: mode "0" check (keeps an admitted
 -- cost), "1" peek, "2" refund n, "3" dry check (decides as "0", writes only a conversion: the layered script's first
--- pass), "6" settle: debit n > 0 (the debt bound ARGV[6]), or refund -n when n <= 0. Returns the five reply
+-- pass), "6" settle: debit n > 0 (the count at most ARGV[6]), or refund -n when n <= 0. Returns the five reply
 -- values allowed (1/0), limit, remaining, retry_after_us (-1 = never), reset_after_us.
 local function fixed_window(key, now, cost, mode, L, W)
   local t, c, same = now, 0, false                           -- same: the key already counts t's window
@@ -55,8 +55,8 @@ local function fixed_window(key, now, cost, mode, L, W)
       return 0, L, L > c and L - c or 0, left, left               -- a lowered limit below c: 0
     else
       -- Debit n > 0 (mode "6", a settle above what was charged; include/ratelimit/README.md "Settling"): the current
-      -- window's count grows by n even beyond L, to at most L + ARGV[6] (the debt bound); a debit never lowers it.
-      local cap = L + tonumber(ARGV[6])
+      -- window's count grows by n even beyond L, to at most ARGV[6] (L + max_debt); a debit never lowers it.
+      local cap = tonumber(ARGV[6])
       local n = c + cost > cap and (cap > c and cap - c or 0) or cost
       if n > 0 then
         c = c + n

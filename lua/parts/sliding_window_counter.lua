@@ -36,7 +36,7 @@ end
 
 -- One step on `key` at `now` (integer microseconds) for cost n >= 0: mode "0" check (keeps an admitted
 -- cost), "1" peek, "2" refund n, "3" dry check (decides as "0", writes only a conversion: the layered script's first
--- pass), "6" settle: debit n > 0 (the debt bound ARGV[6]), or refund -n when n <= 0. Returns the five reply
+-- pass), "6" settle: debit n > 0 (the count at most ARGV[6]), or refund -n when n <= 0. Returns the five reply
 -- values allowed (1/0), limit, remaining, retry_after_us (-1 = never), reset_after_us.
 local function sliding_window_counter(key, now, cost, mode, L, W)
   local t, cur, prev, same = now, 0, 0, false                 -- same: the key already counts t's window
@@ -97,9 +97,9 @@ local function sliding_window_counter(key, now, cost, mode, L, W)
       return allowed and 1 or 0, L, remaining, retry, reset
     else
       -- Debit n > 0 (mode "6", a settle above what was charged; include/ratelimit/README.md "Settling"): the current
-      -- window's count grows by n even beyond L, to at most L + ARGV[6] (the debt bound: C++ keeps it times W within
-      -- 2^53); a debit never lowers it. The TTL as a check's write sets or keeps it.
-      local cap = L + tonumber(ARGV[6])
+      -- window's count grows by n even beyond L, to at most ARGV[6] (L + max_debt: C++ keeps it times W within 2^53);
+      -- a debit never lowers it. The TTL as a check's write sets or keeps it.
+      local cap = tonumber(ARGV[6])
       local n = cur + cost > cap and (cap > cur and cap - cur or 0) or cost
       if n > 0 then
         if same and cur > 0 then

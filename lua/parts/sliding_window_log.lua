@@ -5,8 +5,8 @@
 -- one member (their costs summed; they expire together), so members are unique without randomness. A
 -- refund that leaves live members older than its time adds a member of cost 0 at its time t (its write
 -- time, include/ratelimit/README.md "Refunds"): always the newest member, replaced by the next write. After every write
--- all members are live with costs summing to at most L (L + the debt bound after a settle's debit), and only writes
--- change the set: at most that many + 1 members. Limit L,
+-- all members are live with costs summing to at most L (more after a settle's debit, in at most L members), and only
+-- writes change the set: at most L + 1 members. Limit L,
 -- window W (us; the window is (t - W, t]).
 
 -- The decision for cost n >= 0 against the members at[i], costs[i] (oldest first, live from first_live,
@@ -35,10 +35,10 @@ end
 
 -- One step on `key` at `now` (integer microseconds) for cost n >= 0: mode "0" check (keeps an admitted
 -- cost), "1" peek, "2" refund n, "3" dry check (decides as "0", writes only a conversion: the layered script's first
--- pass), "6" settle: debit n > 0 (the debt bound ARGV[6]), or refund -n when n <= 0. Returns the five reply
+-- pass), "6" settle: debit n > 0 (the count at most ARGV[6]), or refund -n when n <= 0. Returns the five reply
 -- values allowed (1/0), limit, remaining, retry_after_us (-1 = never), reset_after_us.
 local function sliding_window_log(key, now, cost, mode, L, W)
-  -- At most L + 1 members (or L + the debt bound + 1; see above), oldest first.
+  -- At most L + 1 members (see above), oldest first.
   local raw = redis.call("ZRANGE", key, 0, -1)
   local at, costs = {}, {}
   for i = 1, #raw do at[i], costs[i] = struct.unpack("<dd", raw[i]) end
@@ -89,11 +89,12 @@ local function sliding_window_log(key, now, cost, mode, L, W)
     end
     -- Debit n > 0 (mode "6", a settle above what was charged; include/ratelimit/README.md "Settling"): one member
     -- (t, n) as a check's write adds it (merged with one at t, replacing a refund's mark), even beyond L, the count
-    -- at most L + ARGV[6] (the debt bound); a debit never lowers it.
-    local cap = L + tonumber(ARGV[6])
+    -- at most ARGV[6] (L + max_debt); a debit never lowers it. With L live members already, the newest takes the
+    -- units and moves to t (they count longer: the safe side), so the set keeps at most L + 1 members.
+    local cap = tonumber(ARGV[6])
     local n = count + cost > cap and (cap > count and cap - count or 0) or cost
     if n > 0 then
-      local replaces = newest == t or (newest ~= nil and costs[#costs] == 0)
+      local replaces = newest == t or (newest ~= nil and (costs[#costs] == 0 or #at - first_live + 1 >= L))
       redis.call("ZADD", key, int(t), struct.pack("<dd", t, replaces and n + costs[#costs] or n))
       if replaces then redis.call("ZREM", key, raw[#raw]) end
       if first_live > 1 then redis.call("ZREMRANGEBYSCORE", key, "-inf", int(t - W)) end

@@ -77,8 +77,6 @@ using Request = ratelimit::BatchRequest;
 template <Policy P, Clock C = std::chrono::system_clock>
 class RedisLimiter final : public detail::LayeredMember, public ratelimit::detail::ReservationBook {
   using Mode = detail::Mode;
-  // Only GCRA and the token bucket book ahead: a window's count has no order of arrivals to book a later slot in.
-  static constexpr bool kReserves = P::kind == std::string_view("gcra") || P::kind == std::string_view("token_bucket");
   using Answer = detail::Answer<P, C, detail::GateClock<C>>;
   struct Config;  // detail::PolicyConfig of the answer step's share
 
@@ -171,12 +169,12 @@ class RedisLimiter final : public detail::LayeredMember, public ratelimit::detai
   /// burst. Only GCRA and the token bucket. Thread-safe. When Redis fails: under `fail_open` an ok booking with delay 0
   /// and nothing to cancel, under `fail_closed` a refusal of `failure_retry_after`; throws as `allow`.
   Reservation reserve(std::string_view key, std::int64_t cost = 1)
-    requires kReserves;
+    requires ReservableRules<RulesOf<P>>;
   /// As above, booking only when the delay is at most `max_delay` (>= 0; whole microseconds count, a rest is dropped);
   /// otherwise nothing is written and the refusal's `delay()` is the wait it would have needed. Throws as above, and
   /// `std::invalid_argument` naming `max_delay` when it is negative.
   Reservation reserve(std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_delay)
-    requires kReserves;
+    requires ReservableRules<RulesOf<P>>;
 
   /// After a request charged `charged` units turned out to cost `actual` (include/ratelimit/README.md "Settling"):
   /// the key's state becomes what charging `actual` would have made it, in one script call (atomic). Above `charged`

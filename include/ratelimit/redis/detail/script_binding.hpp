@@ -4,6 +4,7 @@
 /// How a policy's rules reach its Lua script (script, key suffix, ARGV parameters in microsecond ticks, the bounds
 /// that keep Lua's values exact), and the embedded scripts as the engine sends them.
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -110,27 +111,25 @@ template <Policy P>
   return b;
 }
 
-/// The longest backlog (us) a GCRA or token bucket state may reach by bookings and debts: the horizon every reply's
-/// durations are checked against, so that time plus it stays below 2^53 (times are within 2^52).
-inline constexpr std::int64_t kMaxBacklogUs = ratelimit::detail::kMaxHorizonNs / 1000;
-
-/// What a settle of difference `d` sends as its cost and debt bound (ARGV[6]) under `rules` for `max_debt` (>= 0):
-/// both clamped so that every value of the script stays an exact integer below 2^53 (the backlog within
-/// `kMaxBacklogUs`; a count at most 2^53 - 1; for the sliding counter the count times the window at most 2^53). A
-/// debit beyond limit + bound + 1 clamps to the same state, and a refund beyond 2^53 empties it as well.
+/// What a settle of difference `d` sends as its cost and its cap (ARGV[6]) under `rules` for `max_debt` (>= 0): the
+/// most a debit may leave, for GCRA and the token bucket a backlog in us (`tau + max_debt * T`, at most the rules'
+/// `max_backlog()`, as in memory), for the window policies a count (`limit + max_debt`, at most 2^53 - 1, for the
+/// sliding counter at most 2^53 / window: its products stay exact). The cost is clamped where it reaches the cap from
+/// any state, so every value of the script stays an exact integer below 2^53.
 template <Policy P>
 [[nodiscard]] std::array<std::int64_t, 2> settle_args(const RulesOf<P>& rules, std::int64_t max_debt, std::int64_t d) {
-  std::int64_t most = 0;  // the largest debt bound
+  using ratelimit::detail::i128;
+  i128 cap = 0, per_unit = 1;
   if constexpr (std::is_same_v<P, Gcra> || std::is_same_v<P, TokenBucket>) {
-    most = (kMaxBacklogUs - rules.tolerance()) / rules.emission_interval();
+    per_unit = rules.emission_interval();
+    cap = std::min(i128{rules.tolerance()} + i128{max_debt} * per_unit, i128{rules.max_backlog()});
   } else if constexpr (std::is_same_v<P, SlidingWindowCounter>) {
-    most = kLuaExact / rules.window() - rules.limit();
+    cap = std::min(i128{rules.limit()} + max_debt, i128{kLuaExact / rules.window()});
   } else {
-    most = kLuaExact - 1 - rules.limit();
+    cap = std::min(i128{rules.limit()} + max_debt, i128{kLuaExact - 1});
   }
-  const std::int64_t bound = max_debt < most ? max_debt : most;
-  const std::int64_t top = rules.limit() + bound + 1;
-  return {d > top ? top : (d < -kLuaExact ? -kLuaExact : d), bound};
+  const i128 top = cap / per_unit + 1;  // a debit of more units passes the cap from an empty state already
+  return {static_cast<std::int64_t>(d > top ? top : (d < -kLuaExact ? -kLuaExact : d)), static_cast<std::int64_t>(cap)};
 }
 
 }  // namespace detail

@@ -154,7 +154,7 @@ RATELIMIT_DECL Decision RedisLimiter<P, C>::refund(std::string_view key, std::in
 
 template <Policy P, Clock C>
 RATELIMIT_DECL Reservation RedisLimiter<P, C>::reserve(std::string_view key, std::int64_t cost)
-  requires kReserves
+  requires ReservableRules<RulesOf<P>>
 {
   return reserve(key, cost, std::chrono::nanoseconds::max());
 }
@@ -162,13 +162,13 @@ RATELIMIT_DECL Reservation RedisLimiter<P, C>::reserve(std::string_view key, std
 template <Policy P, Clock C>
 RATELIMIT_DECL Reservation RedisLimiter<P, C>::reserve(std::string_view key, std::int64_t cost,
                                                        std::chrono::nanoseconds max_delay)
-  requires kReserves
+  requires ReservableRules<RulesOf<P>>
 {
   check_request(key, cost);
   if (max_delay.count() < 0) ratelimit::detail::invalid("max_delay", "must be >= 0");
   const RulesOf<P>& rules = config().rules;
-  // A booking keeps the backlog within the horizon: its delay at most that less tau.
-  const std::int64_t most = detail::kMaxBacklogUs - rules.tolerance(), wanted = max_delay.count() / 1000;
+  // A booking keeps the backlog within the rules' bound (as in memory): its delay at most that less tau.
+  const std::int64_t most = rules.max_backlog() - rules.tolerance(), wanted = max_delay.count() / 1000;
   const std::string extra[] = {std::to_string(wanted < most ? wanted : most)};
   const std::int64_t sent = cost > rules.limit() ? rules.limit() + 1 : cost;  // refused alike, and exact in Lua
   std::optional<detail::ReserveReply> booked;
@@ -205,9 +205,7 @@ template <Policy P, Clock C>
 RATELIMIT_DECL Decision RedisLimiter<P, C>::settle(std::string_view key, std::int64_t charged, std::int64_t actual,
                                                    std::int64_t max_debt) {
   check_key(key);
-  if (charged < 0) ratelimit::detail::invalid("charged", "must be >= 0, got " + std::to_string(charged));
-  if (actual < 0) ratelimit::detail::invalid("actual", "must be >= 0, got " + std::to_string(actual));
-  if (max_debt < 0) ratelimit::detail::invalid("max_debt", "must be >= 0, got " + std::to_string(max_debt));
+  ratelimit::detail::require_settle(charged, actual, max_debt);
   const auto [cost, bound] = detail::settle_args<P>(config().rules, max_debt, actual - charged);
   const std::string extra[] = {std::to_string(bound)};
   return send_one(key, cost, Mode::settle, extra).decision;
