@@ -101,7 +101,7 @@ local function gcra(key, now, cost, mode, B, T)
         end
       end
     else
-      -- Debit n > 0 (mode "6", a settle above what was charged; include/ratelimit/README.md "Settling"): the backlog
+      -- Debit n > 0 (mode "6", a settle above what was charged; include/ratelimit/README.md "Settling after the response"): the backlog
       -- grows by n*T even beyond tau, to at most ARGV[6] (tau + max_debt*T within the horizon: C++ computes it and
       -- clamps n); a debit never lowers it.
       local cap = tonumber(ARGV[6])

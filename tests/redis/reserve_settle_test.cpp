@@ -1,5 +1,5 @@
 // Reserve, cancel and settle on RedisLimiter (include/ratelimit/redis/README.md "Reservations and settling"): exact
-// against the formulas of include/ratelimit/README.md "Reservations" and "Settling" at a 1 us tick (ManualClock,
+// against the formulas of include/ratelimit/README.md "Reservations" and "Settling after the response" at a 1 us tick (ManualClock,
 // client time), their boundaries, bad input, and what a Redis fault does to each.
 #include <gtest/gtest.h>
 
@@ -248,6 +248,18 @@ TEST_F(SettleRedis, SlidingWindowsOverAndUnder) {
   EXPECT_EQ(counter.settle("k", 2, 5).remaining, 0);  // current window 7
   EXPECT_FALSE(counter.allow("k").allowed);
   EXPECT_EQ(counter.settle("k", 5, 0).remaining, 2);
+}
+
+TEST_F(SettleRedis, UnderAPreparedPolicy) {
+  RedisLimiter<ratelimit::FixedWindow, ManualClock> l(
+      ratelimit::FixedWindow{.limit = 5, .window = 1s},
+      ratelimit_test::named_client_options(*ratelimit_test::shared_redis(), "settle-prepared"), clock_);
+  const auto small = l.prepare(ratelimit::FixedWindow{.limit = 2, .window = 1s});
+  ASSERT_TRUE(l.allow("k", 2, *small).allowed);
+  const Decision d = l.settle("k", 2, 9, 1, *small);  // count 3: limit 2 + 1
+  EXPECT_EQ(d.limit, 2);
+  EXPECT_EQ(d.remaining, 0);
+  EXPECT_EQ(l.peek("k").remaining, 2);  // the same key under the limiter's own policy: 5 - 3
 }
 
 /// Nothing listens on the port: every call fails at once (io), under the failure policy of the test's parameter.

@@ -176,7 +176,7 @@ class RedisLimiter final : public detail::LayeredMember, public ratelimit::detai
   Reservation reserve(std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_delay)
     requires ReservableRules<RulesOf<P>>;
 
-  /// After a request charged `charged` units turned out to cost `actual` (include/ratelimit/README.md "Settling"):
+  /// After a request charged `charged` units turned out to cost `actual` (include/ratelimit/README.md "Settling after the response"):
   /// the key's state becomes what charging `actual` would have made it, in one script call (atomic). Above `charged`
   /// the difference is debited even beyond the limit (the key owes it; at most `max_debt` units beyond the burst or
   /// limit, clamped; at most what keeps Lua's doubles exact: the default); below, it is refunded as `refund` does.
@@ -204,6 +204,9 @@ class RedisLimiter final : public detail::LayeredMember, public ratelimit::detai
   Decision peek(std::string_view key, const PreparedPolicy& policy);
   /// As `refund(key, cost)`, under `policy`.
   Decision refund(std::string_view key, std::int64_t cost, const PreparedPolicy& policy);
+  /// As `settle(key, charged, actual, max_debt)`, under `policy`.
+  Decision settle(std::string_view key, std::int64_t charged, std::int64_t actual, std::int64_t max_debt,
+                  const PreparedPolicy& policy);
 
   /// The async `check` (include/ratelimit/redis/README.md "Redis engine"): returns at once;
   /// `callback(std::exception_ptr error, CheckResult result)` runs exactly once on an I/O thread, never inside this
@@ -359,8 +362,10 @@ class RedisLimiter final : public detail::LayeredMember, public ratelimit::detai
   void cancel_reservation(std::string_view key, const ratelimit::detail::ReservationTicket& ticket) noexcept override;
   /// One call of `mode` with `extra` after the parameters through the answer step (`send`); a reserve's three values
   /// go to `booked` when Redis decided.
-  CheckResult send_one(std::string_view key, std::int64_t cost, Mode mode, std::span<const std::string> extra,
-                       std::optional<detail::ReserveReply>* booked = nullptr);
+  CheckResult send_one(const Config& config, std::string_view key, std::int64_t cost, Mode mode,
+                       std::span<const std::string> extra, std::optional<detail::ReserveReply>* booked = nullptr);
+  Decision settle_under(const Config& config, std::string_view key, std::int64_t charged, std::int64_t actual,
+                        std::int64_t max_debt);
 
   CheckResult run(std::string_view key, std::int64_t cost, Mode mode, const Config& config);
 

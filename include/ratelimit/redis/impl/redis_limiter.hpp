@@ -166,13 +166,14 @@ RATELIMIT_DECL Reservation RedisLimiter<P, C>::reserve(std::string_view key, std
 {
   check_request(key, cost);
   if (max_delay.count() < 0) ratelimit::detail::invalid("max_delay", "must be >= 0");
-  const RulesOf<P>& rules = config().rules;
+  const Config& c = config();
+  const RulesOf<P>& rules = c.rules;
   // A booking keeps the backlog within the rules' bound (as in memory): its delay at most that less tau.
   const std::int64_t most = rules.max_backlog() - rules.tolerance(), wanted = max_delay.count() / 1000;
   const std::string extra[] = {std::to_string(wanted < most ? wanted : most)};
   const std::int64_t sent = cost > rules.limit() ? rules.limit() + 1 : cost;  // refused alike, and exact in Lua
   std::optional<detail::ReserveReply> booked;
-  const Decision d = send_one(key, sent, Mode::reserve, extra, &booked).decision;
+  const Decision d = send_one(c, key, sent, Mode::reserve, extra, &booked).decision;
   if (!booked) {  // the failure policy's or the fallback's answer: nothing to cancel
     if (d.allowed) return Reservation(nullptr, std::string(key), {}, std::chrono::nanoseconds(0), d);
     return Reservation::refused(d.retry_after, d);
@@ -190,8 +191,9 @@ RATELIMIT_DECL void RedisLimiter<P, C>::cancel_reservation(std::string_view key,
                                                            const ratelimit::detail::ReservationTicket& ticket) noexcept {
   try {
     const std::string extra[] = {std::to_string(ticket.booked_tat), std::to_string(ticket.act_at)};
-    const std::int64_t limit = config().rules.limit();
-    (void)send_one(key, ticket.cost < limit ? (ticket.cost > 0 ? ticket.cost : 0) : limit, Mode::cancel, extra);
+    const Config& c = config();
+    const std::int64_t limit = c.rules.limit();
+    (void)send_one(c, key, ticket.cost < limit ? (ticket.cost > 0 ? ticket.cost : 0) : limit, Mode::cancel, extra);
   } catch (...) {  // counted by the answer step (a BackendError under raise): the slot stays spent
   }
 }
@@ -204,18 +206,30 @@ RATELIMIT_DECL Decision RedisLimiter<P, C>::settle(std::string_view key, std::in
 template <Policy P, Clock C>
 RATELIMIT_DECL Decision RedisLimiter<P, C>::settle(std::string_view key, std::int64_t charged, std::int64_t actual,
                                                    std::int64_t max_debt) {
-  check_key(key);
-  ratelimit::detail::require_settle(charged, actual, max_debt);
-  const auto [cost, bound] = detail::settle_args<P>(config().rules, max_debt, actual - charged);
-  const std::string extra[] = {std::to_string(bound)};
-  return send_one(key, cost, Mode::settle, extra).decision;
+  return settle_under(config(), key, charged, actual, max_debt);
 }
 
 template <Policy P, Clock C>
-RATELIMIT_DECL CheckResult RedisLimiter<P, C>::send_one(std::string_view key, std::int64_t cost, Mode mode,
-                                                        std::span<const std::string> extra,
+RATELIMIT_DECL Decision RedisLimiter<P, C>::settle(std::string_view key, std::int64_t charged, std::int64_t actual,
+                                                   std::int64_t max_debt, const PreparedPolicy& policy) {
+  return settle_under(policy.config_, key, charged, actual, max_debt);
+}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL Decision RedisLimiter<P, C>::settle_under(const Config& config, std::string_view key,
+                                                         std::int64_t charged, std::int64_t actual,
+                                                         std::int64_t max_debt) {
+  check_key(key);
+  ratelimit::detail::require_settle(charged, actual, max_debt);
+  const auto [cost, cap] = detail::settle_args<P>(config.rules, max_debt, actual - charged);
+  const std::string extra[] = {std::to_string(cap)};
+  return send_one(config, key, cost, Mode::settle, extra).decision;
+}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL CheckResult RedisLimiter<P, C>::send_one(const Config& c, std::string_view key, std::int64_t cost,
+                                                        Mode mode, std::span<const std::string> extra,
                                                         std::optional<detail::ReserveReply>* booked) {
-  const Config& c = config();
   const Request one{key, cost};
   const std::int64_t now = now_us();
   core_->answer.calls.fetch_add(1, std::memory_order_relaxed);
