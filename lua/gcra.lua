@@ -12,8 +12,8 @@
 --          "3" = dry check: decides as "0" and writes only a conversion (the layered script's first pass);
 --          "4" = reserve ARGV[2] units if the delay is at most ARGV[6] us; "5" = cancel the booking of ARGV[2] units
 --          with TAT ARGV[6] and time to act ARGV[7]; "6" = settle: debit ARGV[2] > 0 units (the backlog after at
---          most ARGV[6] us: tau + max_debt * T within the horizon), refund -ARGV[2] otherwise (include/ratelimit/README.md "Reservations",
---          "Settling after the response"; the part says how)
+--          most ARGV[6] us: tau + max_debt * T within the horizon), refund -ARGV[2] otherwise
+--          (include/ratelimit/README.md "Reservations" and "Settling after the response"; the part says how)
 -- ARGV[4]  burst B (the decision's limit): integer >= 1
 -- ARGV[5]  emission interval T = ceil(period / limit): microseconds, integer >= 1; the tolerance is
 --          tau = B * T (2 * tau stays below 2^52, checked in C++)

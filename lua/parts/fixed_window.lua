@@ -54,8 +54,9 @@ local function fixed_window(key, now, cost, mode, L, W)
       if c < L then return 1, L, L - c, 0, c > 0 and left or 0 end
       return 0, L, L > c and L - c or 0, left, left               -- a lowered limit below c: 0
     else
-      -- Debit n > 0 (mode "6", a settle above what was charged; include/ratelimit/README.md "Settling after the response"): the current
-      -- window's count grows by n even beyond L, to at most ARGV[6] (L + max_debt); a debit never lowers it.
+      -- Debit n > 0 (mode "6", a settle above what was charged, include/ratelimit/README.md "Settling after the
+      -- response"): the current window's count grows by n even beyond L, to at most ARGV[6] (L + max_debt); a debit
+      -- never lowers it.
       local cap = tonumber(ARGV[6])
       local n = c + cost > cap and (cap > c and cap - c or 0) or cost
       if n > 0 then

@@ -101,9 +101,9 @@ local function gcra(key, now, cost, mode, B, T)
         end
       end
     else
-      -- Debit n > 0 (mode "6", a settle above what was charged; include/ratelimit/README.md "Settling after the response"): the backlog
-      -- grows by n*T even beyond tau, to at most ARGV[6] (tau + max_debt*T within the horizon: C++ computes it and
-      -- clamps n); a debit never lowers it.
+      -- Debit n > 0 (mode "6", a settle above what was charged, include/ratelimit/README.md "Settling after the
+      -- response"): the backlog grows by n*T even beyond tau, to at most ARGV[6] (tau + max_debt*T within the
+      -- horizon: C++ computes it and clamps n); a debit never lowers it.
       local cap = tonumber(ARGV[6])
       local new_backlog = backlog + cost * T
       if new_backlog > cap then new_backlog = cap > backlog and cap or backlog end

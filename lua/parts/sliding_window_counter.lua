@@ -96,9 +96,9 @@ local function sliding_window_counter(key, now, cost, mode, L, W)
       local _, remaining, _, reset = decide(0, cur, prev, L, W, r)
       return allowed and 1 or 0, L, remaining, retry, reset
     else
-      -- Debit n > 0 (mode "6", a settle above what was charged; include/ratelimit/README.md "Settling after the response"): the current
-      -- window's count grows by n even beyond L, to at most ARGV[6] (L + max_debt: C++ keeps it times W within 2^53);
-      -- a debit never lowers it. The TTL as a check's write sets or keeps it.
+      -- Debit n > 0 (mode "6", a settle above what was charged, include/ratelimit/README.md "Settling after the
+      -- response"): the current window's count grows by n even beyond L, to at most ARGV[6] (L + max_debt: C++
+      -- keeps it times W within 2^53); a debit never lowers it. The TTL as a check's write sets or keeps it.
       local cap = tonumber(ARGV[6])
       local n = cur + cost > cap and (cap > cur and cap - cur or 0) or cost
       if n > 0 then

@@ -87,10 +87,11 @@ local function sliding_window_log(key, now, cost, mode, L, W)
       local _, remaining, _, reset = decide(0, at, costs, first_live, count, newest_cost, L, W, t)
       return allowed and 1 or 0, L, remaining, retry, reset
     end
-    -- Debit n > 0 (mode "6", a settle above what was charged; include/ratelimit/README.md "Settling after the response"): one member
-    -- (t, n) as a check's write adds it (merged with one at t, replacing a refund's mark), even beyond L, the count
-    -- at most ARGV[6] (L + max_debt); a debit never lowers it. With L live members already, the newest takes the
-    -- units and moves to t (they count longer: the safe side), so the set keeps at most L + 1 members.
+    -- Debit n > 0 (mode "6", a settle above what was charged, include/ratelimit/README.md "Settling after the
+    -- response"): one member (t, n) as a check's write adds it (merged with one at t, replacing a refund's mark),
+    -- even beyond L, the count at most ARGV[6] (L + max_debt); a debit never lowers it. With L live members
+    -- already, the newest takes the units and moves to t (they count longer: the safe side), so the set keeps at
+    -- most L + 1 members.
     local cap = tonumber(ARGV[6])
     local n = count + cost > cap and (cap > count and cap - count or 0) or cost
     if n > 0 then

@@ -1,6 +1,6 @@
 // Reserve, cancel and settle on RedisLimiter (include/ratelimit/redis/README.md "Reservations and settling"): exact
-// against the formulas of include/ratelimit/README.md "Reservations" and "Settling after the response" at a 1 us tick (ManualClock,
-// client time), their boundaries, bad input, and what a Redis fault does to each.
+// against the formulas of include/ratelimit/README.md "Reservations" and "Settling after the response" at a 1 us tick
+// (ManualClock, client time), their boundaries, bad input, and what a Redis fault does to each.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -92,8 +92,8 @@ TEST_F(ReserveRedis, MaxDelayBoundary) {
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(l.reserve("k").ok());
   const Reservation short_of = l.reserve("k", 1, kT - 1us);
   EXPECT_FALSE(short_of.ok());
-  EXPECT_EQ(short_of.delay(), kT);  // what it would have needed
-  EXPECT_EQ(short_of.decision().reset_after, 3 * kT);  // nothing written
+  EXPECT_EQ(short_of.delay(), kT);                           // what it would have needed
+  EXPECT_EQ(short_of.decision().reset_after, 3 * kT);        // nothing written
   const Reservation within = l.reserve("k", 1, kT + 999ns);  // a rest below 1 us is dropped
   ASSERT_TRUE(within.ok());
   EXPECT_EQ(within.delay(), kT);
@@ -122,7 +122,7 @@ TEST_F(ReserveRedis, CancelGivesBackOnlyWhatLaterBookingsDidNotTake) {
   Reservation a = l.reserve("k", 2);  // TAT 5T, acts at 2T
   ASSERT_EQ(a.delay(), 2 * kT);
   ASSERT_EQ(l.reserve("k").delay(), 3 * kT);  // TAT 6T: took T of a's 2T
-  a.cancel();                                   // restores 2T - T
+  a.cancel();                                 // restores 2T - T
   EXPECT_EQ(l.reserve("k").delay(), 3 * kT);
 }
 
@@ -170,7 +170,9 @@ TEST_F(ReserveRedis, BadInputNamesTheField) {
 
 // The window policies do not book ahead (include/ratelimit/README.md "Reservations"): reserve does not compile.
 template <class L>
-concept Reserves = requires(L& l) { l.reserve("k"); };
+concept Reserves = requires(L& l) {
+  l.reserve("k");
+};
 static_assert(Reserves<RedisLimiter<ratelimit::Gcra>>);
 static_assert(Reserves<RedisLimiter<ratelimit::TokenBucket>>);
 static_assert(!Reserves<RedisLimiter<ratelimit::FixedWindow>>);
@@ -226,11 +228,11 @@ TEST_F(SettleRedis, FixedWindowOverAndUnder) {
   EXPECT_EQ(d.reset_after, 1s);
   const Decision next = l.allow("k");
   EXPECT_FALSE(next.allowed);
-  EXPECT_EQ(next.retry_after, 1s);  // when the window with the debt ends
+  EXPECT_EQ(next.retry_after, 1s);                   // when the window with the debt ends
   EXPECT_EQ(l.settle("k", 4, 1).remaining, 0);       // count 5
   EXPECT_EQ(l.settle("k", 4, 1).remaining, 3);       // count 2
   EXPECT_EQ(l.settle("k", 0, 100, 1).remaining, 0);  // count 6: L + 1
-  EXPECT_EQ(l.settle("k", 6, 0).remaining, 5);  // 6 back from count 6
+  EXPECT_EQ(l.settle("k", 6, 0).remaining, 5);       // 6 back from count 6
 }
 
 TEST_F(SettleRedis, SlidingWindowsOverAndUnder) {
@@ -290,7 +292,7 @@ TEST_P(ReserveFault, ReserveFollowsTheFailurePolicy) {
     Reservation r = l.reserve("k", 1, 1s);
     EXPECT_EQ(r.ok(), GetParam() == FailurePolicy::fail_open);
     EXPECT_EQ(r.delay(), r.ok() ? std::chrono::nanoseconds(0) : l.options().failure_retry_after);
-    r.cancel();  // nothing to cancel: no call
+    r.cancel();                            // nothing to cancel: no call
     EXPECT_FALSE(l.reserve("k", 4).ok());  // above the burst under any policy
   }
   EXPECT_LT(std::chrono::steady_clock::now() - started, 10s);
@@ -329,7 +331,8 @@ TEST_P(ReserveFault, CancelNeverThrowsAndCountsTheFailure) {
 }
 
 std::string policy_name(const testing::TestParamInfo<FailurePolicy>& info) {
-  return info.param == FailurePolicy::fail_open ? "fail_open" : (info.param == FailurePolicy::fail_closed ? "fail_closed" : "raise");
+  return info.param == FailurePolicy::fail_open ? "fail_open"
+                                                : (info.param == FailurePolicy::fail_closed ? "fail_closed" : "raise");
 }
 INSTANTIATE_TEST_SUITE_P(Policies, ReserveFault,
                          testing::Values(FailurePolicy::fail_open, FailurePolicy::fail_closed, FailurePolicy::raise),

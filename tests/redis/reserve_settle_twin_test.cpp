@@ -166,8 +166,8 @@ TEST_F(ReserveTwin, GcraMemoryAndRedisAgree) {
 
 TEST_F(ReserveTwin, TokenBucketMemoryAndRedisAgree) {
   for (std::uint64_t seed = 1; seed <= 3; ++seed) {
-    Twin<ratelimit::TokenBucket> twin(
-        ratelimit::TokenBucket{.capacity = 4, .refill_tokens = 1, .refill_period = 30ms}, seed, 6);
+    Twin<ratelimit::TokenBucket> twin(ratelimit::TokenBucket{.capacity = 4, .refill_tokens = 1, .refill_period = 30ms},
+                                      seed, 6);
     EXPECT_GT(twin.run(1500, 30'000), 1000);
   }
 }
@@ -212,8 +212,7 @@ TEST_F(SettleTwin, SlidingWindowLogFullOfEntriesMovesTheNewest) {
 // multiple of lcm(1..8) microseconds keeps every quotient whole in both ticks (tests/redis/differential_trace.hpp).
 TEST_F(SettleTwin, SlidingWindowCounterMemoryAndRedisAgree) {
   for (std::uint64_t seed = 1; seed <= 3; ++seed) {
-    Twin<ratelimit::SlidingWindowCounter> twin(ratelimit::SlidingWindowCounter{.limit = 4, .window = 840ms}, seed,
-                                               -1);
+    Twin<ratelimit::SlidingWindowCounter> twin(ratelimit::SlidingWindowCounter{.limit = 4, .window = 840ms}, seed, -1);
     EXPECT_GT(twin.run(1500, 300'000), 1000);
   }
 }

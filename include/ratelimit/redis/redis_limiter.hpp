@@ -168,22 +168,21 @@ class RedisLimiter final : public detail::LayeredMember, public ratelimit::detai
   /// "Reservations and settling"): one script call, atomic. `ok()` is false, nothing booked, when `cost` exceeds the
   /// burst. Only GCRA and the token bucket. Thread-safe. When Redis fails: under `fail_open` an ok booking with delay 0
   /// and nothing to cancel, under `fail_closed` a refusal of `failure_retry_after`; throws as `allow`.
-  Reservation reserve(std::string_view key, std::int64_t cost = 1)
-    requires ReservableRules<RulesOf<P>>;
+  Reservation reserve(std::string_view key, std::int64_t cost = 1) requires ReservableRules<RulesOf<P>>;
   /// As above, booking only when the delay is at most `max_delay` (>= 0; whole microseconds count, a rest is dropped);
   /// otherwise nothing is written and the refusal's `delay()` is the wait it would have needed. Throws as above, and
   /// `std::invalid_argument` naming `max_delay` when it is negative.
-  Reservation reserve(std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_delay)
-    requires ReservableRules<RulesOf<P>>;
+  Reservation reserve(std::string_view key, std::int64_t cost,
+                      std::chrono::nanoseconds max_delay) requires ReservableRules<RulesOf<P>>;
 
-  /// After a request charged `charged` units turned out to cost `actual` (include/ratelimit/README.md "Settling after the response"):
-  /// the key's state becomes what charging `actual` would have made it, in one script call (atomic). Above `charged`
-  /// the difference is debited even beyond the limit (the key owes it; at most `max_debt` units beyond the burst or
-  /// limit, clamped; at most what keeps Lua's doubles exact: the default); below, it is refunded as `refund` does.
-  /// Returns the key's state afterwards as a cost-0 check sees it (a debt: remaining 0). The window policies act on
-  /// the current window. Thread-safe. Throws `std::invalid_argument` naming `charged`, `actual` or `max_debt` when
-  /// negative, or the key; when Redis fails, the failure policy's decision (`fail_open`: a fresh key's), or throws
-  /// under `raise`.
+  /// Settles a request charged `charged` units that turned out to cost `actual`, as
+  /// include/ratelimit/README.md "Settling after the response" says: the key's state becomes what charging `actual`
+  /// would have made it, in one script call (atomic). Above `charged` the difference is debited even beyond the limit
+  /// (the key owes it; at most `max_debt` units beyond the burst or limit, clamped; by default at most what keeps
+  /// Lua's doubles exact); below, it is refunded as `refund` does. Returns the key's state afterwards as a cost-0
+  /// check sees it (a debt: remaining 0). The window policies act on the current window. Thread-safe. Throws
+  /// `std::invalid_argument` naming `charged`, `actual` or `max_debt` when negative, or the key; when Redis fails,
+  /// the failure policy's decision (`fail_open`: a fresh key's cost-0 view), or throws under `raise`.
   Decision settle(std::string_view key, std::int64_t charged, std::int64_t actual);
   /// As above with a bound on the debt: `max_debt` (>= 0) units beyond the burst or limit.
   Decision settle(std::string_view key, std::int64_t charged, std::int64_t actual, std::int64_t max_debt);

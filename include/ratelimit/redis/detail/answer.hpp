@@ -247,8 +247,7 @@ class Answer final : public Answers {
                      std::optional<BackendError>& raised) {
     try {
       if (error != nullptr) throw *error;
-      const CheckResult r{decision_of(*reply, config.rules.limit(), s.mode == Mode::reserve ? 8 : 5),
-                          Outcome::decided};
+      const CheckResult r{decision_of(*reply, config.rules.limit(), s.mode == Mode::reserve ? 8 : 5), Outcome::decided};
       learn(s, r.decision, config.id);
       return r;
     } catch (const BackendError& e) {
@@ -273,7 +272,8 @@ class Answer final : public Answers {
   template <class KeyOf>
   std::vector<CheckResult> send(Route& route, const Config& config, std::span<const BatchRequest> requests, Mode mode,
                                 std::int64_t now, std::string_view now_arg, KeyOf&& key_of,
-                                std::span<const std::string> extra = {}, std::vector<engine::Reply>* replies = nullptr) {
+                                std::span<const std::string> extra = {},
+                                std::vector<engine::Reply>* replies = nullptr) {
     std::vector<CheckResult> out(requests.size());
     std::vector<std::size_t> at;  // the requests that go to Redis
     at.reserve(requests.size());

@@ -82,8 +82,8 @@ struct ReserveReply {
   }
   constexpr std::int64_t max_us = ratelimit::detail::kMaxHorizonNs / 1000;
   if ((v[0] != 0 && v[0] != 1) || v[2] < -1 || v[2] > max_us || (v[0] == 1 && v[2] < 0)) {
-    throw BackendError(BackendErrorCause::protocol, "malformed reserve reply: ok " + std::to_string(v[0]) +
-                                                        ", delay " + std::to_string(v[2]));
+    throw BackendError(BackendErrorCause::protocol,
+                       "malformed reserve reply: ok " + std::to_string(v[0]) + ", delay " + std::to_string(v[2]));
   }
   return {v[0] == 1, v[1], v[2]};
 }

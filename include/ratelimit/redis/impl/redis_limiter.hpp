@@ -153,17 +153,14 @@ RATELIMIT_DECL Decision RedisLimiter<P, C>::refund(std::string_view key, std::in
 }
 
 template <Policy P, Clock C>
-RATELIMIT_DECL Reservation RedisLimiter<P, C>::reserve(std::string_view key, std::int64_t cost)
-  requires ReservableRules<RulesOf<P>>
-{
+RATELIMIT_DECL Reservation RedisLimiter<P, C>::reserve(std::string_view key,
+                                                       std::int64_t cost) requires ReservableRules<RulesOf<P>> {
   return reserve(key, cost, std::chrono::nanoseconds::max());
 }
 
 template <Policy P, Clock C>
-RATELIMIT_DECL Reservation RedisLimiter<P, C>::reserve(std::string_view key, std::int64_t cost,
-                                                       std::chrono::nanoseconds max_delay)
-  requires ReservableRules<RulesOf<P>>
-{
+RATELIMIT_DECL Reservation RedisLimiter<P, C>::reserve(
+    std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_delay) requires ReservableRules<RulesOf<P>> {
   check_request(key, cost);
   if (max_delay.count() < 0) ratelimit::detail::invalid("max_delay", "must be >= 0");
   const Config& c = config();
@@ -187,8 +184,8 @@ RATELIMIT_DECL Reservation RedisLimiter<P, C>::reserve(std::string_view key, std
 }
 
 template <Policy P, Clock C>
-RATELIMIT_DECL void RedisLimiter<P, C>::cancel_reservation(std::string_view key,
-                                                           const ratelimit::detail::ReservationTicket& ticket) noexcept {
+RATELIMIT_DECL void RedisLimiter<P, C>::cancel_reservation(
+    std::string_view key, const ratelimit::detail::ReservationTicket& ticket) noexcept {
   try {
     const std::string extra[] = {std::to_string(ticket.booked_tat), std::to_string(ticket.act_at)};
     const Config& c = config();
@@ -235,10 +232,12 @@ RATELIMIT_DECL CheckResult RedisLimiter<P, C>::send_one(const Config& c, std::st
   core_->answer.calls.fetch_add(1, std::memory_order_relaxed);
   auto key_of = [this](std::string_view k) { return redis_key(k); };
   std::vector<engine::Reply> replies;
-  const CheckResult r = core_->answer.send(*route_, c, std::span<const Request>(&one, 1), mode, now,
-                                           detail::time_arg(options_, now), key_of, extra, &replies)
+  const CheckResult r = core_->answer
+                            .send(*route_, c, std::span<const Request>(&one, 1), mode, now,
+                                  detail::time_arg(options_, now), key_of, extra, &replies)
                             .front();
-  if (booked != nullptr && !replies.empty() && replies.front()) booked->emplace(detail::reservation_of(*replies.front()));
+  if (booked != nullptr && !replies.empty() && replies.front())
+    booked->emplace(detail::reservation_of(*replies.front()));
   return r;
 }
 
