@@ -50,31 +50,21 @@ local function fixed_window(key, now, cost, mode, L, W)
         c = c > cost and c - cost or 0
         if c > 0 then redis.call("SET", key, struct.pack("<ddd", t, c, W), "KEEPTTL") else redis.call("DEL", key) end
       end
+      return 1, L, L > c and L - c or 0, 0, c > 0 and left or 0
     elseif mode == "1" then                                  -- cost 1's allowed and retry_after, cost 0's rest
       if c < L then return 1, L, L - c, 0, c > 0 and left or 0 end
       return 0, L, L > c and L - c or 0, left, left               -- a lowered limit below c: 0
-    else
-      -- Debit n > 0 (mode "6", a settle above what was charged, include/ratelimit/README.md "Settling after the
-      -- response"): the current window's count grows by n even beyond L, to at most ARGV[6] (L + max_debt); a debit
-      -- never lowers it.
-      local cap = tonumber(ARGV[6])
-      local n = c + cost > cap and (cap > c and cap - c or 0) or cost
-      if n > 0 then
-        c = c + n
-        if same then
-          redis.call("SET", key, struct.pack("<ddd", t, c, W), "KEEPTTL")
-        else
-          redis.call("SET", key, struct.pack("<ddd", t, c, W), "PX", ttl_ms(left))
-        end
-      end
     end
-    return 1, L, L > c and L - c or 0, 0, c > 0 and left or 0
+    -- Debit n > 0 (mode "6", a settle above what was charged, include/ratelimit/README.md "Settling after the
+    -- response"): the current window's count grows by n even beyond L, to at most ARGV[6] (L + max_debt); a debit
+    -- never lowers it. It writes as an admitted check does, below.
+    local cap = tonumber(ARGV[6])
+    cost = c + cost > cap and (cap > c and cap - c or 0) or cost
+  elseif cost > 0 and cost > L - c then                      -- cost 0 only reports: allowed, also over a lowered L
+    return 0, L, L > c and L - c or 0, cost > L and -1 or left, c > 0 and left or 0
   end
-
-  -- Cost 0 only reports the state: allowed, also over a limit lowered below c.
-  if cost > 0 and cost > L - c then return 0, L, L > c and L - c or 0, cost > L and -1 or left, c > 0 and left or 0 end
   c = c + cost
-  if cost > 0 and mode == "0" then
+  if cost > 0 and mode ~= "3" then
     if same then
       redis.call("SET", key, struct.pack("<ddd", t, c, W), "KEEPTTL")
     else

@@ -48,16 +48,14 @@ local function gcra(key, now, cost, mode, B, T)
 
   if mode ~= "0" and mode ~= "3" then                         -- every mode but a check's: off the check's path
     if mode == "6" and cost <= 0 then mode, cost = "2", -cost end  -- a settle below what was charged: a refund
+    -- The write after the step: "keep" SET ... KEEPTTL (DEL when full), "grow" SET ... PX (the wait grew).
+    local write, ok, booked, delay
     -- Refund (mode "2"; include/ratelimit/README.md "Refunds"): TAT = max(TAT - n*T, t): the backlog shrinks by n*T,
     -- never past full. The TTL stays (no wait grows). Reply: the state afterwards as a cost-0 check sees it.
     if mode == "2" then
       if backlog > 0 and cost > 0 then
         if cost * T >= backlog then backlog = 0 else backlog = backlog - cost * T end  -- exact below 2^53
-        if backlog > 0 then
-          redis.call("SET", key, struct.pack("<dddd", t + backlog, t, T, B), "KEEPTTL")
-        else
-          redis.call("DEL", key)
-        end
+        write = "keep"
       end
     elseif mode == "1" then                                  -- a peek asks for cost 1, which fits B >= 1
       local room = tau - backlog
@@ -68,37 +66,22 @@ local function gcra(key, now, cost, mode, B, T)
       -- Reserve n (include/ratelimit/README.md "Reservations"): books when n <= B and the delay
       -- max(0, backlog + n*T - tau) is at most ARGV[6] (C++ keeps the backlog within the horizon by it), else
       -- writes nothing. Reply: the cost-0 view afterwards, then ok (1/0), the booked TAT and the delay (-1 = never).
-      local delay, ok, booked = -1, 0, 0
+      ok, booked, delay = 0, 0, -1
       if cost <= B then
         local new_backlog = backlog + cost * T
         delay = new_backlog > tau and new_backlog - tau or 0
         if delay <= tonumber(ARGV[6]) then
           ok, booked = 1, t + new_backlog
-          if cost > 0 then
-            backlog = new_backlog
-            local r = backlog % 1000
-            redis.call("SET", key, struct.pack("<dddd", booked, t, T, B), "PX",
-                       (backlog - r) / 1000 + (r > 0 and 1 or 0) + 1000)
-          end
+          if cost > 0 then backlog, write = new_backlog, "grow" end
         end
       end
-      local room = tau - backlog
-      if room < 0 then return 0, B, 0, -room, backlog, ok, booked, delay end
-      return 1, B, (room - room % T) / T, 0, backlog, ok, booked, delay
     elseif mode == "5" then
       -- Cancel a booking (ARGV[6] its TAT, ARGV[7] its time to act, n its units), as x/time/rate's CancelAt: nothing
       -- once the time to act has come; else n*T less what later bookings added (TAT - booked TAT) goes back.
-      local booked, act_at = tonumber(ARGV[6]), tonumber(ARGV[7])
+      local booked_tat, act_at = tonumber(ARGV[6]), tonumber(ARGV[7])
       if state and act_at > t then
-        local restore = cost * T - (t + backlog > booked and t + backlog - booked or 0)
-        if restore > 0 then
-          backlog = backlog > restore and backlog - restore or 0
-          if backlog > 0 then
-            redis.call("SET", key, struct.pack("<dddd", t + backlog, t, T, B), "KEEPTTL")
-          else
-            redis.call("DEL", key)
-          end
-        end
+        local restore = cost * T - (t + backlog > booked_tat and t + backlog - booked_tat or 0)
+        if restore > 0 then backlog, write = backlog > restore and backlog - restore or 0, "keep" end
       end
     else
       -- Debit n > 0 (mode "6", a settle above what was charged, include/ratelimit/README.md "Settling after the
@@ -107,16 +90,21 @@ local function gcra(key, now, cost, mode, B, T)
       local cap = tonumber(ARGV[6])
       local new_backlog = backlog + cost * T
       if new_backlog > cap then new_backlog = cap > backlog and cap or backlog end
-      if new_backlog > backlog then
-        backlog = new_backlog
-        local r = backlog % 1000
-        redis.call("SET", key, struct.pack("<dddd", t + backlog, t, T, B), "PX",
-                   (backlog - r) / 1000 + (r > 0 and 1 or 0) + 1000)
-      end
+      if new_backlog > backlog then backlog, write = new_backlog, "grow" end
     end
-    local room = tau - backlog                               -- the cost-0 view: in debt, denied until it is paid
-    if room < 0 then return 0, B, 0, -room, backlog end
-    return 1, B, (room - room % T) / T, 0, backlog
+    if write == "grow" then
+      local r = backlog % 1000                               -- TTL ceil(reset_after / 1 ms) + 1000 ms
+      redis.call("SET", key, struct.pack("<dddd", t + backlog, t, T, B), "PX",
+                 (backlog - r) / 1000 + (r > 0 and 1 or 0) + 1000)
+    elseif write and backlog > 0 then
+      redis.call("SET", key, struct.pack("<dddd", t + backlog, t, T, B), "KEEPTTL")
+    elseif write then
+      redis.call("DEL", key)
+    end
+    -- The cost-0 view (in debt: denied until the backlog is back to tau), and a reserve's three values.
+    local room = tau - backlog
+    if room < 0 then return 0, B, 0, -room, backlog, ok, booked, delay end
+    return 1, B, (room - room % T) / T, 0, backlog, ok, booked, delay
   end
 
   -- Denied: room < 0 when the backlog is beyond tau (booked ahead or owed), where no unit remains.

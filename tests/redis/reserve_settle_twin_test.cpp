@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <optional>
 #include <random>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +16,7 @@
 #include <ratelimit/ratelimit.hpp>
 #include <ratelimit/redis.hpp>
 
+#include "differential_trace.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -26,12 +26,7 @@ using ratelimit::Decision;
 using ratelimit::ManualClock;
 using ratelimit::Reservation;
 
-std::string show(const Decision& d) {
-  std::ostringstream s;
-  s << "{" << d.allowed << ", " << d.limit << ", " << d.remaining << ", " << d.retry_after.count() << "ns, "
-    << d.reset_after.count() << "ns}";
-  return s.str();
-}
+using ratelimit_test::differential::show;
 
 template <ratelimit::Policy P>
 class Twin {
