@@ -168,12 +168,16 @@ class RedisLimiter final : public detail::LayeredMember, public ratelimit::detai
   /// "Reservations and settling"): one script call, atomic. `ok()` is false, nothing booked, when `cost` exceeds the
   /// burst. Only GCRA and the token bucket. Thread-safe. When Redis fails: under `fail_open` an ok booking with delay 0
   /// and nothing to cancel, under `fail_closed` a refusal of `failure_retry_after`; throws as `allow`.
-  Reservation reserve(std::string_view key, std::int64_t cost = 1) requires ReservableRules<RulesOf<P>>;
+  Reservation reserve(std::string_view key, std::int64_t cost = 1) requires ReservableRules<RulesOf<P>> {
+    return reserve_within(key, cost, std::chrono::nanoseconds::max());
+  }
   /// As above, booking only when the delay is at most `max_delay` (>= 0; whole microseconds count, a rest is dropped);
   /// otherwise nothing is written and the refusal's `delay()` is the wait it would have needed. Throws as above, and
   /// `std::invalid_argument` naming `max_delay` when it is negative.
   Reservation reserve(std::string_view key, std::int64_t cost,
-                      std::chrono::nanoseconds max_delay) requires ReservableRules<RulesOf<P>>;
+                      std::chrono::nanoseconds max_delay) requires ReservableRules<RulesOf<P>> {
+    return reserve_within(key, cost, max_delay);
+  }
 
   /// Settles a request charged `charged` units that turned out to cost `actual`, as
   /// include/ratelimit/README.md "Settling after the response" says: the key's state becomes what charging `actual`
@@ -357,6 +361,9 @@ class RedisLimiter final : public detail::LayeredMember, public ratelimit::detai
 
   [[nodiscard]] detail::LayeredPart layered_part(std::string_view key, std::int64_t cost) override;
 
+  /// The `reserve` overloads. Unconstrained, so that an explicit instantiation for a window policy (which
+  /// instantiates every member defined out of the class) compiles: there it is never called.
+  Reservation reserve_within(std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_delay);
   /// `Reservation::cancel`: one script call; a failure is counted and leaves the slot spent (never throws).
   void cancel_reservation(std::string_view key, const ratelimit::detail::ReservationTicket& ticket) noexcept override;
   /// One call of `mode` with `extra` after the parameters through the answer step (`send`); a reserve's three values

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -153,34 +154,32 @@ RATELIMIT_DECL Decision RedisLimiter<P, C>::refund(std::string_view key, std::in
 }
 
 template <Policy P, Clock C>
-RATELIMIT_DECL Reservation RedisLimiter<P, C>::reserve(std::string_view key,
-                                                       std::int64_t cost) requires ReservableRules<RulesOf<P>> {
-  return reserve(key, cost, std::chrono::nanoseconds::max());
-}
-
-template <Policy P, Clock C>
-RATELIMIT_DECL Reservation RedisLimiter<P, C>::reserve(
-    std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_delay) requires ReservableRules<RulesOf<P>> {
-  check_request(key, cost);
-  if (max_delay.count() < 0) ratelimit::detail::invalid("max_delay", "must be >= 0");
-  const Config& c = config();
-  const RulesOf<P>& rules = c.rules;
-  // A booking keeps the backlog within the rules' bound (as in memory): its delay at most that less tau.
-  const std::int64_t most = rules.max_backlog() - rules.tolerance(), wanted = max_delay.count() / 1000;
-  const std::string extra[] = {std::to_string(wanted < most ? wanted : most)};
-  const std::int64_t sent = cost > rules.limit() ? rules.limit() + 1 : cost;  // refused alike, and exact in Lua
-  std::optional<detail::ReserveReply> booked;
-  const Decision d = send_one(c, key, sent, Mode::reserve, extra, &booked).decision;
-  if (!booked) {  // the failure policy's or the fallback's answer: nothing to cancel
-    if (d.allowed) return Reservation(nullptr, std::string(key), {}, std::chrono::nanoseconds(0), d);
-    return Reservation::refused(d.retry_after, d);
+RATELIMIT_DECL Reservation RedisLimiter<P, C>::reserve_within(std::string_view key, std::int64_t cost,
+                                                              std::chrono::nanoseconds max_delay) {
+  if constexpr (!ReservableRules<RulesOf<P>>) {
+    throw std::logic_error("reserve: only GCRA and the token bucket book ahead");
+  } else {
+    check_request(key, cost);
+    if (max_delay.count() < 0) ratelimit::detail::invalid("max_delay", "must be >= 0");
+    const Config& c = config();
+    const RulesOf<P>& rules = c.rules;
+    // A booking keeps the backlog within the rules' bound (as in memory): its delay at most that less tau.
+    const std::int64_t most = rules.max_backlog() - rules.tolerance(), wanted = max_delay.count() / 1000;
+    const std::string extra[] = {std::to_string(wanted < most ? wanted : most)};
+    const std::int64_t sent = cost > rules.limit() ? rules.limit() + 1 : cost;  // refused alike, and exact in Lua
+    std::optional<detail::ReserveReply> booked;
+    const Decision d = send_one(c, key, sent, Mode::reserve, extra, &booked).decision;
+    if (!booked) {  // the failure policy's or the fallback's answer: nothing to cancel
+      if (d.allowed) return Reservation(nullptr, std::string(key), {}, std::chrono::nanoseconds(0), d);
+      return Reservation::refused(d.retry_after, d);
+    }
+    const std::chrono::nanoseconds delay =
+        booked->delay_us < 0 ? Decision::never : std::chrono::microseconds(booked->delay_us);
+    if (!booked->ok) return Reservation::refused(delay, d);
+    // The script's time is the booked TAT less the backlog after it (the decision's reset_after).
+    const std::int64_t act_at = booked->booked_tat - d.reset_after.count() / 1000 + booked->delay_us;
+    return Reservation(this, std::string(key), {booked->booked_tat, act_at, cost}, delay, d);
   }
-  const std::chrono::nanoseconds delay =
-      booked->delay_us < 0 ? Decision::never : std::chrono::microseconds(booked->delay_us);
-  if (!booked->ok) return Reservation::refused(delay, d);
-  // The script's time is the booked TAT less the backlog after it (the decision's reset_after).
-  const std::int64_t act_at = booked->booked_tat - d.reset_after.count() / 1000 + booked->delay_us;
-  return Reservation(this, std::string(key), {booked->booked_tat, act_at, cost}, delay, d);
 }
 
 template <Policy P, Clock C>
