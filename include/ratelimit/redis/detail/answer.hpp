@@ -268,7 +268,7 @@ class Answer final : public Answers {
   /// pipelined batch on `route` (Redis key `key_of(key)`, time argument `now_arg`), or the fallback's while its gate
   /// is shut. The ticket is settled once (any reply, an error reply too: the server is alive). Under `raise` the first
   /// failure is thrown once every request was answered. `extra` goes after every call's parameters; `replies`, when
-  /// given, receives each Redis decision's reply (null for the others).
+  /// given, receives the replies of the calls Redis decided, in order (a reserve reads its three values from them).
   template <class KeyOf>
   std::vector<CheckResult> send(Route& route, const Config& config, std::span<const BatchRequest> requests, Mode mode,
                                 std::int64_t now, std::string_view now_arg, KeyOf&& key_of,
