@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include <ratelimit/layers.hpp>
 #include <ratelimit/ratelimit.hpp>
 #include <ratelimit/redis.hpp>
 
@@ -262,6 +263,23 @@ TEST_F(SettleRedis, UnderAPreparedPolicy) {
   EXPECT_EQ(d.limit, 2);
   EXPECT_EQ(d.remaining, 0);
   EXPECT_EQ(l.peek("k").remaining, 2);  // the same key under the limiter's own policy: 5 - 3
+}
+
+TEST_F(SettleRedis, SettleLayersSettlesEveryRedisLayerThatConsumed) {
+  auto calls = limiter(kGcra);
+  auto tokens = limiter(ratelimit::FixedWindow{.limit = 100, .window = 1s});
+  ratelimit::LimiterLayer call_layer(calls, "calls");
+  ratelimit::LimiterLayer token_layer(tokens, "tokens");
+  const ratelimit::LayerRequest request[] = {{&call_layer, "u", 1}, {&token_layer, "u", 40}};
+  const ratelimit::LayeredDecision passed = ratelimit::check_layers(request);
+  ASSERT_TRUE(passed);
+  const std::int64_t used[] = {1, 130};  // 130 tokens, not 40: 30 owed beyond the limit
+  ratelimit::settle_layers(request, passed, used);
+  EXPECT_EQ(tokens.peek("u").remaining, 0);
+  EXPECT_FALSE(tokens.allow("u").allowed);
+  EXPECT_EQ(tokens.settle("u", 130, 100).remaining, 0);  // back to the limit exactly
+  EXPECT_EQ(tokens.settle("u", 1, 0).remaining, 1);
+  EXPECT_EQ(calls.peek("u").remaining, 2);
 }
 
 /// Nothing listens on the port: every call fails at once (io), under the failure policy of the test's parameter.
