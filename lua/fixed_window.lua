@@ -7,7 +7,9 @@
 -- ARGV[2]  cost: integer >= 0 (ignored when peeking)
 -- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,
 --          "2" = refund ARGV[2] units (include/ratelimit/README.md "Refunds"; the part says how);
---          "3" = dry check: decides as "0" and writes only a conversion (the layered script's first pass)
+--          "3" = dry check: decides as "0" and writes only a conversion (the layered script's first pass);
+--          "6" = settle: debit ARGV[2] > 0 units beyond the limit (the count at most ARGV[6]), refund -ARGV[2]
+--          otherwise (include/ratelimit/README.md "Settling after the response"; the part says how)
 -- ARGV[4]  limit L: integer in [1, 2^53)
 -- ARGV[5]  window W: microseconds, integer >= 1
 -- Reply    struct.pack("<ddddd", allowed (1/0), limit, remaining, retry_after_us (-1 = never),

@@ -11,12 +11,14 @@
 -- ARGV[2]  cost (tokens): integer >= 0 (ignored when peeking)
 -- ARGV[3]  "1" = peek (cost 1's allowed/retry_after, cost 0's remaining/reset_after), "0" = check,
 --          "2" = refund ARGV[2] units (include/ratelimit/README.md "Refunds"; the part says how);
---          "3" = dry check: decides as "0" and writes only a conversion (the layered script's first pass)
+--          "3" = dry check: decides as "0" and writes only a conversion (the layered script's first pass);
+--          "4" reserve, "5" cancel, "6" settle, with ARGV[6..7] as lua/gcra.lua says
 -- ARGV[4]  capacity C (the decision's limit): integer >= 1
 -- ARGV[5]  refill interval T = ceil(refill_period / refill_tokens): microseconds per token, integer >= 1
 --          (2 * C * T stays below 2^52, checked in C++)
 -- Reply    struct.pack("<ddddd", allowed (1/0), limit, remaining (whole tokens), retry_after_us (-1 = never),
 --          reset_after_us): five little-endian doubles (40 bytes), all integers below 2^53
+--          (a reserve's has three more, as lua/gcra.lua says)
 -- Writes   only an admitted take with cost >= 1: one SET ... PX ceil(reset_after / 1 ms) + 1000 ms;
 --          a refund: SET ... KEEPTTL, or DEL when the bucket is full again.
 -- Time     effective t = max(now, w): a clock that steps back sees time stand still at the latest write.
@@ -25,6 +27,7 @@
 -- Parts    time gcra
 --          (lua/parts/, in this order, then this file: cmake/RatelimitRedis.cmake assembles the script)
 
-local now, cost = ARGV[1], ARGV[2]                           -- cost "1", the usual one, without tonumber
-return struct.pack("<ddddd", gcra(KEYS[1], now == "" and server_time() or tonumber(now),
-                                  cost == "1" and 1 or tonumber(cost), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])))
+local now, cost, mode = ARGV[1], ARGV[2], ARGV[3]            -- cost "1", the usual one, without tonumber
+return struct.pack(mode == "4" and "<dddddddd" or "<ddddd",  -- a reserve's reply has three more values
+                   gcra(KEYS[1], now == "" and server_time() or tonumber(now), cost == "1" and 1 or tonumber(cost),
+                        mode, tonumber(ARGV[4]), tonumber(ARGV[5])))

@@ -10,10 +10,13 @@
 
 -- One step on `key` at `now` (integer microseconds) for cost n >= 0: mode "0" check (keeps an admitted
 -- cost), "1" peek, "2" refund n, "3" dry check (decides as "0", writes only a conversion: the layered script's first
--- pass). Returns the five reply values allowed (1/0), limit, remaining, retry_after_us (-1 = never),
--- reset_after_us.
+-- pass), "4" reserve n, "5" cancel a booking of n, "6" settle: debit n > 0, or refund -n when n <= 0. Modes "4" to
+-- "6" (never in the layered script) read their extra arguments from ARGV[6..7]. Returns the five reply values
+-- allowed (1/0), limit, remaining, retry_after_us (-1 = never), reset_after_us; a reserve three more: ok (1/0),
+-- booked TAT, delay_us (-1 = never). Reservations and debts may take the backlog beyond tau (up to the horizon,
+-- bounded in C++): then the cost-0 view is a denial until the backlog is back to tau.
 local function gcra(key, now, cost, mode, B, T)
-  local tau, t, backlog = B * T, now, 0                      -- backlog = max(TAT, t) - t, in [0, tau]
+  local tau, t, backlog = B * T, now, 0                      -- backlog = max(TAT, t) - t, >= 0
   local state = redis.call("GET", key)
   if state then
     local tat, written, T0, B0
@@ -43,30 +46,72 @@ local function gcra(key, now, cost, mode, B, T)
     end
   end
 
-  -- Refund (mode "2"; include/ratelimit/README.md "Refunds"): TAT = max(TAT - n*T, t): the backlog shrinks by n*T,
-  -- never past full. The TTL stays (no wait grows). Reply: the state afterwards as a cost-0 check sees it.
-  if mode == "2" then
-    if backlog > 0 and cost > 0 then
-      if cost * T >= backlog then backlog = 0 else backlog = backlog - cost * T end  -- exact below 2^53
-      if backlog > 0 then
-        redis.call("SET", key, struct.pack("<dddd", t + backlog, t, T, B), "KEEPTTL")
-      else
-        redis.call("DEL", key)
+  if mode ~= "0" and mode ~= "3" then                         -- every mode but a check's: off the check's path
+    if mode == "6" and cost <= 0 then mode, cost = "2", -cost end  -- a settle below what was charged: a refund
+    -- The write after the step: "keep" SET ... KEEPTTL (DEL when full), "grow" SET ... PX (the wait grew).
+    local write, ok, booked, delay
+    -- Refund (mode "2"; include/ratelimit/README.md "Refunds"): TAT = max(TAT - n*T, t): the backlog shrinks by n*T,
+    -- never past full. The TTL stays (no wait grows). Reply: the state afterwards as a cost-0 check sees it.
+    if mode == "2" then
+      if backlog > 0 and cost > 0 then
+        if cost * T >= backlog then backlog = 0 else backlog = backlog - cost * T end  -- exact below 2^53
+        write = "keep"
       end
+    elseif mode == "1" then                                  -- a peek asks for cost 1, which fits B >= 1
+      local room = tau - backlog
+      local over = backlog + T - tau
+      if over > 0 then return 0, B, room > 0 and (room - room % T) / T or 0, over, backlog end
+      return 1, B, (room - room % T) / T, 0, backlog
+    elseif mode == "4" then
+      -- Reserve n (include/ratelimit/README.md "Reservations"): books when n <= B and the delay
+      -- max(0, backlog + n*T - tau) is at most ARGV[6] (C++ keeps the backlog within the horizon by it), else
+      -- writes nothing. Reply: the cost-0 view afterwards, then ok (1/0), the booked TAT and the delay (-1 = never).
+      ok, booked, delay = 0, 0, -1
+      if cost <= B then
+        local new_backlog = backlog + cost * T
+        delay = new_backlog > tau and new_backlog - tau or 0
+        if delay <= tonumber(ARGV[6]) then
+          ok, booked = 1, t + new_backlog
+          if cost > 0 then backlog, write = new_backlog, "grow" end
+        end
+      end
+    elseif mode == "5" then
+      -- Cancel a booking (ARGV[6] its TAT, ARGV[7] its time to act, n its units), as x/time/rate's CancelAt: nothing
+      -- once the time to act has come; else n*T less what later bookings added (TAT - booked TAT) goes back.
+      local booked_tat, act_at = tonumber(ARGV[6]), tonumber(ARGV[7])
+      if state and act_at > t then
+        local restore = cost * T - (t + backlog > booked_tat and t + backlog - booked_tat or 0)
+        if restore > 0 then backlog, write = backlog > restore and backlog - restore or 0, "keep" end
+      end
+    else
+      -- Debit n > 0 (mode "6", a settle above what was charged, include/ratelimit/README.md "Settling after the
+      -- response"): the backlog grows by n*T even beyond tau, to at most ARGV[6] (tau + max_debt*T within the
+      -- horizon: C++ computes it and clamps n); a debit never lowers it.
+      local cap = tonumber(ARGV[6])
+      local new_backlog = backlog + cost * T
+      if new_backlog > cap then new_backlog = cap > backlog and cap or backlog end
+      if new_backlog > backlog then backlog, write = new_backlog, "grow" end
     end
+    if write == "grow" then
+      local r = backlog % 1000                               -- TTL ceil(reset_after / 1 ms) + 1000 ms
+      redis.call("SET", key, struct.pack("<dddd", t + backlog, t, T, B), "PX",
+                 (backlog - r) / 1000 + (r > 0 and 1 or 0) + 1000)
+    elseif write and backlog > 0 then
+      redis.call("SET", key, struct.pack("<dddd", t + backlog, t, T, B), "KEEPTTL")
+    elseif write then
+      redis.call("DEL", key)
+    end
+    -- The cost-0 view (in debt: denied until the backlog is back to tau), and a reserve's three values.
     local room = tau - backlog
-    return 1, B, (room - room % T) / T, 0, backlog
+    if room < 0 then return 0, B, 0, -room, backlog, ok, booked, delay end
+    return 1, B, (room - room % T) / T, 0, backlog, ok, booked, delay
   end
 
+  -- Denied: room < 0 when the backlog is beyond tau (booked ahead or owed), where no unit remains.
   local room = tau - backlog
-  if mode == "1" then                                        -- a peek asks for cost 1, which fits B >= 1
-    local over = backlog + T - tau
-    if over > 0 then return 0, B, (room - room % T) / T, over, backlog end
-    return 1, B, (room - room % T) / T, 0, backlog
-  end
-  if cost > B then return 0, B, (room - room % T) / T, -1, backlog end
-  local new_backlog = backlog + cost * T                     -- <= 2 tau
-  if new_backlog > tau then return 0, B, (room - room % T) / T, new_backlog - tau, backlog end
+  if cost > B then return 0, B, room > 0 and (room - room % T) / T or 0, -1, backlog end
+  local new_backlog = backlog + cost * T                     -- <= the horizon + tau (C++ bounds the backlog)
+  if new_backlog > tau then return 0, B, room > 0 and (room - room % T) / T or 0, new_backlog - tau, backlog end
   if cost > 0 and mode == "0" then
     local r = new_backlog % 1000                             -- TTL ceil(reset_after / 1 ms) + 1000 ms
     redis.call("SET", key, struct.pack("<dddd", t + new_backlog, t, T, B), "PX",

@@ -36,8 +36,8 @@ end
 
 -- One step on `key` at `now` (integer microseconds) for cost n >= 0: mode "0" check (keeps an admitted
 -- cost), "1" peek, "2" refund n, "3" dry check (decides as "0", writes only a conversion: the layered script's first
--- pass). Returns the five reply values allowed (1/0), limit, remaining, retry_after_us (-1 = never),
--- reset_after_us.
+-- pass), "6" settle: debit n > 0 (the count at most ARGV[6]), or refund -n when n <= 0. Returns the five reply
+-- values allowed (1/0), limit, remaining, retry_after_us (-1 = never), reset_after_us.
 local function sliding_window_counter(key, now, cost, mode, L, W)
   local t, cur, prev, same = now, 0, 0, false                 -- same: the key already counts t's window
   local state = redis.call("GET", key)
@@ -74,29 +74,44 @@ local function sliding_window_counter(key, now, cost, mode, L, W)
   local r = t - start
   local decide = sliding_window_counter_decide
 
-  -- Refund (mode "2"; include/ratelimit/README.md "Refunds"): cur = max(0, cur - n), then what is left of n from prev
-  -- (its units still weigh (W - r) / W). The reply is the state afterwards as a cost-0 check sees it; the TTL stays
-  -- (the previous window's first write set it to this window's end plus 1 s).
-  if mode == "2" then
-    if (cur > 0 or prev > 0) and cost > 0 then
-      local from_cur = cur < cost and cur or cost
-      local rest = cost - from_cur
-      cur = cur - from_cur
-      prev = prev > rest and prev - rest or 0
-      if cur > 0 or prev > 0 then
-        redis.call("SET", key, struct.pack("<dddd", t, cur, prev, W), "KEEPTTL")
-      else
-        redis.call("DEL", key)
+  if mode ~= "0" and mode ~= "3" then                         -- every mode but a check's: off the check's path
+    if mode == "6" and cost <= 0 then mode, cost = "2", -cost end  -- a settle below what was charged: a refund
+    -- Refund (mode "2"; include/ratelimit/README.md "Refunds"): cur = max(0, cur - n), then what is left of n from
+    -- prev (its units still weigh (W - r) / W). The reply is the state afterwards as a cost-0 check sees it; the TTL
+    -- stays (the previous window's first write set it to this window's end plus 1 s).
+    if mode == "2" then
+      if (cur > 0 or prev > 0) and cost > 0 then
+        local from_cur = cur < cost and cur or cost
+        local rest = cost - from_cur
+        cur = cur - from_cur
+        prev = prev > rest and prev - rest or 0
+        if cur > 0 or prev > 0 then
+          redis.call("SET", key, struct.pack("<dddd", t, cur, prev, W), "KEEPTTL")
+        else
+          redis.call("DEL", key)
+        end
+      end
+    elseif mode == "1" then                                   -- cost 1's allowed and retry_after, cost 0's rest
+      local allowed, _, retry = decide(1, cur, prev, L, W, r)
+      local _, remaining, _, reset = decide(0, cur, prev, L, W, r)
+      return allowed and 1 or 0, L, remaining, retry, reset
+    else
+      -- Debit n > 0 (mode "6", a settle above what was charged, include/ratelimit/README.md "Settling after the
+      -- response"): the current window's count grows by n even beyond L, to at most ARGV[6] (L + max_debt: C++
+      -- keeps it times W within 2^53); a debit never lowers it. The TTL as a check's write sets or keeps it.
+      local cap = tonumber(ARGV[6])
+      local n = cur + cost > cap and (cap > cur and cap - cur or 0) or cost
+      if n > 0 then
+        if same and cur > 0 then
+          redis.call("SET", key, struct.pack("<dddd", t, cur + n, prev, W), "KEEPTTL")
+        else
+          redis.call("SET", key, struct.pack("<dddd", t, cur + n, prev, W), "PX", ttl_ms(2 * W - r))
+        end
+        cur = cur + n
       end
     end
     local _, remaining, _, reset = decide(0, cur, prev, L, W, r)
     return 1, L, remaining, 0, reset
-  end
-
-  if mode == "1" then                                         -- cost 1's allowed and retry_after, cost 0's rest
-    local allowed, _, retry = decide(1, cur, prev, L, W, r)
-    local _, remaining, _, reset = decide(0, cur, prev, L, W, r)
-    return allowed and 1 or 0, L, remaining, retry, reset
   end
 
   local allowed, remaining, retry, reset = decide(cost, cur, prev, L, W, r)

@@ -5,7 +5,8 @@
 -- one member (their costs summed; they expire together), so members are unique without randomness. A
 -- refund that leaves live members older than its time adds a member of cost 0 at its time t (its write
 -- time, include/ratelimit/README.md "Refunds"): always the newest member, replaced by the next write. After every write
--- all members are live with costs summing to at most L, and only writes change the set: at most L + 1 members. Limit L,
+-- all members are live with costs summing to at most L (more after a settle's debit, in at most L members), and only
+-- writes change the set: at most L + 1 members. Limit L,
 -- window W (us; the window is (t - W, t]).
 
 -- The decision for cost n >= 0 against the members at[i], costs[i] (oldest first, live from first_live,
@@ -34,8 +35,8 @@ end
 
 -- One step on `key` at `now` (integer microseconds) for cost n >= 0: mode "0" check (keeps an admitted
 -- cost), "1" peek, "2" refund n, "3" dry check (decides as "0", writes only a conversion: the layered script's first
--- pass). Returns the five reply values allowed (1/0), limit, remaining, retry_after_us (-1 = never),
--- reset_after_us.
+-- pass), "6" settle: debit n > 0 (the count at most ARGV[6]), or refund -n when n <= 0. Returns the five reply
+-- values allowed (1/0), limit, remaining, retry_after_us (-1 = never), reset_after_us.
 local function sliding_window_log(key, now, cost, mode, L, W)
   -- At most L + 1 members (see above), oldest first.
   local raw = redis.call("ZRANGE", key, 0, -1)
@@ -53,37 +54,56 @@ local function sliding_window_log(key, now, cost, mode, L, W)
   if #at > 1 and costs[#at] == 0 then newest_cost = at[#at - 1] end
   local decide = sliding_window_log_decide
 
-  -- Refund (mode "2"; include/ratelimit/README.md "Refunds"): n units are taken off the newest live members (a
-  -- member shrinks or goes); expired members are dropped. Reply: the state afterwards as a cost-0 check
-  -- sees it; the TTL stays (the newest timestamp holding units does not grow).
-  if mode == "2" then
-    if first_live > 1 then redis.call("ZREMRANGEBYSCORE", key, "-inf", int(t - W)) end
-    local left, i = cost, #at
-    while left > 0 and i >= first_live do
-      local take = costs[i] < left and costs[i] or left
-      -- The smaller member goes in before the old one leaves (they differ by the cost): removing the
-      -- only member first deletes the key, and on a migrating slot the add is then refused mid-script,
-      -- as for the check below.
-      if costs[i] > take then redis.call("ZADD", key, int(at[i]), struct.pack("<dd", at[i], costs[i] - take)) end
-      redis.call("ZREM", key, raw[i])
-      costs[i], count, left = costs[i] - take, count - take, left - take
-      if costs[i] == 0 then i = i - 1 end
+  if mode ~= "0" and mode ~= "3" then                         -- every mode but a check's: off the check's path
+    if mode == "6" and cost <= 0 then mode, cost = "2", -cost end  -- a settle below what was charged: a refund
+    -- Refund (mode "2"; include/ratelimit/README.md "Refunds"): n units are taken off the newest live members (a
+    -- member shrinks or goes); expired members are dropped. Reply: the state afterwards as a cost-0 check
+    -- sees it; the TTL stays (the newest timestamp holding units does not grow).
+    if mode == "2" then
+      if first_live > 1 then redis.call("ZREMRANGEBYSCORE", key, "-inf", int(t - W)) end
+      local left, i = cost, #at
+      while left > 0 and i >= first_live do
+        local take = costs[i] < left and costs[i] or left
+        -- The smaller member goes in before the old one leaves (they differ by the cost): removing the
+        -- only member first deletes the key, and on a migrating slot the add is then refused mid-script,
+        -- as for the check below.
+        if costs[i] > take then redis.call("ZADD", key, int(at[i]), struct.pack("<dd", at[i], costs[i] - take)) end
+        redis.call("ZREM", key, raw[i])
+        costs[i], count, left = costs[i] - take, count - take, left - take
+        if costs[i] == 0 then i = i - 1 end
+      end
+      while i >= first_live and costs[i] == 0 do i = i - 1 end  -- a mark left by n = 0
+      newest_cost = nil
+      if count > 0 then
+        newest_cost = at[i]
+        -- Writes the state at t: a clock that steps back stands at t (members older than t are left).
+        if cost > 0 and at[i] < t then redis.call("ZADD", key, int(t), struct.pack("<dd", t, 0)) end
+      end
+      local _, remaining, _, reset = decide(0, at, costs, first_live, count, newest_cost, L, W, t)
+      return 1, L, remaining, 0, reset
     end
-    while i >= first_live and costs[i] == 0 do i = i - 1 end  -- a mark left by n = 0
-    newest_cost = nil
-    if count > 0 then
-      newest_cost = at[i]
-      -- Writes the state at t: a clock that steps back stands at t (members older than t are left).
-      if cost > 0 and at[i] < t then redis.call("ZADD", key, int(t), struct.pack("<dd", t, 0)) end
+    if mode == "1" then                                       -- cost 1's allowed and retry_after, cost 0's rest
+      local allowed, _, retry = decide(1, at, costs, first_live, count, newest_cost, L, W, t)
+      local _, remaining, _, reset = decide(0, at, costs, first_live, count, newest_cost, L, W, t)
+      return allowed and 1 or 0, L, remaining, retry, reset
+    end
+    -- Debit n > 0 (mode "6", a settle above what was charged, include/ratelimit/README.md "Settling after the
+    -- response"): one member (t, n) as a check's write adds it (merged with one at t, replacing a refund's mark),
+    -- even beyond L, the count at most ARGV[6] (L + max_debt); a debit never lowers it. With L live members
+    -- already, the newest takes the units and moves to t (they count longer: the safe side), so the set keeps at
+    -- most L + 1 members.
+    local cap = tonumber(ARGV[6])
+    local n = count + cost > cap and (cap > count and cap - count or 0) or cost
+    if n > 0 then
+      local replaces = newest == t or (newest ~= nil and (costs[#costs] == 0 or #at - first_live + 1 >= L))
+      redis.call("ZADD", key, int(t), struct.pack("<dd", t, replaces and n + costs[#costs] or n))
+      if replaces then redis.call("ZREM", key, raw[#raw]) end
+      if first_live > 1 then redis.call("ZREMRANGEBYSCORE", key, "-inf", int(t - W)) end
+      redis.call("PEXPIRE", key, ttl_ms(W))
+      count, newest_cost = count + n, t
     end
     local _, remaining, _, reset = decide(0, at, costs, first_live, count, newest_cost, L, W, t)
     return 1, L, remaining, 0, reset
-  end
-
-  if mode == "1" then                                         -- cost 1's allowed and retry_after, cost 0's rest
-    local allowed, _, retry = decide(1, at, costs, first_live, count, newest_cost, L, W, t)
-    local _, remaining, _, reset = decide(0, at, costs, first_live, count, newest_cost, L, W, t)
-    return allowed and 1 or 0, L, remaining, retry, reset
   end
 
   local allowed, remaining, retry, reset = decide(cost, at, costs, first_live, count, newest_cost, L, W, t)

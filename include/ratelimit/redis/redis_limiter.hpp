@@ -32,6 +32,7 @@
 #include "ratelimit/redis/detail/script_mode.hpp"
 #include "ratelimit/redis/options.hpp"
 #include "ratelimit/redis/stats.hpp"
+#include "ratelimit/reservation.hpp"
 
 namespace ratelimit::redis {
 inline namespace RATELIMIT_REDIS_ABI_NAMESPACE {
@@ -48,6 +49,7 @@ using engine::ConnectionPool;
 using engine::Route;
 namespace detail {
 struct EmbeddedScript;
+struct ReserveReply;
 template <Policy P, Clock C, Clock G>
 class Answer;
 }  // namespace detail
@@ -73,7 +75,7 @@ using Request = ratelimit::BatchRequest;
 ///   limiter.wait_ready(std::chrono::seconds(5));  // at start-up; throws BackendError saying why not
 ///   if (!limiter.allow("client-42")) { /* answer 429: the whole fleet shares this key's limit */ }
 template <Policy P, Clock C = std::chrono::system_clock>
-class RedisLimiter final : public detail::LayeredMember {
+class RedisLimiter final : public detail::LayeredMember, public ratelimit::detail::ReservationBook {
   using Mode = detail::Mode;
   using Answer = detail::Answer<P, C, detail::GateClock<C>>;
   struct Config;  // detail::PolicyConfig of the answer step's share
@@ -165,6 +167,33 @@ class RedisLimiter final : public detail::LayeredMember {
   /// afterwards (a fresh key's when Redis failed). Thread-safe. Throws as `allow`.
   Decision refund(std::string_view key, std::int64_t cost);
 
+  /// Books `cost` (>= 0) units of `key` (include/ratelimit/README.md "Reservations"; include/ratelimit/redis/README.md
+  /// "Reservations and settling"): one script call, atomic. `ok()` is false, nothing booked, when `cost` exceeds the
+  /// burst. Only GCRA and the token bucket. Thread-safe. When Redis fails: under `fail_open` an ok booking with delay 0
+  /// and nothing to cancel, under `fail_closed` a refusal of `failure_retry_after`; throws as `allow`.
+  Reservation reserve(std::string_view key, std::int64_t cost = 1) requires ReservableRules<RulesOf<P>> {
+    return reserve_within(key, cost, std::chrono::nanoseconds::max());
+  }
+  /// As above, booking only when the delay is at most `max_delay` (>= 0; whole microseconds count, a rest is dropped);
+  /// otherwise nothing is written and the refusal's `delay()` is the wait it would have needed. Throws as above, and
+  /// `std::invalid_argument` naming `max_delay` when it is negative.
+  Reservation reserve(std::string_view key, std::int64_t cost,
+                      std::chrono::nanoseconds max_delay) requires ReservableRules<RulesOf<P>> {
+    return reserve_within(key, cost, max_delay);
+  }
+
+  /// Settles a request charged `charged` units that turned out to cost `actual`, as
+  /// include/ratelimit/README.md "Settling after the response" says: the key's state becomes what charging `actual`
+  /// would have made it, in one script call (atomic). Above `charged` the difference is debited even beyond the limit
+  /// (the key owes it; at most `max_debt` units beyond the burst or limit, clamped; by default at most what keeps
+  /// Lua's doubles exact); below, it is refunded as `refund` does. Returns the key's state afterwards as a cost-0
+  /// check sees it (a debt: remaining 0). The window policies act on the current window. Thread-safe. Throws
+  /// `std::invalid_argument` naming `charged`, `actual` or `max_debt` when negative, or the key; when Redis fails,
+  /// the failure policy's decision (`fail_open`: a fresh key's cost-0 view), or throws under `raise`.
+  Decision settle(std::string_view key, std::int64_t charged, std::int64_t actual);
+  /// As above with a bound on the debt: `max_debt` (>= 0) units beyond the burst or limit.
+  Decision settle(std::string_view key, std::int64_t charged, std::int64_t actual, std::int64_t max_debt);
+
   /// A policy validated for Redis for calls that name it (include/ratelimit/layers/README.md "Per-key quota
   /// overrides"). Immutable; made by `prepare`.
   class PreparedPolicy;
@@ -181,6 +210,9 @@ class RedisLimiter final : public detail::LayeredMember {
   Decision peek(std::string_view key, const PreparedPolicy& policy);
   /// As `refund(key, cost)`, under `policy`.
   Decision refund(std::string_view key, std::int64_t cost, const PreparedPolicy& policy);
+  /// As `settle(key, charged, actual, max_debt)`, under `policy`.
+  Decision settle(std::string_view key, std::int64_t charged, std::int64_t actual, std::int64_t max_debt,
+                  const PreparedPolicy& policy);
 
   /// The async `check` (include/ratelimit/redis/README.md "Redis engine"): returns at once;
   /// `callback(std::exception_ptr error, CheckResult result)` runs exactly once on an I/O thread, never inside this
@@ -332,6 +364,18 @@ class RedisLimiter final : public detail::LayeredMember {
   std::int64_t now_us();
 
   [[nodiscard]] detail::LayeredPart layered_part(std::string_view key, std::int64_t cost) override;
+
+  /// The `reserve` overloads. Unconstrained, so that an explicit instantiation for a window policy (which
+  /// instantiates every member defined out of the class) compiles: there it is never called.
+  Reservation reserve_within(std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_delay);
+  /// `Reservation::cancel`: one script call; a failure is counted and leaves the slot spent (never throws).
+  void cancel_reservation(std::string_view key, const ratelimit::detail::ReservationTicket& ticket) noexcept override;
+  /// One call of `mode` with `extra` after the parameters through the answer step (`send`); a reserve's three values
+  /// go to `booked` when Redis decided.
+  CheckResult send_one(const Config& config, std::string_view key, std::int64_t cost, Mode mode,
+                       std::span<const std::string> extra, std::optional<detail::ReserveReply>* booked = nullptr);
+  Decision settle_under(const Config& config, std::string_view key, std::int64_t charged, std::int64_t actual,
+                        std::int64_t max_debt);
 
   CheckResult run(std::string_view key, std::int64_t cost, Mode mode, const Config& config);
 

@@ -157,11 +157,13 @@ struct Sent {
 template <Policy P, class Share>
 struct PolicyConfig {
   explicit PolicyConfig(P p) : policy(std::move(p)), rules(policy.rules(kTickNs)), binding(bind<P>(rules)) {}
-  /// Its script's call on Redis key `key` (the strings must outlive the call).
-  [[nodiscard]] engine::RouteCall call(std::string_view key, std::string_view now, std::string_view cost,
-                                       Mode mode) const {
+  /// Its script's call on Redis key `key`, `extra` after the parameters (the strings must outlive the call).
+  [[nodiscard]] engine::RouteCall call(std::string_view key, std::string_view now, std::string_view cost, Mode mode,
+                                       std::span<const std::string> extra = {}) const {
     const std::span<const std::string> params(binding.params.data(), kScriptParams);
-    return script_call(*binding.script, key, {now, cost, mode_arg(mode)}, params);
+    engine::RouteCall c = script_call(*binding.script, key, {now, cost, mode_arg(mode)}, params);
+    for (const std::string& e : extra) c.args.push_back(e);
+    return c;
   }
   P policy;
   RulesOf<P> rules;
@@ -203,9 +205,12 @@ class Answer final : public Answers {
   [[nodiscard]] Ticket admit() { return fallback.enabled() ? fallback.admit() : Ticket::unguarded(); }
   /// Reports a sent call's outcome to its ticket: null for a reply (error replies too: the server is alive).
   static void settle(Ticket& ticket, const BackendError* error) noexcept { Fallback<P, C, G>::settle(ticket, error); }
-  /// The fallback's answer for a call the gate refused (or that failed), counted.
+  /// The fallback's answer for a call the gate refused (or that failed), counted: a reserve is its check, a settle
+  /// below what was charged its refund, one above and a cancel its peek (it keeps no debts nor bookings).
   CheckResult serve(std::string_view key, std::int64_t cost, Mode mode, const Share* share = nullptr) {
-    return fallback.serve(key, cost, mode == Mode::peek, mode == Mode::refund, share);
+    const bool refund = mode == Mode::refund || (mode == Mode::settle && cost < 0);
+    const bool peek = mode == Mode::peek || mode == Mode::cancel || (mode == Mode::settle && cost >= 0);
+    return fallback.serve(key, cost < 0 ? -cost : cost, peek, refund, share);
   }
 
   /// The failure step of a call of `key` failed with `e`: counted and told, a refund's key's cached denial dropped;
@@ -214,7 +219,7 @@ class Answer final : public Answers {
   CheckResult failed_call(const BackendError& e, std::string_view key, std::int64_t cost, Mode mode, const Share* share,
                           Failure&& failure) {
     failed(e);
-    if (denials && mode == Mode::refund) denials->invalidate(key);
+    if (denials && mode != Mode::check && mode != Mode::peek) denials->invalidate(key);
     if (fallback.enabled()) {
       try {
         return serve(key, cost, mode, share);
@@ -224,12 +229,14 @@ class Answer final : public Answers {
     return {failure(), Outcome::failure_policy};
   }
 
-  /// A policy script's failure decision under `rules`; a refund's is a fresh key's state under any policy.
+  /// A policy script's failure decision under `rules`; a refund's is a fresh key's state under any policy, a settle's
+  /// and a cancel's the failure policy's on a fresh key's cost-0 view, a reserve's a check's.
   [[nodiscard]] Decision failure_decision(const RulesOf<P>& rules, std::int64_t now, std::int64_t cost,
                                           Mode mode) const {
     if (mode == Mode::refund) return to_decision(rules.evaluate(StateOf<P>{}, now, 0), kTickNs);
     return Answers::failure_decision(rules.limit(), [&] {
       const StateOf<P> fresh{};
+      if (mode == Mode::settle || mode == Mode::cancel) return rules.evaluate(fresh, now, 0);
       return mode == Mode::peek ? ratelimit::peek(rules, fresh, now) : rules.evaluate(fresh, now, cost);
     });
   }
@@ -240,7 +247,7 @@ class Answer final : public Answers {
                      std::optional<BackendError>& raised) {
     try {
       if (error != nullptr) throw *error;
-      const CheckResult r{decision_of(*reply, config.rules.limit()), Outcome::decided};
+      const CheckResult r{decision_of(*reply, config.rules.limit(), s.mode == Mode::reserve ? 8 : 5), Outcome::decided};
       learn(s, r.decision, config.id);
       return r;
     } catch (const BackendError& e) {
@@ -260,10 +267,13 @@ class Answer final : public Answers {
   /// The answers of `requests` under `config`, in order: checks the denial cache answers first, the rest as one
   /// pipelined batch on `route` (Redis key `key_of(key)`, time argument `now_arg`), or the fallback's while its gate
   /// is shut. The ticket is settled once (any reply, an error reply too: the server is alive). Under `raise` the first
-  /// failure is thrown once every request was answered.
+  /// failure is thrown once every request was answered. `extra` goes after every call's parameters; `replies`, when
+  /// given, receives the replies of the calls Redis decided, in order (a reserve reads its three values from them).
   template <class KeyOf>
   std::vector<CheckResult> send(Route& route, const Config& config, std::span<const BatchRequest> requests, Mode mode,
-                                std::int64_t now, std::string_view now_arg, KeyOf&& key_of) {
+                                std::int64_t now, std::string_view now_arg, KeyOf&& key_of,
+                                std::span<const std::string> extra = {},
+                                std::vector<engine::Reply>* replies = nullptr) {
     std::vector<CheckResult> out(requests.size());
     std::vector<std::size_t> at;  // the requests that go to Redis
     at.reserve(requests.size());
@@ -286,7 +296,7 @@ class Answer final : public Answers {
       const BatchRequest& r = requests[at[k]];
       sent[k] = {r.key, r.cost, mode, now, 0, denials ? denials->stamp(r.key) : 0};
       args[k] = {key_of(r.key), std::to_string(r.cost)};
-      batch[k] = config.call(args[k][0], now_arg, args[k][1], mode);
+      batch[k] = config.call(args[k][0], now_arg, args[k][1], mode, extra);
     }
     const std::int64_t sent_ns = denials ? mono_ns() : 0;
     run(route, *config.binding.script, batch);
@@ -296,6 +306,7 @@ class Answer final : public Answers {
       any_reply = any_reply || batch[k].reply != nullptr;
       sent[k].sent_ns = sent_ns;
       out[at[k]] = answer(config, sent[k], batch[k].reply.get(), batch[k].error ? &*batch[k].error : nullptr, raised);
+      if (replies != nullptr && out[at[k]].outcome == Outcome::decided) replies->push_back(std::move(batch[k].reply));
     }
     settle(ticket, any_reply ? nullptr : &*raised);
     if (raised && on_error == FailurePolicy::raise) throw *raised;
@@ -348,7 +359,7 @@ class Answer final : public Answers {
   /// Feeds Redis's decision `d` of call `s` to the denial cache (include/ratelimit/redis/README.md "Denial cache").
   void learn(const Sent& s, const Decision& d, std::uint64_t id) {
     if (!denials || s.mode == Mode::peek) return;
-    if (s.mode == Mode::refund) {
+    if (s.mode != Mode::check) {  // a refund, booking, cancel or settle: what was denied may pass now, or not yet
       denials->invalidate(s.key);
     } else if (!d.allowed && s.cost > 0) {
       denials->remember(s.key, s.cost, d, s.sent_ns, mono_ns(), id, s.stamp);

@@ -28,18 +28,20 @@ namespace detail {
 /// The script's decision in microsecond ticks from `struct.pack("<ddddd", allowed, limit, remaining, retry_after_us,
 /// reset_after_us)` (`retry_after_us == -1` is `never`). Every field is checked (integers below 2^53, allowed 0/1,
 /// the policy's limit, 0 <= remaining <= limit, durations that fit in nanoseconds), so a wrong script or server or a
-/// corrupted reply throws `BackendError`: cause `reply` for an error reply, `protocol` for anything malformed.
-[[nodiscard]] inline TickDecision parse_decision(const redisReply& r, std::int64_t expected_limit) {
+/// corrupted reply throws `BackendError`: cause `reply` for an error reply, `protocol` for anything malformed. A
+/// reserve's reply has 8 doubles (`values`): the decision's five, then ok, booked TAT and delay (`reservation_of`).
+[[nodiscard]] inline TickDecision parse_decision(const redisReply& r, std::int64_t expected_limit,
+                                                 std::size_t values = 5) {
   if (r.type == REDIS_REPLY_ERROR) throw BackendError(BackendErrorCause::reply, std::string(engine::text(r)));
   auto malformed = [](const std::string& what) {
     throw BackendError(BackendErrorCause::protocol, "malformed script reply: " + what);
   };
-  if (r.type != REDIS_REPLY_STRING || r.str == nullptr || r.len != 40) {
-    malformed("expected a string of 5 little-endian doubles (40 bytes)");
+  if (r.type != REDIS_REPLY_STRING || r.str == nullptr || r.len != 8 * values) {
+    malformed("expected a string of " + std::to_string(values) + " little-endian doubles");
   }
   constexpr double exact = 9007199254740992.0;  // 2^53: every integer up to it is a double
-  std::int64_t v[5];
-  for (std::size_t i = 0; i < 5; ++i) {
+  std::int64_t v[8];
+  for (std::size_t i = 0; i < values && i < 8; ++i) {
     std::uint64_t bits = 0;
     for (std::size_t b = 8; b-- > 0;) bits = bits << 8 | static_cast<unsigned char>(r.str[8 * i + b]);
     const double d = std::bit_cast<double>(bits);
@@ -64,9 +66,31 @@ namespace detail {
                       .reset_after = v[4]};
 }
 
+/// A reserve's three values after its decision (lua/gcra.lua): ok, the booked TAT (us) and the delay (us, -1 = never),
+/// each checked as `parse_decision` checks its own (it checked that they are integers below 2^53).
+struct ReserveReply {
+  bool ok = false;
+  std::int64_t booked_tat = 0;
+  std::int64_t delay_us = -1;
+};
+[[nodiscard]] inline ReserveReply reservation_of(const redisReply& r) {
+  std::int64_t v[3];
+  for (std::size_t i = 0; i < 3; ++i) {
+    std::uint64_t bits = 0;
+    for (std::size_t b = 8; b-- > 0;) bits = bits << 8 | static_cast<unsigned char>(r.str[8 * (5 + i) + b]);
+    v[i] = static_cast<std::int64_t>(std::bit_cast<double>(bits));
+  }
+  constexpr std::int64_t max_us = ratelimit::detail::kMaxHorizonNs / 1000;
+  if ((v[0] != 0 && v[0] != 1) || v[2] < -1 || v[2] > max_us || (v[0] == 1 && v[2] < 0)) {
+    throw BackendError(BackendErrorCause::protocol,
+                       "malformed reserve reply: ok " + std::to_string(v[0]) + ", delay " + std::to_string(v[2]));
+  }
+  return {v[0] == 1, v[1], v[2]};
+}
+
 /// `parse_decision` as a `Decision` (nanoseconds).
-[[nodiscard]] inline Decision decision_of(const redisReply& r, std::int64_t expected_limit) {
-  return to_decision(parse_decision(r, expected_limit), 1000);
+[[nodiscard]] inline Decision decision_of(const redisReply& r, std::int64_t expected_limit, std::size_t values = 5) {
+  return to_decision(parse_decision(r, expected_limit, values), 1000);
 }
 
 /// The reply of a finished `call`; throws its `BackendError`, or one of cause `reply` for an error reply.

@@ -4,6 +4,8 @@
 /// How a policy's rules reach its Lua script (script, key suffix, ARGV parameters in microsecond ticks, the bounds
 /// that keep Lua's values exact), and the embedded scripts as the engine sends them.
 
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -107,6 +109,27 @@ template <Policy P>
     static_assert(!sizeof(P), "RedisLimiter supports the five policies of ratelimit/policy/");
   }
   return b;
+}
+
+/// What a settle of difference `d` sends as its cost and its cap (ARGV[6]) under `rules` for `max_debt` (>= 0): the
+/// most a debit may leave, for GCRA and the token bucket a backlog in us (`tau + max_debt * T`, at most the rules'
+/// `max_backlog()`, as in memory), for the window policies a count (`limit + max_debt`, at most 2^53 - 1, for the
+/// sliding counter at most 2^53 / window: its products stay exact). The cost is clamped where it reaches the cap from
+/// any state, so every value of the script stays an exact integer below 2^53.
+template <Policy P>
+[[nodiscard]] std::array<std::int64_t, 2> settle_args(const RulesOf<P>& rules, std::int64_t max_debt, std::int64_t d) {
+  using ratelimit::detail::i128;
+  i128 cap = 0, per_unit = 1;
+  if constexpr (std::is_same_v<P, Gcra> || std::is_same_v<P, TokenBucket>) {
+    per_unit = rules.emission_interval();
+    cap = std::min(i128{rules.tolerance()} + i128{max_debt} * per_unit, i128{rules.max_backlog()});
+  } else if constexpr (std::is_same_v<P, SlidingWindowCounter>) {
+    cap = std::min(i128{rules.limit()} + max_debt, i128{kLuaExact / rules.window()});
+  } else {
+    cap = std::min(i128{rules.limit()} + max_debt, i128{kLuaExact - 1});
+  }
+  const i128 top = cap / per_unit + 1;  // a debit of more units passes the cap from an empty state already
+  return {static_cast<std::int64_t>(d > top ? top : (d < -kLuaExact ? -kLuaExact : d)), static_cast<std::int64_t>(cap)};
 }
 
 }  // namespace detail

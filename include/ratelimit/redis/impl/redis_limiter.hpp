@@ -12,11 +12,13 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -149,6 +151,93 @@ RATELIMIT_DECL void RedisLimiter<P, C>::wait_ready(std::chrono::milliseconds tim
 template <Policy P, Clock C>
 RATELIMIT_DECL Decision RedisLimiter<P, C>::refund(std::string_view key, std::int64_t cost) {
   return run(key, cost, Mode::refund, config()).decision;
+}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL Reservation RedisLimiter<P, C>::reserve_within(std::string_view key, std::int64_t cost,
+                                                              std::chrono::nanoseconds max_delay) {
+  if constexpr (!ReservableRules<RulesOf<P>>) {
+    throw std::logic_error("reserve: only GCRA and the token bucket book ahead");
+  } else {
+    check_request(key, cost);
+    if (max_delay.count() < 0) ratelimit::detail::invalid("max_delay", "must be >= 0");
+    const Config& c = config();
+    const RulesOf<P>& rules = c.rules;
+    // A booking keeps the backlog within the rules' bound (as in memory): its delay at most that less tau.
+    const std::int64_t most = rules.max_backlog() - rules.tolerance(), wanted = max_delay.count() / 1000;
+    const std::string extra[] = {std::to_string(wanted < most ? wanted : most)};
+    const std::int64_t sent = cost > rules.limit() ? rules.limit() + 1 : cost;  // refused alike, and exact in Lua
+    std::optional<detail::ReserveReply> booked;
+    const Decision d = send_one(c, key, sent, Mode::reserve, extra, &booked).decision;
+    if (!booked) {  // the failure policy's or the fallback's answer: nothing to cancel
+      if (d.allowed) return Reservation(nullptr, std::string(key), {}, std::chrono::nanoseconds(0), d);
+      return Reservation::refused(d.retry_after, d);
+    }
+    const std::chrono::nanoseconds delay =
+        booked->delay_us < 0 ? Decision::never : std::chrono::microseconds(booked->delay_us);
+    if (!booked->ok) return Reservation::refused(delay, d);
+    // The script's time is the booked TAT less the backlog after it (the decision's reset_after).
+    const std::int64_t act_at = booked->booked_tat - d.reset_after.count() / 1000 + booked->delay_us;
+    return Reservation(this, std::string(key), {booked->booked_tat, act_at, cost}, delay, d);
+  }
+}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL void RedisLimiter<P, C>::cancel_reservation(
+    std::string_view key, const ratelimit::detail::ReservationTicket& ticket) noexcept {
+  try {
+    const std::string extra[] = {std::to_string(ticket.booked_tat), std::to_string(ticket.act_at)};
+    const Config& c = config();
+    const std::int64_t limit = c.rules.limit();
+    (void)send_one(c, key, ticket.cost < limit ? (ticket.cost > 0 ? ticket.cost : 0) : limit, Mode::cancel, extra);
+  } catch (...) {  // counted by the answer step (a BackendError under raise): the slot stays spent
+  }
+}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL Decision RedisLimiter<P, C>::settle(std::string_view key, std::int64_t charged, std::int64_t actual) {
+  return settle(key, charged, actual, std::numeric_limits<std::int64_t>::max());
+}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL Decision RedisLimiter<P, C>::settle(std::string_view key, std::int64_t charged, std::int64_t actual,
+                                                   std::int64_t max_debt) {
+  return settle_under(config(), key, charged, actual, max_debt);
+}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL Decision RedisLimiter<P, C>::settle(std::string_view key, std::int64_t charged, std::int64_t actual,
+                                                   std::int64_t max_debt, const PreparedPolicy& policy) {
+  return settle_under(policy.config_, key, charged, actual, max_debt);
+}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL Decision RedisLimiter<P, C>::settle_under(const Config& config, std::string_view key,
+                                                         std::int64_t charged, std::int64_t actual,
+                                                         std::int64_t max_debt) {
+  check_key(key);
+  ratelimit::detail::require_settle(charged, actual, max_debt);
+  const auto [cost, cap] = detail::settle_args<P>(config.rules, max_debt, actual - charged);
+  const std::string extra[] = {std::to_string(cap)};
+  return send_one(config, key, cost, Mode::settle, extra).decision;
+}
+
+template <Policy P, Clock C>
+RATELIMIT_DECL CheckResult RedisLimiter<P, C>::send_one(const Config& c, std::string_view key, std::int64_t cost,
+                                                        Mode mode, std::span<const std::string> extra,
+                                                        std::optional<detail::ReserveReply>* booked) {
+  const Request one{key, cost};
+  const std::int64_t now = now_us();
+  core_->answer.calls.fetch_add(1, std::memory_order_relaxed);
+  auto key_of = [this](std::string_view k) { return redis_key(k); };
+  std::vector<engine::Reply> replies;
+  const CheckResult r = core_->answer
+                            .send(*route_, c, std::span<const Request>(&one, 1), mode, now,
+                                  detail::time_arg(options_, now), key_of, extra, &replies)
+                            .front();
+  if (booked != nullptr && !replies.empty() && replies.front())
+    booked->emplace(detail::reservation_of(*replies.front()));
+  return r;
 }
 
 template <Policy P, Clock C>
