@@ -162,7 +162,8 @@ class RemoteQuotaLimiter {
   /// Records a response already read into a `RemoteReport` (e.g. from a client's own header type through
   /// `RemoteFields::add` and `read_remote_report`); its values are held to `maxima` like the fields'
   /// (negative ones ignored). `ticket` is the one `try_acquire` returned for the request: a default
-  /// ticket is older than any response, so only its Retry-After and status count. Thread-safe. Throws as
+  /// ticket is older than any response, so only its Retry-After and status count (so for a ticket from before the
+  /// partition was forgotten). Thread-safe. Throws as
   /// `try_acquire`.
   /// Example:
   ///   const ratelimit::Gcra local{.limit = 10, .period = std::chrono::seconds(1), .burst = 10};
@@ -188,7 +189,9 @@ class RemoteQuotaLimiter {
     }
     if (block > std::chrono::nanoseconds(0)) p.blocked_until_ns = std::max(p.blocked_until_ns, now + block.count());
     if (!report.remaining) return;
-    if (ticket.sequence <= p.applied_sequence) {
+    // Older than one applied, or not of this entry (a default ticket, one from before the partition was forgotten:
+    // its sequence would mark the entry's own newer answers stale).
+    if (ticket.sequence <= p.applied_sequence || ticket.sequence >= p.next_sequence) {
       stats_.stale.fetch_add(1, std::memory_order_relaxed);
       return;
     }
