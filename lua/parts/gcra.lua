@@ -77,10 +77,13 @@ local function gcra(key, now, cost, mode, B, T)
       end
     elseif mode == "5" then
       -- Cancel a booking (ARGV[6] its TAT, ARGV[7] its time to act, n its units), as x/time/rate's CancelAt: nothing
-      -- once the time to act has come; else n*T less what later bookings added (TAT - booked TAT) goes back.
+      -- once the time to act has come; else n*T less what later bookings added (TAT - booked TAT) goes back, never
+      -- taking the TAT below the one the booking started from (a reset, refund or settle gave its units back).
       local booked_tat, act_at = tonumber(ARGV[6]), tonumber(ARGV[7])
       if state and act_at > t then
         local restore = cost * T - (t + backlog > booked_tat and t + backlog - booked_tat or 0)
+        local held = t + backlog - (booked_tat - cost * T)
+        if held < restore then restore = held end
         if restore > 0 then backlog, write = backlog > restore and backlog - restore or 0, "keep" end
       end
     else

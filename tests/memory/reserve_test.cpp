@@ -275,7 +275,8 @@ class Model {
     const std::int64_t t = view(now);
     if (k.act_at > t) {
       const std::int64_t later = tat_ > k.booked_tat ? tat_ - k.booked_tat : 0;
-      const std::int64_t restore = k.cost * t_ - later;
+      // Never below the TAT the booking started from (a reset, refund or settle gave its units back already).
+      const std::int64_t restore = std::min(k.cost * t_ - later, tat_ - (k.booked_tat - k.cost * t_));
       if (restore > 0) write(t, tat_ - restore > t ? tat_ - restore : t);
     }
     (void)finish(Decision{}, t);

@@ -121,13 +121,18 @@ struct Gcra {
 
     /// Gives back what is unspent of a booking (x/time/rate's `CancelAt`, include/ratelimit/README.md
     /// "Reservations"): nothing once `act_at <= t`; else `later = max(0, TAT - booked_tat)` (what later bookings
-    /// added), `restore = cost*T - later`, and when `restore > 0`: `TAT = max(TAT - restore, t)`, written at `t`.
+    /// added), `restore = min(cost*T - later, TAT - (booked_tat - cost*T))`, and when `restore > 0`:
+    /// `TAT = max(TAT - restore, t)`, written at `t`. The second bound keeps the key at or above the TAT the
+    /// booking started from: a reset, refund or settle since gave its units back already.
     /// In 128 bits: a ticket may come from other rules (a policy changed since the booking).
     void cancel(State& s, std::int64_t now, const detail::ReservationTicket& ticket) const noexcept {
       const std::int64_t t = view(s, now);
       if (ticket.act_at <= t) return;
+      const detail::i128 booked = detail::i128{ticket.cost} * emission_interval_;
       const detail::i128 added_later = detail::i128{s.tat} - ticket.booked_tat;
-      const detail::i128 restore = detail::i128{ticket.cost} * emission_interval_ - (added_later > 0 ? added_later : 0);
+      const detail::i128 unspent = booked - (added_later > 0 ? added_later : 0);
+      const detail::i128 held = detail::i128{s.tat} - (detail::i128{ticket.booked_tat} - booked);
+      const detail::i128 restore = unspent < held ? unspent : held;
       if (restore <= 0) return;
       const detail::i128 tat = detail::i128{s.tat} - restore;
       s.tat = tat > t ? static_cast<std::int64_t>(tat) : t;
