@@ -170,7 +170,9 @@ class RedisLimiter final : public detail::LayeredMember, public ratelimit::detai
   /// Books `cost` (>= 0) units of `key` (include/ratelimit/README.md "Reservations"; include/ratelimit/redis/README.md
   /// "Reservations and settling"): one script call, atomic. `ok()` is false, nothing booked, when `cost` exceeds the
   /// burst. Only GCRA and the token bucket. Thread-safe. When Redis fails: under `fail_open` an ok booking with delay 0
-  /// and nothing to cancel, under `fail_closed` a refusal of `failure_retry_after`; throws as `allow`.
+  /// and nothing to cancel, under `fail_closed` a refusal of `failure_retry_after`, with `fallback` the local share's
+  /// check (an ok booking with delay 0 and nothing to cancel, or a refusal); throws as `allow`. The limiter must
+  /// outlive the `Reservation` (its `cancel()` calls it).
   Reservation reserve(std::string_view key, std::int64_t cost = 1) requires ReservableRules<RulesOf<P>> {
     return reserve_within(key, cost, std::chrono::nanoseconds::max());
   }
