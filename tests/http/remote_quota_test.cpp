@@ -310,3 +310,25 @@ TEST(RemoteQuotaLimiter, ConcurrentCallersNeverExceedRemaining) {
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(admitted.load(), 500);
 }
+
+// A ticket of a forgotten entry is "not of this entry" (RemoteQuotaLimiter::release): its late response must not
+// make the new entry's own, newer responses look stale.
+TEST(RemoteQuotaLimiter, ResponseOfForgottenTicketDoesNotShadowNewerOnes) {
+  ManualClock clock;
+  http::RemoteQuotaOptions o = options(http::RemoteModel::window);
+  o.max_partitions = 1;
+  Limiter limiter(kWide, o, clock);
+  http::RemoteAdmission old;
+  for (int i = 0; i < 3; ++i) old = limiter.try_acquire("a");  // tickets 1..3 of the first entry of "a"
+  ASSERT_TRUE(old);
+  ASSERT_TRUE(limiter.try_acquire("b"));  // "a" is forgotten
+  const Fields fifty{{"X-RateLimit-Limit", "100"}, {"X-RateLimit-Remaining", "50"}, {"X-RateLimit-Reset", "60"}};
+  const Fields none{{"X-RateLimit-Limit", "100"}, {"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset", "60"}};
+  limiter.record("a", old.ticket, 200, fifty);                  // a late answer to the forgotten entry's ticket 3
+  const http::RemoteAdmission sent = limiter.try_acquire("a");  // the new entry's ticket 1
+  ASSERT_TRUE(sent);
+  limiter.record("a", sent.ticket, 200, none);  // the remote now says: nothing left for 60 s
+  const http::RemoteAdmission next = limiter.try_acquire("a");
+  EXPECT_FALSE(next) << "the remote said remaining 0, but the answer was taken for stale";
+  EXPECT_EQ(limiter.stats().stale, 1);  // the forgotten ticket's answer, not the new one's
+}
