@@ -212,4 +212,12 @@ TEST(ShapingShaperInput, BadRulesNameTheirField) {
   expect_names([&] { (void)shaper.shape("k", -1); }, "cost");
 }
 
+// At the end of int64 (a command line's `delay=9223372036854775807`): named, never a signed overflow (UBSan).
+TEST(ShapingShaperInput, RulesAtTheEndOfInt64NameTheirField) {
+  expect_names([] { (void)ShapingRule{.limit = 10, .period = 1s, .burst = INT64_MAX, .delay = INT64_MAX}.gcra(); },
+               "ShapingRule.delay");
+  expect_names([] { (void)ShapingRule{.limit = 10, .period = 1s, .burst = INT64_MAX, .delay = 1}.gcra(); },
+               "ShapingRule.burst");
+}
+
 }  // namespace
