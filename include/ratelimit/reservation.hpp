@@ -102,8 +102,9 @@ class Reservation {
 
   /// Gives back exactly what is still unspent (x/time/rate's `CancelAt`): nothing once the time to act
   /// has come; all of it when this is the key's latest booking (the next booking gets its slot);
-  /// otherwise what later bookings have not taken over. A second call, or a call on a refusal, does
-  /// nothing. Never throws.
+  /// otherwise what later bookings have not taken over; never more than the key holds beyond its state
+  /// before the booking (a reset, refund or settle since gave that back already). A second call, or a call
+  /// on a refusal, does nothing. Never throws.
   void cancel() noexcept {
     if (detail::ReservationBook* book = std::exchange(book_, nullptr)) book->cancel_reservation(key_, ticket_);
   }
