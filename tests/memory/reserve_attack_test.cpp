@@ -20,8 +20,8 @@ MemoryLimiter<ratelimit::Gcra, ManualClock> limiter_of(ManualClock clock) {
   return MemoryLimiter<ratelimit::Gcra, ManualClock>(ratelimit::Gcra{.limit = 10, .period = 1s, .burst = 2}, {}, clock);
 }
 
-// README "Reservations": "a cancel on a key ... reset since, give[s] back nothing". The key used again after the
-// reset holds only the new requests' units: the old booking's cancel must not give one of them back.
+// include/ratelimit/README.md "Reservations": a cancel on a key reset since gives back nothing. The key used again
+// after the reset holds only the new requests' units: the old booking's cancel must not give one of them back.
 TEST(ReserveAttack, CancelAfterResetAndReuseGivesNothingBack) {
   ManualClock clock;
   auto limiter = limiter_of(clock);
