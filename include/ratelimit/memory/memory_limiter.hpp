@@ -129,7 +129,8 @@ class MemoryLimiter final : public detail::LockedMember, public detail::Reservat
 
   /// Checks a request of `cost` units for `key` now and consumes them if it is admitted.
   /// Thread-safe. Throws `std::invalid_argument` for a negative cost or a key longer than
-  /// `max_key_bytes`. Cost 0 is always allowed and reports the current state.
+  /// `max_key_bytes`. Cost 0 reports the current state and is allowed, except on a GCRA or token-bucket key that
+  /// owes a settled debt or has bookings ahead (include/ratelimit/README.md "Keys, costs and validation").
   /// Example:
   ///   ratelimit::MemoryLimiter<ratelimit::FixedWindow> limiter(
   ///       ratelimit::FixedWindow{.limit = 1000, .window = std::chrono::hours(1)});
