@@ -47,8 +47,8 @@ struct ShapingRule {
       detail::invalid("ShapingRule.burst",
                       "must be >= ShapingRule.delay (" + std::to_string(delay) + "), got " + std::to_string(burst));
     }
-    // `delay + 1` must not overflow; a delay this large fails GCRA's horizon anyway.
-    if (delay == detail::kInt64Max) detail::invalid("ShapingRule.delay", "must be below 2^63 - 1");
+    // `delay + 1` in 128 bits: at INT64_MAX it would wrap into a rule that passes.
+    detail::require_horizon(detail::i128{delay} + 1, tick_ns, "ShapingRule.delay");
     static constexpr Gcra::FieldNames names{"ShapingRule.limit", "ShapingRule.period", "ShapingRule.delay"};
     const Gcra::Rules rules = Gcra::make_rules(limit, period, delay + 1, tick_ns, names);
     // The longest wait a booking may be given, (burst + 1) T, twice over as GCRA's horizon.

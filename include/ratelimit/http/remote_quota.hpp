@@ -288,8 +288,8 @@ class RemoteQuotaLimiter {
   /// beyond `max_partitions`) when absent.
   Partition& touch(std::string_view name) {
     if (name.size() > options_.max_partition_bytes) {
-      ratelimit::detail::invalid("partition",
-                                 "longer than max_partition_bytes (" + std::to_string(name.size()) + " bytes)");
+      ratelimit::detail::invalid("partition", std::to_string(name.size()) + " bytes exceeds max_partition_bytes (" +
+                                                  std::to_string(options_.max_partition_bytes) + ")");
     }
     if (const auto it = table_.find(name); it != table_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second.order);

@@ -129,7 +129,8 @@ class MemoryLimiter final : public detail::LockedMember, public detail::Reservat
 
   /// Checks a request of `cost` units for `key` now and consumes them if it is admitted.
   /// Thread-safe. Throws `std::invalid_argument` for a negative cost or a key longer than
-  /// `max_key_bytes`. Cost 0 is always allowed and reports the current state.
+  /// `max_key_bytes`. Cost 0 reports the current state and is allowed, except on a GCRA or token-bucket key that
+  /// owes a settled debt or has bookings ahead (include/ratelimit/README.md "Keys, costs and validation").
   /// Example:
   ///   ratelimit::MemoryLimiter<ratelimit::FixedWindow> limiter(
   ///       ratelimit::FixedWindow{.limit = 1000, .window = std::chrono::hours(1)});
@@ -371,7 +372,8 @@ class MemoryLimiter final : public detail::LockedMember, public detail::Reservat
   // clang 14 makes of constrained members too) compiles: it books nothing there.
   Reservation reserve_at(std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_delay, std::int64_t t);
 
-  // detail::ReservationBook: a `Reservation`'s cancel. Nothing for a key evicted or reset since the booking.
+  // detail::ReservationBook: a `Reservation`'s cancel. Nothing for a key evicted or reset since the booking and
+  // still absent; a key made again since is given back to as a refund would (it keeps no incarnation).
   void cancel_reservation(std::string_view key, const detail::ReservationTicket& ticket) noexcept override;
 
   // The store callbacks of allow and refund, shared by the locking and the `*_locked` paths.
