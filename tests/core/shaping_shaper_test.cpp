@@ -218,5 +218,4 @@ TEST(ShapingShaperInput, BadRulesNameTheirField) {
   expect_names([&] { (void)shaper.shape("k", -1); }, "cost");
 }
 
-// At the end of int64 (a command line's `delay=9223372036854775807`): named, never a signed overflow (UBSan).
 }  // namespace
