@@ -37,8 +37,9 @@
 // bench/adaptive_wrk.sh runs wrk against /backend with an adaptive and with static limits (--threads 256: a
 // worker thread per connection) and reads /__backend/stats (latency of the 200s, measured in the server).
 //
-// --shape PATH=RATE/s,burst=B,delay=N serves GET PATH shaped per client address as nginx's limit_req (shaped_route.cpp):
-// answered at once, held for the stated delay, or 429 with Retry-After (include/ratelimit/README.md "Shaping").
+// --shape PATH=RATE/s,burst=B,delay=N serves GET PATH shaped per client address as nginx's limit_req
+// (shaped_route.cpp): answered at once, held for the stated delay, or 429 with Retry-After (include/ratelimit/README.md
+// "Shaping").
 //
 // --manual-clock is for tests: time starts at 0 and moves only by POST /__test/advance?ms=N.
 //

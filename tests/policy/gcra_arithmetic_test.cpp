@@ -32,11 +32,13 @@ TEST(GcraArithmetic, RemainingIsTheTruncatedQuotientForEveryBacklog) {
   std::mt19937_64 random(5);
   int past_tau = 0;
   for (int round = 0; round < 200; ++round) {
-    const std::int64_t interval = 1 + static_cast<std::int64_t>(random() % 4 == 0 ? random() % (1ULL << 40)
-                                                                                  : random() % 1000);
+    const std::int64_t interval =
+        1 + static_cast<std::int64_t>(random() % 4 == 0 ? random() % (1ULL << 40) : random() % 1000);
     const std::int64_t burst_bound = (std::int64_t{1} << 58) / interval;  // tau and 4 tau stay in range
-    const std::int64_t burst = 1 + static_cast<std::int64_t>(random() % static_cast<std::uint64_t>(
-                                       burst_bound < (std::int64_t{1} << 40) ? burst_bound : std::int64_t{1} << 40));
+    const std::int64_t burst =
+        1 + static_cast<std::int64_t>(random() % static_cast<std::uint64_t>(burst_bound < (std::int64_t{1} << 40)
+                                                                                ? burst_bound
+                                                                                : std::int64_t{1} << 40));
     const ratelimit::Gcra policy{.limit = 1, .period = std::chrono::nanoseconds(interval), .burst = burst};
     const auto rules = policy.rules(1);
     ASSERT_EQ(rules.emission_interval(), interval);
