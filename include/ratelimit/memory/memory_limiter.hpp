@@ -373,7 +373,7 @@ class MemoryLimiter final : public detail::LockedMember, public detail::Reservat
   Reservation reserve_at(std::string_view key, std::int64_t cost, std::chrono::nanoseconds max_delay, std::int64_t t);
 
   // detail::ReservationBook: a `Reservation`'s cancel. Nothing for a key evicted or reset since the booking and
-  // still absent; a key made again since is given back to as a refund would (it keeps no incarnation).
+  // still absent; a key made again since is never taken below its state before the booking (`Rules::cancel`).
   void cancel_reservation(std::string_view key, const detail::ReservationTicket& ticket) noexcept override;
 
   // The store callbacks of allow and refund, shared by the locking and the `*_locked` paths.

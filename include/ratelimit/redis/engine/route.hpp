@@ -236,10 +236,7 @@ class RouteWorker final : public AsyncSink {
       return;
     }
     stop(task_thread_, *task_cv_, [this] { stopping_ = true; });
-    stop(timer_thread_, *timer_cv_, [this] { timer_stopping_ = true; });
-    std::vector<PipelineOp*> held;  // the timer never ran: nothing was held
-    held.swap(held_);
-    fail(held, destroyed());
+    stop(timer_thread_, *timer_cv_, [this] { timer_stopping_ = true; });  // it fails what is held
   }
 
   /// Holds `op` for the next run of the task (or, past `max_in_flight`, refuses it on the timer thread).

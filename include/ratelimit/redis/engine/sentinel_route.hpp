@@ -252,15 +252,13 @@ class SentinelRoute final : public Route {
     {
       const std::lock_guard lock(mutex_);
       pool = pool_;
-      error = discovery_error_;
+      if (!pool) error = no_master();
     }
     if (pool) {
       for (PipelineOp* op : calls) send(*pool, *op);
       return;
     }
-    const BackendError e = error ? error->unshared()
-                                 : BackendError(BackendErrorCause::io, "Redis Sentinel: no master '" +
-                                                                           options_.sentinel.master_name + "' found");
+    const BackendError& e = *error;
     const detail::CompletionScope completions;
     for (PipelineOp* op : calls) op->complete(nullptr, e);
   }
@@ -279,9 +277,14 @@ class SentinelRoute final : public Route {
                                                          "deadline");
     }
     if (pool_) return pool_;
-    throw discovery_error_ ? discovery_error_->unshared()
-                           : BackendError(BackendErrorCause::io,
-                                          "Redis Sentinel: no master '" + options_.sentinel.master_name + "' found");
+    throw no_master();
+  }
+
+  /// Why no master is known (`mutex_` held): the last discovery's failure, else none found.
+  [[nodiscard]] BackendError no_master() const {
+    return discovery_error_ ? discovery_error_->unshared()
+                            : BackendError(BackendErrorCause::io,
+                                           "Redis Sentinel: no master '" + options_.sentinel.master_name + "' found");
   }
 
   /// The master's pool: the known one, else the one the sentinels name now (on the worker's thread). Throws
