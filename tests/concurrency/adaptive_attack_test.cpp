@@ -83,6 +83,12 @@ class JumpLimit final : public AdaptiveAlgorithm {
   std::int64_t limit_, after_;
 };
 
+/// Resets an answer when it goes (declared after the limiter, so it goes first).
+struct ReturnAtExit {
+  std::optional<PermitResult>& answer;
+  ~ReturnAtExit() { answer.reset(); }
+};
+
 // A waiter queues under the limit it read at the start of its acquisition; a release of another key that raises
 // the limit meanwhile (between that reading and the waiter's entry in the queue, on another shard) looks for
 // waiters to grant and finds none yet. The waiter must still be granted at once: the limit in force fits it.
@@ -97,6 +103,10 @@ TEST(AdaptiveAttack, RiseDuringAnEnqueueOnAnotherShardGrantsTheNewWaiter) {
     o.shards = 64;
     o.adaptive = std::make_shared<JumpLimit>(1, 5);
     ConcurrencyLimiter<HookClock> limiter(o, clock);
+    // Before the limiter goes, on every way out of the attempt (`continue`, a failed ASSERT), a permit granted
+    // to the waiter goes back: the limiter must outlive its permits. With both keys on one shard the release
+    // also grants the waiter, once the hook lets go of the lock.
+    const ReturnAtExit return_answer{answer};
     PermitResult y = limiter.try_acquire("y");
     ASSERT_TRUE(y);
     bool other_shard = false;
@@ -115,7 +125,6 @@ TEST(AdaptiveAttack, RiseDuringAnEnqueueOnAnotherShardGrantsTheNewWaiter) {
                                     << limiter.queued("x");
     EXPECT_EQ(answer->status, PermitStatus::acquired);
     EXPECT_EQ(answer->limit, 5);
-    answer.reset();  // its permit goes back before the limiter goes
     return;
   }
   GTEST_SKIP() << "x and y shared a shard in every attempt";
