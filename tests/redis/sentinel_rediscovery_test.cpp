@@ -87,16 +87,17 @@ class SentinelAfterFailover : public testing::Test {
   /// One async check of a fresh key; what it met.
   static Met check_async(RedisLimiter<FixedWindow>& l) {
     static int n = 0;
-    std::promise<Met> met;
-    l.allow_async("k" + std::to_string(n++), 1, 2s, [&met](std::exception_ptr e, ratelimit::Decision) {
-      if (!e) return met.set_value(Met::decided);
+    // Shared with the completion: on a stalled machine it may run after this gave up waiting.
+    auto met = std::make_shared<std::promise<Met>>();
+    l.allow_async("k" + std::to_string(n++), 1, 2s, [met](std::exception_ptr e, ratelimit::Decision) {
+      if (!e) return met->set_value(Met::decided);
       try {
         std::rethrow_exception(e);
       } catch (const std::exception& x) {
-        met.set_value(std::string(x.what()).find("READONLY") != std::string::npos ? Met::readonly : Met::other);
+        met->set_value(std::string(x.what()).find("READONLY") != std::string::npos ? Met::readonly : Met::other);
       }
     });
-    auto f = met.get_future();
+    auto f = met->get_future();
     return f.wait_for(5s) == std::future_status::ready ? f.get() : Met::other;
   }
 
