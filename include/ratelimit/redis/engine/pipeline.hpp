@@ -7,6 +7,7 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -124,11 +125,12 @@ struct PipelineOpAccess {
 
 namespace detail {
 
-/// A sync caller waiting for its calls. It sleeps on `state` (a futex), so it wakes without taking the
-/// pipeline's lock. kDrive: handed the connection (stored under the lock); kDone: every call has its outcome
-/// (stored after the lock is released, the finishing thread's last touch of the waiter).
+/// A sync caller waiting for its calls. It waits on `state` without taking the pipeline's lock. kDrive: handed
+/// the connection (stored under the lock); kDone: every call has its outcome (stored after the lock is
+/// released, the finishing thread's last touch of the waiter); kParked: asleep in the kernel (a futex), so the
+/// poster must wake it.
 struct Waiter {
-  static constexpr std::uint32_t kWaiting = 0, kDrive = 1, kDone = 2;
+  static constexpr std::uint32_t kWaiting = 0, kDrive = 1, kDone = 2, kParked = 3;
   std::atomic<std::uint32_t> state{kWaiting};
   std::chrono::steady_clock::time_point deadline{};
   std::size_t remaining = 0;  // the rest under the pipeline's lock
@@ -142,24 +144,42 @@ inline timespec to_timespec(std::chrono::nanoseconds d) noexcept {
   return {static_cast<time_t>(d.count() / 1'000'000'000), static_cast<long>(d.count() % 1'000'000'000)};
 }
 
-/// Stores `value` into `w.state` and wakes its thread. `w` may be gone after the store: the wake uses the
-/// address only (a stale wake is spurious to whatever sleeps there; all re-check).
+/// Stores `value` into `w.state`, waking its thread when it is parked. `w` may be gone after the exchange: the
+/// wake uses the address only (a stale wake is spurious to whatever sleeps there; all re-check).
 inline void post(Waiter& w, std::uint32_t value) noexcept {
   std::atomic<std::uint32_t>* const a = &w.state;
-  a->store(value, std::memory_order_release);
+  if (a->exchange(value, std::memory_order_acq_rel) != Waiter::kParked) return;  // not asleep: no system call
   ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(a), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
 
-/// Sleeps while `w.state` is `kWaiting`, until `deadline` (null: none). Returns the state (`kWaiting`: timed out).
+/// Times a waiter gives its CPU away (`sched_yield`) before it parks. When other threads wait for a core (the
+/// caller driving the connection among them) that runs them first, and a waiter answered meanwhile needs no
+/// wake-up across CPUs; on an idle core each yield returns at once. include/ratelimit/redis/README.md "Redis
+/// engine" has the numbers.
+inline constexpr int kYieldsBeforePark = 8;
+
+/// Waits while `w.state` is `kWaiting`, until `deadline` (null: none): yields, then parks. Returns the state
+/// (`kWaiting`: timed out).
 inline std::uint32_t await_post(Waiter& w, const std::chrono::steady_clock::time_point* deadline) noexcept {
-  for (;;) {
+  for (int i = 0; i < kYieldsBeforePark; ++i) {
     const std::uint32_t s = w.state.load(std::memory_order_acquire);
     if (s != Waiter::kWaiting) return s;
+    ::sched_yield();
+  }
+  std::uint32_t s = Waiter::kWaiting;
+  if (!w.state.compare_exchange_strong(s, Waiter::kParked, std::memory_order_acq_rel)) return s;
+  for (;;) {
     // steady_clock is CLOCK_MONOTONIC, the bitset wait's clock.
     const timespec ts = deadline != nullptr ? to_timespec(deadline->time_since_epoch()) : timespec{};
     const long r = ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&w.state), FUTEX_WAIT_BITSET_PRIVATE,
-                             Waiter::kWaiting, deadline != nullptr ? &ts : nullptr, nullptr, FUTEX_BITSET_MATCH_ANY);
-    if (r != 0 && errno == ETIMEDOUT) return w.state.load(std::memory_order_acquire);
+                             Waiter::kParked, deadline != nullptr ? &ts : nullptr, nullptr, FUTEX_BITSET_MATCH_ANY);
+    const bool timed_out = r != 0 && errno == ETIMEDOUT;
+    s = Waiter::kParked;
+    if (timed_out && w.state.compare_exchange_strong(s, Waiter::kWaiting, std::memory_order_acq_rel)) {
+      return Waiter::kWaiting;
+    }
+    s = w.state.load(std::memory_order_acquire);
+    if (s != Waiter::kParked) return s;
   }
 }
 
