@@ -191,7 +191,9 @@ class PipelineWaiter : public testing::Test {
     const long long ran = counter();
     EXPECT_GE(ran, tally.replies.load());
     EXPECT_LE(ran, tally.replies.load() + tally.errors_sent.load()) << "a command ran that no caller wrote";
-    if (!all.empty()) EXPECT_LE(all.back(), ran);
+    if (!all.empty()) {
+      EXPECT_LE(all.back(), ran);
+    }
   }
 
   std::unique_ptr<RedisServer> server_;
@@ -271,7 +273,9 @@ TEST_F(PipelineWaiter, SyncChecksOfManyThreadsOnOneConnectionEndByTheirDeadlineA
             note_max(worst, ms(took));
             if (took > 10ms + kSlack) late.fetch_add(1);
             (r.failed() ? failed : decided).fetch_add(1);
-            if (!r.failed()) EXPECT_TRUE(r.decision.allowed);
+            if (!r.failed()) {
+              EXPECT_TRUE(r.decision.allowed);
+            }
           }
         },
         2s + 30s);
