@@ -10,13 +10,7 @@
 
 #include <ratelimit/ratelimit.hpp>
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define RATELIMIT_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define RATELIMIT_TEST_SANITIZED 1
-#endif
-#endif
+#include "../support/sanitizers.hpp"
 
 namespace {
 

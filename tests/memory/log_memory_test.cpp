@@ -16,6 +16,8 @@
 #include <ratelimit/memory/overridable_limiter.hpp>
 #include <ratelimit/ratelimit.hpp>
 
+#include "../support/sanitizers.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -27,14 +29,8 @@ constexpr std::size_t kEntryBytes = 16;  // one (time, cost) entry
 
 // Sanitizer runtimes keep freed blocks in quarantine and map shadow memory: the resident set says
 // nothing about the limiter there, so only table_bytes() is checked in those builds.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef RATELIMIT_TEST_SANITIZED
 constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
 #else
 constexpr bool kSanitized = false;
 #endif

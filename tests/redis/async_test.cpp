@@ -19,23 +19,9 @@
 
 #include <ratelimit/redis.hpp>
 
+#include "../support/sanitizers.hpp"
 #include "cluster_support.hpp"
 #include "test_support.hpp"
-
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define RATELIMIT_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define RATELIMIT_TEST_SANITIZED 1
-#endif
-#endif
-#if defined(__SANITIZE_THREAD__)
-#define RATELIMIT_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define RATELIMIT_TEST_TSAN 1
-#endif
-#endif
 
 namespace {
 

@@ -19,6 +19,7 @@
 #include "../support/fault_proxy.hpp"
 #include "cluster_support.hpp"
 #include "proxied_cluster.hpp"
+#include "../support/sanitizers.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -37,7 +38,7 @@ using ratelimit_test::FaultSpec;
 using Limiter = RedisLimiter<ratelimit::Gcra, ManualClock>;
 
 const ratelimit::Gcra kBig{.limit = 1000, .period = 1s, .burst = 1'000'000};
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef RATELIMIT_TEST_SANITIZED
 constexpr auto kSlack = 1000ms;
 #else
 constexpr auto kSlack = 300ms;

@@ -26,6 +26,7 @@
 #include <ratelimit/redis.hpp>
 
 #include "../support/fault_proxy.hpp"
+#include "../support/sanitizers.hpp"
 #include "test_support.hpp"
 #include "tls_support.hpp"
 
@@ -52,14 +53,8 @@ constexpr auto kCommandTimeout = 100ms;
 constexpr auto kConnectTimeout = 200ms;
 // Scheduling on loaded shared cores, wider under the sanitizers (as in FaultTable): the faults found here held
 // calls for seconds.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef RATELIMIT_TEST_SANITIZED
 constexpr auto kSlack = 1000ms;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr auto kSlack = 1000ms;
-#else
-constexpr auto kSlack = 300ms;
-#endif
 #else
 constexpr auto kSlack = 300ms;
 #endif

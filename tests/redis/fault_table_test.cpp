@@ -20,6 +20,7 @@
 
 #include <ratelimit/redis.hpp>
 
+#include "../support/sanitizers.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -150,14 +151,8 @@ Row run(const Scenario& sc) {
 
   // A call may outlive connect + command timeout by scheduling slack only: a hang would be seconds. The
   // slack is wider under the sanitizers, whose runs on two shared cores stretched one call to 664 ms.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef RATELIMIT_TEST_SANITIZED
   constexpr double kSlackMs = 1000;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-  constexpr double kSlackMs = 1000;
-#else
-  constexpr double kSlackMs = 300;
-#endif
 #else
   constexpr double kSlackMs = 300;
 #endif

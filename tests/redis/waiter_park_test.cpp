@@ -24,6 +24,7 @@
 
 #include <ratelimit/redis.hpp>
 
+#include "../support/sanitizers.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -37,7 +38,7 @@ using ratelimit::redis::engine::RouteCall;
 using ratelimit_test::RedisServer;
 using Steady = std::chrono::steady_clock;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef RATELIMIT_TEST_SANITIZED
 constexpr auto kSlack = 1000ms;
 #else
 constexpr auto kSlack = 300ms;

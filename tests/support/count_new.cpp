@@ -1,18 +1,14 @@
 // The replacement operator new behind count_new.hpp.
 #include "count_new.hpp"
+#include "sanitizers.hpp"
 
 #include <cstdlib>
 #include <limits>
 #include <new>
 
-#if defined(__SANITIZE_THREAD__)
+#ifdef RATELIMIT_TEST_TSAN
 #define RATELIMIT_COUNT_NEW 0
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define RATELIMIT_COUNT_NEW 0
-#endif
-#endif
-#ifndef RATELIMIT_COUNT_NEW
+#else
 #define RATELIMIT_COUNT_NEW 1
 #endif
 
