@@ -28,7 +28,6 @@ using Steady = std::chrono::steady_clock;
 using ratelimit::CheckResult;
 using ratelimit::Outcome;
 using ratelimit::redis::RedisLimiter;
-using ratelimit_test::RedisServer;
 
 /// The outcomes of `n` async calls started together: how often each completed, how long it took, on which
 /// thread. `wait` returns when every call completed once (or 2 s passed).
@@ -104,17 +103,7 @@ bool stop(pid_t pid) {
   return false;
 }
 
-class BreakerAsync : public testing::Test {
- protected:
-  void SetUp() override {
-    RATELIMIT_REQUIRE_REDIS();
-    server_ = std::make_unique<RedisServer>(ratelimit_test::redis_server_binary());
-  }
-  void TearDown() override {
-    if (server_ && server_->pid() > 0) ::kill(server_->pid(), SIGCONT);
-  }
-  std::unique_ptr<RedisServer> server_;
-};
+using BreakerAsync = ratelimit_test::OwnRedisServerTest;
 
 TEST_F(BreakerAsync, StallOpensItShortCircuitsAtOnceOnTheIoThreadOneProbeAndBackOnRedisAfterSigcont) {
   ratelimit::redis::RedisOptions o = server_->options();

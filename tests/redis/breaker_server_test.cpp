@@ -25,16 +25,8 @@ using ratelimit::Outcome;
 using ratelimit::redis::RedisLimiter;
 using ratelimit_test::RedisServer;
 
-class BreakerServer : public testing::Test {
+class BreakerServer : public ratelimit_test::OwnRedisServerTest {
  protected:
-  void SetUp() override {
-    RATELIMIT_REQUIRE_REDIS();
-    server_ = std::make_unique<RedisServer>(ratelimit_test::redis_server_binary());
-  }
-  void TearDown() override {
-    if (server_ && server_->pid() > 0) ::kill(server_->pid(), SIGCONT);
-  }
-
   /// Default breaker (3 failures, 100 ms .. 500 ms), command timeout 100 ms, fail_open, own prefix.
   [[nodiscard]] ratelimit::redis::RedisOptions options() const {
     ratelimit::redis::RedisOptions o = server_->options();
@@ -87,8 +79,6 @@ class BreakerServer : public testing::Test {
     }
     return std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - t0);
   }
-
-  std::unique_ptr<RedisServer> server_;
 };
 
 TEST_F(BreakerServer, SigstopOpensItChecksAnswerAtOnceAndSigcontClosesItWithinOneSecond) {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -130,5 +132,19 @@ void twin_random_call(A& a, B& b, std::mt19937_64& rng, std::span<const std::str
     default: expect(a.allow(k, cost), b.allow(k, cost), where + " allow"); break;
   }
 }
+
+/// A fixture with a redis-server of its own (`server_`), which a test may stop (SIGSTOP): it runs again when the
+/// test ends, whatever the test did.
+class OwnRedisServerTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    RATELIMIT_REQUIRE_REDIS();
+    server_ = std::make_unique<RedisServer>(redis_server_binary());
+  }
+  void TearDown() override {
+    if (server_ && server_->pid() > 0) ::kill(server_->pid(), SIGCONT);
+  }
+  std::unique_ptr<RedisServer> server_;
+};
 
 }  // namespace ratelimit_test

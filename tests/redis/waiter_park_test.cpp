@@ -35,7 +35,6 @@ using ratelimit::ManualClock;
 using ratelimit::redis::engine::Connection;
 using ratelimit::redis::engine::Pipeline;
 using ratelimit::redis::engine::RouteCall;
-using ratelimit_test::RedisServer;
 using Steady = std::chrono::steady_clock;
 
 #ifdef RATELIMIT_TEST_SANITIZED
@@ -161,15 +160,8 @@ void incr_batch(Pipeline& p, std::mt19937& rng, Steady::duration budget, int t, 
   }
 }
 
-class PipelineWaiter : public testing::Test {
+class PipelineWaiter : public ratelimit_test::OwnRedisServerTest {
  protected:
-  void SetUp() override {
-    RATELIMIT_REQUIRE_REDIS();
-    server_ = std::make_unique<RedisServer>(ratelimit_test::redis_server_binary());
-  }
-  void TearDown() override {
-    if (server_ && server_->pid() > 0) ::kill(server_->pid(), SIGCONT);
-  }
   /// A pipeline on this test's server: `command_timeout` bounds each call and a silent connection.
   std::unique_ptr<Pipeline> pipeline(std::chrono::milliseconds command_timeout) {
     ratelimit::redis::RedisOptions o = server_->options();
@@ -196,8 +188,6 @@ class PipelineWaiter : public testing::Test {
       EXPECT_LE(all.back(), ran);
     }
   }
-
-  std::unique_ptr<RedisServer> server_;
 };
 
 // Deadlines of 1 to 20 ms on one connection while the server stops for 5 to 30 ms at a time: timeouts race with
