@@ -95,7 +95,7 @@ fi
 # A crowded machine moves the ratios: the 8 threads of a get a larger share of busy cores than the one raw
 # client, and every sync wait includes the scheduler's.
 load_note() {
-  awk -v n="$(nproc)" -v start="$1" '{ if ($1 > n || start > n) printf "\n**Load average above the %d CPUs (%s at the start, %s at the end): other work shared the cores, so these ratios are not the floors: 8 threads get a larger share of crowded cores than one raw client, and each sync wait includes the scheduler'"'"'s. Compare runs at a load below the CPU count.**\n", n, start, $1 }' /proc/loadavg
+  awk -v n="$(nproc)" -v start="$1" -v end="$2" 'BEGIN { if (end > n || start > n) printf "\n**Load average above the %d CPUs (%s at the start, %s when a-c ended; the fleet of d loads the cores itself): other work shared the cores, so these ratios are not the floors: 8 threads get a larger share of crowded cores than one raw client, and each sync wait includes the scheduler'"'"'s. Compare runs at a load below the CPU count.**\n", n, start, end }'
 }
 
 # The share of the last minute in which some task waited for a CPU (Linux PSI), when the kernel reports it.
@@ -126,6 +126,7 @@ echo "a-c: $rounds interleaved repetitions per case ..." >&2
   --benchmark_min_warmup_time=0.2 \
   --benchmark_out="$out/floors.json" --benchmark_out_format=json >"$out/floors.txt" 2>&1 ||
   { tail -5 "$out/floors.txt" >&2; die "bench_redis failed (its output: $out/floors.txt)"; }
+load_after_ac=$(cut -d' ' -f1 /proc/loadavg)
 fleet=()
 if ((fleet_rounds > 0)); then
   echo "d: bench_redis_fleet --pool-sweep, $fleet_rounds rounds ..." >&2
@@ -138,7 +139,7 @@ fi
   echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)$(pressure)"
   echo
   python3 "$root/bench/redis_floors.py" "$out/floors.json" "${fleet[@]}"
-  load_note "$load_start"
+  load_note "$load_start" "$load_after_ac"
 } | tee -a "$out/floors.md"
 if ((fleet_rounds > 0)); then
   echo

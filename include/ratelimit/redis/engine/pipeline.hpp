@@ -164,6 +164,7 @@ inline std::uint32_t await_post(Waiter& w, const std::chrono::steady_clock::time
   for (int i = 0; i < kYieldsBeforePark; ++i) {
     const std::uint32_t s = w.state.load(std::memory_order_acquire);
     if (s != Waiter::kWaiting) return s;
+    if (deadline != nullptr && std::chrono::steady_clock::now() >= *deadline) break;  // a yield may last a slice
     ::sched_yield();
   }
   std::uint32_t s = Waiter::kWaiting;
