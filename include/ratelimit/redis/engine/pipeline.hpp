@@ -169,15 +169,14 @@ inline std::uint32_t await_post(Waiter& w, const std::chrono::steady_clock::time
   }
   std::uint32_t s = Waiter::kWaiting;
   if (!w.state.compare_exchange_strong(s, Waiter::kParked, std::memory_order_acq_rel)) return s;
+  // steady_clock is CLOCK_MONOTONIC, the bitset wait's clock.
+  const timespec ts = deadline != nullptr ? to_timespec(deadline->time_since_epoch()) : timespec{};
   for (;;) {
-    // steady_clock is CLOCK_MONOTONIC, the bitset wait's clock.
-    const timespec ts = deadline != nullptr ? to_timespec(deadline->time_since_epoch()) : timespec{};
     const long r = ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&w.state), FUTEX_WAIT_BITSET_PRIVATE,
                              Waiter::kParked, deadline != nullptr ? &ts : nullptr, nullptr, FUTEX_BITSET_MATCH_ANY);
-    const bool timed_out = r != 0 && errno == ETIMEDOUT;
-    s = Waiter::kParked;
-    if (timed_out && w.state.compare_exchange_strong(s, Waiter::kWaiting, std::memory_order_acq_rel)) {
-      return Waiter::kWaiting;
+    if (r != 0 && errno == ETIMEDOUT) {
+      s = Waiter::kParked;  // unpark, unless a post came first: then `s` is what it stored
+      return w.state.compare_exchange_strong(s, Waiter::kWaiting, std::memory_order_acq_rel) ? Waiter::kWaiting : s;
     }
     s = w.state.load(std::memory_order_acquire);
     if (s != Waiter::kParked) return s;
