@@ -98,8 +98,8 @@ TEST(Eviction, SweepReclaimsFullKeysExactlyAtResetAfter) {
   expect_swept_exactly_at_reset_after(ratelimit::SlidingWindowLog{.limit = 3, .window = 1ms}, 2);
   expect_swept_exactly_at_reset_after(ratelimit::SlidingWindowCounter{.limit = 3, .window = 1ms}, 2);  // 2W
   expect_swept_exactly_at_reset_after(ratelimit::Gcra{.limit = 3, .period = 1ms, .burst = 3}, 2);
-  expect_swept_exactly_at_reset_after(
-      ratelimit::TokenBucket{.capacity = 3, .refill_tokens = 3, .refill_period = 1ms}, 2);
+  expect_swept_exactly_at_reset_after(ratelimit::TokenBucket{.capacity = 3, .refill_tokens = 3, .refill_period = 1ms},
+                                      2);
 }
 
 TEST(Eviction, FullKeyIsReclaimedOnTouch) {
@@ -130,7 +130,7 @@ TEST(Eviction, NewKeysMakeRoomFromFullKeys) {
   for (int i = 0; i < 2'000; ++i) ASSERT_TRUE(limiter.allow("old" + std::to_string(i)));
   EXPECT_EQ(limiter.size(), 2'000u);
   EXPECT_EQ(limiter.evictions(), 0u);
-  clock.advance(2ms);  // every old key is full again (and older for LRU)
+  clock.advance(2ms);          // every old key is full again (and older for LRU)
   constexpr int kNew = 3'000;  // 5000 in all: at least 1000 old keys must go
   for (int i = 0; i < kNew; ++i) {
     ASSERT_TRUE(limiter.allow("new" + std::to_string(i)));
@@ -149,8 +149,8 @@ TEST(Eviction, NewKeysMakeRoomFromFullKeys) {
 TEST(Eviction, HotKeySurvivesAFlood) {
   ManualClock clock;
   constexpr std::size_t kMaxKeys = 1'000;
-  MemoryLimiter<ratelimit::FixedWindow, ManualClock> limiter({.limit = 1'000'000, .window = 1h},
-                                                             {.max_keys = kMaxKeys}, clock);
+  MemoryLimiter<ratelimit::FixedWindow, ManualClock> limiter({.limit = 1'000'000, .window = 1h}, {.max_keys = kMaxKeys},
+                                                             clock);
   std::int64_t hot_uses = 0;
   for (int i = 0; i < 100'000; ++i) {
     clock.advance(2ms);
@@ -203,8 +203,8 @@ void hot_key_between_every_two_new_keys(C clock, std::size_t max_keys, std::int6
 TEST(Eviction, HotKeyTouchedBetweenNewKeysSurvivesWithManualClock) {
   // Even start, then odd start; steps well under one ~1 ms unit and one of exactly a unit.
   for (const std::int64_t start : {std::int64_t{100} << 20, std::int64_t{101} << 20}) {
-    for (const std::chrono::nanoseconds step : {std::chrono::nanoseconds(1us), std::chrono::nanoseconds(300us),
-                                                std::chrono::nanoseconds(1 << 20)}) {
+    for (const std::chrono::nanoseconds step :
+         {std::chrono::nanoseconds(1us), std::chrono::nanoseconds(300us), std::chrono::nanoseconds(1 << 20)}) {
       ManualClock clock;
       clock.set(ManualClock::time_point(std::chrono::nanoseconds(start)));
       hot_key_between_every_two_new_keys(clock, 1'000, 100'000, step);
@@ -225,7 +225,10 @@ TEST(Eviction, LruOrderHoldsAcrossTheWrapOfTheTouchSequence) {
   ratelimit::detail::ShardedStore<State> store(2, 1);
   auto touch = [&](std::string_view key) {
     store.update(
-        key, store.hash(key), [](State& s, bool) { return std::pair{++s.used, true}; },
+        key, store.hash(key),
+        [](State& s, bool) {
+          return std::pair{++s.used, true};
+        },
         [](const State&) { return false; });
   };
   auto present = [&](std::string_view key) {
@@ -234,12 +237,12 @@ TEST(Eviction, LruOrderHoldsAcrossTheWrapOfTheTouchSequence) {
   touch("old");
   store.skip_touches(UINT32_MAX - 3);  // the sequence is at 2^32 - 3
   touch("hot");
-  touch("hot");                       // at 2^32 - 1
-  touch("new");                       // wraps: stamps halved, then new is the latest
+  touch("hot");  // at 2^32 - 1
+  touch("new");  // wraps: stamps halved, then new is the latest
   EXPECT_TRUE(present("hot"));
   EXPECT_FALSE(present("old"));
   touch("hot");
-  touch("newer");                     // new is now the least recent
+  touch("newer");  // new is now the least recent
   EXPECT_TRUE(present("hot"));
   EXPECT_FALSE(present("new"));
   EXPECT_TRUE(present("newer"));

@@ -324,11 +324,14 @@ TEST_F(AsyncRedisFault, SigkillAndRestartMidFlight) {
   RedisLimiter<ratelimit::Gcra, ManualClock> l(kBig, options(), clock_);
   std::size_t admitted = 0, failed = 0;
   std::size_t admitted_after = 0;
-  run(l, [&] {
-    server_->kill_hard();
-    std::this_thread::sleep_for(20ms);
-    server_->start();
-  }, &admitted, &failed);
+  run(
+      l,
+      [&] {
+        server_->kill_hard();
+        std::this_thread::sleep_for(20ms);
+        server_->start();
+      },
+      &admitted, &failed);
   EXPECT_GT(failed, 0u);  // (how many were admitted depends on the machine's speed; the count is below)
   // The state before the kill is gone; what was admitted since lands exactly once.
   const std::int64_t before = consumed(l);
@@ -342,10 +345,13 @@ TEST_F(AsyncRedisFault, ClientPauseMidFlight) {
   std::size_t admitted = 0, failed = 0;
   auto admin = server_->admin();
   auto paused_until = std::chrono::steady_clock::now();
-  run(l, [&] {
-    admin.command({"CLIENT", "PAUSE", "400"});
-    paused_until = std::chrono::steady_clock::now() + 450ms;
-  }, &admitted, &failed);
+  run(
+      l,
+      [&] {
+        admin.command({"CLIENT", "PAUSE", "400"});
+        paused_until = std::chrono::steady_clock::now() + 450ms;
+      },
+      &admitted, &failed);
   EXPECT_GT(failed, 0u);
   std::this_thread::sleep_until(paused_until);
   const std::int64_t c = consumed(l);
@@ -355,18 +361,22 @@ TEST_F(AsyncRedisFault, ClientPauseMidFlight) {
 
 TEST_F(AsyncRedisFault, ScriptFlushMidFlightLosesNothing) {
   auto o = options();
-  o.command_timeout = 30s;  // only the flush may disturb the calls, not their deadlines on a loaded box
+  o.command_timeout = 30s;   // only the flush may disturb the calls, not their deadlines on a loaded box
   o.max_in_flight = 20'000;  // nor a full queue (a slow server lets the 8,000 async calls pile up)
   RedisLimiter<ratelimit::Gcra, ManualClock> l(kBig, o, clock_);
   std::size_t admitted = 0, failed = 0;
   auto admin = server_->admin();
-  run(l, [&] {
-    for (int i = 0; i < 5; ++i) {
-      admin.command({"SCRIPT", "FLUSH"});
-      std::this_thread::sleep_for(2ms);
-    }
-  }, &admitted, &failed);
-  EXPECT_EQ(failed, 0u) << l.stats().timeouts << " timeouts, " << l.stats().refused_calls << " refused";  // NOSCRIPT never ran: each gets EVAL once
+  run(
+      l,
+      [&] {
+        for (int i = 0; i < 5; ++i) {
+          admin.command({"SCRIPT", "FLUSH"});
+          std::this_thread::sleep_for(2ms);
+        }
+      },
+      &admitted, &failed);
+  // NOSCRIPT never ran: each gets EVAL once.
+  EXPECT_EQ(failed, 0u) << l.stats().timeouts << " timeouts, " << l.stats().refused_calls << " refused";
   EXPECT_EQ(consumed(l), static_cast<std::int64_t>(admitted));
   EXPECT_EQ(admitted, 10'000u / kScale);
   EXPECT_GT(l.stats().script_reloads, 0u);
