@@ -104,12 +104,13 @@ TEST(FallbackManualClock, OutageAdmitsTheShareAndProbesWithBackoff) {
   EXPECT_LE(admitted, 5 + 2000 / 40);  // the share's bound: burst + d / T
   EXPECT_GE(admitted, 2000 / 40);
   // Async: answered by the fallback too, on the I/O thread.
-  std::promise<CheckResult> done;
-  limiter.check_async("k2", 1, [&](std::exception_ptr e, CheckResult r) {
+  // Shared with the completion: it may run after a failed wait returned (the limiter's end completes it).
+  auto done = std::make_shared<std::promise<CheckResult>>();
+  limiter.check_async("k2", 1, [done](std::exception_ptr e, CheckResult r) {
     EXPECT_FALSE(e);
-    done.set_value(r);
+    done->set_value(r);
   });
-  auto f = done.get_future();
+  auto f = done->get_future();
   ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
   const CheckResult async = f.get();
   EXPECT_EQ(async.outcome, Outcome::failure_policy);
@@ -245,9 +246,10 @@ TEST(FallbackServer, KillAndRestartStaysLimitedAndReturnsWithinOneSecond) {
   EXPECT_FALSE(leased.stats().fallback_active);
   // Once back, every check is Redis's again, async ones too.
   EXPECT_EQ(redis.check("after").outcome, Outcome::decided);
-  std::promise<CheckResult> done;
-  redis.check_async("after", 1, [&](std::exception_ptr, CheckResult r) { done.set_value(r); });
-  auto f = done.get_future();
+  // Shared with the completion: it may run after a failed wait returned (the limiter's end completes it).
+  auto done = std::make_shared<std::promise<CheckResult>>();
+  redis.check_async("after", 1, [done](std::exception_ptr, CheckResult r) { done->set_value(r); });
+  auto f = done->get_future();
   ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
   EXPECT_EQ(f.get().outcome, Outcome::decided);
 }
