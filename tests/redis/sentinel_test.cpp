@@ -31,7 +31,8 @@ class Sentinel : public testing::Test {
   void SetUp() override {
     RATELIMIT_REQUIRE_REDIS();
     master_ = std::make_unique<ratelimit_test::RedisServer>(ratelimit_test::redis_server_binary());
-    sentinel_ = std::make_unique<ratelimit_test::SentinelProcess>(ratelimit_test::redis_server_binary(), master_->port());
+    sentinel_ =
+        std::make_unique<ratelimit_test::SentinelProcess>(ratelimit_test::redis_server_binary(), master_->port());
   }
   ratelimit::redis::RedisOptions options(const std::vector<int>& sentinels, const std::string& name = "mymaster",
                                          ratelimit::FailurePolicy on_error = ratelimit::FailurePolicy::raise) {
