@@ -22,23 +22,24 @@ class ReturnAtExit {
   ReturnAtExit(const ReturnAtExit&) = delete;
   ReturnAtExit& operator=(const ReturnAtExit&) = delete;
   ~ReturnAtExit() {
-    while (std::apply([](auto&... a) { return (empty_out(a) | ...); }, answers_)) {
+    while (std::apply([](auto&... a) { return (empty_out(a) + ...); }, answers_) > 0) {
     }
   }
 
  private:
   // Moves the answer out before it goes: a callback that its permit's release runs finds an empty answer to fill.
+  // 1 if there was one to empty.
   template <class T>
-  static bool empty_out(std::optional<T>& answer) {
-    if (!answer) return false;
+  static int empty_out(std::optional<T>& answer) {
+    if (!answer) return 0;
     (void)std::exchange(answer, std::nullopt);
-    return true;
+    return 1;
   }
   template <class T>
-  static bool empty_out(std::vector<T>& answers) {
-    if (answers.empty()) return false;
+  static int empty_out(std::vector<T>& answers) {
+    if (answers.empty()) return 0;
     (void)std::exchange(answers, std::vector<T>{});
-    return true;
+    return 1;
   }
 
   std::tuple<Answers&...> answers_;
