@@ -19,6 +19,8 @@
 
 #include <ratelimit/concurrency.hpp>
 
+#include "../support/return_at_exit.hpp"
+
 namespace {
 namespace attack {  // own names in a unity build
 
@@ -30,6 +32,7 @@ using ratelimit::LatencySample;
 using ratelimit::ManualClock;
 using ratelimit::PermitResult;
 using ratelimit::PermitStatus;
+using ratelimit_test::ReturnAtExit;
 
 /// A clock standing still that runs a hook once, inside its `nth` reading on the thread that armed it: a test
 /// stops a limiter at a chosen point of an operation (under a shard's lock) and acts on another thread there.
@@ -81,12 +84,6 @@ class JumpLimit final : public AdaptiveAlgorithm {
 
  private:
   std::int64_t limit_, after_;
-};
-
-/// Resets an answer when it goes (declared after the limiter, so it goes first).
-struct ReturnAtExit {
-  std::optional<PermitResult>& answer;
-  ~ReturnAtExit() { answer.reset(); }
 };
 
 // A waiter queues under the limit it read at the start of its acquisition; a release of another key that raises

@@ -20,6 +20,9 @@
 #include <ratelimit/layers.hpp>
 #include <ratelimit/ratelimit.hpp>
 
+#include "../support/join_at_exit.hpp"
+#include "../support/return_at_exit.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -31,6 +34,8 @@ using ratelimit::ManualClock;
 using ratelimit::PermitOutcome;
 using ratelimit::PermitResult;
 using ratelimit::PermitStatus;
+using ratelimit_test::JoinAtExit;
+using ratelimit_test::ReturnAtExit;
 
 /// What the test's algorithm saw, shared by the prototype and the limiter's clone.
 struct Seen {
@@ -111,14 +116,15 @@ TEST(AdaptiveLimiter, ReleaseGivesTheAlgorithmLatencyInFlightAndOutcome) {
 TEST(AdaptiveLimiter, LimitRisesUnderLowLatencyAndQueuedWaitersAreGrantedAtOnce) {
   ManualClock clock;
   auto step = std::make_shared<StepLimit>(2, 1, 10, 10ms);
+  std::vector<PermitResult> k_answers, b_answers;
   ConcurrencyLimiter<ManualClock> limiter(adaptive(step, 1000, 10), clock);
+  const ReturnAtExit return_answers{k_answers, b_answers};
   PermitResult k1 = limiter.try_acquire("k");
   PermitResult k2 = limiter.try_acquire("k");
   PermitResult b1 = limiter.try_acquire("b");
   PermitResult b2 = limiter.try_acquire("b");
   ASSERT_TRUE(k1 && k2 && b1 && b2);
   EXPECT_EQ(limiter.try_acquire("k").status, PermitStatus::busy);
-  std::vector<PermitResult> k_answers, b_answers;
   for (int i = 0; i < 2; ++i) {
     limiter.acquire_async("k", 1, 1s, [&](PermitResult r) { k_answers.push_back(std::move(r)); });
   }
@@ -152,6 +158,8 @@ TEST(AdaptiveLimiter, RiseGrantsBlockedCallersInQueueOrder) {
   ASSERT_TRUE(held_k && held_other);
   std::vector<PermitResult> granted(2);  // by waiter; kept held, so that the count below sees them
   std::vector<std::thread> waiters;
+  // A failed ASSERT leaves a waiter blocked on a clock that stands still: past its deadline, it returns.
+  const JoinAtExit join_waiters(waiters, [&] { clock.advance(10s); });
   for (std::size_t i = 0; i < 2; ++i) {
     waiters.emplace_back([&, i] {
       granted[i] = limiter.acquire("k", 1, 10s, [](ratelimit::PermitWait& w, std::chrono::nanoseconds) {

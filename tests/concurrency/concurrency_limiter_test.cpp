@@ -14,6 +14,8 @@
 
 #include <ratelimit/concurrency.hpp>
 
+#include "../support/return_at_exit.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -25,6 +27,7 @@ using ratelimit::PermitResult;
 using ratelimit::PermitStatus;
 using ratelimit::PermitWait;
 using ratelimit::QueueOrder;
+using ratelimit_test::ReturnAtExit;
 
 ConcurrencyOptions options(std::int64_t permits, std::int64_t queue_limit = 0,
                            QueueOrder order = QueueOrder::oldest_first) {
@@ -138,9 +141,10 @@ TEST(ConcurrencyLimiterKeys, AKeyWithOnlyWaitersCounts) {
   ConcurrencyOptions o = options(1, 4);
   o.max_keys = 1;
   ManualClock clock;
-  ConcurrencyLimiter<ManualClock> limiter(o, clock);
-  PermitResult a = limiter.try_acquire("a");
   std::optional<PermitResult> waited;
+  ConcurrencyLimiter<ManualClock> limiter(o, clock);
+  const ReturnAtExit return_answers{waited};
+  PermitResult a = limiter.try_acquire("a");
   limiter.acquire_async("a", 1, 1s, [&](PermitResult r) { waited = std::move(r); });
   a.permit.release();  // the waiter gets it: the key stays held
   ASSERT_TRUE(waited && *waited);
@@ -203,9 +207,9 @@ TEST(ConcurrencyLimiterQueue, AsyncWaitersAreGrantedInQueueOrder) {
 
 TEST(ConcurrencyLimiterQueue, FullQueueDeniesAtOnceOldestFirst) {
   ManualClock clock;
+  int answered = 0;  // outlives the limiter, whose destructor answers a waiter still queued
   ConcurrencyLimiter<ManualClock> limiter(options(2, 2), clock);
   PermitResult holder = limiter.try_acquire("k", 2);
-  int answered = 0;
   limiter.acquire_async("k", 2, 1s, [&](PermitResult r) {
     EXPECT_TRUE(r);
     ++answered;
@@ -227,8 +231,9 @@ TEST(ConcurrencyLimiterQueue, FullQueueDeniesAtOnceOldestFirst) {
 
 TEST(ConcurrencyLimiterQueue, NewestFirstPushesTheOldestOut) {
   ManualClock clock;
+  // Outlives the holder, whose release serves waiters, and the limiter, whose destructor answers those still queued.
+  std::vector<std::pair<int, PermitStatus>> answers;
   ConcurrencyLimiter<ManualClock> limiter(options(1, 2, QueueOrder::newest_first), clock);
-  std::vector<std::pair<int, PermitStatus>> answers;  // outlives the holder, whose release serves waiters
   PermitResult holder = limiter.try_acquire("k");
   for (int i = 0; i < 3; ++i) {
     limiter.acquire_async("k", 1, 1s, [&, i](PermitResult r) { answers.emplace_back(i, r.status); });
@@ -245,11 +250,12 @@ TEST(ConcurrencyLimiterQueue, NewestFirstPushesTheOldestOut) {
 // try_acquire does not overtake the queue.
 TEST(ConcurrencyLimiterQueue, NoOvertakingOldestFirst) {
   ManualClock clock;
-  ConcurrencyLimiter<ManualClock> limiter(options(3, 10), clock);
-  PermitResult a = limiter.try_acquire("k", 2);
-  PermitResult b = limiter.try_acquire("k", 1);
   std::optional<PermitResult> big;
   std::optional<PermitResult> small;
+  ConcurrencyLimiter<ManualClock> limiter(options(3, 10), clock);
+  const ReturnAtExit return_answers{big, small};
+  PermitResult a = limiter.try_acquire("k", 2);
+  PermitResult b = limiter.try_acquire("k", 1);
   limiter.acquire_async("k", 3, 1s, [&](PermitResult r) { big = std::move(r); });
   limiter.acquire_async("k", 1, 1s, [&](PermitResult r) { small = std::move(r); });
   b.permit.release();  // 1 free: the big one (3) waits, the small one must not pass it
@@ -311,9 +317,9 @@ TEST(ConcurrencyLimiterDeadline, ZeroWaitAndPassedDeadlineDenyAtOnce) {
 
 TEST(ConcurrencyLimiterDeadline, AsyncWaitersExpireOnTheClock) {
   ManualClock clock;
+  std::vector<PermitStatus> got;  // outlives the limiter, whose destructor answers waiters still queued
   ConcurrencyLimiter<ManualClock> limiter(options(1, 4), clock);
   PermitResult holder = limiter.try_acquire("k");
-  std::vector<PermitStatus> got;
   limiter.acquire_async("k", 1, 100ms, [&](PermitResult r) { got.push_back(r.status); });
   limiter.acquire_async("k", 1, 300ms, [&](PermitResult r) { got.push_back(r.status); });
   clock.advance(99ms);
@@ -329,11 +335,12 @@ TEST(ConcurrencyLimiterDeadline, AsyncWaitersExpireOnTheClock) {
 
 TEST(ConcurrencyLimiterDeadline, ATimedOutHeadReleasesTheOnesBehindIt) {
   ManualClock clock;
+  std::optional<PermitResult> small;
   ConcurrencyLimiter<ManualClock> limiter(options(2, 10), clock);
+  const ReturnAtExit return_answer{small};
   PermitResult a = limiter.try_acquire("k");
   PermitResult b = limiter.try_acquire("k");
   b.permit.release();  // 1 free
-  std::optional<PermitResult> small;
   const PermitResult big = limiter.acquire("k", 2, 50ms, [&](PermitWait&, std::chrono::nanoseconds t) {
     if (!small) limiter.acquire_async("k", 1, 1s, [&](PermitResult r) { small = std::move(r); });
     clock.advance(t);
@@ -356,15 +363,16 @@ TEST(ConcurrencyLimiterDeadline, AWaitStrategyThatThrowsLeavesTheQueue) {
 }
 
 TEST(ConcurrencyLimiterAsync, ImmediateAnswersRunInlineAndQueuedOnesOnTheReleasingThread) {
-  ConcurrencyLimiter<> limiter(options(1, 4));
   std::optional<PermitResult> first;
-  limiter.acquire_async("k", 1, 1s, [&](PermitResult r) { first = std::move(r); });
-  ASSERT_TRUE(first && *first);  // inline, on this thread
   std::vector<PermitStatus> got;
-  limiter.acquire_async("k", 1, 0ns, [&](PermitResult r) { got.push_back(r.status); });
-  EXPECT_EQ(got, std::vector<PermitStatus>{PermitStatus::busy});
   std::optional<PermitResult> queued;
   std::thread::id served_on;
+  ConcurrencyLimiter<> limiter(options(1, 4));
+  const ReturnAtExit return_answers{first, queued};
+  limiter.acquire_async("k", 1, 1s, [&](PermitResult r) { first = std::move(r); });
+  ASSERT_TRUE(first && *first);  // inline, on this thread
+  limiter.acquire_async("k", 1, 0ns, [&](PermitResult r) { got.push_back(r.status); });
+  EXPECT_EQ(got, std::vector<PermitStatus>{PermitStatus::busy});
   limiter.acquire_async("k", 1, 1h, [&](PermitResult r) {
     served_on = std::this_thread::get_id();
     queued = std::move(r);

@@ -11,6 +11,8 @@
 
 #include <ratelimit/concurrency.hpp>
 
+#include "../support/return_at_exit.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -20,6 +22,7 @@ using ratelimit::ManualClock;
 using ratelimit::PermitResult;
 using ratelimit::PermitStatus;
 using ratelimit::QueueOrder;
+using ratelimit_test::ReturnAtExit;
 
 constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
 
@@ -61,10 +64,11 @@ TEST(ConcurrencyLimiterExtremes, UnlimitedPermitsCountExactly) {
 // A queued waiter of INT64_MAX units is granted only when the whole range is free.
 TEST(ConcurrencyLimiterExtremes, AHugeWaiterWaitsUntilAllIsFree) {
   ManualClock clock;
+  std::optional<PermitResult> waiter;
   ConcurrencyLimiter<ManualClock> limiter({.permits = kMax, .queue_limit = kMax}, clock);
+  const ReturnAtExit return_answer{waiter};
   PermitResult a = limiter.try_acquire("k", kMax - 1);
   PermitResult b = limiter.try_acquire("k", 1);
-  std::optional<PermitResult> waiter;
   limiter.acquire_async("k", kMax, 1s, [&](PermitResult r) { waiter = std::move(r); });
   EXPECT_EQ(limiter.queued("k"), kMax);
   b.permit.release();
@@ -78,9 +82,10 @@ TEST(ConcurrencyLimiterExtremes, AHugeWaiterWaitsUntilAllIsFree) {
 
 TEST(ConcurrencyLimiterExtremes, UnlimitedQueueOldestFirstIsFullAtInt64Max) {
   ManualClock clock;
-  ConcurrencyLimiter<ManualClock> limiter({.permits = kMax, .queue_limit = kMax}, clock);
-  PermitResult held = limiter.try_acquire("k", kMax);
   std::optional<PermitResult> first;
+  ConcurrencyLimiter<ManualClock> limiter({.permits = kMax, .queue_limit = kMax}, clock);
+  const ReturnAtExit return_answer{first};
+  PermitResult held = limiter.try_acquire("k", kMax);
   limiter.acquire_async("k", kMax, 1s, [&](PermitResult r) { first = std::move(r); });
   EXPECT_FALSE(first);
   const PermitResult full = limiter.acquire("k", 1, 1s);
@@ -93,10 +98,10 @@ TEST(ConcurrencyLimiterExtremes, UnlimitedQueueOldestFirstIsFullAtInt64Max) {
 
 TEST(ConcurrencyLimiterExtremes, UnlimitedQueueNewestFirstPushesTheOldestOut) {
   ManualClock clock;
+  std::vector<PermitStatus> answers;  // outlives the limiter, whose destructor answers a waiter still queued
   ConcurrencyLimiter<ManualClock> limiter(
       {.permits = kMax, .queue_limit = kMax, .queue_order = QueueOrder::newest_first}, clock);
   PermitResult held = limiter.try_acquire("k", kMax);
-  std::vector<PermitStatus> answers;
   limiter.acquire_async("k", kMax, 1s, [&](PermitResult r) { answers.push_back(r.status); });
   limiter.acquire_async("k", 1, 1s, [&](PermitResult r) { answers.push_back(r.status); });
   EXPECT_EQ(answers, std::vector<PermitStatus>{PermitStatus::queue_full});

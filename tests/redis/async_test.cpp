@@ -120,9 +120,9 @@ TEST_F(AsyncRedis, CallbackGetsRedisDecisionOnAnotherThread) {
 TEST_F(AsyncRedis, TenThousandInFlightCompleteOnceAndCountOnce) {
   auto o = options(FailurePolicy::raise);
   o.max_in_flight = 10'000;
-  RedisLimiter<ratelimit::Gcra, ManualClock> l(kBig, o, clock_);
   constexpr std::size_t n = 10'000 / kScale;
-  Tally tally(n);
+  Tally tally(n);  // outlives the limiter, whose end completes the calls a failed wait left
+  RedisLimiter<ratelimit::Gcra, ManualClock> l(kBig, o, clock_);
   for (std::size_t i = 0; i < n; ++i) {  // deadlines far off: a loaded machine must not time them out
     l.check_async("k", 1, 30s, [&, i](std::exception_ptr e, CheckResult r) { tally.done(i, r, e != nullptr); });
   }
@@ -192,6 +192,7 @@ TEST_F(AsyncRedis, DeadlineAndFullQueueFailFastWhileRedisIsPaused) {
   o.pool_size = 1;
   o.max_in_flight = 8;
   o.command_timeout = 1000ms;
+  Tally tally(40);  // outlives the limiter, whose end completes the calls a failed wait left
   RedisLimiter<ratelimit::Gcra, ManualClock> l(kBig, o, clock_);
   EXPECT_TRUE(l.allow("k").allowed);  // connected
   auto admin = server.admin();
@@ -205,7 +206,6 @@ TEST_F(AsyncRedis, DeadlineAndFullQueueFailFastWhileRedisIsPaused) {
       timed_out.set_value({be.cause(), std::chrono::steady_clock::now() - start});
     }
   });
-  Tally tally(40);
   for (std::size_t i = 0; i < 40; ++i) {
     l.check_async("k", 1, [&, i](std::exception_ptr e, CheckResult r) { tally.done(i, r, e != nullptr); });
   }
@@ -276,28 +276,29 @@ class AsyncRedisFault : public testing::Test {
   template <class Limiter, class Fault>
   void run(Limiter& l, Fault&& fault, std::size_t* admitted, std::size_t* failed) {
     constexpr std::size_t async_calls = 8000 / kScale, sync_calls = 1000 / kScale;
-    Tally tally(async_calls + 2 * sync_calls);
+    // Shared with the completions: the limiter outlives this function, a failed wait included.
+    const auto tally = std::make_shared<Tally>(async_calls + 2 * sync_calls);
     std::atomic<std::size_t> started{0};
     std::vector<std::thread> sync;
     for (std::size_t t = 0; t < 2; ++t) {
       sync.emplace_back([&, t] {
         for (std::size_t i = 0; i < sync_calls; ++i) {
           const CheckResult r = l.check("k", 1);
-          tally.done(async_calls + t * sync_calls + i, r, false);
+          tally->done(async_calls + t * sync_calls + i, r, false);
           if (i % 50 == 0) std::this_thread::sleep_for(1ms);
         }
       });
     }
     for (std::size_t i = 0; i < async_calls; ++i) {
-      l.check_async("k", 1, [&, i](std::exception_ptr e, CheckResult r) { tally.done(i, r, e != nullptr); });
+      l.check_async("k", 1, [tally, i](std::exception_ptr e, CheckResult r) { tally->done(i, r, e != nullptr); });
       if (++started == async_calls / 4) fault();
       if (i % (200 / kScale) == 0) std::this_thread::sleep_for(1ms);  // spread the calls over the fault
     }
     for (auto& t : sync) t.join();
-    ASSERT_TRUE(tally.wait(60s)) << tally.finished() << " of " << async_calls + 2 * sync_calls << " completed";
-    tally.expect_each_exactly_once();
-    *admitted = tally.admitted();
-    *failed = tally.failed();
+    ASSERT_TRUE(tally->wait(60s)) << tally->finished() << " of " << async_calls + 2 * sync_calls << " completed";
+    tally->expect_each_exactly_once();
+    *admitted = tally->admitted();
+    *failed = tally->failed();
   }
 
   /// The server's count for "k", read by a limiter of the same identity that raises and waits long
@@ -419,21 +420,21 @@ TEST(AsyncRedisCluster, CallsOnEveryMasterCompleteOnce) {
   auto o = ratelimit_test::cluster_client_options(*ratelimit_test::shared_cluster());
   o.time_source = ratelimit::redis::TimeSource::client;
   o.on_error = FailurePolicy::raise;
+  constexpr std::size_t keys = 30, per_key = 20;
+  Tally tally(keys * per_key);  // outlives the limiter, whose end completes the calls a failed wait left
   RedisLimiter<ratelimit::Gcra, ManualClock> l(kBig, o, clock);
   // One call at a time: each batch of the router's worker then goes to one node, through that node's
   // pipelined connection (this once threw std::logic_error on the worker thread and ended the process).
   for (int i = 0; i < 3; ++i) {
-    std::promise<CheckResult> one;
-    l.check_async("single" + std::to_string(i), 1, [&](std::exception_ptr e, CheckResult r) {
+    auto one = std::make_shared<std::promise<CheckResult>>();  // shared: a failed wait returns before its call ends
+    l.check_async("single" + std::to_string(i), 1, [one](std::exception_ptr e, CheckResult r) {
       EXPECT_EQ(e, nullptr);
-      one.set_value(r);
+      one->set_value(r);
     });
-    auto done = one.get_future();
+    auto done = one->get_future();
     ASSERT_EQ(done.wait_for(10s), std::future_status::ready) << i;
     EXPECT_TRUE(done.get().decision.allowed) << i;
   }
-  constexpr std::size_t keys = 30, per_key = 20;
-  Tally tally(keys * per_key);
   for (std::size_t i = 0; i < keys * per_key; ++i) {
     l.check_async("k" + std::to_string(i % keys), 1,
                   [&, i](std::exception_ptr e, CheckResult r) { tally.done(i, r, e != nullptr); });

@@ -33,58 +33,63 @@ using ratelimit::redis::RedisLimiter;
 /// thread. `wait` returns when every call completed once (or 2 s passed).
 class Burst {
  public:
-  explicit Burst(std::size_t n) : times_(n), counts_(n), threads_(n), outcomes_(n) {}
+  explicit Burst(std::size_t n) : s_(std::make_shared<State>(n)) {}
 
   template <class L>
   void start(L& l, std::chrono::milliseconds timeout) {
-    for (std::size_t i = 0; i < counts_.size(); ++i) {
+    for (std::size_t i = 0; i < s_->counts.size(); ++i) {
       const auto t0 = Steady::now();
-      l.check_async("k", 1, timeout, [this, i, t0](std::exception_ptr, CheckResult r) {
-        const std::lock_guard lock(mutex_);
-        times_[i] = Steady::now() - t0;
-        threads_[i] = std::this_thread::get_id();
-        outcomes_[i] = r.outcome;
-        ++counts_[i];
-        if (++done_ == counts_.size()) cv_.notify_all();
+      // The state is shared: after a failed `wait` the burst goes, and the limiter completes the call later.
+      l.check_async("k", 1, timeout, [s = s_, i, t0](std::exception_ptr, CheckResult r) {
+        const std::lock_guard lock(s->mutex);
+        s->times[i] = Steady::now() - t0;
+        s->threads[i] = std::this_thread::get_id();
+        s->outcomes[i] = r.outcome;
+        ++s->counts[i];
+        if (++s->done == s->counts.size()) s->cv.notify_all();
       });
     }
   }
   bool wait() {
-    std::unique_lock lock(mutex_);
-    return cv_.wait_for(lock, 2s, [this] { return done_ >= counts_.size(); });
+    std::unique_lock lock(s_->mutex);
+    return s_->cv.wait_for(lock, 2s, [this] { return s_->done >= s_->counts.size(); });
   }
   // After `wait`.
   [[nodiscard]] int fast(Steady::duration bound) const {
     int n = 0;
-    for (const auto t : times_) n += t < bound ? 1 : 0;
+    for (const auto t : s_->times) n += t < bound ? 1 : 0;
     return n;
   }
   [[nodiscard]] int decided() const {
     int n = 0;
-    for (const Outcome o : outcomes_) n += o == Outcome::decided ? 1 : 0;
+    for (const Outcome o : s_->outcomes) n += o == Outcome::decided ? 1 : 0;
     return n;
   }
   [[nodiscard]] bool each_once() const {
-    for (const int c : counts_) {
+    for (const int c : s_->counts) {
       if (c != 1) return false;
     }
     return true;
   }
   [[nodiscard]] bool none_on(std::thread::id caller) const {
-    for (const auto id : threads_) {
+    for (const auto id : s_->threads) {
       if (id == caller) return false;
     }
     return true;
   }
 
  private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::size_t done_ = 0;
-  std::vector<Steady::duration> times_;
-  std::vector<int> counts_;
-  std::vector<std::thread::id> threads_;
-  std::vector<Outcome> outcomes_;
+  struct State {
+    explicit State(std::size_t n) : times(n), counts(n), threads(n), outcomes(n) {}
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::size_t done = 0;
+    std::vector<Steady::duration> times;
+    std::vector<int> counts;
+    std::vector<std::thread::id> threads;
+    std::vector<Outcome> outcomes;
+  };
+  std::shared_ptr<State> s_;
 };
 
 /// SIGSTOP, and waits until the kernel shows the process stopped (a server not yet stopped would still

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <future>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -59,9 +60,10 @@ TEST(DenialCache, DeniesLocallyUntilRetryAfterThenAsksRedis) {
   EXPECT_EQ(denial_evalsha_count(admin), before + 1);
   // Async: answered by the cache on the I/O thread, Redis not asked.
   const std::int64_t async_before = denial_evalsha_count(admin);
-  std::promise<CheckResult> done;
-  limiter.check_async("k", 2, [&](std::exception_ptr, CheckResult r) { done.set_value(r); });
-  auto f = done.get_future();
+  // Shared with the completion: it may run after a failed wait returned (the limiter's end completes it).
+  auto done = std::make_shared<std::promise<CheckResult>>();
+  limiter.check_async("k", 2, [done](std::exception_ptr, CheckResult r) { done->set_value(r); });
+  auto f = done->get_future();
   ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
   const CheckResult async = f.get();
   EXPECT_FALSE(async.decision.allowed);

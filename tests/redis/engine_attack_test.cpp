@@ -268,9 +268,10 @@ TEST_F(EngineAttack, CachedDenialAddsNoLatencySampleSyncOrAsync) {
   ASSERT_EQ(l.stats().cached_denials, 1u);
   EXPECT_EQ(latency_samples(l.stats()), samples) << "a sync cached denial was timed as a backend call";
 
-  std::promise<ratelimit::Decision> done;
-  l.allow_async("k", 1, [&done](std::exception_ptr, ratelimit::Decision d) { done.set_value(d); });
-  auto f = done.get_future();
+  // Shared with the completion: it may run after a failed wait returned (the limiter's end completes it).
+  auto done = std::make_shared<std::promise<ratelimit::Decision>>();
+  l.allow_async("k", 1, [done](std::exception_ptr, ratelimit::Decision d) { done->set_value(d); });
+  auto f = done->get_future();
   ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
   EXPECT_FALSE(f.get().allowed);
   ASSERT_EQ(l.stats().cached_denials, 2u);

@@ -56,17 +56,25 @@ std::string fallback_invalid_message(const std::function<void()>& f) {
 TEST(FallbackOptions, InvalidValuesNameTheField) {
   const ratelimit::Gcra policy{.limit = 10, .period = 1s, .burst = 5};
   RedisOptions o = fallback_options(1, 0);
-  EXPECT_NE(fallback_invalid_message([&] { RedisLimiter<ratelimit::Gcra> l(policy, o); }).find("LimiterOptions.fallback.instances"),
+  EXPECT_NE(fallback_invalid_message([&] {
+              RedisLimiter<ratelimit::Gcra> l(policy, o);
+            }).find("LimiterOptions.fallback.instances"),
             std::string::npos);
-  EXPECT_NE(fallback_invalid_message([&] { LeasedLimiter<ratelimit::Gcra> l(policy, o); }).find("LimiterOptions.fallback.instances"),
+  EXPECT_NE(fallback_invalid_message([&] {
+              LeasedLimiter<ratelimit::Gcra> l(policy, o);
+            }).find("LimiterOptions.fallback.instances"),
             std::string::npos);
   o.fallback.instances = 2;
   o.fallback.probe_max = 10ms;  // below probe_min
-  EXPECT_NE(fallback_invalid_message([&] { RedisLimiter<ratelimit::Gcra> l(policy, o); }).find("LimiterOptions.fallback.probe_max"),
+  EXPECT_NE(fallback_invalid_message([&] {
+              RedisLimiter<ratelimit::Gcra> l(policy, o);
+            }).find("LimiterOptions.fallback.probe_max"),
             std::string::npos);
   o.fallback.probe_max = 250ms;
   o.fallback.max_keys = 0;
-  EXPECT_NE(fallback_invalid_message([&] { RedisLimiter<ratelimit::Gcra> l(policy, o); }).find("LimiterOptions.fallback.max_keys"),
+  EXPECT_NE(fallback_invalid_message([&] {
+              RedisLimiter<ratelimit::Gcra> l(policy, o);
+            }).find("LimiterOptions.fallback.max_keys"),
             std::string::npos);
   // Without on_error = fallback the instance count is not needed.
   o.fallback = {};
@@ -104,12 +112,13 @@ TEST(FallbackManualClock, OutageAdmitsTheShareAndProbesWithBackoff) {
   EXPECT_LE(admitted, 5 + 2000 / 40);  // the share's bound: burst + d / T
   EXPECT_GE(admitted, 2000 / 40);
   // Async: answered by the fallback too, on the I/O thread.
-  std::promise<CheckResult> done;
-  limiter.check_async("k2", 1, [&](std::exception_ptr e, CheckResult r) {
+  // Shared with the completion: it may run after a failed wait returned (the limiter's end completes it).
+  auto done = std::make_shared<std::promise<CheckResult>>();
+  limiter.check_async("k2", 1, [done](std::exception_ptr e, CheckResult r) {
     EXPECT_FALSE(e);
-    done.set_value(r);
+    done->set_value(r);
   });
-  auto f = done.get_future();
+  auto f = done->get_future();
   ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
   const CheckResult async = f.get();
   EXPECT_EQ(async.outcome, Outcome::failure_policy);
@@ -146,7 +155,7 @@ TEST(FallbackLayered, JointCheckIsAllOrNothingInMemory) {
   const auto denied = ratelimit::check_layers({{&la, "k"}, {&lb, "k"}});
   EXPECT_FALSE(denied);
   EXPECT_EQ(denied.layers[0].decision.remaining, 3);  // a: 2 used, the third not consumed
-  EXPECT_EQ(a.check("k", 3).decision.allowed, true);   // so 3 are left
+  EXPECT_EQ(a.check("k", 3).decision.allowed, true);  // so 3 are left
   EXPECT_GE(a.stats().fallback_checks, 3u);
   EXPECT_TRUE(b.stats().fallback_active);
 }
@@ -226,14 +235,16 @@ TEST(FallbackServer, KillAndRestartStaysLimitedAndReturnsWithinOneSecond) {
     if (!redis_back && redis.check("probe").outcome == Outcome::decided) {
       redis_back = true;
       const auto took = std::chrono::steady_clock::now() - back;
-      std::cout << "RedisLimiter back on Redis after " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+      std::cout << "RedisLimiter back on Redis after "
+                << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
                 << " ms; admitted during the outage " << redis_admitted << " of a share bound of " << bound << "\n";
       EXPECT_LT(took, 1s) << "RedisLimiter";
     }
     if (!leased_back && leased.check("probe").outcome == Outcome::decided) {
       leased_back = true;
       const auto took = std::chrono::steady_clock::now() - back;
-      std::cout << "LeasedLimiter back on Redis after " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+      std::cout << "LeasedLimiter back on Redis after "
+                << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
                 << " ms; admitted during the outage " << leased_admitted << "\n";
       EXPECT_LT(took, 1s) << "LeasedLimiter";
     }
@@ -245,9 +256,10 @@ TEST(FallbackServer, KillAndRestartStaysLimitedAndReturnsWithinOneSecond) {
   EXPECT_FALSE(leased.stats().fallback_active);
   // Once back, every check is Redis's again, async ones too.
   EXPECT_EQ(redis.check("after").outcome, Outcome::decided);
-  std::promise<CheckResult> done;
-  redis.check_async("after", 1, [&](std::exception_ptr, CheckResult r) { done.set_value(r); });
-  auto f = done.get_future();
+  // Shared with the completion: it may run after a failed wait returned (the limiter's end completes it).
+  auto done = std::make_shared<std::promise<CheckResult>>();
+  redis.check_async("after", 1, [done](std::exception_ptr, CheckResult r) { done->set_value(r); });
+  auto f = done->get_future();
   ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
   EXPECT_EQ(f.get().outcome, Outcome::decided);
 }

@@ -122,6 +122,11 @@ TEST_F(FunctionScripts, LayeredChecksAndAsyncCallsGoAsFcall) {
   auto admin = server_->admin();
   ManualClock clock;
   const auto o = options();
+  // Outlive the pool, whose end completes the async calls a failed wait left.
+  std::mutex m;
+  std::condition_variable cv;
+  int done = 0;
+  std::vector<std::int64_t> remaining(3, -1);
   auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(o.connection(), o.limiter());
   RedisLimiter<FixedWindow, ManualClock> minute(FixedWindow{.limit = 2, .window = 1min}, pool, clock);
   RedisLimiter<ratelimit::Gcra, ManualClock> burst(ratelimit::Gcra{.limit = 10, .period = 1s, .burst = 5}, pool, clock);
@@ -134,10 +139,6 @@ TEST_F(FunctionScripts, LayeredChecksAndAsyncCallsGoAsFcall) {
   }
   EXPECT_EQ(burst.peek("u").remaining, 3);  // the denied third check kept nothing
   ASSERT_EQ(ratelimit::redis::engine::text(*admin.command({"FUNCTION", "FLUSH"})), "OK");
-  std::mutex m;
-  std::condition_variable cv;
-  int done = 0;
-  std::vector<std::int64_t> remaining(3, -1);
   for (int i = 0; i < 3; ++i) {
     burst.allow_async("v", 1, 5s, [&, i](std::exception_ptr e, Decision d) {
       const std::lock_guard lock(m);

@@ -112,10 +112,11 @@ TEST_F(SentinelFirstCalls, RefusedDiscoveryRequestIsNoRefusedCall) {
   start(true, tuned);
   proxy_->set_admission(Admission::blackhole);
   std::this_thread::sleep_for(30ms);  // the proxy's acceptor takes it up within a tick
-  Limiter limiter(kBig, options_, clock_);
+  // Outlive the limiter, whose end completes the calls a failed wait left.
   std::promise<void> first_done;
   std::promise<void> second_done;
   std::atomic<int> async_failed{0};
+  Limiter limiter(kBig, options_, clock_);
   limiter.check_async("k", 1, 1000ms, [&](std::exception_ptr, CheckResult r) {
     if (r.outcome != Outcome::decided) ++async_failed;
     first_done.set_value();

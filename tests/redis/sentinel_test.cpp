@@ -31,7 +31,8 @@ class Sentinel : public testing::Test {
   void SetUp() override {
     RATELIMIT_REQUIRE_REDIS();
     master_ = std::make_unique<ratelimit_test::RedisServer>(ratelimit_test::redis_server_binary());
-    sentinel_ = std::make_unique<ratelimit_test::SentinelProcess>(ratelimit_test::redis_server_binary(), master_->port());
+    sentinel_ =
+        std::make_unique<ratelimit_test::SentinelProcess>(ratelimit_test::redis_server_binary(), master_->port());
   }
   ratelimit::redis::RedisOptions options(const std::vector<int>& sentinels, const std::string& name = "mymaster",
                                          ratelimit::FailurePolicy on_error = ratelimit::FailurePolicy::raise) {
@@ -109,9 +110,12 @@ TEST_F(Sentinel, NoSentinelReachableFailsAsIo) {
 TEST_F(Sentinel, AsyncChecksFindTheMasterToo) {
   ManualClock clock;
   RedisLimiter<FixedWindow, ManualClock> l(FixedWindow{.limit = 3, .window = 1h}, options({sentinel_->port()}), clock);
-  std::promise<std::int64_t> remaining;
-  l.allow_async("k", 1, 5s, [&](std::exception_ptr e, ratelimit::Decision d) { remaining.set_value(e ? -1 : d.remaining); });
-  auto f = remaining.get_future();
+  // Shared with the completion: it may run after a failed wait returned (the limiter's end completes it).
+  auto remaining = std::make_shared<std::promise<std::int64_t>>();
+  l.allow_async("k", 1, 5s, [remaining](std::exception_ptr e, ratelimit::Decision d) {
+    remaining->set_value(e ? -1 : d.remaining);
+  });
+  auto f = remaining->get_future();
   ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
   EXPECT_EQ(f.get(), 2);
 }

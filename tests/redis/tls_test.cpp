@@ -104,9 +104,11 @@ TEST_F(Tls, ChecksOverTlsDecideAsOverTcp) {
   EXPECT_EQ(d[1].remaining, 4);
   EXPECT_EQ(d[2].remaining, 1);
   EXPECT_EQ(d[3].remaining, 2);
-  std::promise<std::int64_t> remaining;
-  l.allow_async("k", 1, 5s, [&](std::exception_ptr e, Decision x) { remaining.set_value(e ? -1 : x.remaining); });
-  auto f = remaining.get_future();
+  // Shared with the completion: it may run after a failed wait returned (the limiter's end completes it).
+  auto remaining = std::make_shared<std::promise<std::int64_t>>();
+  l.allow_async("k", 1, 5s,
+                [remaining](std::exception_ptr e, Decision x) { remaining->set_value(e ? -1 : x.remaining); });
+  auto f = remaining->get_future();
   ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
   EXPECT_EQ(f.get(), 1);
   EXPECT_EQ(l.stats().failures, 0u);

@@ -15,6 +15,7 @@
 
 #include <ratelimit/redis.hpp>
 
+#include "../../support/join_at_exit.hpp"
 #include "redis_server.hpp"
 #include "test_support.hpp"
 
@@ -25,6 +26,7 @@ using ratelimit::Permit;
 using ratelimit::PermitResult;
 using ratelimit::redis::RedisConcurrencyLimiter;
 using ratelimit::redis::RedisConcurrencyOptions;
+using ratelimit_test::JoinAtExit;
 
 ratelimit::redis::RedisOptions on_lost_client_options() {
   return ratelimit_test::client_options(*ratelimit_test::shared_redis());
@@ -131,15 +133,16 @@ TEST(RedisConcurrencyOnLost, ReleaseWaitsOnlyForItsOwnPermitsCallback) {
 // once (the I/O thread must never wait); the permit is released once the callback has returned.
 TEST(RedisConcurrencyOnLost, ReleaseOnTheIoThreadNeverWaitsForOnLost) {
   RATELIMIT_REQUIRE_REDIS();
+  // Outlive the pool, whose end completes a call still in flight (its callback sets `released`).
+  OnLostSignal entered;
+  OnLostSignal released;
+  std::atomic<bool> released_during_on_lost{false};
   const auto options = on_lost_client_options();
   auto pool = std::make_shared<ratelimit::redis::ConnectionPool>(options.connection(), options.limiter());
   RedisConcurrencyLimiter limiter(on_lost_manual_renewal(), pool);
   ratelimit::redis::RedisLimiter<ratelimit::Gcra> async_limiter(
       ratelimit::Gcra{.limit = 1000, .period = 1s, .burst = 1000}, pool, options.limiter());
   auto admin = ratelimit_test::shared_redis()->admin();
-  OnLostSignal entered;
-  OnLostSignal released;
-  std::atomic<bool> released_during_on_lost{false};
   auto held = std::make_shared<PermitResult>();
   *held = limiter.try_acquire("k", 1, [&] {
     entered.set();
@@ -148,6 +151,8 @@ TEST(RedisConcurrencyOnLost, ReleaseOnTheIoThreadNeverWaitsForOnLost) {
   ASSERT_TRUE(*held);
   (void)admin.command({"DEL", limiter.redis_key("k")});
   std::thread renewer([&] { (void)limiter.renew_now(); });
+  // On the way out on_lost waits no more for `released` (at most 2 s otherwise).
+  const JoinAtExit join_renewer(renewer, [&] { released.set(); });
   ASSERT_TRUE(entered.wait_for(5s));
   async_limiter.check_async("x", 1, [&, held](std::exception_ptr, ratelimit::CheckResult) {
     held->permit.release();

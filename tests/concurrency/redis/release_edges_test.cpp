@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <future>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -46,12 +47,14 @@ TEST(RedisConcurrencyRelease, ReleaseOnAnAsyncCompletionGivesTheUnitsBack) {
   PermitResult r = limiter.try_acquire("k", 2);
   ASSERT_TRUE(r);
   ASSERT_EQ(limiter.in_flight("k"), 2);
-  std::promise<void> done;
-  rate.allow_async("x", 1, [permit = std::move(r.permit), &done](std::exception_ptr, ratelimit::Decision) mutable {
+  // Shared with the completion: it may run after a failed wait returned (the limiter's end completes it).
+  auto done = std::make_shared<std::promise<void>>();
+  auto finished = done->get_future();
+  rate.allow_async("x", 1, [permit = std::move(r.permit), done](std::exception_ptr, ratelimit::Decision) mutable {
     permit.release();
-    done.set_value();
+    done->set_value();
   });
-  ASSERT_EQ(done.get_future().wait_for(5s), std::future_status::ready);
+  ASSERT_EQ(finished.wait_for(5s), std::future_status::ready);
   EXPECT_EQ(settled_in_flight(limiter, "k", 0), 0) << "the units stay in Redis until expiry";
   EXPECT_EQ(limiter.failed_releases(), 0u);
   EXPECT_EQ(limiter.held(), 0u);

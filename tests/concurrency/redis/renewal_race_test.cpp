@@ -11,6 +11,7 @@
 
 #include <ratelimit/redis.hpp>
 
+#include "../../support/join_at_exit.hpp"
 #include "redis_server.hpp"
 #include "test_support.hpp"
 
@@ -20,6 +21,7 @@ using namespace std::chrono_literals;
 using ratelimit::PermitResult;
 using ratelimit::redis::RedisConcurrencyLimiter;
 using ratelimit::redis::RedisConcurrencyOptions;
+using ratelimit_test::JoinAtExit;
 
 // Client options on a key prefix of their own.
 ratelimit::redis::RedisOptions redis_options() {
@@ -59,6 +61,7 @@ TEST(RedisConcurrencyRenewal, ReleasedPermitIsNeverReportedLost) {
       phase.store(idle);
     }
   });
+  const JoinAtExit join_renewer(renewer, [&] { phase.store(stop); });
   constexpr int kCycles = 2000;
   for (int i = 0; i < kCycles; ++i) {
     PermitResult r = limiter.try_acquire("k", 1 + i % 3, [&] { lost.fetch_add(1); });
