@@ -29,11 +29,7 @@ constexpr std::size_t kEntryBytes = 16;  // one (time, cost) entry
 
 // Sanitizer runtimes keep freed blocks in quarantine and map shadow memory: the resident set says
 // nothing about the limiter there, so only table_bytes() is checked in those builds.
-#ifdef RATELIMIT_TEST_SANITIZED
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
+using ratelimit_test::kSanitized;
 
 TEST(LogMemory, TableBytesCountTheLogEntries) {
   ManualClock clock;

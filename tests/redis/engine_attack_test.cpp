@@ -38,11 +38,7 @@ using ratelimit_test::FaultSpec;
 using Limiter = RedisLimiter<ratelimit::Gcra, ManualClock>;
 
 const ratelimit::Gcra kBig{.limit = 1000, .period = 1s, .burst = 1'000'000};
-#ifdef RATELIMIT_TEST_SANITIZED
-constexpr auto kSlack = 1000ms;
-#else
-constexpr auto kSlack = 300ms;
-#endif
+constexpr auto kSlack = ratelimit_test::kSchedulingSlack;
 
 long long ms(Steady::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
 

@@ -53,11 +53,7 @@ constexpr auto kCommandTimeout = 100ms;
 constexpr auto kConnectTimeout = 200ms;
 // Scheduling on loaded shared cores, wider under the sanitizers (as in FaultTable): the faults found here held
 // calls for seconds.
-#ifdef RATELIMIT_TEST_SANITIZED
-constexpr auto kSlack = 1000ms;
-#else
-constexpr auto kSlack = 300ms;
-#endif
+constexpr auto kSlack = ratelimit_test::kSchedulingSlack;
 // How long a test waits for a call before it calls it hung (and lifts the fault so that it can end).
 constexpr auto kHung = 3s;
 

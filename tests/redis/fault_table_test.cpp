@@ -149,14 +149,9 @@ Row run(const Scenario& sc) {
     std::this_thread::sleep_for(10ms);
   } while (Clock::now() < deadline);
 
-  // A call may outlive connect + command timeout by scheduling slack only: a hang would be seconds. The
-  // slack is wider under the sanitizers, whose runs on two shared cores stretched one call to 664 ms.
-#ifdef RATELIMIT_TEST_SANITIZED
-  constexpr double kSlackMs = 1000;
-#else
-  constexpr double kSlackMs = 300;
-#endif
-  const double bound_ms = std::chrono::duration<double, std::milli>(call_bound).count() + kSlackMs;
+  // A call may outlive connect + command timeout by scheduling slack only: a hang would be seconds.
+  const double bound_ms =
+      std::chrono::duration<double, std::milli>(call_bound + ratelimit_test::kSchedulingSlack).count();
   row.ok = (sc.fails ? row.failures > 0 : row.failures == 0) && row.max_call_ms <= bound_ms &&
            row.recovery_ms <= 1000 && row.clients_after == 1;
   EXPECT_TRUE(sc.fails ? row.failures > 0 : row.failures == 0) << sc.name << ": failures " << row.failures;

@@ -37,11 +37,7 @@ using ratelimit::redis::engine::Pipeline;
 using ratelimit::redis::engine::RouteCall;
 using Steady = std::chrono::steady_clock;
 
-#ifdef RATELIMIT_TEST_SANITIZED
-constexpr auto kSlack = 1000ms;
-#else
-constexpr auto kSlack = 300ms;
-#endif
+constexpr auto kSlack = ratelimit_test::kSchedulingSlack;
 constexpr int kThreads = 32;
 // INCR after a short loop: a reply takes longer than a waiter's yields, so that most waiters park.
 constexpr std::string_view kIncr = "for i = 1, 300 do end return redis.call('INCR', KEYS[1])";

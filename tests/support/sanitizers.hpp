@@ -19,3 +19,19 @@
 #define RATELIMIT_TEST_TSAN 1
 #endif
 #endif
+
+#include <chrono>
+
+namespace ratelimit_test {
+
+#ifdef RATELIMIT_TEST_SANITIZED
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
+/// What a call timed on the real clock may take beyond its bound on loaded shared cores before a test calls it
+/// late: wider under a sanitizer's runtime, whose runs on two shared cores stretched one call to 664 ms.
+inline constexpr std::chrono::milliseconds kSchedulingSlack{kSanitized ? 1000 : 300};
+
+}  // namespace ratelimit_test
